@@ -1,0 +1,37 @@
+// Package learners is kpcastream's pure maths core: bounded-memory online
+// kernel PCA learners fed one observation at a time, a batch kernel PCA
+// reference, and the portable model export.
+//
+// # Model
+//
+// A Learner behaves like a running hash: Learn folds one observation into
+// the state, Transform projects a vector onto the current k components,
+// State/Restore save and resume it. Learners never do I/O, never start
+// goroutines and never read the clock; randomness comes from Config.Seed,
+// so the same config and inputs give an identical State. A learner is not
+// safe for concurrent use: one goroutine owns it.
+//
+// Memory is fixed at construction by the budget B, the dimension d and the
+// number of components k (see each learner's MemoryBytes); it never grows
+// with the stream. After warm-up, Learn and Transform do not allocate.
+//
+// # Kinds
+//
+//   - ikpca (default): incremental eigenspace kernel PCA (Kim 2003 with Hall
+//     et al.'s mean update) in whitened Nyström coordinates of a budgeted
+//     dictionary, with ALD or coherence admission, pluggable eviction and an
+//     optional forgetting factor.
+//   - kha: Kashima's kernelised Oja/generalised Hebbian rule on a fixed
+//     memorised set of B points with KHA/et gains.
+//   - window: exact kernel PCA of the last W observations (sliding window).
+//   - batch: Raykar-style batch kernel PCA (centred Gram, Lanczos); the
+//     reference for tests and a learner for offline fits.
+//
+// # Errors
+//
+// Learn, Transform and Score return ErrDimension or ErrNonFinite for a bad
+// vector and leave the state unchanged; Transform returns ErrNotReady until
+// the learner can project; ErrNumerical means a factorization failed and the
+// update was rolled back; ErrState means a State failed its checks. A dst of
+// the wrong length is a programmer error and panics.
+package learners

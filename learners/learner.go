@@ -1,0 +1,313 @@
+package learners
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Sentinel errors. Match them with errors.Is; the learners wrap them with context.
+var (
+	// ErrDimension reports an input vector whose length is not the configured dimension.
+	ErrDimension = errors.New("learners: dimension mismatch")
+	// ErrNonFinite reports an input containing NaN or ±Inf.
+	ErrNonFinite = errors.New("learners: non-finite value")
+	// ErrNotReady reports that the learner has not seen enough data to project.
+	ErrNotReady = errors.New("learners: not ready")
+	// ErrNumerical reports a failed factorization; the state was rolled back.
+	ErrNumerical = errors.New("learners: numerical failure")
+	// ErrConfig reports an invalid configuration.
+	ErrConfig = errors.New("learners: invalid config")
+	// ErrState reports a State that cannot be restored (wrong kind, shapes, non-finite values).
+	ErrState = errors.New("learners: invalid state")
+)
+
+// Learner is an online kernel PCA learner fed one observation at a time.
+//
+// A Learner is not safe for concurrent use: exactly one goroutine owns it.
+// Its memory is fixed at construction (see Config.MemoryBytes) and never
+// grows with the length of the stream. Learn and Transform never keep a
+// reference to x and never modify it.
+type Learner interface {
+	// Kind is the learner's name as used in Config.Learner ("ikpca", "kha", "window", "batch").
+	Kind() string
+	// Dim is the input dimension d.
+	Dim() int
+	// Components is the number k of published components.
+	Components() int
+	// Seen is the number of observations learned so far.
+	Seen() int64
+
+	// Learn updates the state from one observation x of length d. On error
+	// (ErrDimension, ErrNonFinite, ErrNumerical) the state is unchanged.
+	Learn(x []float64) error
+	// Transform writes the projection of x onto the k published components
+	// into dst and returns it. A nil dst is allocated; a dst of length k is
+	// reused; any other length panics. It never changes the state. Before the
+	// learner is ready it returns ErrNotReady.
+	Transform(dst, x []float64) ([]float64, error)
+	// Score is Transform plus the novelty scores of x, from one kernel row.
+	Score(dst, x []float64) ([]float64, Novelty, error)
+
+	// Summary reports eigenvalues, explained variance and basis version.
+	// Eigenvalues are written into dst as Transform does.
+	Summary(dst []float64) Summary
+
+	// State returns a deep copy of everything needed to resume.
+	State() *State
+	// Restore replaces the learner's state with s after checking it fully;
+	// on error the learner is unchanged.
+	Restore(s *State) error
+	// Model returns the portable export of the current components.
+	Model() (*Model, error)
+}
+
+// Novelty holds the per-vector novelty scores of an observation.
+type Novelty struct {
+	// SPE is the squared feature-space reconstruction error (Q statistic):
+	// ‖φ(x) − m‖² − Σᵢ yᵢ², where m is the feature-space mean.
+	SPE float64
+	// T2 is Hotelling's T² = Σᵢ yᵢ²/λᵢ over the published components.
+	T2 float64
+}
+
+// Summary describes the learner's current eigenspace.
+type Summary struct {
+	// Eigenvalues of the feature-space covariance operator (eigenvalues of
+	// K̃/N with the forgetting-weighted N), largest first; length k. Nil if
+	// the learner is not ready.
+	Eigenvalues []float64
+	// ExplainedVariance is Σᵢ λᵢ over the total feature-space variance, in [0, 1].
+	ExplainedVariance float64
+	// BasisVersion counts real changes of the published basis (a component
+	// turning away from its previous direction or a change of order).
+	BasisVersion uint64
+	// Stored is the number of stored points (dictionary or window fill).
+	Stored int
+	// Ready tells whether Transform would succeed.
+	Ready bool
+}
+
+// Config configures any learner. The zero value of an optional field means
+// "use the default" named in its comment.
+//
+// Memory is fixed by (Budget B, Dim d, Components k); each learner documents
+// its formula in MemoryBytes.
+type Config struct {
+	// Learner is "ikpca" (default), "kha", "window" or "batch".
+	Learner string
+	// Dim is the input dimension d (required, ≥ 1).
+	Dim int
+	// Components is the number k of components (required, 1 ≤ k ≤ Budget).
+	Components int
+	// Budget is the number B of stored points: dictionary size for ikpca
+	// and kha, window length W for window, the maximum number of rows for
+	// batch. Default 256.
+	Budget int
+	// Kernel is the kernel and its parameters (required).
+	Kernel Kernel
+	// Forget is the forgetting factor f ∈ (0, 1] applied per observation;
+	// 0 means 1 (no forgetting). The effective memory is about 1/(1−f)
+	// observations. ikpca only.
+	Forget float64
+	// Admission is the dictionary admission rule: "ald" (default) or "coherence".
+	Admission string
+	// Eviction is the dictionary eviction policy when full: "lli" (least
+	// linearly independent, default), "fifo" or "contribution".
+	Eviction string
+	// Tolerance is the ALD threshold ν relative to k(x,x): a point is admitted
+	// when δ = k(x,x) − ‖z‖² > ν·k(x,x). Default 1e-3.
+	Tolerance float64
+	// Coherence is the coherence threshold μ₀ ∈ (0,1): a point is admitted
+	// when max_j |k(x,dⱼ)|/√(k(x,x)k(dⱼ,dⱼ)) ≤ μ₀. Default 0.95.
+	Coherence float64
+	// Jitter ε is added to the diagonal of the dictionary Gram matrix
+	// relative to its mean diagonal. Default 1e-10.
+	Jitter float64
+	// LearningRate is η₀ of kha's schedule η_t = η₀·t₀/(t+t₀). Default 0.05.
+	LearningRate float64
+	// Decay is t₀ of kha's schedule. Default 1000 (observations).
+	Decay float64
+	// Refresh is the number of observations between refreshes of the
+	// published components (one warm-started subspace iteration). Default
+	// max(1, k/2).
+	Refresh int
+	// Seed seeds the learner's random generator.
+	Seed uint64
+}
+
+// Learner names.
+const (
+	KindIKPCA  = "ikpca"
+	KindKHA    = "kha"
+	KindWindow = "window"
+	KindBatch  = "batch"
+)
+
+// Defaults.
+const (
+	DefaultBudget       = 256
+	DefaultTolerance    = 1e-3
+	DefaultCoherence    = 0.95
+	DefaultJitter       = 1e-10
+	DefaultLearningRate = 0.05
+	DefaultDecay        = 1000
+)
+
+// withDefaults returns c with every zero optional field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Learner == "" {
+		c.Learner = KindIKPCA
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	if c.Forget == 0 {
+		c.Forget = 1
+	}
+	if c.Admission == "" {
+		c.Admission = "ald"
+	}
+	if c.Eviction == "" {
+		c.Eviction = "lli"
+	}
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultTolerance
+	}
+	if c.Coherence == 0 {
+		c.Coherence = DefaultCoherence
+	}
+	if c.Jitter == 0 {
+		c.Jitter = DefaultJitter
+	}
+	if c.LearningRate == 0 {
+		c.LearningRate = DefaultLearningRate
+	}
+	if c.Decay == 0 {
+		c.Decay = DefaultDecay
+	}
+	if c.Refresh == 0 {
+		c.Refresh = max(1, c.Components/2)
+	}
+	c.Kernel = c.Kernel.withDefaults(c.Dim)
+	return c
+}
+
+// WithDefaults returns c with every unset optional field set to its default.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// Validate reports every problem of c at once, naming the field. Defaults
+// are applied first, so a zero optional field is valid.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+	}
+	switch c.Learner {
+	case KindIKPCA, KindKHA, KindWindow, KindBatch:
+	default:
+		bad("learner", "unknown learner %q (want ikpca, kha, window or batch)", c.Learner)
+	}
+	if c.Dim < 1 {
+		bad("dim", "must be ≥ 1, got %d", c.Dim)
+	}
+	if c.Budget < 1 {
+		bad("budget", "must be ≥ 1, got %d", c.Budget)
+	}
+	if c.Components < 1 {
+		bad("components", "must be ≥ 1, got %d", c.Components)
+	} else if c.Budget >= 1 && c.Components > c.Budget {
+		bad("components", "must be ≤ budget (%d), got %d", c.Budget, c.Components)
+	}
+	if err := c.Kernel.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !(c.Forget > 0 && c.Forget <= 1) {
+		bad("forget", "must be in (0, 1], got %v", c.Forget)
+	}
+	switch c.Admission {
+	case "ald", "coherence":
+	default:
+		bad("admission", "unknown rule %q (want ald or coherence)", c.Admission)
+	}
+	switch c.Eviction {
+	case "lli", "fifo", "contribution":
+	default:
+		bad("eviction", "unknown policy %q (want lli, fifo or contribution)", c.Eviction)
+	}
+	if !(c.Tolerance > 0 && c.Tolerance < 1) {
+		bad("tolerance", "must be in (0, 1), got %v", c.Tolerance)
+	}
+	if !(c.Coherence > 0 && c.Coherence < 1) {
+		bad("coherence", "must be in (0, 1), got %v", c.Coherence)
+	}
+	if !(c.Jitter > 0 && c.Jitter < 1) {
+		bad("jitter", "must be in (0, 1), got %v", c.Jitter)
+	}
+	if !(c.LearningRate > 0) || math.IsInf(c.LearningRate, 0) {
+		bad("learning_rate", "must be > 0 and finite, got %v", c.LearningRate)
+	}
+	if !(c.Decay > 0) || math.IsInf(c.Decay, 0) {
+		bad("decay", "must be > 0 and finite, got %v", c.Decay)
+	}
+	if c.Refresh < 1 {
+		bad("refresh", "must be ≥ 1, got %d", c.Refresh)
+	}
+	return errors.Join(errs...)
+}
+
+// New returns a learner of the kind named by cfg.Learner.
+func New(cfg Config) (Learner, error) {
+	cfg = cfg.withDefaults()
+	if ctor, ok := constructors[cfg.Learner]; ok {
+		return ctor(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: learner: %q is not built in", ErrConfig, cfg.Learner)
+}
+
+// constructors holds the constructor of each learner kind; each kind's
+// file registers itself in an init function.
+var constructors = map[string]func(Config) (Learner, error){}
+
+// Restore builds a learner from a State: the kind and config come from s.
+func Restore(s *State) (Learner, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil state", ErrState)
+	}
+	l, err := New(s.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
+	}
+	if err := l.Restore(s); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkInput returns ErrDimension or ErrNonFinite for a bad observation.
+func checkInput(x []float64, d int) error {
+	if len(x) != d {
+		return fmt.Errorf("%w: got %d values, want %d", ErrDimension, len(x), d)
+	}
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: element %d is %v", ErrNonFinite, i, v)
+		}
+	}
+	return nil
+}
+
+// prepareDst returns dst sized k, allocating when nil and panicking on a wrong length.
+func prepareDst(dst []float64, k int) []float64 {
+	if dst == nil {
+		return make([]float64, k)
+	}
+	if len(dst) != k {
+		panic(fmt.Sprintf("learners: dst has length %d, want %d", len(dst), k))
+	}
+	return dst
+}

@@ -1,0 +1,115 @@
+package learners
+
+import (
+	"fmt"
+	"math"
+)
+
+// ModelFormat is the format tag of the portable model export.
+const ModelFormat = "kpcastream.model/v1"
+
+// Model is the portable export of a learner's components, the same for every
+// learner: component i of x is
+//
+//	yᵢ(x) = Σⱼ Coefficients[j][i]·k(Points[j], x) − Offsets[i]
+//
+// and Eigenvalues are in the covariance-operator convention (eigenvalues of
+// K̃/N), largest first. codec writes it as JSON:
+//
+//	{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"rbf","gamma":0.5},
+//	 "points":[[…d…],…p rows],"coefficients":[[…k…],…p rows],"offsets":[…k],"eigenvalues":[…k],"seen":n}
+type Model struct {
+	Format       string
+	Learner      string
+	Kernel       Kernel
+	Points       [][]float64 // p×d
+	Coefficients [][]float64 // p×k
+	Offsets      []float64   // k
+	Eigenvalues  []float64   // k
+	Seen         int64
+}
+
+// Dims returns the number of points p, the dimension d and the number of components k.
+func (m *Model) Dims() (p, d, k int) {
+	p = len(m.Points)
+	if p > 0 {
+		d = len(m.Points[0])
+	}
+	return p, d, len(m.Offsets)
+}
+
+// Validate checks the model's format, kernel, shapes and finiteness.
+func (m *Model) Validate() error {
+	if m.Format != ModelFormat {
+		return fmt.Errorf("%w: model format %q, want %q", ErrState, m.Format, ModelFormat)
+	}
+	if err := m.Kernel.Validate(); err != nil {
+		return err
+	}
+	p, d, k := m.Dims()
+	if p == 0 || d == 0 || k == 0 {
+		return fmt.Errorf("%w: model has %d points of dimension %d and %d components", ErrState, p, d, k)
+	}
+	if len(m.Coefficients) != p || len(m.Eigenvalues) != k {
+		return fmt.Errorf("%w: model has %d coefficient rows and %d eigenvalues, want %d and %d", ErrState, len(m.Coefficients), len(m.Eigenvalues), p, k)
+	}
+	finite := func(what string, v []float64, n int) error {
+		if len(v) != n {
+			return fmt.Errorf("%w: model %s has length %d, want %d", ErrState, what, len(v), n)
+		}
+		for _, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("%w: model %s holds %v", ErrState, what, x)
+			}
+		}
+		return nil
+	}
+	for j := range p {
+		if err := finite("point", m.Points[j], d); err != nil {
+			return err
+		}
+		if err := finite("coefficient row", m.Coefficients[j], k); err != nil {
+			return err
+		}
+	}
+	if err := finite("offsets", m.Offsets, k); err != nil {
+		return err
+	}
+	return finite("eigenvalues", m.Eigenvalues, k)
+}
+
+// Transform applies the model to x: dst[i] = Σⱼ Coefficients[j][i]·k(Points[j], x) − Offsets[i].
+// It allocates dst when nil and is meant for evaluation, not the hot path.
+func (m *Model) Transform(dst, x []float64) []float64 {
+	_, _, k := m.Dims()
+	dst = prepareDst(dst, k)
+	for i := range dst {
+		dst[i] = -m.Offsets[i]
+	}
+	for j, p := range m.Points {
+		kv := m.Kernel.Eval(p, x)
+		for i, c := range m.Coefficients[j] {
+			dst[i] += c * kv
+		}
+	}
+	return dst
+}
+
+// modelFrom builds a Model from row-major arrays: points p×d, coef p×k.
+func modelFrom(kind string, kern Kernel, points []float64, p, d int, coef []float64, k int, offsets, eig []float64, seen int64) *Model {
+	m := &Model{
+		Format:       ModelFormat,
+		Learner:      kind,
+		Kernel:       kern,
+		Points:       make([][]float64, p),
+		Coefficients: make([][]float64, p),
+		Offsets:      append([]float64(nil), offsets[:k]...),
+		Eigenvalues:  append([]float64(nil), eig[:k]...),
+		Seen:         seen,
+	}
+	for j := range p {
+		m.Points[j] = append([]float64(nil), points[j*d:(j+1)*d]...)
+		m.Coefficients[j] = append([]float64(nil), coef[j*k:(j+1)*k]...)
+	}
+	return m
+}
