@@ -137,7 +137,7 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 	}
 	grand /= float64(n)
 
-	want := min(k+1, n) // the (k+1)-th eigenvalue is wanted for the gap
+	want := min(k+1, n)      // the (k+1)-th eigenvalue is wanted for the gap
 	var vals, vecs []float64 // want values, n×want vectors
 	switch solver {
 	case SolverDense:
