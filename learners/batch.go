@@ -16,8 +16,12 @@ const (
 	SolverLanczos = "lanczos" // Lanczos with full reorthogonalisation on the centred Gram as a matvec
 )
 
-// DefaultLanczosAbove is the number of rows above which SolverAuto uses Lanczos.
-const DefaultLanczosAbove = 600
+// DefaultLanczosAbove is the number of rows above which SolverAuto uses
+// Lanczos. Measured for k = 5 (rbf, d = 8, including the Gram): dense 45 ms
+// and Lanczos 2.4 ms at n = 256, dense 0.67 s and Lanczos 10 ms at n = 600.
+// Dense stays the default for small n because it resolves exactly repeated
+// eigenvalues without relying on Lanczos restarts.
+const DefaultLanczosAbove = 256
 
 // RankTolerance is the relative threshold below which a component of a
 // batch fit is treated as absent: a component whose eigenvalue λᵢ of K̃ is

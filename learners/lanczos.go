@@ -116,7 +116,7 @@ func LanczosTop(n, k int, apply func(dst, v []float64), opt LanczosOptions) (val
 			// An invariant subspace that is not the whole space may miss
 			// eigenvalues: only accept it once the space is exhausted.
 			if (conv && !invariant) || m == n {
-				return ritz(q, theta, s, k, n), ritzVectors(q, s, k, n), nil
+				return ritzValues(theta, k), ritzVectors(q, s, k, n), nil
 			}
 			if done {
 				return nil, nil, fmt.Errorf("learners: lanczos: no convergence in %d steps", maxIter)
@@ -187,8 +187,8 @@ func tridiagEigen(a, b []float64) ([]float64, *mat.Dense, bool) {
 	return es.Values(nil), &s, true
 }
 
-// ritz returns the top k Ritz values, descending.
-func ritz(q [][]float64, theta []float64, s *mat.Dense, k, n int) []float64 {
+// ritzValues returns the top k Ritz values, descending.
+func ritzValues(theta []float64, k int) []float64 {
 	m := len(theta)
 	vals := make([]float64, k)
 	for i := range k {
