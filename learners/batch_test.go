@@ -2,6 +2,7 @@ package learners_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -191,6 +192,134 @@ func TestFitBatchRankDeficient(t *testing.T) {
 			for _, v := range f.Transform(nil, []float64{3, -1}) {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					t.Fatalf("non-finite projection %v", v)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchLearnerReference feeds the toy parabola to a batch learner with
+// a budget of all 100 rows and checks its Summary and projections against
+// the stored scikit-learn reference, before and after a State round trip.
+func TestBatchLearnerReference(t *testing.T) {
+	ref, x, n, d := loadRef(t, "toy_parabola.kpca_ref.json")
+	e := ref.References[0]
+	cfg := learners.Config{Learner: learners.KindBatch, Dim: d, Components: e.NComponents, Budget: n, Kernel: e.Kernel.kernel()}
+	l, err := learners.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := l.Learn(x[i*d : (i+1)*d]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.(*learners.Batch).Fit(); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := learners.Restore(l.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, lr := range map[string]learners.Learner{"fitted": l, "restored": restored} {
+		sum := lr.Summary(nil)
+		for i, v := range sum.Eigenvalues {
+			if r := relErr(v, e.EigenvaluesOver[i]); r > 1e-11 {
+				t.Errorf("%s: eigenvalue %d = %.15g, want %.15g", name, i, v, e.EigenvaluesOver[i])
+			}
+		}
+		var captured float64
+		for _, v := range e.EigenvaluesKc {
+			captured += v
+		}
+		if r := relErr(sum.ExplainedVariance, captured/e.TraceKc); r > 1e-12 {
+			t.Errorf("%s: explained variance %v, want %v", name, sum.ExplainedVariance, captured/e.TraceKc)
+		}
+		y := make([]float64, e.NComponents)
+		for r, row := range e.ProjectionRows {
+			if _, err := lr.Transform(y, x[row*d:(row+1)*d]); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range e.Projections[r] {
+				if diff := math.Min(math.Abs(y[i]-want), math.Abs(y[i]+want)); diff > 1e-11 {
+					t.Errorf("%s: row %d component %d: %.15g, want ±%.15g", name, row, i, y[i], want)
+				}
+			}
+		}
+	}
+}
+
+func ExampleBatch() {
+	l, err := learners.NewBatch(learners.Config{
+		Dim:        2,
+		Components: 2,
+		Budget:     8,
+		Kernel:     learners.Kernel{Name: learners.KernelRBF, Gamma: 1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i := range 8 {
+		th := float64(i) * math.Pi / 4
+		if err := l.Learn([]float64{math.Cos(th), math.Sin(th)}); err != nil {
+			panic(err)
+		}
+	}
+	if _, err := l.Transform(nil, []float64{1, 0}); err != nil {
+		fmt.Println("before Fit:", err)
+	}
+	if err := l.Fit(); err != nil {
+		panic(err)
+	}
+	y, err := l.Transform(nil, []float64{1, 0})
+	if err != nil {
+		panic(err)
+	}
+	// Eight points on the unit circle: the Gram is circulant, the top pair
+	// is the first Fourier mode, λ/n = (1/8)Σⱼ e^{−(2−2cos(jπ/4))}cos(jπ/4),
+	// and a training point's projection has norm √(λ/4).
+	sum := l.Summary(nil)
+	fmt.Printf("eigenvalues %.4f, projection norm %.4f\n", sum.Eigenvalues, math.Hypot(y[0], y[1]))
+	// Output:
+	// before Fit: learners: not ready: batch learner has not been fitted
+	// eigenvalues [0.2153 0.2153], projection norm 0.6562
+}
+
+func BenchmarkBatch(b *testing.B) {
+	for _, c := range []struct{ d, k, budget int }{{8, 5, 64}, {8, 5, 256}, {32, 10, 256}} {
+		cfg := learners.Config{Learner: learners.KindBatch, Dim: c.d, Components: c.k, Budget: c.budget,
+			Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
+		l, err := learners.NewBatch(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows := make([][]float64, c.budget)
+		for i := range rows {
+			rows[i] = learnertest.Stream(make([]float64, c.d), 1, i)
+			l.Learn(rows[i])
+		}
+		name := fmt.Sprintf("d=%d/k=%d/B=%d", c.d, c.k, c.budget)
+		b.Run("Fit/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				l.Learn(rows[i%len(rows)])
+				if err := l.Fit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("Learn/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				l.Learn(rows[i%len(rows)])
+			}
+		})
+		dst := make([]float64, c.k)
+		b.Run("Transform/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := l.Transform(dst, rows[i%len(rows)]); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
