@@ -1,8 +1,10 @@
 package learners
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -308,4 +310,288 @@ func (f *BatchFit) Model(kind string, seen int64) *Model {
 		off[i] -= f.GrandMean * s[i]
 	}
 	return modelFrom(kind, f.Kernel, f.X, n, f.D, coef, k, off, f.EigenvaluesCov, seen)
+}
+
+func init() {
+	constructors[KindBatch] = func(c Config) (Learner, error) { return NewBatch(c) }
+}
+
+// Batch is the "batch" learner: it keeps the last Budget observations in a
+// ring and, when Fit is called, computes exact batch kernel PCA of them
+// (FitBatch; Lanczos above DefaultLanczosAbove rows, seeded by
+// Config.Seed). Learn only stores a row and marks the fit stale;
+// Transform, Score, Summary and Model use the last fit and return
+// ErrNotReady before the first one. It serves as the reference learner and
+// for periodic offline fits.
+//
+// Memory: the ring holds B·d values and a fit holds n·(d+k+2) values for
+// its n ≤ B rows; Fit allocates a transient B×B Gram (and B×B eigenvectors
+// for the dense solver). Learn, Transform and Score do not allocate. A
+// Batch is not safe for concurrent use.
+//
+// State names (see State):
+//
+//	Ints:     "count" stored rows (≤ B), "stale" 1 when rows changed since
+//	          the fit, "basis_version" number of fits, "fitted" 0 or 1,
+//	          and when fitted "fit_rows" n and "fit_rank"
+//	Scalars:  when fitted "fit_grand_mean", "fit_trace", "fit_next"
+//	Matrices: "rows" count×d oldest first; when fitted "fit_points" n×d,
+//	          "fit_alpha" n×k, "fit_col_means" 1×n, "fit_eigenvalues" 1×k
+//	          (eigenvalues of K̃, not divided by n)
+type Batch struct {
+	cfg     Config
+	ring    []float64 // B×d
+	count   int       // stored rows
+	head    int       // next slot to write
+	seen    int64
+	stale   bool
+	version uint64
+	fit     *BatchFit
+}
+
+// NewBatch returns an empty batch learner after validating cfg.
+func NewBatch(cfg Config) (*Batch, error) {
+	cfg.Learner = KindBatch
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Batch{cfg: cfg, ring: make([]float64, cfg.Budget*cfg.Dim)}, nil
+}
+
+// Kind returns "batch".
+func (b *Batch) Kind() string { return KindBatch }
+
+// Dim returns the input dimension d.
+func (b *Batch) Dim() int { return b.cfg.Dim }
+
+// Components returns k.
+func (b *Batch) Components() int { return b.cfg.Components }
+
+// Seen returns the number of observations learned.
+func (b *Batch) Seen() int64 { return b.seen }
+
+// Stale reports whether rows were learned since the last fit.
+func (b *Batch) Stale() bool { return b.stale }
+
+// MemoryBytes is the learner's steady memory in bytes: the ring B·d plus a
+// fit of B rows B·(d+k+2) plus the fit's kernel-row cache, in float64s.
+// Fit needs about 2·B² more float64s transiently.
+func (b *Batch) MemoryBytes() int64 {
+	bb, d, k := int64(b.cfg.Budget), int64(b.cfg.Dim), int64(b.cfg.Components)
+	return 8 * (bb*d + bb*(2*d+k+3) + k)
+}
+
+// Learn stores a copy of x as the newest row, dropping the oldest when B
+// rows are stored, and marks the fit stale. It never allocates.
+func (b *Batch) Learn(x []float64) error {
+	d := b.cfg.Dim
+	if err := checkInput(x, d); err != nil {
+		return err
+	}
+	copy(b.ring[b.head*d:(b.head+1)*d], x)
+	b.head = (b.head + 1) % b.cfg.Budget
+	b.count = min(b.count+1, b.cfg.Budget)
+	b.seen++
+	b.stale = true
+	return nil
+}
+
+// rows returns the stored rows oldest first in a new count×d slice.
+func (b *Batch) rows() []float64 {
+	d := b.cfg.Dim
+	out := make([]float64, 0, b.count*d)
+	if b.count < b.cfg.Budget {
+		return append(out, b.ring[:b.count*d]...)
+	}
+	out = append(out, b.ring[b.head*d:]...)
+	return append(out, b.ring[:b.head*d]...)
+}
+
+// Fit computes batch kernel PCA of the stored rows. It needs at least
+// max(2, k) rows (else ErrNotReady) and does nothing when the fit is up to
+// date. On failure (ErrNumerical) the previous fit stays.
+func (b *Batch) Fit() error {
+	if b.fit != nil && !b.stale {
+		return nil
+	}
+	if need := max(2, b.cfg.Components); b.count < need {
+		return fmt.Errorf("%w: batch fit needs %d rows, has %d", ErrNotReady, need, b.count)
+	}
+	f, err := FitBatchWith(b.cfg.Kernel, b.rows(), b.count, b.cfg.Dim, b.cfg.Components, BatchOptions{Seed: b.cfg.Seed})
+	if err != nil {
+		if errors.Is(err, ErrNumerical) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrNumerical, err)
+	}
+	b.fit = f
+	b.stale = false
+	b.version++
+	return nil
+}
+
+// Transform projects x onto the k components of the last fit. See Learner.
+func (b *Batch) Transform(dst, x []float64) ([]float64, error) {
+	if err := checkInput(x, b.cfg.Dim); err != nil {
+		return nil, err
+	}
+	if b.fit == nil {
+		return nil, fmt.Errorf("%w: batch learner has not been fitted", ErrNotReady)
+	}
+	dst = prepareDst(dst, b.cfg.Components)
+	b.fit.project(dst, x)
+	return dst, nil
+}
+
+// Score is Transform plus the novelty of x: SPE = ‖φ(x) − m‖² − Σᵢ yᵢ² and
+// T² = Σᵢ yᵢ²/(λᵢ/n) over the components with λᵢ > 0, m and n those of the fit.
+func (b *Batch) Score(dst, x []float64) ([]float64, Novelty, error) {
+	if err := checkInput(x, b.cfg.Dim); err != nil {
+		return nil, Novelty{}, err
+	}
+	if b.fit == nil {
+		return nil, Novelty{}, fmt.Errorf("%w: batch learner has not been fitted", ErrNotReady)
+	}
+	dst = prepareDst(dst, b.cfg.Components)
+	dist := b.fit.project(dst, x)
+	var nov Novelty
+	var captured float64
+	for i, y := range dst {
+		captured += y * y
+		if l := b.fit.EigenvaluesCov[i]; l > 0 {
+			nov.T2 += y * y / l
+		}
+	}
+	nov.SPE = max(0, dist-captured)
+	return dst, nov, nil
+}
+
+// Summary reports the last fit's eigenvalues λᵢ/n, written into dst.
+func (b *Batch) Summary(dst []float64) Summary {
+	s := Summary{BasisVersion: b.version, Stored: b.count}
+	if b.fit == nil {
+		return s
+	}
+	s.Ready = true
+	s.Eigenvalues = prepareDst(dst, b.cfg.Components)
+	copy(s.Eigenvalues, b.fit.EigenvaluesCov)
+	var sum float64
+	for _, l := range b.fit.Eigenvalues {
+		sum += l
+	}
+	if b.fit.Trace > 0 {
+		s.ExplainedVariance = min(1, max(0, sum/b.fit.Trace))
+	}
+	return s
+}
+
+// Model exports the last fit (see BatchFit.Model).
+func (b *Batch) Model() (*Model, error) {
+	if b.fit == nil {
+		return nil, fmt.Errorf("%w: batch learner has not been fitted", ErrNotReady)
+	}
+	return b.fit.Model(KindBatch, b.seen), nil
+}
+
+// State returns a deep copy of the learner; see Batch for the names.
+func (b *Batch) State() *State {
+	s := newState(KindBatch, b.cfg, b.seen)
+	d, k := b.cfg.Dim, b.cfg.Components
+	s.Ints["count"] = int64(b.count)
+	s.Ints["stale"] = boolInt(b.stale)
+	s.Ints["basis_version"] = int64(b.version)
+	s.Ints["fitted"] = boolInt(b.fit != nil)
+	s.Matrices["rows"] = Matrix{Rows: b.count, Cols: d, Data: b.rows()}
+	if f := b.fit; f != nil {
+		s.Ints["fit_rows"] = int64(f.N)
+		s.Ints["fit_rank"] = int64(f.Rank)
+		s.Scalars["fit_grand_mean"] = f.GrandMean
+		s.Scalars["fit_trace"] = f.Trace
+		s.Scalars["fit_next"] = f.Next
+		s.putMatrix("fit_points", f.N, d, f.X)
+		s.putMatrix("fit_alpha", f.N, k, f.Alpha)
+		s.putMatrix("fit_col_means", 1, f.N, f.ColMeans)
+		s.putMatrix("fit_eigenvalues", 1, k, f.Eigenvalues)
+	}
+	return s
+}
+
+func boolInt(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// Restore replaces the learner's state with s after checking it: header,
+// shapes, finiteness, counts within the budget, eigenvalues non-negative
+// and descending. On error (ErrState) the learner is unchanged.
+func (b *Batch) Restore(s *State) error {
+	r := &stateReader{s: s}
+	r.header(KindBatch, b.cfg)
+	if r.err != nil {
+		return r.err
+	}
+	d, k, bud := b.cfg.Dim, b.cfg.Components, b.cfg.Budget
+	count := int(r.int("count", 0, min(int64(bud), s.Seen)))
+	stale := r.int("stale", 0, 1) == 1
+	version := r.int("basis_version", 0, math.MaxInt64)
+	fitted := r.int("fitted", 0, 1) == 1
+	rows := r.matrix("rows", count, d)
+	var f *BatchFit
+	if fitted && r.err == nil {
+		n := int(r.int("fit_rows", int64(max(2, k)), int64(bud)))
+		rank := int(r.int("fit_rank", 0, int64(k)))
+		f = &BatchFit{
+			Kernel:    b.cfg.Kernel,
+			N:         n,
+			D:         d,
+			K:         k,
+			Rank:      rank,
+			GrandMean: r.scalar("fit_grand_mean", -math.MaxFloat64, math.MaxFloat64),
+			Trace:     r.scalar("fit_trace", 0, math.MaxFloat64),
+			Next:      r.scalar("fit_next", -math.MaxFloat64, math.MaxFloat64),
+		}
+		f.X = slices.Clone(r.matrix("fit_points", n, d))
+		f.Alpha = slices.Clone(r.matrix("fit_alpha", n, k))
+		f.ColMeans = slices.Clone(r.matrix("fit_col_means", 1, n))
+		f.Eigenvalues = slices.Clone(r.matrix("fit_eigenvalues", 1, k))
+		if r.err == nil {
+			present := 0
+			for i, l := range f.Eigenvalues {
+				if l < 0 || (i > 0 && l > f.Eigenvalues[i-1]) {
+					r.fail("fit eigenvalues %v are not non-negative and descending", f.Eigenvalues)
+					break
+				}
+				if l > 0 {
+					present++
+				}
+			}
+			if present != rank {
+				r.fail("fit rank %d but %d positive eigenvalues", rank, present)
+			}
+		}
+		if r.err == nil {
+			f.EigenvaluesCov = make([]float64, k)
+			for i, l := range f.Eigenvalues {
+				f.EigenvaluesCov[i] = l / float64(n)
+			}
+			f.init()
+		}
+	} else if !fitted && version != 0 {
+		r.fail("unfitted state with basis version %d", version)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	clear(b.ring)
+	copy(b.ring, rows)
+	b.count = count
+	b.head = count % bud
+	b.seen = s.Seen
+	b.stale = stale
+	b.version = uint64(version)
+	b.fit = f
+	return nil
 }
