@@ -18,6 +18,9 @@ const (
 	// component at the last basis version below which BasisVersion moves
 	// on (about 8.1°).
 	khaBasisCos = 0.99
+	// khaSwapMargin is the relative margin by which a component's λ̂ must
+	// exceed the λ̂ of the component published above it to take its place.
+	khaSwapMargin = 0.1
 	// khaLambdaFloor floors the eigenvalue estimates, relative to the mean
 	// diagonal of K_DD, so that the gains ‖λ̂‖/λ̂ᵢ and T² stay finite.
 	khaLambdaFloor = 1e-9
@@ -95,7 +98,12 @@ const (
 // # Eigenvalues and novelty
 //
 // Eigenvalues are the λ̂ᵢ ≈ E yᵢ² (covariance-operator convention), as
-// published at the last refresh, largest first. The total variance is the
+// published at the last refresh, largest first. The published order
+// follows λ̂ with a 10 % hysteresis (a component overtakes the one above it
+// only when its λ̂ is larger by more than 10 %), so that near-equal
+// eigenvalues do not swap on sampling noise; the published eigenvalues are
+// the isotonic (pool-adjacent-violators) fit of λ̂ in that order, which
+// averages the few values the hysteresis leaves out of order. The total variance is the
 // running mean of k(x,x) minus ‖m̂‖² = cᵀu, and ExplainedVariance is Σλ̂ᵢ over
 // it, clamped to [0, 1]. Novelty: SPE = ‖φ(x) − m̂‖² − Σyᵢ² with
 // ‖φ(x) − m̂‖² = k(x,x) − 2cᵀk_D(x) + cᵀu, clamped at 0 (the directions are
@@ -469,11 +477,17 @@ func finite(v []float64) bool {
 // the eigenvalues. The directions must be orthonormal (just refreshed).
 func (l *KHA) publish() {
 	b, k := l.b, l.k
-	for i := range k {
-		l.perm[i] = i
+	if l.version == 0 {
+		for i := range k {
+			l.perm[i] = i
+		}
 	}
-	for i := 1; i < k; i++ { // stable insertion sort, λ̂ descending
-		for j := i; j > 0 && l.lam[l.perm[j]] > l.lam[l.perm[j-1]]; j-- {
+	// Insertion sort of the current order, λ̂ descending with hysteresis: a
+	// component moves above another only when its λ̂ is larger by more than
+	// the margin, so near-equal eigenvalues do not swap back and forth on
+	// sampling noise.
+	for i := 1; i < k; i++ {
+		for j := i; j > 0 && l.lam[l.perm[j]] > (1+khaSwapMargin)*l.lam[l.perm[j-1]]; j-- {
 			l.perm[j], l.perm[j-1] = l.perm[j-1], l.perm[j]
 		}
 	}
@@ -504,8 +518,27 @@ func (l *KHA) publish() {
 		copy(l.refPerm, l.perm)
 		copy(l.refSign, l.sign)
 	}
-	for p, i := range l.perm {
-		l.pubEig[p] = max(l.lam[i], l.floor)
+	// Published eigenvalues: λ̂ in the published order, made non-increasing
+	// by pooling adjacent violators (the isotonic least-squares fit; it only
+	// changes values that the hysteresis left out of order, i.e. within
+	// the margin). The scratch vectors y and eta are free here.
+	means, sizes := l.eta[:0], l.y[:0]
+	for _, i := range l.perm {
+		means = append(means, max(l.lam[i], l.floor))
+		sizes = append(sizes, 1)
+		for n := len(means); n > 1 && means[n-1] > means[n-2]; n = len(means) {
+			s := sizes[n-1] + sizes[n-2]
+			means[n-2] = (means[n-1]*sizes[n-1] + means[n-2]*sizes[n-2]) / s
+			sizes[n-2] = s
+			means, sizes = means[:n-1], sizes[:n-1]
+		}
+	}
+	p := 0
+	for b, mv := range means {
+		for range int(sizes[b]) {
+			l.pubEig[p] = mv
+			p++
+		}
 	}
 }
 
