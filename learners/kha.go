@@ -432,7 +432,7 @@ func (l *KHA) step(x []float64, t int64) error {
 		}
 		check += accA + accM
 	}
-	if math.IsNaN(check+pv+nkxx) || math.IsInf(check+pv+nkxx, 0) || !finite(l.a2) || !finite(l.m2) {
+	if math.IsNaN(check+pv+nkxx) || math.IsInf(check+pv+nkxx, 0) || !finiteAll(l.a2) || !finiteAll(l.m2) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
 
@@ -462,14 +462,6 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.publish()
 	}
 	return nil
-}
-
-func finite(v []float64) bool {
-	var s float64
-	for _, x := range v {
-		s += x * 0
-	}
-	return s == 0
 }
 
 // publish sorts the components by λ̂, aligns their signs with the basis of
