@@ -3,13 +3,12 @@ package codec
 import (
 	"encoding/json"
 	"strconv"
-	"unsafe"
 )
 
 // jsonParser decodes observations from JSON without reflection. It accepts
 // exactly the JSON grammar (RFC 8259) for the values it reads and skips.
 type jsonParser struct {
-	d *obsDecoder
+	d obsDecoder
 	b []byte
 	i int
 }
@@ -146,10 +145,10 @@ func (p *jsonParser) number(what string) (f float64, ok bool, err error) {
 		}
 	}
 	p.i = i
-	// ParseFloat does not retain its argument (a NumError holds a copy), so
-	// viewing the bytes as a string without copying is safe.
+	// The conversion does not allocate for tokens up to 32 bytes: ParseFloat
+	// does not retain its argument.
 	tok := b[start:i]
-	f, err = strconv.ParseFloat(unsafe.String(&tok[0], len(tok)), 64)
+	f, err = strconv.ParseFloat(string(tok), 64)
 	if err != nil {
 		return 0, false, p.d.fail(ErrMalformed, "%s: number %s out of range", what, tok)
 	}
@@ -284,7 +283,7 @@ func (p *jsonParser) top() error {
 
 // vector reads an array of numbers into x[:0].
 func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
-	c, err := p.peek("field " + field)
+	c, err := p.peek("field x")
 	if err != nil {
 		return x, err
 	}
@@ -300,7 +299,7 @@ func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
 		if err := p.d.checkLen(field, j+1); err != nil {
 			return x, err
 		}
-		f, ok, err := p.number("field " + field)
+		f, ok, err := p.number("field x")
 		if err != nil {
 			return x, err
 		}
@@ -308,7 +307,7 @@ func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
 			return x, p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, jsonKind(p.b[p.i]))
 		}
 		x = append(x, f)
-		more, err := p.more(']', "field "+field)
+		more, err := p.more(']', "field x")
 		if err != nil {
 			return x, err
 		}
@@ -488,7 +487,7 @@ func (p *jsonParser) ts() (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return parseTime(p.d, s)
+		return parseTime(&p.d, s)
 	}
 	f, ok, err := p.number("field ts")
 	if err != nil {

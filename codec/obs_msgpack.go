@@ -9,7 +9,7 @@ import (
 // mpParser decodes observations from msgpack without reflection. Every
 // read checks the remaining length first, so truncated input is an error.
 type mpParser struct {
-	d *obsDecoder
+	d obsDecoder
 	b []byte
 	i int
 }
@@ -307,7 +307,7 @@ func (p *mpParser) vector(x []float64, field string, n int) ([]float64, error) {
 	}
 	x = grow(x, n)
 	for j := range n {
-		f, ok, err := p.number("field " + field)
+		f, ok, err := p.number("field x")
 		if err != nil {
 			return x, err
 		}
@@ -487,7 +487,7 @@ func (p *mpParser) ts() (float64, error) {
 	if s, ok, err := p.str("field ts"); err != nil {
 		return 0, err
 	} else if ok {
-		return parseTime(p.d, s)
+		return parseTime(&p.d, s)
 	}
 	// Timestamp extension: fixext4 (uint32 seconds), fixext8 (30-bit
 	// nanoseconds, 34-bit seconds) or ext8 of 12 bytes (uint32 ns, int64 s).

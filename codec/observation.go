@@ -59,11 +59,13 @@ func DecodeObservations(dst []Observation, data []byte, contentType string, lim 
 		return dst[:0], 0, err
 	}
 	if enc == JSON {
-		p := jsonParser{d: &d, b: data}
+		p := jsonParser{d: d, b: data}
 		err = p.top()
+		d = p.d
 	} else {
-		p := mpParser{d: &d, b: data}
+		p := mpParser{d: d, b: data}
 		err = p.top()
+		d = p.d
 	}
 	if err != nil {
 		return d.dst[:0], enc, err
