@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -140,4 +141,104 @@ func (d *obsDecoder) checkLen(field string, n int) error {
 // grow returns x[:0] with capacity at least n.
 func grow(x []float64, n int) []float64 {
 	return slices.Grow(x[:0], n)
+}
+
+// EncodeObservations appends an input payload holding obs to dst, in the
+// shape DecodeObservations reads: one observation as {"x":[…],"id":…,"ts":…}
+// (id and ts omitted when empty or zero), several as {"batch":[…]}. It is
+// meant for producers, tools and tests. JSON cannot carry NaN or ±Inf:
+// such a value gives an error wrapping ErrNonFinite and dst unchanged. An
+// empty obs is an error.
+func EncodeObservations(dst []byte, enc Encoding, obs []Observation) ([]byte, error) {
+	if len(obs) == 0 {
+		return dst, fmt.Errorf("codec: encode observations: none given")
+	}
+	if enc != JSON && enc != Msgpack {
+		return dst, fmt.Errorf("codec: unknown encoding %d", int(enc))
+	}
+	if enc == JSON {
+		for i := range obs {
+			if bad := firstNonFinite(obs[i].TS, obs[i].X); bad >= -1 {
+				return dst, fmt.Errorf("%w: observation %d holds a non-finite value, which JSON cannot carry", ErrNonFinite, i)
+			}
+		}
+	}
+	b := dst
+	if len(obs) > 1 {
+		if enc == JSON {
+			b = append(b, `{"batch":[`...)
+		} else {
+			b = append(b, 0x81)
+			b = mpStr(b, "batch")
+			b = mpArrayLen(b, len(obs))
+		}
+	}
+	for i := range obs {
+		if enc == JSON && i > 0 {
+			b = append(b, ',')
+		}
+		b = appendObservation(b, enc, &obs[i])
+	}
+	if len(obs) > 1 && enc == JSON {
+		b = append(b, "]}"...)
+	}
+	return b, nil
+}
+
+// firstNonFinite returns −1 if ts is not finite, the index of the first
+// non-finite element of x, or −2 if all are finite.
+func firstNonFinite(ts float64, x []float64) int {
+	if math.IsNaN(ts) || math.IsInf(ts, 0) {
+		return -1
+	}
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return i
+		}
+	}
+	return -2
+}
+
+func appendObservation(b []byte, enc Encoding, o *Observation) []byte {
+	n := 1
+	if o.ID != "" {
+		n++
+	}
+	if o.TS != 0 || math.Signbit(o.TS) {
+		n++
+	}
+	if enc == Msgpack {
+		b = append(b, 0x80|byte(n))
+		b = mpStr(b, "x")
+		b = mpArrayLen(b, len(o.X))
+		for _, v := range o.X {
+			b = mpFloat(b, v)
+		}
+		if o.ID != "" {
+			b = mpStr(b, "id")
+			b = mpStr(b, o.ID)
+		}
+		if o.TS != 0 || math.Signbit(o.TS) {
+			b = mpStr(b, "ts")
+			b = mpFloat(b, o.TS)
+		}
+		return b
+	}
+	b = append(b, `{"x":[`...)
+	for i, v := range o.X {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonFloat(b, v)
+	}
+	b = append(b, ']')
+	if o.ID != "" {
+		b = append(b, `,"id":`...)
+		b = jsonStr(b, o.ID)
+	}
+	if o.TS != 0 || math.Signbit(o.TS) {
+		b = append(b, `,"ts":`...)
+		b = jsonFloat(b, o.TS)
+	}
+	return append(b, '}')
 }

@@ -124,24 +124,11 @@ func mpArrayLen(b []byte, n int) []byte {
 }
 
 func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
-	check := func(name string, v float64) error {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: output field %s is %v, which JSON cannot carry", ErrNonFinite, name, v)
+	if name, i, v, bad := nonFinite(o); bad {
+		if i >= 0 {
+			name = fmt.Sprintf("%s[%d]", name, i)
 		}
-		return nil
-	}
-	for _, c := range []struct {
-		name string
-		v    float64
-	}{{"ts", o.TS}, {"spe", o.SPE}, {"t2", o.T2}, {"explained", o.Explained}} {
-		if err := check(c.name, c.v); err != nil {
-			return dst, err
-		}
-	}
-	for i, v := range o.Z {
-		if err := check("z["+strconv.Itoa(i)+"]", v); err != nil {
-			return dst, err
-		}
+		return dst, fmt.Errorf("%w: output field %s is %v, which JSON cannot carry", ErrNonFinite, name, v)
 	}
 	b := append(dst, `{"id":`...)
 	b = jsonStr(b, o.ID)
@@ -167,6 +154,28 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 	b = append(b, `,"basis_version":`...)
 	b = strconv.AppendUint(b, o.BasisVersion, 10)
 	return append(b, '}'), nil
+}
+
+// nonFinite returns the first field of o holding NaN or ±Inf (with its
+// index i for z, else −1), or bad false.
+func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !finite(o.TS):
+		return "ts", -1, o.TS, true
+	case !finite(o.SPE):
+		return "spe", -1, o.SPE, true
+	case !finite(o.T2):
+		return "t2", -1, o.T2, true
+	case !finite(o.Explained):
+		return "explained", -1, o.Explained, true
+	}
+	for i, v := range o.Z {
+		if !finite(v) {
+			return "z", i, v, true
+		}
+	}
+	return "", -1, 0, false
 }
 
 // jsonFloat appends a finite f in the shortest form that reads back
