@@ -392,3 +392,41 @@ func TestOpenInvalidConfig(t *testing.T) {
 		t.Errorf("Open with a bad bucket: error %v", err)
 	}
 }
+
+// lostAckKV commits an update on the real server, then reports a timeout,
+// as when the reply to a successful publish is lost.
+type lostAckKV struct {
+	kv
+	fail bool
+}
+
+func (l *lostAckKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	rev, err := l.kv.Update(ctx, key, value, revision)
+	if err == nil && l.fail {
+		return 0, context.DeadlineExceeded
+	}
+	return rev, err
+}
+
+func TestSaveLostAck(t *testing.T) {
+	e := newEnv(t, Config{MaxInline: 1024})
+	ctx := t.Context()
+	const key = "p.lost-ack"
+	rev, err := e.store.Save(ctx, key, testSnap(key, 1, 16), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store.kv = &lostAckKV{kv: e.store.kv, fail: true}
+	want := testSnap(key, 2, 16)
+	nrev, err := e.store.Save(ctx, key, want, rev)
+	if err != nil {
+		t.Fatalf("save whose commit succeeded but whose reply was lost: %v", err)
+	}
+	got, lrev := mustLoad(t, e.store, key)
+	if lrev != nrev || !reflect.DeepEqual(got, want) {
+		t.Errorf("after a lost ack: revision %d (Save said %d), last seq %d (want 2)", lrev, nrev, got.LastSeq)
+	}
+	if objs := e.objects(t); len(objs) != 1 {
+		t.Errorf("objects %v, want only the committed one", objs)
+	}
+}
