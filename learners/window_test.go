@@ -2,6 +2,7 @@ package learners
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -497,7 +498,7 @@ func TestWindowMemoryBytes(t *testing.T) {
 	l, _ := NewWindow(windowConfig(8, 5, 200, 2))
 	var floats int
 	for _, s := range [][]float64{l.ring.pts, l.ring.norms, l.pub.pts, l.pub.norms, l.gram, l.block, l.s1, l.s2, l.z, l.u,
-		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV} {
+		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.ones, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV} {
 		floats += cap(s)
 	}
 	if got := l.MemoryBytes(); got != 8*floats {
@@ -508,7 +509,7 @@ func TestWindowMemoryBytes(t *testing.T) {
 	for _, s := range [][]float64{l.ring.pts, l.pub.pts, l.gram, l.block, l.s1, l.s2, l.z, l.u, l.vecs, l.coef} {
 		after += cap(s)
 	}
-	if want := 8 * (2*200*8 + 200*200 + 5*12*200 + 2*5*200); 8*after != want {
+	if want := 8 * (2*200*8 + 200*200 + 2*12*200 + 3*17*200 + 2*5*200); 8*after != want {
 		t.Fatalf("memory after 10× the window = %d, want %d", 8*after, want)
 	}
 }
@@ -554,22 +555,78 @@ func TestWindowConstantStream(t *testing.T) {
 }
 
 func TestWindowBasisVersion(t *testing.T) {
-	const d = 3
-	x := windowStream(400, d, 71)
-	l, _ := NewWindow(windowConfig(d, 2, 50, 5))
-	learnAll(t, l, x[:150*d], d)
-	v0 := l.Summary(nil).BasisVersion
-	if v0 < 1 {
-		t.Fatalf("basis version %d after publishing", v0)
+	// An ellipse in the (x0, x1) plane, then in the (x2, x3) plane.
+	const d, n = 4, 600
+	rng := rand.New(rand.NewPCG(71, 1))
+	x := make([]float64, n*d)
+	for i := range n {
+		a := 2 * math.Pi * rng.Float64()
+		for j := range d {
+			x[i*d+j] = 0.05 * rng.NormFloat64()
+		}
+		o := 0
+		if i >= n/2 {
+			o = 2
+		}
+		x[i*d+o] += math.Cos(a)
+		x[i*d+o+1] += 0.5 * math.Sin(a)
 	}
-	// Learning the same stationary stream again for a while must not
-	// change the basis version at every refresh; the change halfway must.
-	learnAll(t, l, x[150*d:200*d], d)
-	v1 := l.Summary(nil).BasisVersion
-	learnAll(t, l, x[200*d:300*d], d)
-	v2 := l.Summary(nil).BasisVersion
-	if v2 <= v1 {
-		t.Errorf("basis version %d → %d across the change of the stream", v1, v2)
+	l, _ := NewWindow(windowConfig(d, 2, 100, 5))
+	var v []uint64
+	for _, upto := range []int{200, 300, 500, 600} {
+		learnAll(t, l, x[int(l.Seen())*d:upto*d], d)
+		v = append(v, l.Summary(nil).BasisVersion)
 	}
-	t.Logf("basis versions: %d at 150, %d at 200, %d at 300", v0, v1, v2)
+	t.Logf("basis versions at rows 200, 300, 500, 600: %v", v)
+	if v[0] < 1 {
+		t.Errorf("basis version %d after publishing", v[0])
+	}
+	if v[1]-v[0] > 2 || v[3]-v[2] > 2 {
+		t.Errorf("basis versions %v: more than 2 changes within a stationary phase", v)
+	}
+	if v[2] <= v[1] {
+		t.Errorf("basis versions %v: no change across the switch of plane", v)
+	}
+}
+
+func BenchmarkWindowLearn(b *testing.B) {
+	for _, c := range []struct{ d, k, w, refresh int }{
+		{8, 5, 256, 0}, {8, 5, 2000, 0}, {8, 5, 2000, 1}, {8, 5, 2000, 20},
+	} {
+		b.Run(fmt.Sprintf("d=%d/k=%d/W=%d/refresh=%d", c.d, c.k, c.w, c.refresh), func(b *testing.B) {
+			x := windowStream(c.w+1000, c.d, 81)
+			l, err := NewWindow(windowConfig(c.d, c.k, c.w, c.refresh))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := len(x) / c.d
+			learnAll(b, l, x[:c.w*c.d], c.d)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				j := (c.w + i) % n
+				if err := l.Learn(x[j*c.d : (j+1)*c.d]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkWindowTransform(b *testing.B) {
+	for _, c := range []struct{ d, k, w int }{{8, 5, 256}, {8, 5, 2000}} {
+		b.Run(fmt.Sprintf("d=%d/k=%d/W=%d", c.d, c.k, c.w), func(b *testing.B) {
+			x := windowStream(c.w+1, c.d, 82)
+			l, _ := NewWindow(windowConfig(c.d, c.k, c.w, 50))
+			learnAll(b, l, x, c.d)
+			dst := make([]float64, c.k)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := l.Transform(dst, x[:c.d]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
