@@ -152,3 +152,32 @@ func maxOf(v []float64) float64 {
 	}
 	return m
 }
+
+// ExampleWindow tracks the kernel PCA of the last 100 observations of a
+// noisy ellipse.
+func ExampleWindow() {
+	l, err := learners.NewWindow(learners.Config{Dim: 2, Components: 2, Budget: 100, Refresh: 10,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 1})
+	if err != nil {
+		panic(err)
+	}
+	x := make([]float64, 2)
+	for i := range 300 {
+		if err := l.Learn(learnertest.Stream(x, 1, i)); err != nil {
+			panic(err)
+		}
+	}
+	if err := l.Sync(100); err != nil { // iterate to convergence before reading
+		panic(err)
+	}
+	s := l.Summary(nil)
+	fmt.Printf("stored %d, ready %v, eigenvalues %.4f\n", s.Stored, s.Ready, s.Eigenvalues)
+	y, err := l.Transform(nil, []float64{1, 0})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("projection of (1, 0): %.3f\n", y)
+	// Output:
+	// stored 100, ready true, eigenvalues [0.2548 0.1335]
+	// projection of (1, 0): [0.786 0.105]
+}

@@ -591,7 +591,7 @@ func TestWindowBasisVersion(t *testing.T) {
 
 func BenchmarkWindowLearn(b *testing.B) {
 	for _, c := range []struct{ d, k, w, refresh int }{
-		{8, 5, 256, 0}, {8, 5, 2000, 0}, {8, 5, 2000, 1}, {8, 5, 2000, 20},
+		{8, 5, 256, 0}, {8, 5, 2000, 0}, {8, 5, 2000, 1}, {8, 5, 2000, 50},
 	} {
 		b.Run(fmt.Sprintf("d=%d/k=%d/W=%d/refresh=%d", c.d, c.k, c.w, c.refresh), func(b *testing.B) {
 			x := windowStream(c.w+1000, c.d, 81)
@@ -625,6 +625,59 @@ func BenchmarkWindowTransform(b *testing.B) {
 			for range b.N {
 				if _, err := l.Transform(dst, x[:c.d]); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestWindowKernelsAndSmallWindows compares synced window learners with
+// dense batch KPCA for every kernel and for the smallest windows (W = k+1).
+func TestWindowKernelsAndSmallWindows(t *testing.T) {
+	const d = 3
+	x := windowStream(120, d, 91)
+	cases := []struct {
+		name string
+		kern Kernel
+		k, w int
+	}{
+		{"linear", Kernel{Name: KernelLinear}, 2, 30},
+		{"poly", Kernel{Name: KernelPoly, Gamma: 0.5, Coef0: 1, Degree: 2}, 3, 30},
+		{"laplacian", Kernel{Name: KernelLaplacian, Gamma: 0.7}, 3, 30},
+		{"sigmoid", Kernel{Name: KernelSigmoid, Gamma: 0.1, Coef0: 0}, 1, 30},
+		{"rbf W=k+1", Kernel{Name: KernelRBF, Gamma: 0.5}, 2, 3},
+		{"rbf W=2", Kernel{Name: KernelRBF, Gamma: 0.5}, 1, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := windowConfig(d, tc.k, tc.w, 3)
+			cfg.Kernel = tc.kern
+			l, err := NewWindow(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			learnAll(t, l, x, d)
+			if err := l.Sync(1000); err != nil {
+				t.Fatal(err)
+			}
+			n := len(x) / d
+			b := newDenseKPCA(t, l.cfg.Kernel, x[(n-tc.w)*d:], tc.w, d, tc.k)
+			s := l.Summary(nil)
+			for i := range tc.k {
+				want := b.lambda[i] / float64(tc.w)
+				if math.Abs(s.Eigenvalues[i]-want) > 1e-8*max(want, 1e-12) {
+					t.Errorf("eigenvalue %d = %.12g, want %.12g", i, s.Eigenvalues[i], want)
+				}
+			}
+			y := x[:d]
+			got, err := l.Transform(nil, y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := b.project(y)
+			for i := range tc.k {
+				if math.Abs(math.Abs(got[i])-math.Abs(want[i])) > 1e-6*max(1, math.Abs(want[i])) {
+					t.Errorf("component %d = %v, want ±%v", i, got[i], want[i])
 				}
 			}
 		})
