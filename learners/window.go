@@ -224,7 +224,7 @@ func (w *Window) Residual() float64 { return w.resid }
 // full, and runs one subspace iteration and publishes when Seen is a
 // multiple of Config.Refresh and when the window becomes full (the first
 // time the window holds k+1 points, it publishes at once, iterating to
-// convergence). Cost O(Wd), plus O(W²p) on a refresh. On error the
+// convergence). Cost O(Wd), plus O(W²(p+k)) on a refresh. On error the
 // state is unchanged.
 func (w *Window) Learn(x []float64) error {
 	if err := checkInput(x, w.d); err != nil {
