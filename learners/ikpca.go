@@ -589,7 +589,10 @@ func (l *IKPCA) refresh() {
 // final model export. It changes the published basis (part of the state),
 // so a pipeline that must be reproducible from its input alone calls it
 // only at deterministic points. Cost O(B²p) per iteration.
-func (l *IKPCA) Sync(maxIter int) {
+func (l *IKPCA) Sync(maxIter int) error {
+	if !l.ready {
+		return ErrNotReady
+	}
 	prev := l.t1[:l.p]
 	for range maxIter {
 		copy(prev, l.th)
@@ -600,9 +603,10 @@ func (l *IKPCA) Sync(maxIter int) {
 			scale = math.Max(scale, math.Abs(v))
 		}
 		if diff <= 1e-12*scale {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // versionCos is the |cos| below which a component counts as having turned

@@ -123,7 +123,9 @@ func TestIKPCAStationaryAccuracy(t *testing.T) {
 			}
 			// The published basis lags by at most Refresh observations;
 			// Sync catches up before the final export.
-			l.Sync(100)
+			if err := l.Sync(100); err != nil {
+				t.Fatal(err)
+			}
 			m, err := l.Model()
 			if err != nil {
 				t.Fatal(err)

@@ -301,16 +301,21 @@ func modelAtPath(modelOut string, count int64) string {
 	return strings.TrimSuffix(modelOut, ext) + "." + strconv.FormatInt(count, 10) + ext
 }
 
+// syncer is a learner that can catch up on deferred work on demand.
+type syncer interface{ Sync(maxIter int) error }
+
 // writeModel writes l's model export to path. A learner that can catch up
 // on deferred work (Sync) is synced on a copy first, so exports at
 // --model-at do not perturb the replay itself.
 func writeModel(l learners.Learner, path string) error {
-	if _, ok := l.(interface{ Sync(int) }); ok {
+	if _, ok := l.(syncer); ok {
 		c, err := learners.Restore(l.State())
 		if err != nil {
 			return fmt.Errorf("model export: %w", err)
 		}
-		c.(interface{ Sync(int) }).Sync(100)
+		if err := c.(syncer).Sync(100); err != nil {
+			return fmt.Errorf("model export: %w", err)
+		}
 		l = c
 	}
 	m, err := l.Model()
