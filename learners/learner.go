@@ -130,8 +130,8 @@ type Config struct {
 	Decay float64
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
-	// and window (default 2k), one re-orthonormalisation for kha (default
-	// max(1, k/2)). Learners with a Sync method can catch up on demand.
+	// (default 2k) and window (default max(2k, W/40)), one
+	// re-orthonormalisation for kha (default max(1, k/2)). Learners with a Sync method can catch up on demand.
 	Refresh int
 	// Seed seeds the learner's random generator.
 	Seed uint64
@@ -189,8 +189,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Refresh == 0 {
 		switch c.Learner {
-		case KindIKPCA, KindWindow:
+		case KindIKPCA:
 			c.Refresh = max(1, 2*c.Components)
+		case KindWindow:
+			c.Refresh = max(1, 2*c.Components, c.Budget/40)
 		default:
 			c.Refresh = max(1, c.Components/2)
 		}
