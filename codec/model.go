@@ -1,0 +1,111 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// Wire structs of the model export. Field order is the order on the wire.
+type wireModel struct {
+	Format       string          `json:"format"`
+	Learner      string          `json:"learner"`
+	Kernel       wireModelKernel `json:"kernel"`
+	Points       [][]float64     `json:"points"`
+	Coefficients [][]float64     `json:"coefficients"`
+	Offsets      []float64       `json:"offsets"`
+	Eigenvalues  []float64       `json:"eigenvalues"`
+	Seen         int64           `json:"seen"`
+}
+
+// wireModelKernel uses pointers so that a parameter is present exactly when
+// the kernel has it.
+type wireModelKernel struct {
+	Name   string   `json:"name"`
+	Gamma  *float64 `json:"gamma,omitempty"`
+	Degree *int     `json:"degree,omitempty"`
+	Coef0  *float64 `json:"coef0,omitempty"`
+}
+
+// EncodeModel validates m and encodes it as JSON, exactly:
+//
+//	{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"rbf","gamma":0.5},
+//	 "points":[[…]],"coefficients":[[…]],"offsets":[…],"eigenvalues":[…],"seen":n}
+//
+// The kernel object has "name"; "gamma" except for linear; "degree" for
+// poly only; "coef0" for poly and sigmoid. Numbers are written in the
+// shortest form that reads back to the same float64. An invalid model gives
+// the error of m.Validate.
+func EncodeModel(m *learners.Model) ([]byte, error) {
+	if m == nil {
+		return nil, fmt.Errorf("codec: encode model: nil model")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("codec: encode model: %w", err)
+	}
+	k := m.Kernel
+	w := wireModel{
+		Format: m.Format, Learner: m.Learner, Kernel: wireModelKernel{Name: k.Name},
+		Points: m.Points, Coefficients: m.Coefficients, Offsets: m.Offsets, Eigenvalues: m.Eigenvalues, Seen: m.Seen,
+	}
+	if k.Name != learners.KernelLinear {
+		w.Kernel.Gamma = &k.Gamma
+	}
+	if k.Name == learners.KernelPoly {
+		w.Kernel.Degree = &k.Degree
+	}
+	if k.Name == learners.KernelPoly || k.Name == learners.KernelSigmoid {
+		w.Kernel.Coef0 = &k.Coef0
+	}
+	b, err := json.Marshal(&w)
+	if err != nil {
+		return nil, fmt.Errorf("codec: encode model: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeModel decodes a model written by EncodeModel and validates it with
+// m.Validate. Unknown fields, trailing data and a kernel parameter the
+// kernel does not have are errors wrapping ErrMalformed; a model that fails
+// validation gives the validation error (learners.ErrState or
+// learners.ErrConfig) wrapped together with ErrMalformed.
+func DecodeModel(data []byte) (*learners.Model, error) {
+	var w wireModel
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, malformed("model: %v", err)
+	}
+	if dec.More() {
+		return nil, malformed("model: trailing data after the object")
+	}
+	k := learners.Kernel{Name: w.Kernel.Name}
+	if w.Kernel.Gamma != nil {
+		if k.Name == learners.KernelLinear {
+			return nil, malformed("model: kernel linear has no gamma")
+		}
+		k.Gamma = *w.Kernel.Gamma
+	}
+	if w.Kernel.Degree != nil {
+		if k.Name != learners.KernelPoly {
+			return nil, malformed("model: kernel %q has no degree", k.Name)
+		}
+		k.Degree = *w.Kernel.Degree
+	}
+	if w.Kernel.Coef0 != nil {
+		if k.Name != learners.KernelPoly && k.Name != learners.KernelSigmoid {
+			return nil, malformed("model: kernel %q has no coef0", k.Name)
+		}
+		k.Coef0 = *w.Kernel.Coef0
+	}
+	m := &learners.Model{
+		Format: w.Format, Learner: w.Learner, Kernel: k,
+		Points: w.Points, Coefficients: w.Coefficients, Offsets: w.Offsets, Eigenvalues: w.Eigenvalues, Seen: w.Seen,
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
+	}
+	return m, nil
+}

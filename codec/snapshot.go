@@ -1,0 +1,243 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// SnapshotVersion is the version of the snapshot envelope written by EncodeSnapshot.
+const SnapshotVersion = 1
+
+// Snapshot is a learner's State with the metadata needed to resume it.
+type Snapshot struct {
+	// Key is the learner's partition key.
+	Key string
+	// Pipeline is the name of the pipeline the learner belongs to.
+	Pipeline string
+	// LastSeq is the last input stream sequence applied to State.
+	LastSeq uint64
+	// State is the learner's state.
+	State *learners.State
+}
+
+// Envelope framing, shared by snapshots and manifests:
+//
+//	offset 0  3 bytes  magic "KPC"
+//	       3  1 byte   kind: 'S' snapshot, 'M' manifest
+//	       4  2 bytes  format version, big endian
+//	       6  4 bytes  CRC-32C (Castagnoli) of the body, big endian
+//	      10  4 bytes  body length in bytes, big endian
+//	      14  …        body (msgpack)
+const (
+	headerLen    = 14
+	kindSnapshot = 'S'
+	kindManifest = 'M'
+)
+
+var (
+	magic     = [3]byte{'K', 'P', 'C'}
+	castagnol = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// frame appends the envelope around body to dst.
+func frame(dst []byte, kind byte, version uint16, body []byte) []byte {
+	dst = append(dst, magic[:]...)
+	dst = append(dst, kind)
+	dst = binary.BigEndian.AppendUint16(dst, version)
+	dst = binary.BigEndian.AppendUint32(dst, crc32.Checksum(body, castagnol))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
+	return append(dst, body...)
+}
+
+// unframe checks the envelope of data and returns its version and body.
+func unframe(data []byte, kind byte, what string) (uint16, []byte, error) {
+	if len(data) < headerLen {
+		return 0, nil, malformed("%s: %d bytes is shorter than the %d-byte header", what, len(data), headerLen)
+	}
+	if !bytes.Equal(data[:3], magic[:]) || data[3] != kind {
+		return 0, nil, malformed("%s: bad magic %q", what, data[:4])
+	}
+	version := binary.BigEndian.Uint16(data[4:6])
+	sum := binary.BigEndian.Uint32(data[6:10])
+	n := binary.BigEndian.Uint32(data[10:14])
+	body := data[headerLen:]
+	if uint64(n) != uint64(len(body)) {
+		return version, nil, malformed("%s: header says %d body bytes, have %d", what, n, len(body))
+	}
+	if got := crc32.Checksum(body, castagnol); got != sum {
+		return version, nil, fmt.Errorf("%w: %s: body crc32c %08x, header says %08x", ErrChecksum, what, got, sum)
+	}
+	return version, body, nil
+}
+
+// Wire structs of the snapshot body (version 1).
+type wireSnapshot struct {
+	Key      string    `msgpack:"key"`
+	Pipeline string    `msgpack:"pipeline"`
+	LastSeq  uint64    `msgpack:"last_seq"`
+	State    wireState `msgpack:"state"`
+}
+
+type wireState struct {
+	Version  int                   `msgpack:"version"`
+	Kind     string                `msgpack:"kind"`
+	Config   wireConfig            `msgpack:"config"`
+	Seen     int64                 `msgpack:"seen"`
+	Ints     map[string]int64      `msgpack:"ints"`
+	Scalars  map[string]float64    `msgpack:"scalars"`
+	Matrices map[string]wireMatrix `msgpack:"matrices"`
+}
+
+type wireMatrix struct {
+	Rows int       `msgpack:"rows"`
+	Cols int       `msgpack:"cols"`
+	Data []float64 `msgpack:"data"`
+}
+
+type wireConfig struct {
+	Learner      string     `msgpack:"learner"`
+	Dim          int        `msgpack:"dim"`
+	Components   int        `msgpack:"components"`
+	Budget       int        `msgpack:"budget"`
+	Kernel       wireKernel `msgpack:"kernel"`
+	Forget       float64    `msgpack:"forget"`
+	Admission    string     `msgpack:"admission"`
+	Eviction     string     `msgpack:"eviction"`
+	Tolerance    float64    `msgpack:"tolerance"`
+	Coherence    float64    `msgpack:"coherence"`
+	Jitter       float64    `msgpack:"jitter"`
+	LearningRate float64    `msgpack:"learning_rate"`
+	Decay        float64    `msgpack:"decay"`
+	Refresh      int        `msgpack:"refresh"`
+	Seed         uint64     `msgpack:"seed"`
+}
+
+type wireKernel struct {
+	Name   string  `msgpack:"name"`
+	Gamma  float64 `msgpack:"gamma"`
+	Coef0  float64 `msgpack:"coef0"`
+	Degree int     `msgpack:"degree"`
+}
+
+// EncodeSnapshot encodes s in the snapshot envelope (version
+// SnapshotVersion): a 14-byte header (magic "KPCS", version, CRC-32C and
+// length of the body) and a msgpack body holding the key, pipeline, last
+// sequence and the State. Map keys are sorted, so equal snapshots give
+// equal bytes. s.State must not be nil.
+func EncodeSnapshot(s *Snapshot) ([]byte, error) {
+	if s == nil || s.State == nil {
+		return nil, fmt.Errorf("codec: encode snapshot: nil state")
+	}
+	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, State: toWireState(s.State)}
+	body, err := marshalSorted(&w)
+	if err != nil {
+		return nil, fmt.Errorf("codec: encode snapshot: %w", err)
+	}
+	return frame(make([]byte, 0, headerLen+len(body)), kindSnapshot, SnapshotVersion, body), nil
+}
+
+// DecodeSnapshot decodes an envelope written by EncodeSnapshot. An unknown
+// envelope version gives ErrVersion, a body that does not match its
+// checksum ErrChecksum, and anything else wrong ErrMalformed (including a
+// matrix whose data length is not rows×cols). It does not check the state
+// against a learner: Restore does that.
+func DecodeSnapshot(data []byte) (*Snapshot, error) {
+	version, body, err := unframe(data, kindSnapshot, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	if version != SnapshotVersion {
+		return nil, fmt.Errorf("%w: snapshot version %d (this build reads %d)", ErrVersion, version, SnapshotVersion)
+	}
+	var w wireSnapshot
+	if err := unmarshalStrict(body, &w); err != nil {
+		return nil, malformed("snapshot body: %v", err)
+	}
+	st, err := fromWireState(&w.State)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Key: w.Key, Pipeline: w.Pipeline, LastSeq: w.LastSeq, State: st}, nil
+}
+
+func marshalSorted(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func unmarshalStrict(body []byte, v any) error {
+	r := bytes.NewReader(body)
+	dec := msgpack.NewDecoder(r)
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if r.Len() != 0 {
+		return fmt.Errorf("%d trailing bytes", r.Len())
+	}
+	return nil
+}
+
+func toWireState(s *learners.State) wireState {
+	c := s.Config
+	w := wireState{
+		Version: s.Version,
+		Kind:    s.Kind,
+		Config: wireConfig{
+			Learner: c.Learner, Dim: c.Dim, Components: c.Components, Budget: c.Budget,
+			Kernel: wireKernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
+			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance,
+			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
+			Refresh: c.Refresh, Seed: c.Seed,
+		},
+		Seen:    s.Seen,
+		Ints:    s.Ints,
+		Scalars: s.Scalars,
+	}
+	if s.Matrices != nil {
+		w.Matrices = make(map[string]wireMatrix, len(s.Matrices))
+		for name, m := range s.Matrices {
+			w.Matrices[name] = wireMatrix{Rows: m.Rows, Cols: m.Cols, Data: m.Data}
+		}
+	}
+	return w
+}
+
+func fromWireState(w *wireState) (*learners.State, error) {
+	c := w.Config
+	s := &learners.State{
+		Version: w.Version,
+		Kind:    w.Kind,
+		Config: learners.Config{
+			Learner: c.Learner, Dim: c.Dim, Components: c.Components, Budget: c.Budget,
+			Kernel: learners.Kernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
+			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance,
+			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
+			Refresh: c.Refresh, Seed: c.Seed,
+		},
+		Seen:    w.Seen,
+		Ints:    w.Ints,
+		Scalars: w.Scalars,
+	}
+	if w.Matrices != nil {
+		s.Matrices = make(map[string]learners.Matrix, len(w.Matrices))
+		for name, m := range w.Matrices {
+			if m.Rows < 0 || m.Cols < 0 || uint64(len(m.Data)) != uint64(m.Rows)*uint64(m.Cols) {
+				return nil, malformed("snapshot: matrix %q is %d×%d with %d values", name, m.Rows, m.Cols, len(m.Data))
+			}
+			s.Matrices[name] = learners.Matrix{Rows: m.Rows, Cols: m.Cols, Data: m.Data}
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,284 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrNoSnapshot reports a key that has no snapshot (never saved, or deleted).
+	ErrNoSnapshot = errors.New("snapshot: no snapshot")
+	// ErrConflict reports a stale revision: someone else committed a newer one.
+	ErrConflict = errors.New("snapshot: revision conflict")
+	// ErrCorrupt reports stored bytes that cannot be decoded, or an object
+	// that does not match its manifest.
+	ErrCorrupt = errors.New("snapshot: corrupt snapshot")
+)
+
+// kv is the part of jetstream.KeyValue the Store uses.
+type kv interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+}
+
+// objects is the part of jetstream.ObjectStore the Store uses.
+type objects interface {
+	PutBytes(ctx context.Context, name string, data []byte) (*jetstream.ObjectInfo, error)
+	GetBytes(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) ([]byte, error)
+	Delete(ctx context.Context, name string) error
+}
+
+// Store saves and loads snapshots in a KV bucket and an object store bucket.
+// It is safe for concurrent use.
+type Store struct {
+	cfg Config
+	kv  kv
+	obj objects
+}
+
+// Open creates or binds the KV bucket and the object store bucket of cfg
+// (CreateOrUpdateKeyValue, CreateOrUpdateObjectStore) and returns a Store.
+// MaxInline defaults to, and is capped at, min(server max payload − 4 KiB,
+// 900 KiB).
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	limit := DefaultMaxInline
+	if nc := js.Conn(); nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 {
+			limit = min(limit, int(mp)-payloadMargin)
+		}
+	}
+	if cfg.MaxInline == 0 || cfg.MaxInline > limit {
+		cfg.MaxInline = limit
+	}
+	kvb, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "kpcastream learner snapshots (inline) and manifests",
+		History:     uint8(cfg.History),
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: open kv bucket %q: %w", cfg.Bucket, err)
+	}
+	ob, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      cfg.ObjectBucket,
+		Description: "kpcastream learner states too large for a kv value",
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: open object bucket %q: %w", cfg.ObjectBucket, err)
+	}
+	return &Store{cfg: cfg, kv: kvb, obj: ob}, nil
+}
+
+// Config returns the store's configuration with defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
+// Load returns the latest snapshot of key and the KV revision it was read
+// at, to be passed back to Save. A key without a snapshot gives
+// ErrNoSnapshot; undecodable bytes, or an object whose digest or size does
+// not match its manifest (or that is missing), give ErrCorrupt.
+func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, error) {
+	k, err := EncodeKey(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := s.kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, fmt.Errorf("%w for key %q", ErrNoSnapshot, key)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("snapshot: load %q: %w", key, err)
+	}
+	rev := e.Revision()
+	data := e.Value()
+	if codec.IsManifest(data) {
+		m, err := codec.DecodeManifest(data)
+		if err != nil {
+			return nil, rev, fmt.Errorf("%w: key %q revision %d: %w", ErrCorrupt, key, rev, err)
+		}
+		data, err = s.obj.GetBytes(ctx, m.Object)
+		switch {
+		case errors.Is(err, jetstream.ErrObjectNotFound):
+			return nil, rev, fmt.Errorf("%w: key %q revision %d: manifest points to missing object %q", ErrCorrupt, key, rev, m.Object)
+		case errors.Is(err, jetstream.ErrDigestMismatch):
+			return nil, rev, fmt.Errorf("%w: key %q revision %d: object %q: %w", ErrCorrupt, key, rev, m.Object, err)
+		case err != nil:
+			return nil, rev, fmt.Errorf("snapshot: load %q: object %q: %w", key, m.Object, err)
+		}
+		if uint64(len(data)) != m.Size {
+			return nil, rev, fmt.Errorf("%w: key %q revision %d: object %q has %d bytes, manifest says %d", ErrCorrupt, key, rev, m.Object, len(data), m.Size)
+		}
+		if sum := sha256.Sum256(data); sum != m.Digest {
+			return nil, rev, fmt.Errorf("%w: key %q revision %d: object %q sha-256 %x, manifest says %x", ErrCorrupt, key, rev, m.Object, sum, m.Digest)
+		}
+	}
+	snap, err := codec.DecodeSnapshot(data)
+	if err != nil {
+		return nil, rev, fmt.Errorf("%w: key %q revision %d: %w", ErrCorrupt, key, rev, err)
+	}
+	return snap, rev, nil
+}
+
+// Save writes snap for key and returns the new revision. It commits by
+// compare-and-swap on rev, the revision last read by Load or returned by
+// Save: rev 0 means the key must not hold a snapshot yet. A stale rev gives
+// ErrConflict and changes nothing.
+//
+// An encoded snapshot of at most MaxInline bytes is the KV value itself.
+// A larger one is first written to the object store under a fresh unique
+// name, then a manifest pointing to it is committed with the same
+// compare-and-swap; after a commit the previous object (if any) is deleted,
+// after a failed commit the new one (both best effort). A failed Save never
+// destroys the previous snapshot.
+func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev uint64) (uint64, error) {
+	k, err := EncodeKey(key)
+	if err != nil {
+		return 0, err
+	}
+	data, err := codec.EncodeSnapshot(snap)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
+	}
+	if len(data) <= s.cfg.MaxInline {
+		old := s.previousObject(ctx, k, rev)
+		nrev, err := s.commit(ctx, k, data, rev)
+		if err != nil {
+			return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
+		}
+		s.deleteObject(old)
+		return nrev, nil
+	}
+	name, err := objectName(k, snap.LastSeq)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.obj.PutBytes(ctx, name, data); err != nil {
+		s.deleteObject(name)
+		return 0, fmt.Errorf("snapshot: save %q: put object %q: %w", key, name, err)
+	}
+	man, err := codec.EncodeManifest(&codec.Manifest{
+		Object: name, Digest: sha256.Sum256(data), Size: uint64(len(data)),
+		LastSeq: snap.LastSeq, SnapshotVersion: codec.SnapshotVersion,
+	})
+	if err != nil {
+		s.deleteObject(name)
+		return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
+	}
+	old := s.previousObject(ctx, k, rev)
+	nrev, err := s.commit(ctx, k, man, rev)
+	if err != nil {
+		s.deleteObject(name)
+		return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
+	}
+	s.deleteObject(old)
+	return nrev, nil
+}
+
+// Delete removes the snapshot of key ("reset key"), committing by
+// compare-and-swap on rev like Save; rev 0 deletes unconditionally. A
+// stale rev gives ErrConflict. The object of a manifest is deleted too
+// (best effort). Deleting a key without a snapshot is not an error.
+func (s *Store) Delete(ctx context.Context, key string, rev uint64) error {
+	k, err := EncodeKey(key)
+	if err != nil {
+		return err
+	}
+	var old string
+	if e, err := s.kv.Get(ctx, k); err == nil && (rev == 0 || e.Revision() == rev) {
+		old = manifestObject(e.Value())
+	}
+	var opts []jetstream.KVDeleteOpt
+	if rev != 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := s.kv.Delete(ctx, k, opts...); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: delete %q at revision %d: %w", ErrConflict, key, rev, err)
+		}
+		return fmt.Errorf("snapshot: delete %q: %w", key, err)
+	}
+	s.deleteObject(old)
+	return nil
+}
+
+// commit writes value at k by compare-and-swap on rev.
+func (s *Store) commit(ctx context.Context, k string, value []byte, rev uint64) (uint64, error) {
+	if rev == 0 {
+		nrev, err := s.kv.Create(ctx, k, value)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("%w: key exists but revision 0 was given: %w", ErrConflict, err)
+		}
+		return nrev, err
+	}
+	nrev, err := s.kv.Update(ctx, k, value, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("%w: revision %d is stale: %w", ErrConflict, rev, err)
+	}
+	return nrev, err
+}
+
+// previousObject returns the object the entry at k points to if that entry
+// is at revision rev, else "".
+func (s *Store) previousObject(ctx context.Context, k string, rev uint64) string {
+	if rev == 0 {
+		return ""
+	}
+	e, err := s.kv.Get(ctx, k)
+	if err != nil || e.Revision() != rev {
+		return ""
+	}
+	return manifestObject(e.Value())
+}
+
+// deleteObject deletes an object, best effort, with its own short timeout
+// so that it runs even when the caller's context is done.
+func (s *Store) deleteObject(name string) {
+	if name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = s.obj.Delete(ctx, name)
+}
+
+// manifestObject returns the object named by a manifest value, or "".
+func manifestObject(value []byte) string {
+	if !codec.IsManifest(value) {
+		return ""
+	}
+	m, err := codec.DecodeManifest(value)
+	if err != nil {
+		return ""
+	}
+	return m.Object
+}
+
+// objectName returns a fresh object name for a snapshot of KV key k:
+// "<k>/<lastSeq>-<16 random hex digits>".
+func objectName(k string, lastSeq uint64) (string, error) {
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("snapshot: object name: %w", err)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s/%d-%s", k, lastSeq, hex.EncodeToString(r[:]))
+	return b.String(), nil
+}
