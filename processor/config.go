@@ -18,6 +18,7 @@ const (
 	DefaultServiceName      = "kpcastream"
 	DefaultCheckpointBucket = "kpcastream-checkpoints"
 	DefaultCheckpointEvery  = 5 * time.Second
+	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultMaxAckPending    = 256
 	DefaultAckWait          = 30 * time.Second
 	DefaultNakDelay         = time.Second
@@ -52,6 +53,8 @@ type Config struct {
 	CheckpointBucket string `yaml:"checkpoint_bucket"`
 	// CheckpointEvery is the period of checkpoint writes. Default 5s.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
+	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
 	// Pipelines are the pipelines to run (at least one).
 	Pipelines []PipelineConfig `yaml:"-"`
 }
@@ -161,6 +164,9 @@ func (c Config) WithDefaults() Config {
 	if c.CheckpointEvery == 0 {
 		c.CheckpointEvery = DefaultCheckpointEvery
 	}
+	if c.SnapshotTimeout == 0 {
+		c.SnapshotTimeout = DefaultSnapshotTimeout
+	}
 	ps := make([]PipelineConfig, len(c.Pipelines))
 	for i, p := range c.Pipelines {
 		ps[i] = p.WithDefaults()
@@ -257,6 +263,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointEvery < 0 {
 		bad("checkpoint_every", "must be > 0, got %v", c.CheckpointEvery)
+	}
+	if c.SnapshotTimeout < 0 {
+		bad("snapshot_timeout", "must be > 0, got %v", c.SnapshotTimeout)
 	}
 	if len(c.Pipelines) == 0 {
 		bad("pipelines", "at least one pipeline is required")
