@@ -658,9 +658,30 @@ func (w *worker) tick() {
 // finish writes the final snapshots (if the policy says so) and waits for
 // the snapshotter to save everything handed over.
 func (w *worker) finish(context.Context) error {
-	for _, e := range w.keys {
-		if e.dirty && *e.pipe.cfg.Snapshot.OnShutdown {
+	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
+	for time.Now().Before(deadline) {
+		waiting := false
+		for _, e := range w.keys {
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
+				continue
+			}
+			if e.saving {
+				waiting = true // hand the rest over when this save lands
+				continue
+			}
 			w.handoffWait(e)
+			waiting = true
+		}
+		if !waiting && w.flying == 0 {
+			break
+		}
+		if w.flying == 0 {
+			continue
+		}
+		select {
+		case r := <-w.results:
+			w.landed(r)
+		case <-time.After(time.Until(deadline)):
 		}
 	}
 	w.closing = true
