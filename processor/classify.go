@@ -34,6 +34,9 @@ var errIncompatible = errors.New("processor: snapshot does not match the pipelin
 // used in the Kpcastream-Error header and in metric labels.
 func classify(err error) (action, string) {
 	switch {
+	// First: a corrupt snapshot wraps the codec error that found it.
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, learners.ErrState), errors.Is(err, errIncompatible):
+		return actNak, "corrupt_snapshot"
 	case errors.Is(err, codec.ErrTooLarge):
 		return actTerm, "too_large"
 	case errors.Is(err, codec.ErrVersion):
@@ -48,8 +51,6 @@ func classify(err error) (action, string) {
 		return actTerm, "numerical"
 	case errors.Is(err, errPanic):
 		return actTerm, "panic"
-	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, learners.ErrState), errors.Is(err, errIncompatible):
-		return actNak, "corrupt_snapshot"
 	case errors.Is(err, learners.ErrConfig):
 		return actFatal, "config"
 	}

@@ -95,6 +95,7 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("%w: boom", errPanic), actTerm, "panic"},
 		{fmt.Errorf("load: %w", snapshot.ErrCorrupt), actNak, "corrupt_snapshot"},
 		{learners.ErrState, actNak, "corrupt_snapshot"},
+		{fmt.Errorf("%w: %w", snapshot.ErrCorrupt, codec.ErrMalformed), actNak, "corrupt_snapshot"},
 		{errIncompatible, actNak, "corrupt_snapshot"},
 		{fmt.Errorf("new: %w", learners.ErrConfig), actFatal, "config"},
 		{errors.New("nats: timeout"), actNak, "transient"},
