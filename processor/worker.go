@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -698,7 +699,17 @@ func (w *worker) snapshotter(ctx context.Context) error {
 	for j := range w.jobs {
 		sctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 		start := time.Now()
-		rev, err := w.p.store.Save(sctx, snapshot.JoinKey(j.snap.Pipeline, j.snap.Key), j.snap, j.rev)
+		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
+		rev, err := w.p.store.Save(sctx, key, j.snap, j.rev)
+		if errors.Is(err, snapshot.ErrConflict) {
+			// An ambiguous commit (a retried write whose first attempt
+			// landed) looks like a conflict: adopt the stored revision if it
+			// holds exactly what we saved.
+			if got, grev, lerr := w.p.store.Load(sctx, key); lerr == nil && got.LastSeq == j.snap.LastSeq &&
+				got.State != nil && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State) {
+				rev, err = grev, nil
+			}
+		}
 		cancel()
 		w.results <- snapResult{job: j, rev: rev, err: err, dur: time.Since(start)}
 	}
