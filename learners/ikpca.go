@@ -1,0 +1,857 @@
+package learners
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+func init() {
+	constructors[KindIKPCA] = func(c Config) (Learner, error) { return NewIKPCA(c) }
+}
+
+// IKPCA is incremental eigenspace kernel PCA on a budgeted dictionary: the
+// default learner.
+//
+// # Model
+//
+// Kim (2003) applies Hall et al.'s incremental eigenspace update (with the
+// mean update) to the empirical kernel map. IKPCA does it in whitened
+// Nyström coordinates: with the dictionary D = {d₁…d_m} (m ≤ B) and
+// K_DD + εI = LLᵀ, an observation x has coordinates z = L⁻¹k_D(x), so that
+// zᵀz' is the kernel restricted to span φ(D). Kernel PCA proper is linear
+// PCA of z: IKPCA keeps the forgetting-weighted mean μ and scatter S of the
+// z's exactly (Welford/Hall update, weights decaying by f per observation),
+// and publishes the top-k eigenvectors U of S/W, refreshed every
+// Config.Refresh observations by one warm-started block subspace iteration
+// with Rayleigh–Ritz (block p = min(B, k + max(k, 8))). Centring is exact
+// within span φ(D).
+//
+// Admission by approximate linear dependence: x joins D when
+// δ = k(x,x) − ‖z‖² > ν·k(x,x) (or, with the coherence rule, when
+// max_j |k(x,dⱼ)| normalised ≤ μ₀). L gains the row (zᵀ, √(δ+ε)); existing
+// coordinates do not change. A point that was not admitted lies within ν of
+// the span, so it has no mass along any later member: the one-pass
+// dictionary loses at most ν·k(x,x) per observation while it fills.
+//
+// When D is full, the eviction policy chooses a member j (lli: the member
+// best represented by the others, 1/[K⁻¹]ⱼⱼ smallest, and only if x is more
+// independent than it; fifo: the oldest; contribution: the smallest
+// Σᵢ λᵢAⱼᵢ²). Removing row j of L is re-triangularised with m−j Givens
+// rotations; the same rotations re-express μ, S and U in the new basis, and
+// the dropped coordinate is the mass along the removed direction, all in
+// O(B²).
+//
+// Published component i of x is yᵢ = uᵢᵀ(z − μ) = Σⱼ Aⱼᵢ k(dⱼ,x) − cᵢ with
+// A = L⁻ᵀU and c = Uᵀμ, so Transform costs O(Bd + Bk); Learn costs
+// O(Bd + B²) plus the amortised refresh O(B²p/Refresh).
+//
+// # State names
+//
+// Ints: m, version, rng, since_refresh, ready, changes, clock. Scalars:
+// weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
+// P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S), mu 1×m,
+// U m×p, theta 1×p (Ritz values of the scatter), ref m×k (basis at the last
+// version), A m×k, a 1×m (= L⁻ᵀμ), c 1×k.
+type IKPCA struct {
+	cfg     Config
+	d, k, b int // input dimension, components, budget
+	p       int // block size of the subspace iteration
+
+	rows           *Rows     // dictionary points
+	L              []float64 // b×b lower Cholesky factor of K_DD + εI (stride b)
+	P              []float64 // b×b (K_DD + εI)⁻¹, full symmetric storage (stride b)
+	S              []float64 // b×b scatter / scale, full symmetric storage (stride b)
+	mu             []float64 // b: weighted mean of the coordinates
+	adm            []float64 // b: admission clock of each member (for fifo)
+	U              []float64 // b×p: Ritz vectors, columns sorted by Ritz value, descending
+	th             []float64 // p: Ritz values of the scatter (not divided by the weight)
+	ref            []float64 // b×k: published basis at the last version change
+	A              []float64 // b×k: L⁻ᵀU_k, coefficients over the dictionary
+	a              []float64 // b: L⁻ᵀμ
+	c              []float64 // k: U_kᵀμ
+	eps            float64   // absolute jitter
+	w              float64   // total weight W
+	kxx            float64   // weighted Σ k(x,x)
+	sc             float64   // scale of S
+	seen           int64     // observations learned
+	ver            uint64    // basis version
+	rng            uint64    // splitmix64 state
+	since, changes int64
+	clock          int64 // admissions so far (fifo order)
+	ready          bool
+
+	// scratch, never part of the state
+	kr, z, t1 []float64 // b
+	y1, y2    []float64 // b×p
+	h         []float64 // p×p
+	wv, work  []float64 // p, Syev workspace
+	lwork     int
+	linv      []float64 // b×b, for refreshing P
+}
+
+// NewIKPCA returns an empty IKPCA learner for cfg (defaults applied).
+func NewIKPCA(cfg Config) (*IKPCA, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Learner != KindIKPCA {
+		return nil, fmt.Errorf("%w: learner: %q is not ikpca", ErrConfig, cfg.Learner)
+	}
+	b, k, d := cfg.Budget, cfg.Components, cfg.Dim
+	p := min(b, k+max(k, 8))
+	l := &IKPCA{
+		cfg: cfg, d: d, k: k, b: b, p: p,
+		rows: NewRows(cfg.Kernel, d, b),
+		L:    make([]float64, b*b),
+		P:    make([]float64, b*b),
+		S:    make([]float64, b*b),
+		mu:   make([]float64, b),
+		adm:  make([]float64, b),
+		U:    make([]float64, b*p),
+		th:   make([]float64, p),
+		ref:  make([]float64, b*k),
+		A:    make([]float64, b*k),
+		a:    make([]float64, b),
+		c:    make([]float64, k),
+		sc:   1,
+		rng:  cfg.Seed,
+		kr:   make([]float64, b),
+		z:    make([]float64, b),
+		t1:   make([]float64, b),
+		y1:   make([]float64, b*p),
+		y2:   make([]float64, b*p),
+		h:    make([]float64, p*p),
+		wv:   make([]float64, p),
+		linv: make([]float64, b*b),
+	}
+	var q [1]float64
+	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
+	l.lwork = max(int(q[0]), 3*p)
+	l.work = make([]float64, l.lwork)
+	return l, nil
+}
+
+// MemoryBytes is the learner's fixed memory in bytes:
+// 8·(B·d + 5·B² + B·(2p + 2k + 6) + p² + 4p + k) plus small constants,
+// with p = min(B, k + max(k, 8)). It does not depend on the stream.
+func (l *IKPCA) MemoryBytes() int {
+	b, p, k, d := l.b, l.p, l.k, l.d
+	return 8 * (b*d + b + 5*b*b + b*(2*p+2*k+6) + p*p + 4*p + k + l.lwork)
+}
+
+// Kind returns "ikpca".
+func (l *IKPCA) Kind() string { return KindIKPCA }
+
+// Dim returns the input dimension d.
+func (l *IKPCA) Dim() int { return l.d }
+
+// Components returns k.
+func (l *IKPCA) Components() int { return l.k }
+
+// Seen returns the number of observations learned.
+func (l *IKPCA) Seen() int64 { return l.seen }
+
+// Config returns the learner's configuration with defaults applied.
+func (l *IKPCA) Config() Config { return l.cfg }
+
+// Stored returns the dictionary size m.
+func (l *IKPCA) Stored() int { return l.rows.Len() }
+
+// Learn folds x into the eigenspace model. Cost O(Bd + B²) (plus an O(B²)
+// eviction when the dictionary is full and x is admitted, and the refresh
+// every Config.Refresh observations).
+func (l *IKPCA) Learn(x []float64) error {
+	if err := checkInput(x, l.d); err != nil {
+		return err
+	}
+	kxx := l.cfg.Kernel.Self(x)
+	m := l.rows.Len()
+	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	if !finite(kxx) || !finiteAll(kr) {
+		return fmt.Errorf("%w: kernel value overflows for this input", ErrNumerical)
+	}
+	if l.seen == 0 {
+		// The jitter scale is fixed by the first observation's k(x,x).
+		l.eps = l.cfg.Jitter * math.Max(math.Abs(kxx), 1e-300)
+	}
+
+	// Coordinates z = L⁻¹k_D(x) and the ALD residual δ.
+	z := l.z[:m]
+	copy(z, kr)
+	if m > 0 {
+		blas64.Implementation().Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, m, l.L, l.b, z, 1)
+	}
+	if !finiteAll(z) {
+		return fmt.Errorf("%w: dictionary coordinates are not finite", ErrNumerical)
+	}
+	delta := kxx - dot(z, z)
+
+	// From here on the state changes; nothing below can fail.
+	if l.admit(kxx, delta, kr) {
+		if m == l.b {
+			j := l.victim(delta)
+			if j >= 0 {
+				l.evict(j, z)
+				m--
+				z = l.z[:m]
+				copy(l.kr[j:], l.kr[j+1:m+1])
+				kr = l.kr[:m]
+				delta = kxx - dot(z, z)
+			}
+		}
+		if m < l.b && delta > 0 {
+			l.append(x, kr, z, delta)
+			m++
+			z = l.z[:m]
+		}
+	}
+	l.update(z, kxx)
+	l.seen++
+	l.since++
+	if l.since >= int64(l.cfg.Refresh) || !l.ready {
+		l.refresh()
+	}
+	return nil
+}
+
+// admit applies the admission rule to an observation with residual delta.
+func (l *IKPCA) admit(kxx, delta float64, kr []float64) bool {
+	if !(kxx > 0) || !(delta > 1e-12*kxx) {
+		return false
+	}
+	if l.cfg.Admission == "coherence" {
+		for j, v := range kr {
+			kjj := l.cfg.Kernel.Self(l.rows.Point(j))
+			if math.Abs(v) > l.cfg.Coherence*math.Sqrt(kxx*kjj) {
+				return false
+			}
+		}
+		return true
+	}
+	return delta > l.cfg.Tolerance*kxx
+}
+
+// victim returns the member to evict for a new point with residual delta,
+// or −1 when the policy keeps the dictionary as it is.
+func (l *IKPCA) victim(delta float64) int {
+	m, b := l.rows.Len(), l.b
+	switch l.cfg.Eviction {
+	case "fifo":
+		j := 0
+		for i := 1; i < m; i++ {
+			if l.adm[i] < l.adm[j] {
+				j = i
+			}
+		}
+		return j
+	case "contribution":
+		j, best := 0, math.Inf(1)
+		for i := range m {
+			var s float64
+			for c := range l.k {
+				a := l.A[i*l.k+c]
+				s += math.Max(l.th[c], 0) * a * a
+			}
+			s /= l.P[i*l.b+i]
+			if s < best {
+				j, best = i, s
+			}
+		}
+		return j
+	default: // lli
+		j, pmax := 0, 0.0
+		for i := range m {
+			if v := l.P[i*b+i]; v > pmax {
+				j, pmax = i, v
+			}
+		}
+		if pmax <= 0 || delta <= 1/pmax {
+			return -1
+		}
+		return j
+	}
+}
+
+// append adds x (kernel row kr, coordinates z, residual delta) as member m.
+func (l *IKPCA) append(x, kr, z []float64, delta float64) {
+	m, b := l.rows.Len(), l.b
+	s := delta + l.eps
+	// P ← [[P + bbᵀ/s, −b/s], [−bᵀ/s, 1/s]] with b = P·k_D(x).
+	if m > 0 {
+		t := l.t1[:m]
+		blas64.Implementation().Dsymv(blas.Upper, m, 1, l.P, b, kr, 1, 0, t, 1)
+		for i := range m {
+			row := l.P[i*b : i*b+m]
+			ti := t[i] / s
+			for j := range m {
+				row[j] += ti * t[j]
+			}
+			l.P[i*b+m] = -ti
+			l.P[m*b+i] = -ti
+		}
+	}
+	l.P[m*b+m] = 1 / s
+	// L gains the row (zᵀ, √s); the new coordinate has no past mass.
+	copy(l.L[m*b:m*b+m], z)
+	l.L[m*b+m] = math.Sqrt(s)
+	for i := 0; i <= m; i++ {
+		l.S[m*b+i], l.S[i*b+m] = 0, 0
+	}
+	l.mu[m], l.a[m] = 0, 0
+	clear(l.U[m*l.p : (m+1)*l.p])
+	clear(l.A[m*l.k : (m+1)*l.k])
+	clear(l.ref[m*l.k : (m+1)*l.k])
+	l.rows.Append(x)
+	l.adm[m] = float64(l.clock)
+	l.clock++
+	// x's own coordinates in the new basis: (z, δ/√s).
+	l.z[m] = delta / math.Sqrt(s)
+	l.changes++
+	if l.changes >= int64(l.b) {
+		l.refreshInverse()
+	}
+}
+
+// evict removes member j, re-expressing the model in the basis of the
+// remaining members; z (the current observation's coordinates) is
+// transformed along.
+func (l *IKPCA) evict(j int, z []float64) {
+	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+	// Coefficient vectors over the members (A, a) are projected onto the
+	// span of the others: v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ.
+	pjj := l.P[j*b+j]
+	for i := range m {
+		if i == j {
+			continue
+		}
+		f := l.P[i*b+j] / pjj
+		for c := range k {
+			l.A[i*k+c] -= f * l.A[j*k+c]
+		}
+		l.a[i] -= f * l.a[j]
+	}
+	// P' = P₋ⱼ₋ⱼ − p pᵀ/Pⱼⱼ, p = P₋ⱼ,ⱼ (copied first: the loop changes it).
+	pj := l.t1[:m]
+	for i := range m {
+		pj[i] = l.P[i*b+j]
+	}
+	for r := range m {
+		if r == j {
+			continue
+		}
+		fr := pj[r] / pjj
+		row := l.P[r*b : r*b+m]
+		for c := range m {
+			row[c] -= fr * pj[c]
+		}
+	}
+	removeIndex(l.P, b, m, j)
+	removeVecRow(l.A, k, m, j)
+	removeVecRow(l.a, 1, m, j)
+	removeVecRow(l.adm, 1, m, j)
+	l.rows.Remove(j)
+
+	// Delete row j of L and restore triangularity with Givens rotations on
+	// columns (i, i+1), i = j…m−2; apply them to every coordinate object.
+	copy(l.L[j*b:], l.L[(j+1)*b:m*b])
+	for i := j; i < m-1; i++ {
+		a, bb := l.L[i*b+i], l.L[i*b+i+1]
+		r := math.Hypot(a, bb)
+		if r == 0 {
+			continue
+		}
+		c, s := a/r, bb/r
+		for row := i; row < m-1; row++ {
+			rotate(l.L, row*b+i, row*b+i+1, c, s)
+		}
+		l.L[i*b+i+1] = 0
+		rotate(l.mu, i, i+1, c, s)
+		rotate(z, i, i+1, c, s)
+		for col := range p {
+			rotate(l.U, i*p+col, (i+1)*p+col, c, s)
+		}
+		for col := range k {
+			rotate(l.ref, i*k+col, (i+1)*k+col, c, s)
+		}
+		// S ← GᵀSG on rows and columns (i, i+1).
+		for col := range m {
+			rotate(l.S, i*b+col, (i+1)*b+col, c, s)
+		}
+		for row := range m {
+			rotate(l.S, row*b+i, row*b+i+1, c, s)
+		}
+	}
+	// Drop coordinate m−1: the mass along the removed direction.
+	last := m - 1
+	for i := range m {
+		l.S[last*b+i], l.S[i*b+last] = 0, 0
+	}
+	l.mu[last], z[last] = 0, 0
+	clear(l.U[last*p : m*p])
+	clear(l.ref[last*k : m*k])
+	clear(l.L[last*b : last*b+m])
+	l.changes++
+}
+
+// rotate applies the plane rotation (c, s) to v[i], v[j]:
+// v[i], v[j] = c·v[i] + s·v[j], −s·v[i] + c·v[j].
+func rotate(v []float64, i, j int, c, s float64) {
+	vi, vj := v[i], v[j]
+	v[i] = c*vi + s*vj
+	v[j] = -s*vi + c*vj
+}
+
+// removeIndex deletes row and column j from the m×m matrix a (stride b).
+func removeIndex(a []float64, b, m, j int) {
+	for r := range m {
+		row := a[r*b : r*b+m]
+		copy(row[j:], row[j+1:])
+		row[m-1] = 0
+	}
+	copy(a[j*b:], a[(j+1)*b:m*b])
+	clear(a[(m-1)*b : (m-1)*b+m])
+}
+
+// removeVecRow deletes row j of the m×w row-major matrix a.
+func removeVecRow(a []float64, w, m, j int) {
+	copy(a[j*w:], a[(j+1)*w:m*w])
+	clear(a[(m-1)*w : m*w])
+}
+
+// update folds the coordinates z (length m) into the weighted mean and scatter.
+func (l *IKPCA) update(z []float64, kxx float64) {
+	m, b, f := len(z), l.b, l.cfg.Forget
+	wOld := l.w
+	l.w = f*wOld + 1
+	l.kxx = f*l.kxx + kxx
+	g := f * wOld / l.w // weight of the rank-one term
+	if f != 1 {
+		l.sc *= f
+		if l.sc < 1e-150 {
+			scal(l.S, b, m, l.sc)
+			l.sc = 1
+		}
+	}
+	dz := l.t1[:m]
+	for i := range m {
+		dz[i] = z[i] - l.mu[i]
+	}
+	if g > 0 {
+		blas64.Implementation().Dger(m, m, g/l.sc, dz, 1, dz, 1, l.S, b)
+	}
+	inv := 1 / l.w
+	for i := range m {
+		l.mu[i] += dz[i] * inv
+	}
+	// a = L⁻ᵀμ: a ← (1−1/W)a + L⁻ᵀz/W; c = U_kᵀμ likewise.
+	u := l.t1[:m]
+	copy(u, z)
+	blas64.Implementation().Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, b, u, 1)
+	for i := range m {
+		l.a[i] = (1-inv)*l.a[i] + inv*u[i]
+	}
+	for c := range l.k {
+		var s float64
+		for i := range m {
+			s += l.U[i*l.p+c] * l.mu[i]
+		}
+		l.c[c] = s
+	}
+}
+
+func scal(a []float64, b, m int, s float64) {
+	for i := range m {
+		row := a[i*b : i*b+m]
+		for j := range row {
+			row[j] *= s
+		}
+	}
+}
+
+// refresh runs one Rayleigh–Ritz step of the warm-started block subspace
+// iteration on the scatter (exact eigendecomposition while m ≤ p),
+// aligns signs with the previous basis, counts versions, and recomputes
+// A = L⁻ᵀU_k, a = L⁻ᵀμ and c = U_kᵀμ.
+func (l *IKPCA) refresh() {
+	l.since = 0
+	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+	if m == 0 || l.w == 0 {
+		return
+	}
+	impl := blas64.Implementation()
+	q := min(p, m) // working block width
+	h := l.h[:q*q]
+	ritz := l.y1[:m*p] // m×p: new Ritz vectors (stride p)
+	if m <= p {
+		// Exact: eigendecomposition of the m×m scatter.
+		for i := range m {
+			copy(h[i*q:i*q+m], l.S[i*b:i*b+m])
+		}
+		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: q, Stride: q, Data: h, Uplo: blas.Upper}, l.wv[:q], l.work, l.lwork) {
+			return
+		}
+		clear(ritz)
+		for c := range q {
+			src := q - 1 - c // Syev sorts ascending
+			for i := range m {
+				ritz[i*p+c] = h[i*q+src]
+			}
+			l.th[c] = l.wv[src] * l.sc
+		}
+		clear(l.th[q:])
+	} else {
+		// Y = S·U, orthonormalise, Rayleigh–Ritz on span(Y).
+		y := l.y2[:m*p]
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, y, p)
+		l.orthonormalize(y, m, p)
+		t := l.y1[:m*p]
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, y, p, 0, t, p)
+		impl.Dgemm(blas.Trans, blas.NoTrans, p, p, m, 1, y, p, t, p, 0, h, p)
+		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
+			return
+		}
+		// Ritz vectors Y·V in descending order of the Ritz values.
+		for c := 0; c < p/2; c++ {
+			o := p - 1 - c
+			for r := range p {
+				h[r*p+c], h[r*p+o] = h[r*p+o], h[r*p+c]
+			}
+			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
+		}
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, p, 1, y, p, h, p, 0, ritz, p)
+		for c := range p {
+			l.th[c] = l.wv[c] * l.sc
+		}
+	}
+	for c := range p {
+		if l.th[c] < 0 {
+			l.th[c] = 0
+		}
+	}
+	// Align signs of the published components with the previous basis.
+	for c := range k {
+		var s float64
+		for i := range m {
+			s += ritz[i*p+c] * l.U[i*p+c]
+		}
+		if s < 0 {
+			for i := range m {
+				ritz[i*p+c] = -ritz[i*p+c]
+			}
+		}
+	}
+	copy(l.U[:m*p], ritz)
+	wasReady := l.ready
+	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)
+	if l.ready {
+		changed := !wasReady
+		for c := range k {
+			var s float64
+			for i := range m {
+				s += l.U[i*p+c] * l.ref[i*k+c]
+			}
+			if math.Abs(s) < versionCos {
+				changed = true
+			}
+		}
+		if changed {
+			l.ver++
+			for i := range m {
+				copy(l.ref[i*k:(i+1)*k], l.U[i*p:i*p+k])
+			}
+		}
+	}
+	// A = L⁻ᵀU_k, a = L⁻ᵀμ, c = U_kᵀμ.
+	for i := range m {
+		copy(l.A[i*k:(i+1)*k], l.U[i*p:i*p+k])
+	}
+	impl.Dtrsm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, m, k, 1, l.L, b, l.A, k)
+	copy(l.a[:m], l.mu[:m])
+	impl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, b, l.a, 1)
+	for c := range k {
+		var s float64
+		for i := range m {
+			s += l.U[i*p+c] * l.mu[i]
+		}
+		l.c[c] = s
+	}
+}
+
+// versionCos is the |cos| below which a component counts as having turned
+// away from the basis of the last version (about 8°).
+const versionCos = 0.99
+
+// orthonormalize makes the columns of the m×w block y (stride w) orthonormal
+// by modified Gram–Schmidt applied twice; a column that vanishes is replaced
+// by a seeded random direction.
+func (l *IKPCA) orthonormalize(y []float64, m, w int) {
+	for c := range w {
+		for attempt := 0; attempt < 3; attempt++ {
+			for pass := 0; pass < 2; pass++ {
+				for o := range c {
+					var s float64
+					for i := range m {
+						s += y[i*w+c] * y[i*w+o]
+					}
+					for i := range m {
+						y[i*w+c] -= s * y[i*w+o]
+					}
+				}
+			}
+			var n float64
+			for i := range m {
+				n += y[i*w+c] * y[i*w+c]
+			}
+			if n > 1e-24 {
+				n = 1 / math.Sqrt(n)
+				for i := range m {
+					y[i*w+c] *= n
+				}
+				break
+			}
+			for i := range m {
+				y[i*w+c] = l.random()
+			}
+		}
+	}
+}
+
+// random returns a deterministic pseudo-random number in [−1, 1) (splitmix64).
+func (l *IKPCA) random() float64 {
+	l.rng += 0x9e3779b97f4a7c15
+	z := l.rng
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<52) - 1
+}
+
+// refreshInverse recomputes P = (LLᵀ)⁻¹ from L, removing the rounding
+// accumulated by the rank-one up- and downdates. O(B³), every B changes.
+func (l *IKPCA) refreshInverse() {
+	l.changes = 0
+	m, b := l.rows.Len(), l.b
+	if m == 0 {
+		return
+	}
+	for i := range m {
+		copy(l.linv[i*b:i*b+m], l.L[i*b:i*b+m])
+	}
+	if !lapack64.Trtri(blas64.Triangular{Uplo: blas.Lower, Diag: blas.NonUnit, N: m, Stride: b, Data: l.linv}) {
+		return
+	}
+	for i := range m {
+		clear(l.linv[i*b+i+1 : i*b+m])
+	}
+	blas64.Implementation().Dgemm(blas.Trans, blas.NoTrans, m, m, m, 1, l.linv, b, l.linv, b, 0, l.P, b)
+}
+
+// Transform writes the projection of x onto the k published components
+// into dst. Cost O(Bd + Bk); it does not allocate when dst has length k.
+func (l *IKPCA) Transform(dst, x []float64) ([]float64, error) {
+	dst = prepareDst(dst, l.k)
+	_, _, err := l.project(dst, x)
+	return dst, err
+}
+
+// project computes y = Aᵀk_D(x) − c and returns k(x,x) and k_D(x)ᵀa.
+func (l *IKPCA) project(dst, x []float64) (kxx, ka float64, err error) {
+	if err := checkInput(x, l.d); err != nil {
+		return 0, 0, err
+	}
+	if !l.ready {
+		return 0, 0, ErrNotReady
+	}
+	m := l.rows.Len()
+	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	copy(dst, l.c)
+	blas64.Implementation().Dgemv(blas.Trans, m, l.k, 1, l.A, l.k, kr, 1, -1, dst, 1)
+	kxx = l.cfg.Kernel.Self(x)
+	if !finite(kxx) || !finiteAll(dst) {
+		return 0, 0, fmt.Errorf("%w: kernel value overflows for this input", ErrNumerical)
+	}
+	return kxx, dot(kr, l.a[:m]), nil
+}
+
+// Score is Transform plus the novelty scores of x: SPE = ‖φ(x) − m‖² − Σyᵢ²
+// (with ‖φ(x) − m‖² = k(x,x) − 2zᵀμ + ‖μ‖²) and T² = Σ yᵢ²/λᵢ.
+func (l *IKPCA) Score(dst, x []float64) ([]float64, Novelty, error) {
+	dst = prepareDst(dst, l.k)
+	kxx, ka, err := l.project(dst, x)
+	if err != nil {
+		return dst, Novelty{}, err
+	}
+	m := l.rows.Len()
+	mm := dot(l.mu[:m], l.mu[:m])
+	var y2, t2 float64
+	for i, y := range dst {
+		y2 += y * y
+		if lam := l.th[i] / l.w; lam > 0 {
+			t2 += y * y / lam
+		}
+	}
+	return dst, Novelty{SPE: math.Max(kxx-2*ka+mm-y2, 0), T2: t2}, nil
+}
+
+// Summary reports the eigenvalues (covariance convention: Ritz values of
+// the scatter over the weight W), the explained-variance ratio
+// Σλᵢ / (E k(x,x) − ‖μ‖²) and the basis version.
+func (l *IKPCA) Summary(dst []float64) Summary {
+	s := Summary{BasisVersion: l.ver, Stored: l.rows.Len(), Ready: l.ready}
+	if !l.ready {
+		return s
+	}
+	dst = prepareDst(dst, l.k)
+	var sum float64
+	for i := range dst {
+		dst[i] = l.th[i] / l.w
+		sum += dst[i]
+	}
+	s.Eigenvalues = dst
+	m := l.rows.Len()
+	total := l.kxx/l.w - dot(l.mu[:m], l.mu[:m])
+	if total > 0 {
+		s.ExplainedVariance = math.Min(math.Max(sum/total, 0), 1)
+	}
+	return s
+}
+
+// Model returns the portable export: points = the dictionary,
+// coefficients = A = L⁻ᵀU_k, offsets = U_kᵀμ.
+func (l *IKPCA) Model() (*Model, error) {
+	if !l.ready {
+		return nil, ErrNotReady
+	}
+	m := l.rows.Len()
+	eig := make([]float64, l.k)
+	for i := range eig {
+		eig[i] = l.th[i] / l.w
+	}
+	return modelFrom(KindIKPCA, l.cfg.Kernel, l.rows.Data(), m, l.d, l.A, l.k, l.c, eig, l.seen), nil
+}
+
+// State returns a deep copy of the learner's state.
+func (l *IKPCA) State() *State {
+	m, b := l.rows.Len(), l.b
+	s := newState(KindIKPCA, l.cfg, l.seen)
+	s.Ints["m"] = int64(m)
+	s.Ints["version"] = int64(l.ver)
+	s.Ints["rng"] = int64(l.rng)
+	s.Ints["since_refresh"] = l.since
+	s.Ints["changes"] = l.changes
+	s.Ints["clock"] = l.clock
+	s.Ints["ready"] = 0
+	if l.ready {
+		s.Ints["ready"] = 1
+	}
+	s.Scalars["weight"] = l.w
+	s.Scalars["kxx_sum"] = l.kxx
+	s.Scalars["eps"] = l.eps
+	s.Scalars["scale"] = l.sc
+	s.putMatrix("points", m, l.d, l.rows.Data())
+	s.putMatrix("admitted", 1, m, l.adm)
+	s.putMatrix("L", m, m, compact(l.L, b, m))
+	s.putMatrix("P", m, m, compact(l.P, b, m))
+	s.putMatrix("S", m, m, compact(l.S, b, m))
+	s.putMatrix("mu", 1, m, l.mu)
+	s.putMatrix("U", m, l.p, l.U)
+	s.putMatrix("theta", 1, l.p, l.th)
+	s.putMatrix("ref", m, l.k, l.ref)
+	s.putMatrix("A", m, l.k, l.A)
+	s.putMatrix("a", 1, m, l.a)
+	s.putMatrix("c", 1, l.k, l.c)
+	return s
+}
+
+// compact copies the leading m×m block of a (stride b) into a new m×m slice.
+func compact(a []float64, b, m int) []float64 {
+	out := make([]float64, m*m)
+	for i := range m {
+		copy(out[i*m:(i+1)*m], a[i*b:i*b+m])
+	}
+	return out
+}
+
+// Restore replaces the state with s after checking kind, config, shapes
+// and finiteness; on error the learner is unchanged.
+func (l *IKPCA) Restore(s *State) error {
+	r := &stateReader{s: s}
+	r.header(KindIKPCA, l.cfg)
+	if r.err != nil {
+		return r.err
+	}
+	m := int(r.int("m", 0, int64(l.b)))
+	ver := r.int("version", 0, math.MaxInt64)
+	rng := r.int("rng", math.MinInt64, math.MaxInt64)
+	since := r.int("since_refresh", 0, math.MaxInt64)
+	changes := r.int("changes", 0, math.MaxInt64)
+	clock := r.int("clock", 0, math.MaxInt64)
+	ready := r.int("ready", 0, 1)
+	w := r.scalar("weight", 0, math.MaxFloat64)
+	kxx := r.scalar("kxx_sum", -math.MaxFloat64, math.MaxFloat64)
+	eps := r.scalar("eps", 0, math.MaxFloat64)
+	sc := r.scalar("scale", 1e-300, math.MaxFloat64)
+	pts := r.matrix("points", m, l.d)
+	adm := r.matrix("admitted", 1, m)
+	L := r.matrix("L", m, m)
+	P := r.matrix("P", m, m)
+	S := r.matrix("S", m, m)
+	mu := r.matrix("mu", 1, m)
+	U := r.matrix("U", m, l.p)
+	th := r.matrix("theta", 1, l.p)
+	ref := r.matrix("ref", m, l.k)
+	A := r.matrix("A", m, l.k)
+	a := r.matrix("a", 1, m)
+	c := r.matrix("c", 1, l.k)
+	if r.err == nil {
+		for i := range m {
+			if !(L[i*m+i] > 0) {
+				r.fail("matrix \"L\" has a non-positive diagonal at %d", i)
+				break
+			}
+		}
+	}
+	if r.err == nil && ready == 1 && (m < l.k || w <= 0) {
+		r.fail("ready with %d members and weight %v", m, w)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	b := l.b
+	clear(l.L)
+	clear(l.P)
+	clear(l.S)
+	for i := range m {
+		copy(l.L[i*b:i*b+m], L[i*m:(i+1)*m])
+		copy(l.P[i*b:i*b+m], P[i*m:(i+1)*m])
+		copy(l.S[i*b:i*b+m], S[i*m:(i+1)*m])
+	}
+	l.rows.Reset(pts, m)
+	for _, v := range []struct {
+		dst, src []float64
+	}{{l.adm, adm}, {l.mu, mu}, {l.U, U}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
+		clear(v.dst)
+		copy(v.dst, v.src)
+	}
+	l.seen, l.ver, l.rng = s.Seen, uint64(ver), uint64(rng)
+	l.since, l.changes, l.clock, l.ready = since, changes, clock, ready == 1
+	l.w, l.kxx, l.eps, l.sc = w, kxx, eps, sc
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func finiteAll(v []float64) bool {
+	for _, x := range v {
+		if !finite(x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,763 @@
+package learners
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	lapack "gonum.org/v1/gonum/lapack/gonum"
+)
+
+func init() { constructors[KindKHA] = func(c Config) (Learner, error) { return NewKHA(c) } }
+
+// Tuning constants of the kha learner.
+const (
+	// khaBasisCos is the |cos| between a published component and the same
+	// component at the last basis version below which BasisVersion moves
+	// on (about 8.1°).
+	khaBasisCos = 0.99
+	// khaSwapMargin is the relative margin by which a component's λ̂ must
+	// exceed the λ̂ of the component published above it to take its place.
+	khaSwapMargin = 0.1
+	// khaLambdaFloor floors the eigenvalue estimates, relative to the mean
+	// diagonal of K_DD, so that the gains ‖λ̂‖/λ̂ᵢ and T² stay finite.
+	khaLambdaFloor = 1e-9
+	// khaSeedStream is the second word of the PCG seed (the first is Config.Seed).
+	khaSeedStream = 0x6b6861 // "kha"
+)
+
+// KHA is Kashima's kernelised generalised Hebbian algorithm (Sanger's rule
+// in the RKHS, Kashima 2001 §3.3; Kim, Franz & Schölkopf 2005) with the
+// KHA/et gains of Günter, Schraudolph & Vishwanathan 2007, on a fixed
+// memorised set.
+//
+// # Model
+//
+// The memorised set D = {d₁ … d_B} is the first B = Config.Budget
+// observations; it never changes afterwards. The k directions live in its
+// span, wᵢ = Σⱼ Aⱼᵢ φ(dⱼ) with A of shape B×k (the uncentred form of the
+// centred expansion Σⱼ αⱼᵢ (φ(dⱼ) − m̂): A = α − c 1ᵀα), and
+//
+//	yᵢ(x) = ⟨wᵢ, φ(x) − m̂⟩ = (Aᵀ(k_D(x) − u))ᵢ,   k_D(x) = (k(dⱼ, x))ⱼ,
+//
+// which costs O(Bd + Bk) per vector.
+//
+// The mean m̂ is the running mean of the projections of φ(xₜ) on span(D):
+// with Pφ(x) = Φ_D s(x), s(x) = K_ε⁻¹ k_D(x), K_ε = K_DD + εI, the learner
+// keeps c = mean of s(xₜ) (so m̂ = Φ_D c = P m, the projection of the true
+// running mean, because P is linear) and u = mean of k_D(xₜ) = K_ε c. Since
+// every wᵢ lies in span(D), ⟨wᵢ, m̂⟩ = ⟨wᵢ, m⟩ = (Aᵀu)ᵢ: the projections are
+// centred exactly, not just approximately; only ‖m̂‖² = cᵀu (used by the
+// total variance and SPE) is the in-span part of ‖m‖².
+//
+// # Update
+//
+// Learn applies one step of Sanger's rule to the projection of the centred
+// feature vector on span(D), whose coefficients are p = s(x) − c:
+//
+//	y = Aᵀ(k_D(x) − u)
+//	wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − Σ_{l≤i} y_l w_l),   i.e.  A ← A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ)
+//
+// with ηₜ = η₀·t₀/(t + t₀) (η₀ = Config.LearningRate, t₀ = Config.Decay,
+// t the number of observations before this one) and the KHA/et gains
+// ηₜᵢ = ηₜ·‖λ̂‖/λ̂ᵢ, where λ̂ᵢ is an exponential average of yᵢ² over about B
+// observations (weight max(1/t, 1/B)), floored at 1e-9 × the mean diagonal
+// of K_DD. As a safeguard against outliers each gain is capped so that
+// ηₜᵢ‖Pφ̃(x)‖² ≤ 1 (then ηₜᵢyᵢ² ≤ 1 for a unit wᵢ, the normalised-LMS
+// bound of Oja's rule); ‖Pφ̃(x)‖² = pᵀ(k_D(x) − u) costs O(B).
+//
+// The learner also keeps M = K_ε A, updated by the same rule in O(Bk), so the
+// RKHS Gram matrix of the directions G = AᵀK_εA = AᵀM costs O(Bk²). Every
+// R = Config.Refresh observations it re-orthonormalises the directions in
+// the RKHS metric (Cholesky G = LLᵀ, A ← A L⁻ᵀ, which is Gram–Schmidt and
+// keeps the order of the components), re-sorts the published components by
+// λ̂, aligns their signs with the previous basis and publishes the
+// eigenvalues. Every R·B observations M is recomputed exactly as L_K(L_Kᵀ A)
+// (O(B²k)) to remove rounding drift.
+//
+// Per observation Learn costs O(Bd) kernel evaluations, O(B²) for the two
+// triangular solves of s(x) = K_ε⁻¹k_D(x) (the projection on span(D) needs
+// them; it is the dominant term when B ≫ d), O(Bk + k²) for the update and
+// O(Bk²/R) amortised for the refreshes (plus O(Bk/R) for the exact
+// recomputation of M every R·B observations). Transform costs
+// O(Bd + Bk). Neither allocates.
+//
+// # Warm-up
+//
+// The first B observations are only stored. When the set is complete the
+// learner factors K_ε (ε = Config.Jitter × the mean diagonal of K_DD),
+// draws a random A with standard normal entries from Config.Seed,
+// orthonormalises it in the RKHS, and then applies the Hebbian update to the
+// B stored points in their arrival order (as if they had been learned
+// online), which costs O(B³) once. There is no batch eigen-decomposition:
+// kha is a genuine Hebbian learner. Transform returns ErrNotReady until
+// the set is complete and at least k+1 observations were seen.
+//
+// # Eigenvalues and novelty
+//
+// Eigenvalues are the λ̂ᵢ ≈ E yᵢ² (covariance-operator convention), as
+// published at the last refresh, largest first. The published order
+// follows λ̂ with a 10 % hysteresis (a component overtakes the one above it
+// only when its λ̂ is larger by more than 10 %), so that near-equal
+// eigenvalues do not swap on sampling noise; the published eigenvalues are
+// the isotonic (pool-adjacent-violators) fit of λ̂ in that order, which
+// averages the few values the hysteresis leaves out of order. The total variance is the
+// running mean of k(x,x) minus ‖m̂‖² = cᵀu, and ExplainedVariance is Σλ̂ᵢ over
+// it, clamped to [0, 1]. Novelty: SPE = ‖φ(x) − m̂‖² − Σyᵢ² with
+// ‖φ(x) − m̂‖² = k(x,x) − 2cᵀk_D(x) + cᵀu, clamped at 0 (the directions are
+// only approximately orthonormal between refreshes); T² = Σ yᵢ²/λ̂ᵢ.
+//
+// # State
+//
+// State uses, besides Seen and Config:
+//
+//   - "points": the stored points, n×d (n = min(Seen, B));
+//
+// and once the set is complete (Seen ≥ B):
+//
+//   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
+//     "since_sync" ∈ [0, R·B);
+//   - Scalars "kxx" (running mean of k(x,x));
+//   - Matrices "coef" (A, B×k), "gram_coef" (M = K_εA, B×k), "ref" (A at
+//     the last basis version, B×k), "mean_coef" (c, 1×B), "mean_row"
+//     (u, 1×B), "lambda" (λ̂ in internal order, 1×k, ≥ 0), "eigenvalues"
+//     (published, 1×k, ≥ 0, non-increasing), "perm" and "ref_perm" (published
+//     position → internal component, permutations of 0…k−1), "sign" and
+//     "ref_sign" (±1 per internal component).
+//
+// The Cholesky factor of K_ε is not stored: Restore recomputes it from the
+// points (O(B³)), which keeps snapshots at O(Bd + Bk) values.
+//
+// A KHA is not safe for concurrent use.
+type KHA struct {
+	cfg     Config
+	d, k, b int
+	seen    int64
+	rows    *Rows
+
+	full      bool // the memorised set is complete and the Hebbian state valid
+	meanDiag  float64
+	floor     float64   // eigenvalue floor
+	chol      []float64 // b×b lower Cholesky factor of K_ε
+	a, m      []float64 // b×k: A and M = K_ε A
+	a2, m2    []float64 // b×k: the next A and M, swapped in on commit
+	c, u      []float64 // b: mean coefficients and mean kernel row
+	c2, u2    []float64 // b: the next c and u
+	lam, lam2 []float64 // k: eigenvalue estimates (internal order) and the next ones
+	kxx       float64   // running mean of k(x,x)
+
+	sinceRefresh, sinceSync int64
+
+	perm    []int     // k: published position → internal component
+	sign    []float64 // k: sign of each internal component
+	pubEig  []float64 // k: published eigenvalues
+	ref     []float64 // b×k: A at the last basis version
+	refPerm []int
+	refSign []float64
+	version uint64
+
+	// scratch
+	kr, s, v []float64 // b
+	y, eta   []float64 // k
+	g        []float64 // k×k
+}
+
+// NewKHA returns an empty kha learner for cfg. An empty cfg.Learner means
+// "kha"; any other name is an error. All memory is allocated here (see
+// MemoryBytes).
+func NewKHA(cfg Config) (*KHA, error) {
+	if cfg.Learner == "" {
+		cfg.Learner = KindKHA
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Learner != KindKHA {
+		return nil, fmt.Errorf("%w: learner: NewKHA given %q", ErrConfig, cfg.Learner)
+	}
+	b, k, d := cfg.Budget, cfg.Components, cfg.Dim
+	l := &KHA{
+		cfg: cfg, d: d, k: k, b: b,
+		rows:    NewRows(cfg.Kernel, d, b),
+		chol:    make([]float64, b*b),
+		a:       make([]float64, b*k),
+		m:       make([]float64, b*k),
+		a2:      make([]float64, b*k),
+		m2:      make([]float64, b*k),
+		ref:     make([]float64, b*k),
+		c:       make([]float64, b),
+		u:       make([]float64, b),
+		c2:      make([]float64, b),
+		u2:      make([]float64, b),
+		kr:      make([]float64, b),
+		s:       make([]float64, b),
+		v:       make([]float64, b),
+		lam:     make([]float64, k),
+		lam2:    make([]float64, k),
+		y:       make([]float64, k),
+		eta:     make([]float64, k),
+		sign:    make([]float64, k),
+		refSign: make([]float64, k),
+		pubEig:  make([]float64, k),
+		perm:    make([]int, k),
+		refPerm: make([]int, k),
+		g:       make([]float64, k*k),
+	}
+	return l, nil
+}
+
+// MemoryBytes returns the bytes held by the learner's arrays:
+//
+//	8·(B² + B·d + 5·B·k + 8·B + k² + 9·k)
+//
+// (the Cholesky factor of K_DD, the memorised points and their norms, A, M,
+// their next values and the reference basis, six B-vectors of means and
+// scratch, and the k-sized vectors), plus a fixed overhead of a few hundred
+// bytes. It does not depend on the length of the stream.
+func (l *KHA) MemoryBytes() int {
+	b, d, k := l.b, l.d, l.k
+	return 8 * (b*b + b*d + 5*b*k + 8*b + k*k + 9*k)
+}
+
+// Kind returns "kha".
+func (l *KHA) Kind() string { return KindKHA }
+
+// Dim returns the input dimension d.
+func (l *KHA) Dim() int { return l.d }
+
+// Components returns the number k of components.
+func (l *KHA) Components() int { return l.k }
+
+// Seen returns the number of observations learned.
+func (l *KHA) Seen() int64 { return l.seen }
+
+// ready tells whether Transform can project.
+func (l *KHA) ready() bool { return l.full && l.seen >= int64(l.k)+1 }
+
+// syncPeriod is the number of observations between exact recomputations of M.
+func (l *KHA) syncPeriod() int64 { return int64(l.cfg.Refresh) * int64(l.b) }
+
+// Learn folds x into the state. The first B observations are stored; the
+// B-th also starts the Hebbian learner (O(B³) once). On error the state is
+// unchanged.
+func (l *KHA) Learn(x []float64) error {
+	if err := checkInput(x, l.d); err != nil {
+		return err
+	}
+	if !l.full {
+		l.rows.Append(x)
+		if l.rows.Len() == l.b {
+			if err := l.complete(); err != nil {
+				l.rows.Remove(l.b - 1)
+				l.full = false
+				return err
+			}
+		}
+		l.seen++
+		return nil
+	}
+	if err := l.step(x, l.seen); err != nil {
+		return err
+	}
+	l.seen++
+	return nil
+}
+
+// complete factors K_ε, draws the initial directions and replays the stored
+// points through the Hebbian update.
+func (l *KHA) complete() error {
+	if err := l.factor(); err != nil {
+		return err
+	}
+	b, k := l.b, l.k
+	rng := rand.New(rand.NewPCG(l.cfg.Seed, khaSeedStream))
+	for i := range l.a {
+		l.a[i] = rng.NormFloat64()
+	}
+	l.exactM(l.m, l.a)
+	if !l.orthonormalise(l.a, l.m) {
+		return fmt.Errorf("%w: kha: initial directions are not independent in the RKHS", ErrNumerical)
+	}
+	clear(l.c)
+	clear(l.u)
+	clear(l.lam)
+	l.kxx = 0
+	l.sinceRefresh, l.sinceSync = 0, 0
+	l.version = 0
+	for i := range k {
+		l.perm[i] = i
+		l.sign[i] = 1
+	}
+	l.full = true
+	for j := range b {
+		if err := l.step(l.rows.Point(j), int64(j)); err != nil {
+			return err
+		}
+	}
+	if l.version == 0 {
+		// Fewer than R updates so far: publish the first basis now.
+		if !l.orthonormalise(l.a, l.m) {
+			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
+		}
+		l.publish()
+	}
+	return nil
+}
+
+// factor builds the lower Cholesky factor of K_ε = K_DD + εI in l.chol.
+func (l *KHA) factor() error {
+	b := l.b
+	var diag float64
+	for j := range b {
+		row := l.rows.Row(l.kr, l.rows.Point(j), l.rows.norms[j])
+		copy(l.chol[j*b:j*b+j+1], row[:j+1])
+		clear(l.chol[j*b+j+1 : (j+1)*b])
+		diag += row[j]
+	}
+	diag /= float64(b)
+	if !(diag > 0) || math.IsInf(diag, 0) {
+		return fmt.Errorf("%w: kha: mean diagonal of the kernel matrix is %v", ErrNumerical, diag)
+	}
+	eps := l.cfg.Jitter * diag
+	for j := range b {
+		l.chol[j*b+j] += eps
+	}
+	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, b, l.chol, b); !ok {
+		return fmt.Errorf("%w: kha: kernel matrix of the memorised set is not positive definite (jitter %v)", ErrNumerical, eps)
+	}
+	l.meanDiag = diag
+	l.floor = khaLambdaFloor * diag
+	return nil
+}
+
+// exactM writes K_ε·a = L(Lᵀa) into dst (both b×k).
+func (l *KHA) exactM(dst, a []float64) {
+	copy(dst, a)
+	bl := blas64.Implementation()
+	bl.Dtrmm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
+	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
+}
+
+// orthonormalise makes the columns of a orthonormal in the RKHS metric
+// G = aᵀm (m = K_ε a), in order, updating a and m. It reports false when G
+// is not positive definite; a and m may then be partly modified.
+func (l *KHA) orthonormalise(a, m []float64) bool {
+	b, k, g := l.b, l.k, l.g
+	bl := blas64.Implementation()
+	bl.Dgemm(blas.Trans, blas.NoTrans, k, k, b, 1, a, k, m, k, 0, g, k)
+	for i := range k {
+		for j := range i {
+			v := (g[i*k+j] + g[j*k+i]) / 2
+			g[i*k+j], g[j*k+i] = v, v
+		}
+	}
+	for _, v := range g {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, k, g, k); !ok {
+		return false
+	}
+	for i := range k {
+		if !(g[i*k+i] > 0) {
+			return false
+		}
+	}
+	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, a, k)
+	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, m, k)
+	return true
+}
+
+// step applies one Hebbian update for x, the observation number t+1 of the
+// Hebbian statistics. It computes the next state in the spare buffers and
+// swaps them in only when everything is finite.
+func (l *KHA) step(x []float64, t int64) error {
+	b, k := l.b, l.k
+	kr := l.rows.Row(l.kr, x, Norm2(x))
+	kxx := l.cfg.Kernel.Self(x)
+	s := l.s
+	copy(s, kr)
+	bl := blas64.Implementation()
+	bl.Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, b, l.chol, b, s, 1)
+	bl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, b, l.chol, b, s, 1)
+
+	n := float64(t + 1)
+	// Next means; s becomes p = s − c', v = k_D(x) − u'.
+	var pv float64
+	for j := range b {
+		c := l.c[j] + (s[j]-l.c[j])/n
+		u := l.u[j] + (kr[j]-l.u[j])/n
+		l.c2[j], l.u2[j] = c, u
+		s[j] -= c
+		l.v[j] = kr[j] - u
+		pv += s[j] * l.v[j]
+	}
+	nkxx := l.kxx + (kxx-l.kxx)/n
+
+	y := l.y
+	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
+
+	rho := max(1/n, 1/float64(b))
+	var norm float64
+	for i, yi := range y {
+		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
+		f := max(l.lam2[i], l.floor)
+		norm += f * f
+	}
+	norm = math.Sqrt(norm)
+	etaT := l.cfg.LearningRate * l.cfg.Decay / (float64(t) + l.cfg.Decay)
+	for i := range k {
+		e := etaT * norm / max(l.lam2[i], l.floor)
+		if pv > 0 && e*pv > 1 {
+			e = 1 / pv
+		}
+		l.eta[i] = e * y[i]
+	}
+
+	var check float64
+	for j := range b {
+		ar, mr := l.a[j*k:(j+1)*k], l.m[j*k:(j+1)*k]
+		a2, m2 := l.a2[j*k:(j+1)*k], l.m2[j*k:(j+1)*k]
+		var accA, accM float64
+		pj, vj := s[j], l.v[j]
+		for i, ey := range l.eta {
+			accA += ar[i] * y[i]
+			accM += mr[i] * y[i]
+			a2[i] = ar[i] + ey*(pj-accA)
+			m2[i] = mr[i] + ey*(vj-accM)
+		}
+		check += accA + accM
+	}
+	if math.IsNaN(check+pv+nkxx) || math.IsInf(check+pv+nkxx, 0) || !finiteAll(l.a2) || !finiteAll(l.m2) {
+		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
+	}
+
+	refresh := l.sinceRefresh+1 >= int64(l.cfg.Refresh)
+	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
+	if sync {
+		l.exactM(l.m2, l.a2)
+	}
+	if refresh && !l.orthonormalise(l.a2, l.m2) {
+		return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
+	}
+
+	// Commit.
+	l.a, l.a2 = l.a2, l.a
+	l.m, l.m2 = l.m2, l.m
+	l.c, l.c2 = l.c2, l.c
+	l.u, l.u2 = l.u2, l.u
+	l.lam, l.lam2 = l.lam2, l.lam
+	l.kxx = nkxx
+	l.sinceRefresh++
+	l.sinceSync++
+	if sync {
+		l.sinceSync = 0
+	}
+	if refresh {
+		l.sinceRefresh = 0
+		l.publish()
+	}
+	return nil
+}
+
+// publish sorts the components by λ̂, aligns their signs with the basis of
+// the last version, moves the version on after a real change and publishes
+// the eigenvalues. The directions must be orthonormal (just refreshed).
+func (l *KHA) publish() {
+	b, k := l.b, l.k
+	if l.version == 0 {
+		for i := range k {
+			l.perm[i] = i
+		}
+	}
+	// Insertion sort of the current order, λ̂ descending with hysteresis: a
+	// component moves above another only when its λ̂ is larger by more than
+	// the margin, so near-equal eigenvalues do not swap back and forth on
+	// sampling noise.
+	for i := 1; i < k; i++ {
+		for j := i; j > 0 && l.lam[l.perm[j]] > (1+khaSwapMargin)*l.lam[l.perm[j-1]]; j-- {
+			l.perm[j], l.perm[j-1] = l.perm[j-1], l.perm[j]
+		}
+	}
+	changed := l.version == 0
+	if !changed {
+		for p := range k {
+			if l.perm[p] != l.refPerm[p] {
+				changed = true
+			}
+			i, j := l.perm[p], l.refPerm[p]
+			var dot float64
+			for r := range b {
+				dot += l.ref[r*k+j] * l.m[r*k+i]
+			}
+			cos := l.sign[i] * l.refSign[j] * dot
+			if cos < 0 {
+				l.sign[i] = -l.sign[i]
+				cos = -cos
+			}
+			if cos < khaBasisCos {
+				changed = true
+			}
+		}
+	}
+	if changed {
+		l.version++
+		copy(l.ref, l.a)
+		copy(l.refPerm, l.perm)
+		copy(l.refSign, l.sign)
+	}
+	// Published eigenvalues: λ̂ in the published order, made non-increasing
+	// by pooling adjacent violators (the isotonic least-squares fit; it only
+	// changes values that the hysteresis left out of order, i.e. within
+	// the margin). The scratch vectors y and eta are free here.
+	means, sizes := l.eta[:0], l.y[:0]
+	for _, i := range l.perm {
+		means = append(means, max(l.lam[i], l.floor))
+		sizes = append(sizes, 1)
+		for n := len(means); n > 1 && means[n-1] > means[n-2]; n = len(means) {
+			s := sizes[n-1] + sizes[n-2]
+			means[n-2] = (means[n-1]*sizes[n-1] + means[n-2]*sizes[n-2]) / s
+			sizes[n-2] = s
+			means, sizes = means[:n-1], sizes[:n-1]
+		}
+	}
+	p := 0
+	for b, mv := range means {
+		for range int(sizes[b]) {
+			l.pubEig[p] = mv
+			p++
+		}
+	}
+}
+
+// project writes the internal-order projection of x into l.y and returns
+// the kernel row (in l.kr).
+func (l *KHA) project(x []float64) []float64 {
+	kr := l.rows.Row(l.kr, x, Norm2(x))
+	for j, kv := range kr {
+		l.v[j] = kv - l.u[j]
+	}
+	blas64.Implementation().Dgemv(blas.Trans, l.b, l.k, 1, l.a, l.k, l.v, 1, 0, l.y, 1)
+	return kr
+}
+
+// Transform writes the projection of x on the k published components into
+// dst (allocated when nil; any length other than k panics) and returns it.
+// It costs O(Bd + Bk), does not allocate for a non-nil dst and does not
+// change the state (it uses internal scratch buffers).
+func (l *KHA) Transform(dst, x []float64) ([]float64, error) {
+	if err := checkInput(x, l.d); err != nil {
+		return dst, err
+	}
+	if !l.ready() {
+		return dst, fmt.Errorf("%w: kha: %d of %d memorised points, %d observations", ErrNotReady, l.rows.Len(), l.b, l.seen)
+	}
+	dst = prepareDst(dst, l.k)
+	l.project(x)
+	for p, i := range l.perm {
+		dst[p] = l.sign[i] * l.y[i]
+	}
+	return dst, nil
+}
+
+// Score is Transform plus the novelty scores of x, from the same kernel row.
+func (l *KHA) Score(dst, x []float64) ([]float64, Novelty, error) {
+	dst, err := l.Transform(dst, x)
+	if err != nil {
+		return dst, Novelty{}, err
+	}
+	kr := l.kr // filled by Transform
+	var ck, cu float64
+	for j, kv := range kr {
+		ck += l.c[j] * kv
+		cu += l.c[j] * l.u[j]
+	}
+	var nov Novelty
+	var yy float64
+	for p, yp := range dst {
+		yy += yp * yp
+		nov.T2 += yp * yp / l.pubEig[p]
+	}
+	nov.SPE = max(0, l.cfg.Kernel.Self(x)-2*ck+cu-yy)
+	return dst, nov, nil
+}
+
+// Summary reports the published eigenvalues (written into dst as Transform
+// does; nil before the learner is ready), the explained variance and the
+// basis version.
+func (l *KHA) Summary(dst []float64) Summary {
+	sum := Summary{BasisVersion: l.version, Stored: l.rows.Len(), Ready: l.ready()}
+	if !sum.Ready {
+		return sum
+	}
+	dst = prepareDst(dst, l.k)
+	copy(dst, l.pubEig)
+	sum.Eigenvalues = dst
+	var cu, lam float64
+	for j := range l.b {
+		cu += l.c[j] * l.u[j]
+	}
+	for _, e := range l.pubEig {
+		lam += e
+	}
+	if total := l.kxx - cu; total > 0 {
+		sum.ExplainedVariance = min(1, lam/total)
+	}
+	return sum
+}
+
+// Model exports the published components: the points are the memorised
+// set, coefficient column p is ±A's column for published component p and
+// offset p is the same column applied to u (the mean term), so that
+// Model.Transform equals Transform up to rounding.
+func (l *KHA) Model() (*Model, error) {
+	if !l.ready() {
+		return nil, fmt.Errorf("%w: kha: %d of %d memorised points, %d observations", ErrNotReady, l.rows.Len(), l.b, l.seen)
+	}
+	b, k := l.b, l.k
+	coef := make([]float64, b*k)
+	off := make([]float64, k)
+	for p, i := range l.perm {
+		sg := l.sign[i]
+		var o float64
+		for j := range b {
+			a := sg * l.a[j*k+i]
+			coef[j*k+p] = a
+			o += a * l.u[j]
+		}
+		off[p] = o
+	}
+	return modelFrom(KindKHA, l.cfg.Kernel, l.rows.Data(), b, l.d, coef, k, off, l.pubEig, l.seen), nil
+}
+
+// State returns a deep copy of the learner's state (names in the type's
+// documentation).
+func (l *KHA) State() *State {
+	s := newState(KindKHA, l.cfg, l.seen)
+	s.putMatrix("points", l.rows.Len(), l.d, l.rows.Data())
+	if !l.full {
+		return s
+	}
+	b, k := l.b, l.k
+	s.Ints["version"] = int64(l.version)
+	s.Ints["since_refresh"] = l.sinceRefresh
+	s.Ints["since_sync"] = l.sinceSync
+	s.Scalars["kxx"] = l.kxx
+	s.putMatrix("coef", b, k, l.a)
+	s.putMatrix("gram_coef", b, k, l.m)
+	s.putMatrix("ref", b, k, l.ref)
+	s.putMatrix("mean_coef", 1, b, l.c)
+	s.putMatrix("mean_row", 1, b, l.u)
+	s.putMatrix("lambda", 1, k, l.lam)
+	s.putMatrix("eigenvalues", 1, k, l.pubEig)
+	s.putMatrix("sign", 1, k, l.sign)
+	s.putMatrix("ref_sign", 1, k, l.refSign)
+	perm := make([]float64, 2*k)
+	for i := range k {
+		perm[i] = float64(l.perm[i])
+		perm[k+i] = float64(l.refPerm[i])
+	}
+	s.putMatrix("perm", 1, k, perm[:k])
+	s.putMatrix("ref_perm", 1, k, perm[k:])
+	return s
+}
+
+// Restore replaces the state with s after checking it fully (kind, config,
+// shapes, finiteness, ranges, permutations, signs, and that the memorised
+// points give a positive definite kernel matrix). On error the learner is
+// unchanged. It allocates a fresh set of buffers and costs O(B³).
+func (l *KHA) Restore(s *State) error {
+	r := &stateReader{s: s}
+	r.header(KindKHA, l.cfg)
+	if r.err != nil {
+		return r.err
+	}
+	b, k, d := l.b, l.k, l.d
+	nl, err := NewKHA(l.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	nl.seen = s.Seen
+	if s.Seen < int64(b) {
+		pts := r.matrix("points", int(s.Seen), d)
+		if r.err != nil {
+			return r.err
+		}
+		nl.rows.Reset(pts, int(s.Seen))
+		*l = *nl
+		return nil
+	}
+	pts := r.matrix("points", b, d)
+	version := r.int("version", 1, math.MaxInt64)
+	sinceRefresh := r.int("since_refresh", 0, int64(l.cfg.Refresh)-1)
+	sinceSync := r.int("since_sync", 0, l.syncPeriod()-1)
+	kxx := r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
+	a := r.matrix("coef", b, k)
+	m := r.matrix("gram_coef", b, k)
+	ref := r.matrix("ref", b, k)
+	c := r.matrix("mean_coef", 1, b)
+	u := r.matrix("mean_row", 1, b)
+	lam := r.matrix("lambda", 1, k)
+	eig := r.matrix("eigenvalues", 1, k)
+	sign := r.matrix("sign", 1, k)
+	refSign := r.matrix("ref_sign", 1, k)
+	perm := r.matrix("perm", 1, k)
+	refPerm := r.matrix("ref_perm", 1, k)
+	if r.err != nil {
+		return r.err
+	}
+	for i := range k {
+		if lam[i] < 0 {
+			r.fail("lambda[%d] = %v is negative", i, lam[i])
+		}
+		if eig[i] < 0 || (i > 0 && eig[i] > eig[i-1]) {
+			r.fail("eigenvalues %v are not non-negative and non-increasing", eig)
+		}
+		if (sign[i] != 1 && sign[i] != -1) || (refSign[i] != 1 && refSign[i] != -1) {
+			r.fail("sign %v or ref_sign %v holds a value other than ±1", sign, refSign)
+		}
+	}
+	if !isPerm(perm, nl.perm) || !isPerm(refPerm, nl.refPerm) {
+		r.fail("perm %v or ref_perm %v is not a permutation of 0…%d", perm, refPerm, k-1)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	nl.rows.Reset(pts, b)
+	if err := nl.factor(); err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	nl.full = true
+	nl.version = uint64(version)
+	nl.sinceRefresh, nl.sinceSync = sinceRefresh, sinceSync
+	nl.kxx = kxx
+	copy(nl.a, a)
+	copy(nl.m, m)
+	copy(nl.ref, ref)
+	copy(nl.c, c)
+	copy(nl.u, u)
+	copy(nl.lam, lam)
+	copy(nl.pubEig, eig)
+	copy(nl.sign, sign)
+	copy(nl.refSign, refSign)
+	*l = *nl
+	return nil
+}
+
+// isPerm converts v to ints in dst and reports whether it is a permutation of 0…len(v)−1.
+func isPerm(v []float64, dst []int) bool {
+	used := make([]bool, len(v))
+	for i, f := range v {
+		j := int(f)
+		if float64(j) != f || j < 0 || j >= len(v) || used[j] {
+			return false
+		}
+		used[j] = true
+		dst[i] = j
+	}
+	return true
+}

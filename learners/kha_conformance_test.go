@@ -1,0 +1,31 @@
+package learners_test
+
+import (
+	"testing"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/learnertest"
+)
+
+func TestKHAConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  learners.Config
+	}{
+		{"rbf_d3_k2_b40", learners.Config{Learner: learners.KindKHA, Dim: 3, Components: 2, Budget: 40, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
+		{"poly_d2_k3_b30_r1", learners.Config{Learner: learners.KindKHA, Dim: 2, Components: 3, Budget: 30, Refresh: 1, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 2}, Jitter: 1e-8}},
+		{"linear_d1_k1_b8", learners.Config{Learner: learners.KindKHA, Dim: 1, Components: 1, Budget: 8, Kernel: learners.Kernel{Name: learners.KernelLinear}}},
+		{"laplacian_d4_k4_b4", learners.Config{Learner: learners.KindKHA, Dim: 4, Components: 4, Budget: 4, Kernel: learners.Kernel{Name: learners.KernelLaplacian, Gamma: 0.5}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newL := func() learners.Learner {
+				l, err := learners.New(tc.cfg)
+				if err != nil {
+					t.Fatalf("New(%+v): %v", tc.cfg, err)
+				}
+				return l
+			}
+			learnertest.Check(t, newL, learnertest.Options{Dim: tc.cfg.Dim, Budget: tc.cfg.Budget, Seed: 11})
+		})
+	}
+}
