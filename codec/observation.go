@@ -2,11 +2,10 @@ package codec
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
+	"math"
+	"slices"
+	"strings"
 )
 
 // Observation is one decoded input vector.
@@ -19,187 +18,227 @@ type Observation struct {
 	X []float64
 }
 
+// maxDepth bounds the nesting of skipped (unknown) values.
+const maxDepth = 32
+
 // DecodeObservations decodes an input payload holding one or more observations.
 //
 // The encoding is chosen by contentType: "application/json" for JSON,
-// "application/msgpack" or "application/x-msgpack" for msgpack; parameters
-// after ';' are ignored. An empty contentType detects it: JSON if the first
-// byte after whitespace is '{' or '[', else msgpack.
+// "application/msgpack" or "application/x-msgpack" for msgpack (parameters
+// after ';' and case are ignored). An empty contentType detects it: JSON if
+// the first byte after whitespace is '{' or '[', else msgpack. Any other
+// content type is an error wrapping ErrMalformed.
 //
-// Accepted shapes (the same in JSON and msgpack):
+// Accepted shapes, the same in JSON and msgpack:
 //
-//	{"x":[x1,…], "id":"…", "ts":…}      one observation; id and ts optional
-//	[x1, x2, …]                          one observation, bare vector
-//	{"batch":[[…],[…],…]}                a batch of bare vectors
-//	{"batch":[{"x":[…],"id":"…"},…]}     a batch of objects (may be mixed with bare vectors)
+//	{"x":[x1,…], "id":"…", "ts":…}     one observation; id and ts optional
+//	[x1, x2, …]                         one observation, a bare vector
+//	{"batch":[[…], {"x":[…],…}, …]}     a batch of bare vectors and/or objects
 //
-// ts is a number of seconds since the Unix epoch, or an RFC 3339 string
-// (or, in msgpack, a timestamp extension). Unknown object fields are
-// ignored. Numbers may be msgpack float32, float64 or integers, and any
-// JSON number. NaN and ±Inf are not rejected here (the learner rejects
-// them); the caller checks the dimension.
+// id is a string (or null). ts is the time in seconds since the Unix epoch:
+// a number, an RFC 3339 string such as "2024-05-01T12:00:00.5Z", a msgpack
+// timestamp extension, or null (absent and null give 0). Unknown object
+// fields are skipped (nesting at most 32 deep). Elements of x may be any
+// JSON number, and msgpack float32, float64 or integers. NaN and ±Inf are
+// not rejected here (msgpack can carry them; the learner rejects them with
+// its own error); the caller checks the dimension.
 //
-// The observations are appended to dst[:0], reusing the capacity of its X
-// slices, and returned with the detected encoding. It never panics; errors
-// wrap ErrMalformed (naming the problem) or ErrTooLarge (more than
-// lim.MaxBatch observations or more than lim.MaxDim values in one x).
+// The observations are appended to dst[:0], reusing the capacity of dst
+// and of its X slices, so a caller that passes back the previous result
+// decodes warm payloads without allocating (except ID strings). The
+// returned slices alias that storage. On error the result is dst[:0].
+//
+// It never panics. Errors wrap ErrMalformed and name the problem, for
+// example "codec: malformed payload: batch element 2: field x: element 3 is
+// a string"; a payload with more than lim.MaxBatch observations or an x
+// with more than lim.MaxDim values gives ErrTooLarge before anything is
+// allocated for it.
 func DecodeObservations(dst []Observation, data []byte, contentType string, lim Limits) ([]Observation, Encoding, error) {
-	lim = lim.withDefaults()
+	d := obsDecoder{dst: dst[:0], lim: lim.withDefaults(), elem: -1}
 	enc, err := encodingOf(data, contentType)
 	if err != nil {
 		return dst[:0], 0, err
 	}
-	var v any
-	switch enc {
-	case JSON:
-		d := json.NewDecoder(bytes.NewReader(data))
-		d.UseNumber()
-		if err := d.Decode(&v); err != nil {
-			return dst[:0], enc, malformed("json: %v", err)
-		}
-	default:
-		if err := msgpack.Unmarshal(data, &v); err != nil {
-			return dst[:0], enc, malformed("msgpack: %v", err)
-		}
+	if enc == JSON {
+		p := jsonParser{d: d, b: data}
+		err = p.top()
+		d = p.d
+	} else {
+		p := mpParser{d: d, b: data}
+		err = p.top()
+		d = p.d
 	}
-	out, err := fromValue(dst[:0], v, lim)
-	return out, enc, err
+	if err != nil {
+		return d.dst[:0], enc, err
+	}
+	return d.dst, enc, nil
 }
 
 // encodingOf picks the encoding from a content type or, when it is empty, from the data.
 func encodingOf(data []byte, contentType string) (Encoding, error) {
 	ct := contentType
-	if i := bytes.IndexByte([]byte(ct), ';'); i >= 0 {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	ct = string(bytes.TrimSpace([]byte(ct)))
-	switch ct {
-	case "application/json":
+	ct = strings.TrimSpace(ct)
+	switch {
+	case strings.EqualFold(ct, "application/json"):
 		return JSON, nil
-	case "application/msgpack", "application/x-msgpack":
+	case strings.EqualFold(ct, "application/msgpack"), strings.EqualFold(ct, "application/x-msgpack"):
 		return Msgpack, nil
-	case "":
+	case ct == "":
 		t := bytes.TrimLeft(data, " \t\r\n")
 		if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 			return JSON, nil
 		}
 		return Msgpack, nil
 	}
-	return 0, malformed("unsupported content type %q", contentType)
+	return 0, malformed("unsupported content type %q (want application/json or application/msgpack)", contentType)
 }
 
-// fromValue is the simple first version over generic values.
-func fromValue(dst []Observation, v any, lim Limits) ([]Observation, error) {
-	switch t := v.(type) {
-	case []any:
-		return appendObs(dst, "", 0, t, lim)
-	case map[string]any:
-		if b, ok := t["batch"]; ok {
-			items, ok := b.([]any)
-			if !ok {
-				return dst, malformed("field batch: not an array")
-			}
-			if len(items) > lim.MaxBatch {
-				return dst, fmt.Errorf("%w: batch of %d observations, limit %d", ErrTooLarge, len(items), lim.MaxBatch)
-			}
-			for i, it := range items {
-				var err error
-				dst, err = fromItem(dst, it, lim)
-				if err != nil {
-					return dst, fmt.Errorf("batch element %d: %w", i, err)
-				}
-			}
-			return dst, nil
-		}
-		return fromItem(dst, t, lim)
-	}
-	return dst, malformed("payload is %T, want an object or an array", v)
+// obsDecoder holds what both parsers share: the output, the limits and the
+// position (batch element) for error messages.
+type obsDecoder struct {
+	dst  []Observation
+	lim  Limits
+	elem int // current batch element, or -1 outside a batch
 }
 
-func fromItem(dst []Observation, v any, lim Limits) ([]Observation, error) {
-	switch t := v.(type) {
-	case []any:
-		return appendObs(dst, "", 0, t, lim)
-	case map[string]any:
-		x, ok := t["x"].([]any)
-		if !ok {
-			return dst, malformed("field x: missing or not an array")
-		}
-		var id string
-		if s, ok := t["id"].(string); ok {
-			id = s
-		}
-		var ts float64
-		switch s := t["ts"].(type) {
-		case string:
-			tm, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				return dst, malformed("field ts: %v", err)
-			}
-			ts = float64(tm.UnixNano()) / 1e9
-		case nil:
-		default:
-			f, ok := number(s)
-			if !ok {
-				return dst, malformed("field ts: %T is not a number", s)
-			}
-			ts = f
-		}
-		return appendObs(dst, id, ts, x, lim)
+// fail returns an error wrapping sentinel, prefixed with the batch element if any.
+func (d *obsDecoder) fail(sentinel error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if d.elem >= 0 {
+		return fmt.Errorf("%w: batch element %d: %s", sentinel, d.elem, msg)
 	}
-	return dst, malformed("observation is %T, want an object or an array", v)
+	return fmt.Errorf("%w: %s", sentinel, msg)
 }
 
-func appendObs(dst []Observation, id string, ts float64, x []any, lim Limits) ([]Observation, error) {
-	if len(x) == 0 {
-		return dst, malformed("field x: empty")
+// slot appends an observation to dst, reusing the slot's X capacity, and
+// returns it with ID, TS and X cleared.
+func (d *obsDecoder) slot() (*Observation, error) {
+	n := len(d.dst)
+	if n >= d.lim.MaxBatch {
+		return nil, d.fail(ErrTooLarge, "more than %d observations", d.lim.MaxBatch)
 	}
-	if len(x) > lim.MaxDim {
-		return dst, fmt.Errorf("%w: x has %d values, limit %d", ErrTooLarge, len(x), lim.MaxDim)
+	if n < cap(d.dst) {
+		d.dst = d.dst[:n+1]
+	} else {
+		d.dst = append(d.dst, Observation{})
 	}
-	if len(dst) >= lim.MaxBatch {
-		return dst, fmt.Errorf("%w: more than %d observations", ErrTooLarge, lim.MaxBatch)
-	}
-	var o Observation
-	if len(dst) < cap(dst) {
-		o = dst[:len(dst)+1][len(dst)]
-	}
-	o.ID, o.TS, o.X = id, ts, o.X[:0]
-	for i, e := range x {
-		f, ok := number(e)
-		if !ok {
-			return dst, malformed("field x: element %d is %T, not a number", i, e)
-		}
-		o.X = append(o.X, f)
-	}
-	return append(dst, o), nil
+	o := &d.dst[n]
+	o.ID, o.TS, o.X = "", 0, o.X[:0]
+	return o, nil
 }
 
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
+// checkLen checks a vector length n announced or counted while parsing.
+func (d *obsDecoder) checkLen(field string, n int) error {
+	if n > d.lim.MaxDim {
+		return d.fail(ErrTooLarge, "field %s: more than %d values", field, d.lim.MaxDim)
 	}
-	return 0, false
+	return nil
+}
+
+// grow returns x[:0] with capacity at least n.
+func grow(x []float64, n int) []float64 {
+	return slices.Grow(x[:0], n)
+}
+
+// EncodeObservations appends an input payload holding obs to dst, in the
+// shape DecodeObservations reads: one observation as {"x":[…],"id":…,"ts":…}
+// (id and ts omitted when empty or zero), several as {"batch":[…]}. It is
+// meant for producers, tools and tests. JSON cannot carry NaN or ±Inf:
+// such a value gives an error wrapping ErrNonFinite and dst unchanged. An
+// empty obs is an error.
+func EncodeObservations(dst []byte, enc Encoding, obs []Observation) ([]byte, error) {
+	if len(obs) == 0 {
+		return dst, fmt.Errorf("codec: encode observations: none given")
+	}
+	if enc != JSON && enc != Msgpack {
+		return dst, fmt.Errorf("codec: unknown encoding %d", int(enc))
+	}
+	if enc == JSON {
+		for i := range obs {
+			if bad := firstNonFinite(obs[i].TS, obs[i].X); bad >= -1 {
+				return dst, fmt.Errorf("%w: observation %d holds a non-finite value, which JSON cannot carry", ErrNonFinite, i)
+			}
+		}
+	}
+	b := dst
+	if len(obs) > 1 {
+		if enc == JSON {
+			b = append(b, `{"batch":[`...)
+		} else {
+			b = append(b, 0x81)
+			b = mpStr(b, "batch")
+			b = mpArrayLen(b, len(obs))
+		}
+	}
+	for i := range obs {
+		if enc == JSON && i > 0 {
+			b = append(b, ',')
+		}
+		b = appendObservation(b, enc, &obs[i])
+	}
+	if len(obs) > 1 && enc == JSON {
+		b = append(b, "]}"...)
+	}
+	return b, nil
+}
+
+// firstNonFinite returns −1 if ts is not finite, the index of the first
+// non-finite element of x, or −2 if all are finite.
+func firstNonFinite(ts float64, x []float64) int {
+	if math.IsNaN(ts) || math.IsInf(ts, 0) {
+		return -1
+	}
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return i
+		}
+	}
+	return -2
+}
+
+func appendObservation(b []byte, enc Encoding, o *Observation) []byte {
+	n := 1
+	if o.ID != "" {
+		n++
+	}
+	if o.TS != 0 || math.Signbit(o.TS) {
+		n++
+	}
+	if enc == Msgpack {
+		b = append(b, 0x80|byte(n))
+		b = mpStr(b, "x")
+		b = mpArrayLen(b, len(o.X))
+		for _, v := range o.X {
+			b = mpFloat(b, v)
+		}
+		if o.ID != "" {
+			b = mpStr(b, "id")
+			b = mpStr(b, o.ID)
+		}
+		if o.TS != 0 || math.Signbit(o.TS) {
+			b = mpStr(b, "ts")
+			b = mpFloat(b, o.TS)
+		}
+		return b
+	}
+	b = append(b, `{"x":[`...)
+	for i, v := range o.X {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonFloat(b, v)
+	}
+	b = append(b, ']')
+	if o.ID != "" {
+		b = append(b, `,"id":`...)
+		b = jsonStr(b, o.ID)
+	}
+	if o.TS != 0 || math.Signbit(o.TS) {
+		b = append(b, `,"ts":`...)
+		b = jsonFloat(b, o.TS)
+	}
+	return append(b, '}')
 }

@@ -1,8 +1,13 @@
 package codec
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -10,8 +15,8 @@ import (
 // Output is one published projection. Outputs are only produced by a ready
 // learner, so every field is meaningful.
 //
-// Wire field names, the same in JSON and msgpack: "id", "key", "seq", "ts",
-// "z", "spe", "t2", "explained", "basis_version".
+// Wire field names, the same in JSON and msgpack, in this order: "id",
+// "key", "seq", "ts", "z", "spe", "t2", "explained", "basis_version".
 type Output struct {
 	// ID is the observation's ID, or "".
 	ID string `msgpack:"id" json:"id"`
@@ -21,7 +26,7 @@ type Output struct {
 	Seq uint64 `msgpack:"seq" json:"seq"`
 	// TS is the observation's timestamp in seconds since the Unix epoch.
 	TS float64 `msgpack:"ts" json:"ts"`
-	// Z is the projection onto the k components.
+	// Z is the projection onto the k components, length k.
 	Z []float64 `msgpack:"z" json:"z"`
 	// SPE is the squared feature-space reconstruction error (Q statistic).
 	SPE float64 `msgpack:"spe" json:"spe"`
@@ -33,39 +38,215 @@ type Output struct {
 	BasisVersion uint64 `msgpack:"basis_version" json:"basis_version"`
 }
 
-// EncodeOutput appends the encoding of out to dst and returns it. JSON
-// cannot carry NaN or ±Inf: such a value gives an error wrapping
-// ErrNonFinite. An unknown encoding is an error.
+// EncodeOutput appends the encoding of out to dst and returns it; it does
+// not allocate when dst has room. Both encodings write all nine fields in
+// the documented order. msgpack writes a map with unsigned integers in
+// their shortest form and floats as float64; JSON writes floats in the
+// shortest form that reads back exactly, and strings with invalid UTF-8
+// replaced by U+FFFD. JSON cannot carry NaN or ±Inf: such a value gives an
+// error wrapping ErrNonFinite and dst unchanged. An unknown encoding is an
+// error.
 func EncodeOutput(dst []byte, enc Encoding, out *Output) ([]byte, error) {
 	switch enc {
-	case JSON:
-		b, err := json.Marshal(out)
-		if err != nil {
-			return dst, fmt.Errorf("%w: output: %v", ErrNonFinite, err)
-		}
-		return append(dst, b...), nil
 	case Msgpack:
-		b, err := msgpack.Marshal(out)
-		if err != nil {
-			return dst, fmt.Errorf("codec: output: %w", err)
-		}
-		return append(dst, b...), nil
+		return appendOutputMsgpack(dst, out), nil
+	case JSON:
+		return appendOutputJSON(dst, out)
 	}
 	return dst, fmt.Errorf("codec: unknown encoding %d", int(enc))
 }
 
+func appendOutputMsgpack(b []byte, o *Output) []byte {
+	b = append(b, 0x80|9)
+	b = mpStr(b, "id")
+	b = mpStr(b, o.ID)
+	b = mpStr(b, "key")
+	b = mpStr(b, o.Key)
+	b = mpStr(b, "seq")
+	b = mpUint(b, o.Seq)
+	b = mpStr(b, "ts")
+	b = mpFloat(b, o.TS)
+	b = mpStr(b, "z")
+	b = mpArrayLen(b, len(o.Z))
+	for _, v := range o.Z {
+		b = mpFloat(b, v)
+	}
+	b = mpStr(b, "spe")
+	b = mpFloat(b, o.SPE)
+	b = mpStr(b, "t2")
+	b = mpFloat(b, o.T2)
+	b = mpStr(b, "explained")
+	b = mpFloat(b, o.Explained)
+	b = mpStr(b, "basis_version")
+	return mpUint(b, o.BasisVersion)
+}
+
+func mpStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	default:
+		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
+	}
+	return append(b, s...)
+}
+
+func mpUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+}
+
+func mpFloat(b []byte, f float64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, 0xcb), math.Float64bits(f))
+}
+
+func mpArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xdc), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, 0xdd), uint32(n))
+}
+
+func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
+	if name, i, v, bad := nonFinite(o); bad {
+		if i >= 0 {
+			name = fmt.Sprintf("%s[%d]", name, i)
+		}
+		return dst, fmt.Errorf("%w: output field %s is %v, which JSON cannot carry", ErrNonFinite, name, v)
+	}
+	b := append(dst, `{"id":`...)
+	b = jsonStr(b, o.ID)
+	b = append(b, `,"key":`...)
+	b = jsonStr(b, o.Key)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, o.Seq, 10)
+	b = append(b, `,"ts":`...)
+	b = jsonFloat(b, o.TS)
+	b = append(b, `,"z":[`...)
+	for i, v := range o.Z {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonFloat(b, v)
+	}
+	b = append(b, `],"spe":`...)
+	b = jsonFloat(b, o.SPE)
+	b = append(b, `,"t2":`...)
+	b = jsonFloat(b, o.T2)
+	b = append(b, `,"explained":`...)
+	b = jsonFloat(b, o.Explained)
+	b = append(b, `,"basis_version":`...)
+	b = strconv.AppendUint(b, o.BasisVersion, 10)
+	return append(b, '}'), nil
+}
+
+// nonFinite returns the first field of o holding NaN or ±Inf (with its
+// index i for z, else −1), or bad false.
+func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !finite(o.TS):
+		return "ts", -1, o.TS, true
+	case !finite(o.SPE):
+		return "spe", -1, o.SPE, true
+	case !finite(o.T2):
+		return "t2", -1, o.T2, true
+	case !finite(o.Explained):
+		return "explained", -1, o.Explained, true
+	}
+	for i, v := range o.Z {
+		if !finite(v) {
+			return "z", i, v, true
+		}
+	}
+	return "", -1, 0, false
+}
+
+// jsonFloat appends a finite f in the shortest form that reads back
+// exactly: plain decimal for 1e-6 ≤ |f| < 1e21 (and 0), else exponent form.
+func jsonFloat(b []byte, f float64) []byte {
+	if a := math.Abs(f); a == 0 || (a >= 1e-6 && a < 1e21) {
+		return strconv.AppendFloat(b, f, 'f', -1, 64)
+	}
+	return strconv.AppendFloat(b, f, 'e', -1, 64)
+}
+
+// jsonStr appends s as a JSON string, escaping '"', '\\' and control
+// characters and replacing invalid UTF-8 with U+FFFD.
+func jsonStr(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexLower[c>>4], hexLower[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+const hexLower = "0123456789abcdef"
+
 // DecodeOutput decodes an output written by EncodeOutput, for tests and
-// consumers. Errors wrap ErrMalformed.
+// consumers. Unknown fields are ignored; errors wrap ErrMalformed.
 func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 	var out Output
 	switch enc {
 	case JSON:
-		if err := json.Unmarshal(data, &out); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		if err := dec.Decode(&out); err != nil {
 			return nil, malformed("output: %v", err)
 		}
+		if dec.More() {
+			return nil, malformed("output: trailing data")
+		}
 	case Msgpack:
-		if err := msgpack.Unmarshal(data, &out); err != nil {
+		r := bytes.NewReader(data)
+		if err := msgpack.NewDecoder(r).Decode(&out); err != nil {
 			return nil, malformed("output: %v", err)
+		}
+		if r.Len() != 0 {
+			return nil, malformed("output: %d trailing bytes", r.Len())
 		}
 	default:
 		return nil, fmt.Errorf("codec: unknown encoding %d", int(enc))

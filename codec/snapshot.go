@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -89,9 +91,33 @@ type wireState struct {
 	Kind     string                `msgpack:"kind"`
 	Config   wireConfig            `msgpack:"config"`
 	Seen     int64                 `msgpack:"seen"`
-	Ints     map[string]int64      `msgpack:"ints"`
-	Scalars  map[string]float64    `msgpack:"scalars"`
-	Matrices map[string]wireMatrix `msgpack:"matrices"`
+	Ints     sortedMap[int64]      `msgpack:"ints"`
+	Scalars  sortedMap[float64]    `msgpack:"scalars"`
+	Matrices sortedMap[wireMatrix] `msgpack:"matrices"`
+}
+
+// sortedMap is a map that msgpack encodes with its keys in increasing
+// order, so that equal maps give equal bytes (the encoder's SetSortMapKeys
+// only covers a few map types). It decodes as a plain map.
+type sortedMap[V any] map[string]V
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m sortedMap[V]) EncodeMsgpack(e *msgpack.Encoder) error {
+	if m == nil {
+		return e.EncodeNil()
+	}
+	if err := e.EncodeMapLen(len(m)); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := e.EncodeString(k); err != nil {
+			return err
+		}
+		if err := e.Encode(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type wireMatrix struct {
@@ -206,7 +232,7 @@ func toWireState(s *learners.State) wireState {
 		Scalars: s.Scalars,
 	}
 	if s.Matrices != nil {
-		w.Matrices = make(map[string]wireMatrix, len(s.Matrices))
+		w.Matrices = make(sortedMap[wireMatrix], len(s.Matrices))
 		for name, m := range s.Matrices {
 			w.Matrices[name] = wireMatrix{Rows: m.Rows, Cols: m.Cols, Data: m.Data}
 		}

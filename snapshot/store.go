@@ -146,8 +146,13 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 // A larger one is first written to the object store under a fresh unique
 // name, then a manifest pointing to it is committed with the same
 // compare-and-swap; after a commit the previous object (if any) is deleted,
-// after a failed commit the new one (both best effort). A failed Save never
-// destroys the previous snapshot.
+// after a failed commit the new one (both best effort). When the commit's
+// outcome is unknown (a timeout), Save reads the entry back: if the
+// manifest was committed it reports success, else it deletes the new
+// object; if the entry cannot be read the object is left in place. A failed
+// Save never destroys the previous snapshot. After any error other than
+// ErrConflict the caller should Load again before the next Save, because
+// its revision may be stale.
 func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev uint64) (uint64, error) {
 	k, err := EncodeKey(key)
 	if err != nil {
@@ -185,11 +190,39 @@ func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev 
 	old := s.previousObject(ctx, k, rev)
 	nrev, err := s.commit(ctx, k, man, rev)
 	if err != nil {
-		s.deleteObject(name)
+		if errors.Is(err, ErrConflict) {
+			s.deleteObject(name)
+			return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
+		}
+		// The outcome is unknown (a timeout may hide a successful commit):
+		// look before deleting the object the entry may now point to.
+		if committed, crev := s.committed(k, name); committed {
+			s.deleteObject(old)
+			return crev, nil
+		}
 		return 0, fmt.Errorf("snapshot: save %q: %w", key, err)
 	}
 	s.deleteObject(old)
 	return nrev, nil
+}
+
+// committed reports whether the entry at k is a manifest naming object,
+// with its revision, after a commit whose outcome is unknown. If the entry
+// cannot be read the object is kept (an orphan wastes space; deleting an
+// object a committed manifest names would lose the snapshot); otherwise an
+// uncommitted object is deleted.
+func (s *Store) committed(k, object string) (bool, uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	e, err := s.kv.Get(ctx, k)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, 0
+	}
+	if err == nil && manifestObject(e.Value()) == object {
+		return true, e.Revision()
+	}
+	s.deleteObject(object)
+	return false, 0
 }
 
 // Delete removes the snapshot of key ("reset key"), committing by

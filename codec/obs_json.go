@@ -1,0 +1,500 @@
+package codec
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// jsonParser decodes observations from JSON without reflection. It accepts
+// exactly the JSON grammar (RFC 8259) for the values it reads and skips.
+type jsonParser struct {
+	d obsDecoder
+	b []byte
+	i int
+}
+
+// jsonKind names the JSON value starting with c, for error messages.
+func jsonKind(c byte) string {
+	switch c {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a bool"
+	case 'n':
+		return "null"
+	}
+	if c == '-' || (c >= '0' && c <= '9') {
+		return "a number"
+	}
+	return "invalid JSON"
+}
+
+func (p *jsonParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte without consuming it.
+func (p *jsonParser) peek(what string) (byte, error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return 0, p.d.fail(ErrMalformed, "json truncated in %s", what)
+	}
+	return p.b[p.i], nil
+}
+
+func (p *jsonParser) unexpected(what string) error {
+	if p.i >= len(p.b) {
+		return p.d.fail(ErrMalformed, "json truncated in %s", what)
+	}
+	return p.d.fail(ErrMalformed, "json: unexpected %q at byte %d in %s", p.b[p.i], p.i, what)
+}
+
+// expect consumes c after optional whitespace.
+func (p *jsonParser) expect(c byte, what string) error {
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return nil
+	}
+	return p.unexpected(what)
+}
+
+// more is called after an element of an array or object: it consumes ','
+// and reports true, or consumes end and reports false.
+func (p *jsonParser) more(end byte, what string) (bool, error) {
+	p.ws()
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			return true, nil
+		case end:
+			p.i++
+			return false, nil
+		}
+	}
+	return false, p.unexpected(what)
+}
+
+// empty consumes end if it is the next byte (an empty array or object).
+func (p *jsonParser) empty(end byte) bool {
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == end {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// number reads a JSON number, or returns ok false (consuming nothing) if
+// the next value does not start like one.
+func (p *jsonParser) number(what string) (f float64, ok bool, err error) {
+	c, err := p.peek(what)
+	if err != nil {
+		return 0, false, err
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return 0, false, nil
+	}
+	start := p.i
+	b := p.b
+	i := p.i
+	digits := func() bool {
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > s
+	}
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		p.i = i
+		return 0, false, p.unexpected(what)
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			p.i = i
+			return 0, false, p.unexpected(what)
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			p.i = i
+			return 0, false, p.unexpected(what)
+		}
+	}
+	p.i = i
+	// The conversion does not allocate for tokens up to 32 bytes: ParseFloat
+	// does not retain its argument.
+	tok := b[start:i]
+	f, err = strconv.ParseFloat(string(tok), 64)
+	if err != nil {
+		return 0, false, p.d.fail(ErrMalformed, "%s: number %s out of range", what, tok)
+	}
+	return f, true, nil
+}
+
+// str reads a JSON string and returns its decoded bytes (aliasing the input
+// when it has no escapes), or ok false (consuming nothing) if the next value
+// is not a string.
+func (p *jsonParser) str(what string) (s []byte, ok bool, err error) {
+	c, err := p.peek(what)
+	if err != nil {
+		return nil, false, err
+	}
+	if c != '"' {
+		return nil, false, nil
+	}
+	start := p.i
+	escaped := false
+	for i := start + 1; i < len(p.b); i++ {
+		switch c := p.b[i]; {
+		case c == '"':
+			p.i = i + 1
+			if !escaped {
+				return p.b[start+1 : i], true, nil
+			}
+			var u string
+			if err := json.Unmarshal(p.b[start:i+1], &u); err != nil {
+				return nil, false, p.d.fail(ErrMalformed, "%s: bad string: %v", what, err)
+			}
+			return []byte(u), true, nil
+		case c == '\\':
+			escaped = true
+			i++ // the escaped byte cannot end the string
+		case c < 0x20:
+			p.i = i
+			return nil, false, p.d.fail(ErrMalformed, "%s: control character 0x%02x in string", what, c)
+		}
+	}
+	p.i = len(p.b)
+	return nil, false, p.d.fail(ErrMalformed, "json truncated in %s", what)
+}
+
+// literal consumes one of true, false, null.
+func (p *jsonParser) literal(what string) error {
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(p.b)-p.i >= len(lit) && string(p.b[p.i:p.i+len(lit)]) == lit {
+			p.i += len(lit)
+			return nil
+		}
+	}
+	return p.unexpected(what)
+}
+
+// skip consumes one value of any type, nesting at most maxDepth deep.
+func (p *jsonParser) skip(depth int) error {
+	if depth > maxDepth {
+		return p.d.fail(ErrMalformed, "json nested deeper than %d", maxDepth)
+	}
+	c, err := p.peek("skipped value")
+	if err != nil {
+		return err
+	}
+	switch c {
+	case '"':
+		_, _, err := p.str("skipped value")
+		return err
+	case '[', '{':
+		end := byte(']')
+		if c == '{' {
+			end = '}'
+		}
+		p.i++
+		if p.empty(end) {
+			return nil
+		}
+		for {
+			if c == '{' {
+				if _, ok, err := p.str("object key"); err != nil {
+					return err
+				} else if !ok {
+					return p.unexpected("object key")
+				}
+				if err := p.expect(':', "object"); err != nil {
+					return err
+				}
+			}
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			more, err := p.more(end, "skipped value")
+			if err != nil || !more {
+				return err
+			}
+		}
+	case 't', 'f', 'n':
+		return p.literal("skipped value")
+	}
+	if _, ok, err := p.number("skipped value"); err != nil || ok {
+		return err
+	}
+	return p.unexpected("skipped value")
+}
+
+func (p *jsonParser) top() error {
+	c, err := p.peek("payload")
+	if err != nil {
+		return p.d.fail(ErrMalformed, "empty payload")
+	}
+	switch c {
+	case '[':
+		o, err := p.d.slot()
+		if err != nil {
+			return err
+		}
+		if o.X, err = p.vector(o.X, "x"); err != nil {
+			return err
+		}
+	case '{':
+		if err := p.object(true); err != nil {
+			return err
+		}
+	default:
+		return p.d.fail(ErrMalformed, "payload is %s, want an object or an array", jsonKind(c))
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
+	}
+	return nil
+}
+
+// vector reads an array of numbers into x[:0].
+func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
+	c, err := p.peek("field x")
+	if err != nil {
+		return x, err
+	}
+	if c != '[' {
+		return x, p.d.fail(ErrMalformed, "field %s: is %s, want an array", field, jsonKind(c))
+	}
+	p.i++
+	x = x[:0]
+	if p.empty(']') {
+		return x, p.d.fail(ErrMalformed, "field %s: empty", field)
+	}
+	for j := 0; ; j++ {
+		if err := p.d.checkLen(field, j+1); err != nil {
+			return x, err
+		}
+		f, ok, err := p.number("field x")
+		if err != nil {
+			return x, err
+		}
+		if !ok {
+			return x, p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, jsonKind(p.b[p.i]))
+		}
+		x = append(x, f)
+		more, err := p.more(']', "field x")
+		if err != nil {
+			return x, err
+		}
+		if !more {
+			return x, nil
+		}
+	}
+}
+
+// object reads an object: one observation, or a batch when allowBatch.
+func (p *jsonParser) object(allowBatch bool) error {
+	if err := p.expect('{', "object"); err != nil {
+		return err
+	}
+	var o *Observation
+	var sawX, sawID, sawTS, sawBatch bool
+	claim := func() error {
+		if sawBatch {
+			return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+		}
+		if o == nil {
+			var err error
+			o, err = p.d.slot()
+			return err
+		}
+		return nil
+	}
+	if !p.empty('}') {
+		for {
+			k, ok, err := p.str("object key")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return p.unexpected("object key")
+			}
+			if err := p.expect(':', "object"); err != nil {
+				return err
+			}
+			switch string(k) {
+			case "x":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawX {
+					return p.d.fail(ErrMalformed, "field x: duplicate")
+				}
+				sawX = true
+				if o.X, err = p.vector(o.X, "x"); err != nil {
+					return err
+				}
+			case "id":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawID {
+					return p.d.fail(ErrMalformed, "field id: duplicate")
+				}
+				sawID = true
+				s, ok, err := p.str("field id")
+				switch {
+				case err != nil:
+					return err
+				case ok:
+					o.ID = string(s)
+				case p.b[p.i] == 'n':
+					if err := p.literal("field id"); err != nil {
+						return err
+					}
+				default:
+					return p.d.fail(ErrMalformed, "field id: is %s, want a string", jsonKind(p.b[p.i]))
+				}
+			case "ts":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawTS {
+					return p.d.fail(ErrMalformed, "field ts: duplicate")
+				}
+				sawTS = true
+				if o.TS, err = p.ts(); err != nil {
+					return err
+				}
+			case "batch":
+				if !allowBatch {
+					return p.d.fail(ErrMalformed, "batch inside a batch")
+				}
+				if o != nil {
+					return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+				}
+				if sawBatch {
+					return p.d.fail(ErrMalformed, "field batch: duplicate")
+				}
+				sawBatch = true
+				if err := p.batch(); err != nil {
+					return err
+				}
+			default:
+				if err := p.skip(1); err != nil {
+					return err
+				}
+			}
+			more, err := p.more('}', "object")
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	switch {
+	case o != nil && !sawX:
+		return p.d.fail(ErrMalformed, "field x: missing")
+	case o == nil && !sawBatch:
+		return p.d.fail(ErrMalformed, "missing field x or batch")
+	}
+	return nil
+}
+
+func (p *jsonParser) batch() error {
+	c, err := p.peek("field batch")
+	if err != nil {
+		return err
+	}
+	if c != '[' {
+		return p.d.fail(ErrMalformed, "field batch: is %s, want an array", jsonKind(c))
+	}
+	p.i++
+	if p.empty(']') {
+		return p.d.fail(ErrMalformed, "field batch: empty")
+	}
+	for j := 0; ; j++ {
+		if j >= p.d.lim.MaxBatch {
+			return p.d.fail(ErrTooLarge, "field batch: more than %d observations", p.d.lim.MaxBatch)
+		}
+		p.d.elem = j
+		c, err := p.peek("batch element")
+		if err != nil {
+			return err
+		}
+		switch c {
+		case '[':
+			o, err := p.d.slot()
+			if err != nil {
+				return err
+			}
+			if o.X, err = p.vector(o.X, "x"); err != nil {
+				return err
+			}
+		case '{':
+			if err := p.object(false); err != nil {
+				return err
+			}
+		default:
+			return p.d.fail(ErrMalformed, "is %s, want an object or an array", jsonKind(c))
+		}
+		p.d.elem = -1
+		more, err := p.more(']', "field batch")
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// ts reads a timestamp: a number of seconds, an RFC 3339 string, or null (0).
+func (p *jsonParser) ts() (float64, error) {
+	c, err := p.peek("field ts")
+	if err != nil {
+		return 0, err
+	}
+	switch c {
+	case 'n':
+		return 0, p.literal("field ts")
+	case '"':
+		s, _, err := p.str("field ts")
+		if err != nil {
+			return 0, err
+		}
+		return parseTime(&p.d, s)
+	}
+	f, ok, err := p.number("field ts")
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, p.d.fail(ErrMalformed, "field ts: is %s, want a number or a string", jsonKind(c))
+	}
+	return f, nil
+}

@@ -1,0 +1,179 @@
+package codec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func testOutput() *Output {
+	return &Output{
+		ID: "obs-\"7\"\n\xff", Key: "vib.sensor-7", Seq: 1 << 40, TS: 1715000000.25,
+		Z: []float64{0.125, -3.5e-9, 2.5e21, 0}, SPE: 0.0031, T2: 4.75, Explained: 0.9375, BasisVersion: 300,
+	}
+}
+
+func TestOutputRoundTrip(t *testing.T) {
+	for _, enc := range []Encoding{JSON, Msgpack} {
+		t.Run(enc.String(), func(t *testing.T) {
+			want := testOutput()
+			data, err := EncodeOutput([]byte("prefix"), enc, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(data), "prefix") {
+				t.Fatalf("EncodeOutput did not append to dst")
+			}
+			got, err := DecodeOutput(data[len("prefix"):], enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if enc == JSON {
+				want.ID = "obs-\"7\"\n\ufffd" // invalid UTF-8 is replaced
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// The hand-written encoders agree with the reference libraries.
+func TestOutputMatchesLibraries(t *testing.T) {
+	out := testOutput()
+	out.ID = "plain-id"
+	js, err := EncodeOutput(nil, JSON, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaJSON, viaLib map[string]any
+	if err := json.Unmarshal(js, &viaJSON); err != nil {
+		t.Fatalf("our JSON is not valid JSON: %v\n%s", err, js)
+	}
+	lib, _ := json.Marshal(out)
+	_ = json.Unmarshal(lib, &viaLib)
+	if !reflect.DeepEqual(viaJSON, viaLib) {
+		t.Errorf("JSON differs from encoding/json:\n got %s\nwant %s", js, lib)
+	}
+	mp, _ := EncodeOutput(nil, Msgpack, out)
+	var m map[string]any
+	if err := msgpack.Unmarshal(mp, &m); err != nil {
+		t.Fatalf("our msgpack does not decode: %v", err)
+	}
+	if len(m) != 9 || m["key"] != out.Key || fmt.Sprint(m["basis_version"]) != "300" {
+		t.Errorf("msgpack decodes to %v", m)
+	}
+}
+
+func TestOutputGolden(t *testing.T) {
+	for _, enc := range []Encoding{JSON, Msgpack} {
+		data, err := EncodeOutput(nil, enc, testOutput())
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "output_v1." + enc.String()
+		golden(t, name, data)
+		got, err := DecodeOutput(readTestdata(t, name), enc)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Key != "vib.sensor-7" || got.Seq != 1<<40 || len(got.Z) != 4 {
+			t.Errorf("%s decodes to %+v", name, got)
+		}
+	}
+}
+
+func TestOutputSmallValues(t *testing.T) {
+	// Field widths at the boundaries of the msgpack integer and string forms.
+	for _, n := range []uint64{0, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, math.MaxUint64} {
+		for _, l := range []int{0, 31, 32, 255, 256, 70000} {
+			want := &Output{Key: strings.Repeat("k", l), Seq: n, BasisVersion: n, Z: make([]float64, l%20)}
+			data, _ := EncodeOutput(nil, Msgpack, want)
+			got, err := DecodeOutput(data, Msgpack)
+			if err != nil {
+				t.Fatalf("seq %d key length %d: %v", n, l, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seq %d key length %d: got %+v", n, l, got)
+			}
+		}
+	}
+}
+
+func TestEncodeOutputErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mod  func(o *Output)
+		msg  string
+	}{
+		{"nan spe", func(o *Output) { o.SPE = math.NaN() }, "field spe is NaN"},
+		{"inf z", func(o *Output) { o.Z[2] = math.Inf(-1) }, "field z[2] is -Inf"},
+		{"inf ts", func(o *Output) { o.TS = math.Inf(1) }, "field ts is +Inf"},
+	} {
+		o := testOutput()
+		tt.mod(o)
+		dst := []byte("keep")
+		got, err := EncodeOutput(dst, JSON, o)
+		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: error %v, want ErrNonFinite mentioning %q", tt.name, err, tt.msg)
+		}
+		if string(got) != "keep" {
+			t.Errorf("%s: dst changed to %q", tt.name, got)
+		}
+		// msgpack carries non-finite values.
+		if _, err := EncodeOutput(nil, Msgpack, o); err != nil {
+			t.Errorf("%s: msgpack: %v", tt.name, err)
+		}
+	}
+	if _, err := EncodeOutput(nil, Encoding(9), testOutput()); err == nil {
+		t.Errorf("unknown encoding accepted")
+	}
+	for _, bad := range []string{"", "{", `{"seq":"x"}`, `{} {}`} {
+		if _, err := DecodeOutput([]byte(bad), JSON); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeOutput(%q) error %v, want ErrMalformed", bad, err)
+		}
+	}
+	if _, err := DecodeOutput([]byte{0x89, 0xa2}, Msgpack); !errors.Is(err, ErrMalformed) {
+		t.Errorf("truncated msgpack output: error %v, want ErrMalformed", err)
+	}
+}
+
+func TestEncodeOutputAllocs(t *testing.T) {
+	out := testOutput()
+	buf := make([]byte, 0, 1024)
+	for _, enc := range []Encoding{JSON, Msgpack} {
+		allocs := testing.AllocsPerRun(100, func() {
+			buf, _ = EncodeOutput(buf[:0], enc, out)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per encode into a reused buffer, want 0", enc, allocs)
+		}
+	}
+}
+
+func BenchmarkEncodeOutput(b *testing.B) {
+	for _, k := range []int{2, 8} {
+		out := &Output{ID: "sensor-7/000123", Key: "vib.sensor-7", Seq: 123456, TS: 1715000000.25,
+			Z: benchVector(k), SPE: 0.0123, T2: 3.21, Explained: 0.93, BasisVersion: 12}
+		for _, enc := range []Encoding{Msgpack, JSON} {
+			b.Run(enc.String()+"/k="+string(rune('0'+k)), func(b *testing.B) {
+				buf := make([]byte, 0, 512)
+				b.ReportAllocs()
+				for b.Loop() {
+					var err error
+					buf, err = EncodeOutput(buf[:0], enc, out)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.SetBytes(int64(len(buf)))
+			})
+		}
+	}
+}
