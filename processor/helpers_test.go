@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
@@ -27,7 +28,9 @@ type env struct {
 	store *snapshot.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvB(t) }
+
+func newEnvB(t testing.TB) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test against an embedded nats-server (skipped under -short)")
@@ -68,8 +71,13 @@ func (e *env) start(t *testing.T, cfg Config) *running {
 	return e.startWith(t, cfg, newPCA)
 }
 
+func (e *env) startB(t testing.TB, cfg Config) *running {
+	t.Helper()
+	return e.startWith(t, cfg, nil)
+}
+
 // startWith is start with the given learner constructor (nil: learners.New).
-func (e *env) startWith(t *testing.T, cfg Config, newLearner func(learners.Config) (learners.Learner, error)) *running {
+func (e *env) startWith(t testing.TB, cfg Config, newLearner func(learners.Config) (learners.Learner, error)) *running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if cfg.Workers == 0 {
@@ -78,7 +86,11 @@ func (e *env) startWith(t *testing.T, cfg Config, newLearner func(learners.Confi
 	if cfg.CheckpointEvery == 0 {
 		cfg.CheckpointEvery = 50 * time.Millisecond
 	}
-	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: zaptest.NewLogger(t), Registry: reg, NewLearner: newLearner})
+	log := zap.NewNop()
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt)
+	}
+	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: log, Registry: reg, NewLearner: newLearner})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
