@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/kpcastream/kpcastream/config"
+	"github.com/kpcastream/kpcastream/internal/natsembed"
+	"github.com/kpcastream/kpcastream/processor"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+func init() {
+	commands["run"] = command{summary: "start the workers (embedded NATS unless a URL is given)", run: runRun}
+}
+
+// runRun is "kpcastream run --config FILE [--nats-url URL] [--metrics-addr ADDR]
+// [--data-dir DIR] [--log-format json|console]".
+func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration file (required)")
+	natsURL := fs.String("nats-url", "", "NATS server URLs, comma-separated (env NATS_URL); empty starts an embedded server")
+	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default :9090)`)
+	dataDir := fs.String("data-dir", "", "data directory of the embedded server (default kpcastream-data)")
+	logFormat := fs.String("log-format", "", "json or console (default: console on a terminal, else json)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if *cfgPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: kpcastream run --config FILE [flags]")
+		fs.PrintDefaults()
+		return errUsage
+	}
+	var ov config.Overrides
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "nats-url":
+			ov.NATSURL = natsURL
+		case "metrics-addr":
+			ov.MetricsAddr = metricsAddr
+		case "data-dir":
+			ov.DataDir = dataDir
+		case "log-format":
+			ov.LogFormat = logFormat
+		}
+	})
+	cfg, err := config.Load(*cfgPath, nil, ov)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	return serve(ctx, cfg, log)
+}
+
+// newLogger builds a zap logger writing to w: JSON when configured or when
+// w is not a terminal, console otherwise.
+func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	format := c.Format
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	var enc zapcore.Encoder
+	if format == "console" {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		ec := zap.NewProductionEncoderConfig()
+		ec.EncodeTime = zapcore.ISO8601TimeEncoder
+		enc = zapcore.NewJSONEncoder(ec)
+	}
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)
+	return zap.New(core, zap.AddCaller()), nil
+}
+
+// serve connects (or starts the embedded server), runs the processor and
+// the HTTP listener until ctx is cancelled, then shuts everything down.
+func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+	url := cfg.NATS.URL
+	var embedded *server.Server
+	if url == "" {
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		s, u, err := natsembed.StartEmbedded(sctx, natsembed.Options{Host: cfg.Embedded.Host, Port: cfg.Embedded.Port,
+			StoreDir: filepath.Clean(cfg.Embedded.StoreDir), Logger: log})
+		cancel()
+		if err != nil {
+			return err
+		}
+		embedded, url = s, u
+		log.Info("embedded nats-server started", zap.String("url", url), zap.String("store_dir", cfg.Embedded.StoreDir))
+		defer func() {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}()
+	}
+	nc, err := connect(url, cfg.NATS, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	store, err := snapshot.Open(octx, js, cfg.Snapshots.Config())
+	cancel()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p, err := processor.New(cfg.ProcessorConfig(), processor.Deps{Conn: nc, JS: js, Snapshots: store, Logger: log, Registry: reg})
+	if err != nil {
+		return err
+	}
+	var srv *http.Server
+	if cfg.HTTP.MetricsAddr != "off" {
+		ln, err := net.Listen("tcp", cfg.HTTP.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http", zap.Error(err))
+			}
+		}()
+		log.Info("http listening", zap.String("addr", ln.Addr().String()))
+	}
+	runErr := p.Run(ctx)
+	timeout := cfg.Processor.WithDefaults().ShutdownTimeout
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	if err := drain(nc, timeout); err != nil {
+		log.Warn("drain connection", zap.Error(err))
+	}
+	_ = embedded
+	log.Info("stopped", zap.Error(runErr))
+	return runErr
+}
+
+// connect dials url with the configured authentication and TLS options,
+// reconnecting forever.
+func connect(url string, c config.NATS, log *zap.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", zap.Error(err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", zap.String("url", nc.ConnectedUrl())) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("nats async error", zap.String("subject", subj), zap.Error(err))
+		}),
+	}
+	switch {
+	case c.Creds != "":
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	case c.NKey != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey: %w", err)
+		}
+		opts = append(opts, o)
+	case c.User != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	case c.Token != "":
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.TLS.CA != "" {
+		opts = append(opts, nats.RootCAs(c.TLS.CA))
+	}
+	if c.TLS.Cert != "" {
+		opts = append(opts, nats.ClientCert(c.TLS.Cert, c.TLS.Key))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// drain drains nc and waits for it to close, at most timeout.
+func drain(nc *nats.Conn, timeout time.Duration) error {
+	if nc.IsClosed() {
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for !nc.IsClosed() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return errors.New("drain timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,373 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// Defaults of the root Config.
+const (
+	DefaultEmbeddedHost = "127.0.0.1"
+	DefaultEmbeddedPort = 4222
+	DefaultDataDir      = "kpcastream-data"
+	DefaultMetricsAddr  = ":9090"
+	DefaultLogLevel     = "info"
+)
+
+// Config is the root configuration of "kpcastream run". See the package
+// comment for the YAML layout and every field's unit and default.
+type Config struct {
+	// NATS says how to connect to an existing NATS server or cluster.
+	NATS NATS `yaml:"nats"`
+	// Embedded configures the embedded nats-server started when NATS.URL is empty.
+	Embedded Embedded `yaml:"embedded"`
+	// DataDir holds the embedded server's JetStream store. Default "kpcastream-data".
+	DataDir string `yaml:"data_dir"`
+	// Log configures logging.
+	Log Log `yaml:"log"`
+	// HTTP configures the /metrics, /healthz and /readyz listener.
+	HTTP HTTP `yaml:"http"`
+	// Snapshots configures where learner snapshots are stored.
+	Snapshots Snapshots `yaml:"snapshots"`
+	// Processor holds the processor-wide settings (workers, queue_size, …),
+	// written at the top level of the file.
+	Processor processor.Config `yaml:",inline"`
+	// Pipelines are the pipelines to run.
+	Pipelines []Pipeline `yaml:"pipelines"`
+}
+
+// NATS holds the connection settings for an external NATS server.
+type NATS struct {
+	// URL is a comma-separated list of server URLs; empty starts an
+	// embedded server. Env NATS_URL or KPCASTREAM_NATS_URL; flag --nats-url.
+	URL string `yaml:"url"`
+	// Name is the client connection name. Default "kpcastream".
+	Name string `yaml:"name"`
+	// Creds is a credentials (JWT + seed) file. Env NATS_CREDS.
+	Creds string `yaml:"creds"`
+	// NKey is an nkey seed file. Env NATS_NKEY.
+	NKey string `yaml:"nkey"`
+	// User and Password authenticate by user name. Env NATS_USER, NATS_PASSWORD.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// Token authenticates by token. Env NATS_TOKEN.
+	Token string `yaml:"token"`
+	// TLS configures TLS.
+	TLS TLS `yaml:"tls"`
+	// ReconnectWait is the delay between reconnect attempts; the client
+	// reconnects forever. Default 2s.
+	ReconnectWait time.Duration `yaml:"reconnect_wait"`
+}
+
+// TLS holds TLS file paths.
+type TLS struct {
+	// CA is a PEM file of root CAs. Env NATS_CA.
+	CA string `yaml:"ca"`
+	// Cert and Key are a PEM client certificate and key. Env NATS_CERT, NATS_KEY.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Embedded configures the embedded nats-server.
+type Embedded struct {
+	// Host is the listen address. Default 127.0.0.1.
+	Host string `yaml:"host"`
+	// Port is the client port; -1 picks a free port. Default 4222.
+	Port int `yaml:"port"`
+	// StoreDir is the JetStream store directory. Default <data_dir>/jetstream.
+	StoreDir string `yaml:"store_dir"`
+}
+
+// Log configures the zap logger.
+type Log struct {
+	// Format is "json", "console", or empty: JSON unless stderr is a terminal.
+	// Env KPCASTREAM_LOG_FORMAT; flag --log-format.
+	Format string `yaml:"format"`
+	// Level is debug, info, warn or error. Default info. Env KPCASTREAM_LOG_LEVEL.
+	Level string `yaml:"level"`
+}
+
+// HTTP configures the metrics and health listener.
+type HTTP struct {
+	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
+	// "off" disables it. Default ":9090". Env KPCASTREAM_METRICS_ADDR;
+	// flag --metrics-addr.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// Snapshots configures the snapshot store (snapshot.Config).
+type Snapshots struct {
+	// Bucket is the KV bucket of snapshots and manifests. Default "kpcastream-snapshots".
+	Bucket string `yaml:"bucket"`
+	// ObjectBucket is the Object Store bucket of snapshots above MaxInline.
+	// Default "kpcastream-state".
+	ObjectBucket string `yaml:"object_bucket"`
+	// Replicas is the replica count of both buckets (1..5). Default 1.
+	Replicas int `yaml:"replicas"`
+	// MaxInline is the largest encoded snapshot (bytes) stored inline in a KV
+	// value. Default and upper bound: min(server max payload − 4 KiB, 900 KiB).
+	MaxInline int `yaml:"max_inline"`
+	// History is the number of revisions kept per key (1..64). Default 1.
+	History int `yaml:"history"`
+}
+
+// Config returns the snapshot.Config of s.
+func (s Snapshots) Config() snapshot.Config {
+	return snapshot.Config{Bucket: s.Bucket, ObjectBucket: s.ObjectBucket, Replicas: s.Replicas, MaxInline: s.MaxInline, History: s.History}
+}
+
+// Pipeline is the YAML form of a processor.PipelineConfig with its learner.
+type Pipeline struct {
+	processor.PipelineConfig `yaml:",inline"`
+	// Learner configures the learner of each key.
+	Learner Learner `yaml:"learner"`
+}
+
+// Learner is the YAML form of learners.Config.
+type Learner struct {
+	Kind         string  `yaml:"kind"`
+	Dim          int     `yaml:"dim"`
+	Components   int     `yaml:"components"`
+	Budget       int     `yaml:"budget"`
+	Kernel       Kernel  `yaml:"kernel"`
+	Forget       float64 `yaml:"forget"`
+	Admission    string  `yaml:"admission"`
+	Eviction     string  `yaml:"eviction"`
+	Tolerance    float64 `yaml:"tolerance"`
+	Coherence    float64 `yaml:"coherence"`
+	Jitter       float64 `yaml:"jitter"`
+	LearningRate float64 `yaml:"learning_rate"`
+	Decay        float64 `yaml:"decay"`
+	Refresh      int     `yaml:"refresh"`
+	Seed         uint64  `yaml:"seed"`
+}
+
+// Kernel is the YAML form of learners.Kernel.
+type Kernel struct {
+	Name   string  `yaml:"name"`
+	Gamma  float64 `yaml:"gamma"`
+	Degree int     `yaml:"degree"`
+	Coef0  float64 `yaml:"coef0"`
+}
+
+// Config returns the learners.Config of l.
+func (l Learner) Config() learners.Config {
+	return learners.Config{
+		Learner:      l.Kind,
+		Dim:          l.Dim,
+		Components:   l.Components,
+		Budget:       l.Budget,
+		Kernel:       learners.Kernel{Name: l.Kernel.Name, Gamma: l.Kernel.Gamma, Degree: l.Kernel.Degree, Coef0: l.Kernel.Coef0},
+		Forget:       l.Forget,
+		Admission:    l.Admission,
+		Eviction:     l.Eviction,
+		Tolerance:    l.Tolerance,
+		Coherence:    l.Coherence,
+		Jitter:       l.Jitter,
+		LearningRate: l.LearningRate,
+		Decay:        l.Decay,
+		Refresh:      l.Refresh,
+		Seed:         l.Seed,
+	}
+}
+
+// Overrides are command-line flags; a nil field was not given.
+type Overrides struct {
+	NATSURL     *string
+	MetricsAddr *string
+	DataDir     *string
+	LogFormat   *string
+}
+
+// Load reads the YAML file at path (strict: unknown fields are errors),
+// then applies the environment (looked up with getenv; nil means
+// os.LookupEnv) and the flag overrides, applies defaults and validates.
+// Precedence: flags > env > file > defaults. Every validation problem is
+// reported at once.
+func Load(path string, getenv func(string) (string, bool), ov Overrides) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return Read(f, getenv, ov)
+}
+
+// Read is Load from a reader.
+func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Config, error) {
+	var c Config
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	c.applyEnv(getenv)
+	c.applyOverrides(ov)
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyEnv(getenv func(string) (string, bool)) {
+	set := func(dst *string, names ...string) {
+		for _, n := range names {
+			if v, ok := getenv(n); ok && v != "" {
+				*dst = v
+				return
+			}
+		}
+	}
+	set(&c.NATS.URL, "KPCASTREAM_NATS_URL", "NATS_URL")
+	set(&c.NATS.Creds, "NATS_CREDS")
+	set(&c.NATS.NKey, "NATS_NKEY")
+	set(&c.NATS.User, "NATS_USER")
+	set(&c.NATS.Password, "NATS_PASSWORD")
+	set(&c.NATS.Token, "NATS_TOKEN")
+	set(&c.NATS.TLS.CA, "NATS_CA")
+	set(&c.NATS.TLS.Cert, "NATS_CERT")
+	set(&c.NATS.TLS.Key, "NATS_KEY")
+	set(&c.HTTP.MetricsAddr, "KPCASTREAM_METRICS_ADDR")
+	set(&c.DataDir, "KPCASTREAM_DATA_DIR")
+	set(&c.Log.Format, "KPCASTREAM_LOG_FORMAT")
+	set(&c.Log.Level, "KPCASTREAM_LOG_LEVEL")
+}
+
+func (c *Config) applyOverrides(ov Overrides) {
+	for _, o := range []struct {
+		dst *string
+		v   *string
+	}{{&c.NATS.URL, ov.NATSURL}, {&c.HTTP.MetricsAddr, ov.MetricsAddr}, {&c.DataDir, ov.DataDir}, {&c.Log.Format, ov.LogFormat}} {
+		if o.v != nil {
+			*o.dst = *o.v
+		}
+	}
+}
+
+// WithDefaults returns c with every unset optional field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.NATS.Name == "" {
+		c.NATS.Name = "kpcastream"
+	}
+	if c.NATS.ReconnectWait == 0 {
+		c.NATS.ReconnectWait = 2 * time.Second
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Embedded.Host == "" {
+		c.Embedded.Host = DefaultEmbeddedHost
+	}
+	if c.Embedded.Port == 0 {
+		c.Embedded.Port = DefaultEmbeddedPort
+	}
+	if c.Embedded.StoreDir == "" {
+		c.Embedded.StoreDir = strings.TrimSuffix(c.DataDir, "/") + "/jetstream"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if c.HTTP.MetricsAddr == "" {
+		c.HTTP.MetricsAddr = DefaultMetricsAddr
+	}
+	return c
+}
+
+// ProcessorConfig returns the processor.Config with its pipelines and their
+// learner configs filled in.
+func (c *Config) ProcessorConfig() processor.Config {
+	pc := c.Processor
+	pc.Pipelines = make([]processor.PipelineConfig, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		pc.Pipelines[i] = p.PipelineConfig
+		pc.Pipelines[i].Learner = p.Learner.Config()
+	}
+	return pc
+}
+
+// Validate reports every problem of c at once, each naming its field by
+// its YAML path.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.NATS.ReconnectWait < 0 {
+		bad("nats.reconnect_wait", "must be > 0, got %v", c.NATS.ReconnectWait)
+	}
+	if (c.NATS.TLS.Cert == "") != (c.NATS.TLS.Key == "") {
+		bad("nats.tls", "cert and key must be given together")
+	}
+	if c.NATS.Password != "" && c.NATS.User == "" {
+		bad("nats.user", "required with nats.password")
+	}
+	auth := 0
+	for _, s := range []string{c.NATS.Creds, c.NATS.NKey, c.NATS.User, c.NATS.Token} {
+		if s != "" {
+			auth++
+		}
+	}
+	if auth > 1 {
+		bad("nats", "give at most one of creds, nkey, user/password and token")
+	}
+	if c.Embedded.Port < -1 || c.Embedded.Port > 65535 {
+		bad("embedded.port", "must be in [-1, 65535], got %d", c.Embedded.Port)
+	}
+	switch c.Log.Format {
+	case "", "json", "console":
+	default:
+		bad("log.format", "must be json or console, got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if err := c.Snapshots.Config().Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			msg := strings.TrimPrefix(e.Error(), "snapshot: ")
+			for yamlName, goName := range map[string]string{"bucket": "Bucket ", "object_bucket": "ObjectBucket ", "replicas": "Replicas ", "max_inline": "MaxInline ", "history": "History "} {
+				if strings.HasPrefix(msg, goName) {
+					msg = yamlName + ": " + strings.TrimPrefix(msg, goName)
+				}
+			}
+			errs = append(errs, fmt.Errorf("config: snapshots.%s", msg))
+		}
+	}
+	if err := c.ProcessorConfig().Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			msg := strings.TrimPrefix(e.Error(), "processor: ")
+			msg = strings.Replace(msg, ".learner.learner: ", ".learner.kind: ", 1)
+			errs = append(errs, fmt.Errorf("config: %s", msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin returns the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

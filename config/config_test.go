@@ -1,0 +1,151 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kpcastream/kpcastream/processor"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestExampleConfigLoads(t *testing.T) {
+	c, err := Load("../examples/kpcastream.yaml", noEnv, Overrides{})
+	if err != nil {
+		t.Fatalf("Load(example): %v", err)
+	}
+	pc := c.ProcessorConfig()
+	if len(pc.Pipelines) != 1 {
+		t.Fatalf("pipelines: got %d, want 1", len(pc.Pipelines))
+	}
+	p := pc.Pipelines[0].WithDefaults()
+	if p.Name != "sensors" || p.Input.Stream != "SENSORS" || p.Input.Subject != "sensors.*.features" {
+		t.Errorf("pipeline: got %+v", p.Input)
+	}
+	if *p.KeyToken != 1 {
+		t.Errorf("key token: got %d, want 1 (the '*' of sensors.*.features)", *p.KeyToken)
+	}
+	if p.Learner.Dim != 4 || p.Learner.Components != 2 || p.Learner.Budget != 64 || p.Learner.Kernel.Name != "rbf" || p.Learner.Kernel.Gamma != 0.5 {
+		t.Errorf("learner: got %+v", p.Learner)
+	}
+	if p.Output.Duplicates != 10*time.Minute || p.Snapshot.Every != 30*time.Second {
+		t.Errorf("durations: got duplicates %v, every %v", p.Output.Duplicates, p.Snapshot.Every)
+	}
+	if c.Processor.Workers != 2 || c.Snapshots.Config().Bucket != "kpcastream-snapshots" {
+		t.Errorf("root: got workers %d, snapshots %+v", c.Processor.Workers, c.Snapshots)
+	}
+}
+
+const minimal = `
+pipelines:
+  - name: p
+    input: {subject: "in.*"}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`
+
+func TestPrecedence(t *testing.T) {
+	file := "nats: {url: nats://file:4222}\nhttp: {metrics_addr: ':1'}\ndata_dir: /file\n" + minimal
+	env := map[string]string{"NATS_URL": "nats://env:4222", "KPCASTREAM_DATA_DIR": "/env"}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	flagURL := "nats://flag:4222"
+	c, err := Read(strings.NewReader(file), getenv, Overrides{NATSURL: &flagURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS.URL != flagURL {
+		t.Errorf("nats.url: got %q, want the flag %q", c.NATS.URL, flagURL)
+	}
+	if c.DataDir != "/env" {
+		t.Errorf("data_dir: got %q, want the env value /env", c.DataDir)
+	}
+	if c.HTTP.MetricsAddr != ":1" {
+		t.Errorf("metrics_addr: got %q, want the file value :1", c.HTTP.MetricsAddr)
+	}
+	if c.Log.Level != DefaultLogLevel || c.Embedded.Port != DefaultEmbeddedPort {
+		t.Errorf("defaults: got level %q port %d", c.Log.Level, c.Embedded.Port)
+	}
+	if c.Embedded.StoreDir != "/env/jetstream" {
+		t.Errorf("store dir: got %q, want /env/jetstream", c.Embedded.StoreDir)
+	}
+}
+
+func TestUnknownFieldRejected(t *testing.T) {
+	_, err := Read(strings.NewReader("workerz: 3\n"+minimal), noEnv, Overrides{})
+	if err == nil || !strings.Contains(err.Error(), "workerz") {
+		t.Fatalf("got %v, want an error naming the unknown field workerz", err)
+	}
+}
+
+func TestErrorsReportedAtOnce(t *testing.T) {
+	file := `
+log: {format: xml}
+nats: {password: secret}
+snapshots: {replicas: 9}
+pipelines:
+  - name: "bad name"
+    input: {subject: "a..b", create_stream: true}
+    learner: {kind: nope, dim: 0, components: 5, budget: 3, kernel: {name: rbf, gamma: -1}}
+    output: {encoding: avro, subject: "out.{key}.>"}
+    snapshot: {on_corrupt_snapshot: ignore}
+  - name: "q"
+    input: {subject: "x.y"}
+    key_token: 1
+    learner: {dim: 2, components: 1, kernel: {name: linear}}
+`
+	_, err := Read(strings.NewReader(file), noEnv, Overrides{})
+	if err == nil {
+		t.Fatal("got nil, want errors")
+	}
+	want := []string{
+		"log.format",
+		"nats.user",
+		"snapshots.replicas",
+		"pipelines[0].name",
+		"pipelines[0].input.subject",
+		"pipelines[0].input.create_stream",
+		"pipelines[0].learner.kind",
+		"pipelines[0].learner.dim",
+		"pipelines[0].learner.components: must be ≤ budget",
+		"pipelines[0].learner.kernel",
+		"pipelines[0].output.encoding",
+		"pipelines[0].output.subject",
+		"pipelines[0].snapshot.on_corrupt_snapshot",
+		"pipelines[1].key_token",
+	}
+	msg := err.Error()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error does not mention %q; got:\n%s", w, msg)
+		}
+	}
+	t.Logf("errors:\n%s", msg)
+	if n := strings.Count(msg, "\n") + 1; n < len(want) {
+		t.Errorf("got %d errors, want at least %d:\n%s", n, len(want), msg)
+	}
+}
+
+func TestNoPipelines(t *testing.T) {
+	_, err := Read(strings.NewReader("workers: 1\n"), noEnv, Overrides{})
+	if err == nil || !strings.Contains(err.Error(), "pipelines: at least one") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestKeyTokenExplicit(t *testing.T) {
+	c, err := Read(strings.NewReader(`
+pipelines:
+  - name: p
+    input: {subject: "a.*.b.*"}
+    key_token: 3
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`), noEnv, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.ProcessorConfig().Pipelines[0].WithDefaults()
+	if *p.KeyToken != 3 {
+		t.Errorf("key_token: got %d, want 3", *p.KeyToken)
+	}
+	var _ processor.PipelineConfig = p
+}

@@ -1,0 +1,85 @@
+// Package config loads the configuration of "kpcastream run": one YAML file
+// (strict: an unknown field is an error), then environment variables, then
+// command-line flags, with precedence flags > env > file > defaults. It
+// hands each package its own Config: processor.Config (with its pipelines
+// and their learners.Config) and snapshot.Config. Validation reports every
+// problem at once (errors.Join), each naming its field by YAML path, e.g.
+// "config: pipelines[0].learner.components: must be ≤ budget (3), got 5".
+//
+// Only cmd imports config. See examples/kpcastream.yaml for a complete file.
+//
+// # Fields
+//
+// Durations are Go durations ("500ms", "30s", "2m"). A field left out takes
+// its default.
+//
+//	field                                 unit / values              default                 env / flag
+//	nats.url                              comma-separated URLs       "" (embedded server)    NATS_URL, KPCASTREAM_NATS_URL / --nats-url
+//	nats.name                             client name                kpcastream
+//	nats.creds                            credentials file           ""                      NATS_CREDS
+//	nats.nkey                             nkey seed file             ""                      NATS_NKEY
+//	nats.user, nats.password              user/password auth         ""                      NATS_USER, NATS_PASSWORD
+//	nats.token                            token auth                 ""                      NATS_TOKEN
+//	nats.tls.ca                           PEM root CAs file          ""                      NATS_CA
+//	nats.tls.cert, nats.tls.key           PEM client cert and key    ""                      NATS_CERT, NATS_KEY
+//	nats.reconnect_wait                   duration (reconnects forever) 2s
+//	embedded.host                         listen host                127.0.0.1
+//	embedded.port                         port (-1 = any free)       4222
+//	embedded.store_dir                    directory                  <data_dir>/jetstream
+//	data_dir                              directory                  kpcastream-data         KPCASTREAM_DATA_DIR / --data-dir
+//	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format
+//	log.level                             debug|info|warn|error      info                    KPCASTREAM_LOG_LEVEL
+//	http.metrics_addr                     host:port or "off"         :9090                   KPCASTREAM_METRICS_ADDR / --metrics-addr
+//	snapshots.bucket                      KV bucket                  kpcastream-snapshots
+//	snapshots.object_bucket               Object Store bucket        kpcastream-state
+//	snapshots.replicas                    1..5                       1
+//	snapshots.max_inline                  bytes                      min(max_payload−4KiB, 900KiB)
+//	snapshots.history                     revisions per key, 1..64   1
+//	workers                               goroutines                 GOMAXPROCS
+//	queue_size                            messages per worker queue  64
+//	shutdown_timeout                      duration per shutdown step 10s
+//	service_name                          NATS micro service name    kpcastream
+//	checkpoint_bucket                     KV bucket of checkpoints   kpcastream-checkpoints
+//	checkpoint_every                      duration                   5s
+//	snapshot_timeout                      duration per store call    10s
+//	pipelines[i].name                     [A-Za-z0-9_-]+             required
+//	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)
+//	pipelines[i].input.subject            subject filter             required
+//	pipelines[i].input.create_stream      bool                       false
+//	pipelines[i].input.durable            consumer name              kpcastream-<name>
+//	pipelines[i].input.max_ack_pending    messages                   256
+//	pipelines[i].input.ack_wait           duration                   30s
+//	pipelines[i].input.nak_delay          duration (transient errors) 1s
+//	pipelines[i].input.queue_group        core NATS queue group      ""
+//	pipelines[i].key_token                subject token index (0-based) first '*' token; none → one key "_"
+//	pipelines[i].learner.kind             ikpca|kha|window|batch     ikpca
+//	pipelines[i].learner.dim              input dimension d          required
+//	pipelines[i].learner.components       k, 1 ≤ k ≤ budget          required
+//	pipelines[i].learner.budget           stored points B            256
+//	pipelines[i].learner.kernel.name      rbf|poly|linear|sigmoid|laplacian  required
+//	pipelines[i].learner.kernel.gamma     > 0                        1/d
+//	pipelines[i].learner.kernel.degree    poly degree 1..32          3
+//	pipelines[i].learner.kernel.coef0     poly/sigmoid offset        0
+//	pipelines[i].learner.forget           factor in (0, 1]           1 (no forgetting)
+//	pipelines[i].learner.admission        ald | coherence            ald
+//	pipelines[i].learner.eviction         lli | fifo | contribution  lli
+//	pipelines[i].learner.tolerance        ALD ν in (0, 1)            1e-3
+//	pipelines[i].learner.coherence        μ₀ in (0, 1)               0.95
+//	pipelines[i].learner.jitter           in (0, 1)                  1e-10
+//	pipelines[i].learner.learning_rate    kha η₀                     0.05
+//	pipelines[i].learner.decay            kha t₀ (observations)      1000
+//	pipelines[i].learner.refresh          observations               max(1, k/2)
+//	pipelines[i].learner.seed             uint64                     0
+//	pipelines[i].output.subject           template ({pipeline},{key}) kpca.out.{pipeline}.{key}
+//	pipelines[i].output.encoding          json | msgpack | ""        "" (the input's)
+//	pipelines[i].output.stream            stream name                ""
+//	pipelines[i].output.create_stream     bool                       false
+//	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
+//	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
+//	pipelines[i].snapshot.every_messages  messages (< 0 disables)    1000
+//	pipelines[i].snapshot.every           duration (< 0 disables)    30s
+//	pipelines[i].snapshot.on_shutdown     bool                       true
+//	pipelines[i].snapshot.on_corrupt_snapshot  fail | reset          fail
+//	pipelines[i].max_keys                 live learners              1024
+//	pipelines[i].max_batch                observations per message   1024
+package config

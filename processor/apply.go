@@ -1,0 +1,91 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// applied is what one message did to a learner: the outputs of the ready
+// observations, each with the index of its observation in the message, and
+// the number of observations learned while the learner was warming up.
+type applied struct {
+	outs    []codec.Output
+	idx     []int
+	warming int
+}
+
+// check validates every observation of a message against the learner's
+// dimension before anything is learned, so that a bad message leaves the
+// learner untouched.
+func check(obs []codec.Observation, dim int) error {
+	if len(obs) == 0 {
+		return fmt.Errorf("processor: %w: no observations", codec.ErrMalformed)
+	}
+	for i, o := range obs {
+		if len(o.X) != dim {
+			return fmt.Errorf("processor: observation %d: %w: got %d values, want %d", i, learners.ErrDimension, len(o.X), dim)
+		}
+		for j, v := range o.X {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("processor: observation %d: %w: element %d is %v", i, learners.ErrNonFinite, j, v)
+			}
+		}
+	}
+	return nil
+}
+
+// apply feeds the observations of one message (stream sequence seq) to l in
+// order: Learn, then Score. It is the whole per-message computation, with
+// no I/O. Outputs are appended to res (its slices are reused) for every
+// observation scored by a ready learner; before the learner is ready an
+// observation is only learned and counted as warming. eig is a scratch
+// buffer of length l.Components(). A Learn failure (ErrNumerical) stops the
+// message: earlier observations of a batch stay learned, as they would on
+// a replay, since learners are deterministic.
+func apply(res *applied, l learners.Learner, obs []codec.Observation, key string, seq uint64, eig []float64) error {
+	res.outs, res.idx, res.warming = res.outs[:0], res.idx[:0], 0
+	if err := check(obs, l.Dim()); err != nil {
+		return err
+	}
+	k := l.Components()
+	for i := range obs {
+		x := obs[i].X
+		if err := l.Learn(x); err != nil {
+			return fmt.Errorf("processor: learn observation %d: %w", i, err)
+		}
+		n := len(res.outs)
+		if n < cap(res.outs) {
+			res.outs = res.outs[:n+1]
+		} else {
+			res.outs = append(res.outs, codec.Output{})
+		}
+		out := &res.outs[n]
+		z := out.Z
+		if cap(z) >= k {
+			z = z[:k]
+		} else {
+			z = nil
+		}
+		z, nov, err := l.Score(z, x)
+		if errors.Is(err, learners.ErrNotReady) {
+			res.outs = res.outs[:n]
+			res.warming++
+			continue
+		}
+		if err != nil {
+			res.outs = res.outs[:n]
+			return fmt.Errorf("processor: score observation %d: %w", i, err)
+		}
+		sum := l.Summary(eig)
+		*out = codec.Output{
+			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: z,
+			SPE: nov.SPE, T2: nov.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
+		}
+		res.idx = append(res.idx, i)
+	}
+	return nil
+}

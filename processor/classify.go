@@ -1,0 +1,58 @@
+package processor
+
+import (
+	"errors"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// action is what the worker does with a message whose processing failed.
+type action int
+
+const (
+	// actTerm: bad input. Dead-letter the payload, Term the message, count it;
+	// the learner state is untouched.
+	actTerm action = iota + 1
+	// actNak: transient failure (or a key refused for a corrupt snapshot).
+	// NakWithDelay; the message comes back later.
+	actNak
+	// actFatal: the processor cannot go on (invalid learner configuration);
+	// Run returns the error.
+	actFatal
+)
+
+// errPanic marks a panic recovered while processing a message.
+var errPanic = errors.New("processor: panic while processing message")
+
+// errIncompatible marks a snapshot whose learner configuration differs from
+// the pipeline's.
+var errIncompatible = errors.New("processor: snapshot does not match the pipeline's learner config")
+
+// classify sorts a processing error into an action and a short reason,
+// used in the Kpcastream-Error header and in metric labels.
+func classify(err error) (action, string) {
+	switch {
+	// First: a corrupt snapshot wraps the codec error that found it.
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, learners.ErrState), errors.Is(err, errIncompatible):
+		return actNak, "corrupt_snapshot"
+	case errors.Is(err, codec.ErrTooLarge):
+		return actTerm, "too_large"
+	case errors.Is(err, codec.ErrVersion):
+		return actTerm, "version"
+	case errors.Is(err, codec.ErrMalformed):
+		return actTerm, "malformed"
+	case errors.Is(err, learners.ErrDimension):
+		return actTerm, "dimension"
+	case errors.Is(err, learners.ErrNonFinite), errors.Is(err, codec.ErrNonFinite):
+		return actTerm, "non_finite"
+	case errors.Is(err, learners.ErrNumerical):
+		return actTerm, "numerical"
+	case errors.Is(err, errPanic):
+		return actTerm, "panic"
+	case errors.Is(err, learners.ErrConfig):
+		return actFatal, "config"
+	}
+	return actNak, "transient"
+}

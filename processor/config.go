@@ -1,0 +1,416 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// Defaults of Config and PipelineConfig.
+const (
+	DefaultQueueSize        = 64
+	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultServiceName      = "kpcastream"
+	DefaultCheckpointBucket = "kpcastream-checkpoints"
+	DefaultCheckpointEvery  = 5 * time.Second
+	DefaultSnapshotTimeout  = 10 * time.Second
+	DefaultMaxAckPending    = 256
+	DefaultAckWait          = 30 * time.Second
+	DefaultNakDelay         = time.Second
+	DefaultOutputSubject    = "kpca.out.{pipeline}.{key}"
+	DefaultDeadLetter       = "kpca.dlq.{pipeline}"
+	DefaultDuplicates       = 2 * time.Minute
+	DefaultEveryMessages    = 1000
+	DefaultSnapshotEvery    = 30 * time.Second
+	DefaultMaxKeys          = 1024
+	DefaultMaxBatch         = 1024
+	// SingleKey is the partition key of a pipeline whose subject has no key token.
+	SingleKey = "_"
+)
+
+// Config configures a Processor. The zero value of an optional field means
+// "use the default" named in its comment.
+type Config struct {
+	// Workers is the number of worker goroutines; each key is owned by worker
+	// hash(key) mod Workers. Default runtime.GOMAXPROCS(0).
+	Workers int `yaml:"workers"`
+	// QueueSize is the capacity (messages) of each worker's input channel.
+	// A full channel blocks the consumer: back-pressure. Default 64.
+	QueueSize int `yaml:"queue_size"`
+	// ShutdownTimeout bounds each shutdown step (drain, in-flight work, final
+	// snapshots, connection drain). Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ServiceName is the name of the NATS micro service. Default "kpcastream".
+	ServiceName string `yaml:"service_name"`
+	// CheckpointBucket is the JetStream KV bucket holding each JetStream
+	// pipeline's replay checkpoint (the stream sequence from which a restart
+	// must replay). Default "kpcastream-checkpoints".
+	CheckpointBucket string `yaml:"checkpoint_bucket"`
+	// CheckpointEvery is the period of checkpoint writes. Default 5s.
+	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
+	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
+	// Pipelines are the pipelines to run (at least one).
+	Pipelines []PipelineConfig `yaml:"-"`
+}
+
+// PipelineConfig configures one pipeline: an input, a partition key, a
+// learner per key, an output, a dead-letter subject and a snapshot policy.
+type PipelineConfig struct {
+	// Name identifies the pipeline in subjects, snapshot keys, metrics and
+	// message ids (required; letters, digits, '-' and '_').
+	Name string `yaml:"name"`
+	// Input is where the observations come from.
+	Input InputConfig `yaml:"input"`
+	// KeyToken is the zero-based index of the subject token that holds the
+	// partition key. Default: the first '*' token of Input.Subject; with no
+	// '*' there is one key, "_".
+	KeyToken *int `yaml:"key_token"`
+	// Learner configures each key's learner (mapped by package config).
+	Learner learners.Config `yaml:"-"`
+	// Output is where projections go.
+	Output OutputConfig `yaml:"output"`
+	// DeadLetter is the subject template of rejected inputs ({pipeline} and
+	// {key} are replaced). Default "kpca.dlq.{pipeline}".
+	DeadLetter string `yaml:"dead_letter"`
+	// Snapshot is the snapshot policy.
+	Snapshot SnapshotPolicy `yaml:"snapshot"`
+	// MaxKeys bounds the live learners of the pipeline; the least recently
+	// used one is snapshotted and unloaded to make room. Default 1024.
+	MaxKeys int `yaml:"max_keys"`
+	// MaxBatch bounds the observations of one message (codec limit). Default 1024.
+	MaxBatch int `yaml:"max_batch"`
+}
+
+// InputConfig is a pipeline's input: a JetStream stream (durable pull
+// consumer) when Stream is set, else a core NATS subscription.
+type InputConfig struct {
+	// Stream is the JetStream stream name; empty selects core NATS.
+	Stream string `yaml:"stream"`
+	// Subject is the subject filter, e.g. "sensors.*.features" (required).
+	Subject string `yaml:"subject"`
+	// CreateStream creates Stream with Subject when it does not exist.
+	CreateStream bool `yaml:"create_stream"`
+	// Durable is the durable consumer name. Default "kpcastream-<pipeline>".
+	Durable string `yaml:"durable"`
+	// MaxAckPending bounds unacknowledged deliveries. Default 256.
+	MaxAckPending int `yaml:"max_ack_pending"`
+	// AckWait is the redelivery timeout of an unacknowledged message. Default 30s.
+	AckWait time.Duration `yaml:"ack_wait"`
+	// NakDelay is the redelivery delay after a transient failure. Default 1s.
+	NakDelay time.Duration `yaml:"nak_delay"`
+	// QueueGroup is the queue group of a core NATS input (optional).
+	QueueGroup string `yaml:"queue_group"`
+}
+
+// OutputConfig is a pipeline's output.
+type OutputConfig struct {
+	// Subject is the output subject template; {pipeline} and {key} are
+	// replaced. Default "kpca.out.{pipeline}.{key}".
+	Subject string `yaml:"subject"`
+	// Encoding is "json", "msgpack", or empty for the input's encoding.
+	Encoding string `yaml:"encoding"`
+	// Stream, when CreateStream is set, names a stream created to capture
+	// the output subjects with a Duplicates window, so replayed outputs are
+	// deduplicated by their Nats-Msg-Id. Outputs are published with
+	// JetStream whenever some stream captures them, else with core NATS.
+	Stream string `yaml:"stream"`
+	// CreateStream creates Stream when it does not exist.
+	CreateStream bool `yaml:"create_stream"`
+	// Duplicates is the deduplication window of a created output stream. Default 2m.
+	Duplicates time.Duration `yaml:"duplicates"`
+}
+
+// SnapshotPolicy says when a key's learner is snapshotted. A snapshot is
+// also written when a learner is unloaded (MaxKeys).
+type SnapshotPolicy struct {
+	// EveryMessages snapshots a key after this many applied messages;
+	// 0 means the default 1000, a negative value disables it.
+	EveryMessages int `yaml:"every_messages"`
+	// Every snapshots a key changed since its last snapshot after this
+	// duration; 0 means the default 30s, a negative value disables it.
+	Every time.Duration `yaml:"every"`
+	// OnShutdown writes final snapshots on shutdown. Default true.
+	OnShutdown *bool `yaml:"on_shutdown"`
+	// OnCorrupt is "fail" (default: refuse the key's messages and log) or
+	// "reset" (start the key from a fresh learner) for a corrupt snapshot.
+	OnCorrupt string `yaml:"on_corrupt_snapshot"`
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// WithDefaults returns c with every unset optional field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.ServiceName == "" {
+		c.ServiceName = DefaultServiceName
+	}
+	if c.CheckpointBucket == "" {
+		c.CheckpointBucket = DefaultCheckpointBucket
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if c.SnapshotTimeout == 0 {
+		c.SnapshotTimeout = DefaultSnapshotTimeout
+	}
+	ps := make([]PipelineConfig, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		ps[i] = p.WithDefaults()
+	}
+	c.Pipelines = ps
+	return c
+}
+
+// WithDefaults returns p with every unset optional field set to its default.
+func (p PipelineConfig) WithDefaults() PipelineConfig {
+	if p.Input.Stream != "" && p.Input.Durable == "" {
+		p.Input.Durable = "kpcastream-" + p.Name
+	}
+	if p.Input.MaxAckPending == 0 {
+		p.Input.MaxAckPending = DefaultMaxAckPending
+	}
+	if p.Input.AckWait == 0 {
+		p.Input.AckWait = DefaultAckWait
+	}
+	if p.Input.NakDelay == 0 {
+		p.Input.NakDelay = DefaultNakDelay
+	}
+	if p.KeyToken == nil {
+		t := -1
+		for i, tok := range strings.Split(p.Input.Subject, ".") {
+			if tok == "*" {
+				t = i
+				break
+			}
+		}
+		p.KeyToken = &t
+	}
+	p.Learner = p.Learner.WithDefaults()
+	if p.Output.Subject == "" {
+		p.Output.Subject = DefaultOutputSubject
+	}
+	if p.Output.Duplicates == 0 {
+		p.Output.Duplicates = DefaultDuplicates
+	}
+	if p.DeadLetter == "" {
+		p.DeadLetter = DefaultDeadLetter
+	}
+	if p.Snapshot.EveryMessages == 0 {
+		p.Snapshot.EveryMessages = DefaultEveryMessages
+	}
+	if p.Snapshot.Every == 0 {
+		p.Snapshot.Every = DefaultSnapshotEvery
+	}
+	if p.Snapshot.OnShutdown == nil {
+		t := true
+		p.Snapshot.OnShutdown = &t
+	}
+	if p.Snapshot.OnCorrupt == "" {
+		p.Snapshot.OnCorrupt = OnCorruptFail
+	}
+	if p.MaxKeys == 0 {
+		p.MaxKeys = DefaultMaxKeys
+	}
+	if p.MaxBatch == 0 {
+		p.MaxBatch = DefaultMaxBatch
+	}
+	return p
+}
+
+// Values of SnapshotPolicy.OnCorrupt.
+const (
+	OnCorruptFail  = "fail"
+	OnCorruptReset = "reset"
+)
+
+// Validate reports every problem of c at once, naming each field by its
+// YAML path ("pipelines[0].input.subject: required"). Defaults are applied
+// first. Learner settings are checked with learners.Config.Validate.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("processor: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Workers < 1 {
+		bad("workers", "must be ≥ 1, got %d", c.Workers)
+	}
+	if c.QueueSize < 1 {
+		bad("queue_size", "must be ≥ 1, got %d", c.QueueSize)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must be > 0, got %v", c.ShutdownTimeout)
+	}
+	if !nameRE.MatchString(c.ServiceName) {
+		bad("service_name", "must match %s, got %q", nameRE, c.ServiceName)
+	}
+	if !nameRE.MatchString(c.CheckpointBucket) {
+		bad("checkpoint_bucket", "must match %s, got %q", nameRE, c.CheckpointBucket)
+	}
+	if c.CheckpointEvery < 0 {
+		bad("checkpoint_every", "must be > 0, got %v", c.CheckpointEvery)
+	}
+	if c.SnapshotTimeout < 0 {
+		bad("snapshot_timeout", "must be > 0, got %v", c.SnapshotTimeout)
+	}
+	if len(c.Pipelines) == 0 {
+		bad("pipelines", "at least one pipeline is required")
+	}
+	seen := map[string]int{}
+	for i, p := range c.Pipelines {
+		path := fmt.Sprintf("pipelines[%d]", i)
+		if j, dup := seen[p.Name]; dup && p.Name != "" {
+			bad(path+".name", "%q is also the name of pipelines[%d]", p.Name, j)
+		}
+		seen[p.Name] = i
+		errs = append(errs, p.validate(path)...)
+	}
+	return errors.Join(errs...)
+}
+
+func (p PipelineConfig) validate(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("processor: %s.%s: %s", path, field, fmt.Sprintf(format, args...)))
+	}
+	if !nameRE.MatchString(p.Name) {
+		bad("name", "must match %s, got %q", nameRE, p.Name)
+	}
+	toks := strings.Split(p.Input.Subject, ".")
+	switch {
+	case p.Input.Subject == "":
+		bad("input.subject", "required")
+	case !validSubject(p.Input.Subject, true):
+		bad("input.subject", "invalid subject %q", p.Input.Subject)
+	}
+	if p.Input.Stream != "" && !nameRE.MatchString(p.Input.Stream) {
+		bad("input.stream", "must match %s, got %q", nameRE, p.Input.Stream)
+	}
+	if p.Input.Stream == "" && p.Input.CreateStream {
+		bad("input.create_stream", "needs input.stream")
+	}
+	if p.Input.Durable != "" && !nameRE.MatchString(p.Input.Durable) {
+		bad("input.durable", "must match %s, got %q", nameRE, p.Input.Durable)
+	}
+	if p.Input.MaxAckPending < 1 {
+		bad("input.max_ack_pending", "must be ≥ 1, got %d", p.Input.MaxAckPending)
+	}
+	if p.Input.AckWait <= 0 {
+		bad("input.ack_wait", "must be > 0, got %v", p.Input.AckWait)
+	}
+	if p.Input.NakDelay <= 0 {
+		bad("input.nak_delay", "must be > 0, got %v", p.Input.NakDelay)
+	}
+	if k := *p.KeyToken; k >= 0 && p.Input.Subject != "" {
+		if k >= len(toks) {
+			bad("key_token", "subject %q has %d tokens, got index %d", p.Input.Subject, len(toks), k)
+		} else if toks[k] != "*" && toks[k] != ">" {
+			bad("key_token", "token %d of %q is %q, not a wildcard", k, p.Input.Subject, toks[k])
+		}
+	} else if k < -1 {
+		bad("key_token", "must be ≥ 0, got %d", k)
+	}
+	if err := p.Learner.Validate(); err != nil {
+		errs = append(errs, learnerErrors(path+".learner", err)...)
+	}
+	if !validTemplate(p.Output.Subject) {
+		bad("output.subject", "invalid subject template %q", p.Output.Subject)
+	}
+	switch p.Output.Encoding {
+	case "", "json", "msgpack":
+	default:
+		bad("output.encoding", "must be json, msgpack or empty (same as input), got %q", p.Output.Encoding)
+	}
+	if p.Output.CreateStream && !nameRE.MatchString(p.Output.Stream) {
+		bad("output.stream", "must match %s when output.create_stream is set, got %q", nameRE, p.Output.Stream)
+	}
+	if p.Output.Duplicates < 100*time.Millisecond {
+		bad("output.duplicates", "must be ≥ 100ms, got %v", p.Output.Duplicates)
+	}
+	if !validTemplate(p.DeadLetter) {
+		bad("dead_letter", "invalid subject template %q", p.DeadLetter)
+	}
+	switch p.Snapshot.OnCorrupt {
+	case OnCorruptFail, OnCorruptReset:
+	default:
+		bad("snapshot.on_corrupt_snapshot", "must be fail or reset, got %q", p.Snapshot.OnCorrupt)
+	}
+	if p.MaxKeys < 1 {
+		bad("max_keys", "must be ≥ 1, got %d", p.MaxKeys)
+	}
+	if p.MaxBatch < 1 {
+		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)
+	}
+	return errs
+}
+
+// learnerErrors rewrites the joined errors of learners.Config.Validate
+// ("learners: invalid config: kernel: …") as "<path>.kernel: …".
+func learnerErrors(path string, err error) []error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, 0, len(list))
+	prefix := learners.ErrConfig.Error() + ": "
+	for _, e := range list {
+		msg := strings.TrimPrefix(e.Error(), prefix)
+		if field, rest, ok := strings.Cut(msg, ": "); ok && !strings.Contains(field, " ") {
+			out = append(out, fmt.Errorf("processor: %s.%s: %s", path, field, rest))
+		} else {
+			out = append(out, fmt.Errorf("processor: %s: %s", path, msg))
+		}
+	}
+	return out
+}
+
+// validSubject reports whether s is a NATS subject (wildcards allowed when wild).
+func validSubject(s string, wild bool) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return false
+	}
+	toks := strings.Split(s, ".")
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return false
+		case t == ">" && (!wild || i != len(toks)-1):
+			return false
+		case t == "*" && !wild:
+			return false
+		case t != "*" && t != ">" && strings.ContainsAny(t, "*>"):
+			return false
+		}
+	}
+	return true
+}
+
+// validTemplate reports whether a subject template expands to a valid
+// literal subject.
+func validTemplate(t string) bool {
+	return validSubject(expand(t, "p", "k"), false)
+}
+
+// expand replaces {pipeline} and {key} in a subject template.
+func expand(t, pipeline, key string) string {
+	if !strings.Contains(t, "{") {
+		return t
+	}
+	return strings.NewReplacer("{pipeline}", pipeline, "{key}", key).Replace(t)
+}

@@ -1,0 +1,230 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// TestEndToEnd publishes vectors for two keys in each encoding and checks
+// the projections that come out per key, with their message ids.
+func TestEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	for _, enc := range []string{"json", "msgpack"} {
+		t.Run(enc, func(t *testing.T) {
+			pc := pipelineConfig("e2e" + enc)
+			r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+			var mu sync.Mutex
+			got := map[string][]*nats.Msg{}
+			sub, err := e.nc.Subscribe("kpca.out."+pc.Name+".*", func(m *nats.Msg) {
+				mu.Lock()
+				got[m.Subject] = append(got[m.Subject], m)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			const n = 10
+			keys := []string{"a", "b"}
+			for i, x := range vectors(1, 2*n) {
+				key := keys[i%2]
+				ct := ""
+				if enc == "msgpack" && i%4 == 1 {
+					ct = "application/msgpack" // else detected
+				}
+				e.publish(t, "in."+pc.Name+"."+key, encodeObs(t, enc, x, fmt.Sprint("obs", i)), ct)
+			}
+			want := n - (pcaWarm - 1) // per key, once the learner is ready
+			waitFor(t, 10*time.Second, "outputs", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got["kpca.out."+pc.Name+".a"]) == want && len(got["kpca.out."+pc.Name+".b"]) == want
+			})
+			wantEnc, _ := codec.ParseEncoding(enc)
+			for _, key := range keys {
+				msgs := got["kpca.out."+pc.Name+"."+key]
+				var lastSeq uint64
+				for _, m := range msgs {
+					if ct := m.Header.Get("Content-Type"); ct != wantEnc.ContentType() {
+						t.Errorf("content type: got %q, want %q", ct, wantEnc.ContentType())
+					}
+					out, err := codec.DecodeOutput(m.Data, wantEnc)
+					if err != nil {
+						t.Fatalf("decode output: %v", err)
+					}
+					if out.Key != key || len(out.Z) != 2 || out.Seq <= lastSeq || out.ID == "" {
+						t.Errorf("output: got %+v after seq %d", out, lastSeq)
+					}
+					lastSeq = out.Seq
+					if id, want := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("%s/%s/%d", pc.Name, key, out.Seq); id != want {
+						t.Errorf("Nats-Msg-Id: got %q, want %q", id, want)
+					}
+				}
+			}
+			if s := r.stats(pc.Name); s.In != 2*n || s.Out != int64(2*want) || s.Warming != 2*(pcaWarm-1) || s.Learners != 2 {
+				t.Errorf("stats: got %+v", s)
+			}
+			if got := e.streamMsgs(t, pc.Name+"_OUT"); got != uint64(2*want) {
+				t.Errorf("output stream: got %d messages, want %d", got, 2*want)
+			}
+			if err := r.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// TestCoreInputBatch runs a core NATS pipeline with one key and a batch
+// message: each observation of the batch gets its own output and id.
+func TestCoreInputBatch(t *testing.T) {
+	e := newEnv(t)
+	pc := PipelineConfig{Name: "core", Input: InputConfig{Subject: "core.in"}, Learner: testLearnerConfig(),
+		Output: OutputConfig{Subject: "core.out.{key}", Encoding: "json"}}
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	sub, err := e.nc.SubscribeSync("core.out.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"batch":[[1,2,3],[2,1,0],[0,1,1],[1,1,1],[3,2,1],[0,0,1]]}`
+	if err := e.nc.Publish("core.in", []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	for i := pcaWarm - 1; i < 6; i++ {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("output %d: %v", i, err)
+		}
+		if m.Subject != "core.out."+SingleKey {
+			t.Errorf("subject: got %q", m.Subject)
+		}
+		if id, want := m.Header.Get(jetstream.MsgIDHeader), fmt.Sprintf("core/%s/1/%d", SingleKey, i); id != want {
+			t.Errorf("Nats-Msg-Id: got %q, want %q", id, want)
+		}
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadState returns the saved state and last sequence of a key.
+func (e *env) loadState(t *testing.T, pipeline, key string) (*learners.State, uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, _, err := e.store.Load(ctx, snapshot.JoinKey(pipeline, key))
+	if err != nil {
+		t.Fatalf("load %s/%s: %v", pipeline, key, err)
+	}
+	return snap.State, snap.LastSeq
+}
+
+// TestExactlyOnce stops a processor abruptly (no final snapshot) in the
+// middle of a stream, restarts it and checks that every key's learner state
+// equals that of an uninterrupted run, and that the output stream holds each
+// projection once.
+func TestExactlyOnce(t *testing.T) {
+	e := newEnv(t)
+	t.Run("testpca", func(t *testing.T) { exactlyOnce(t, e, "", testLearnerConfig(), newPCA) })
+	ikpca := learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 12,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Forget: 0.99, Seed: 3}
+	t.Run("ikpca", func(t *testing.T) { exactlyOnce(t, e, "i", ikpca, nil) })
+}
+
+func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLearner func(learners.Config) (learners.Learner, error)) {
+	keys := []string{"k0", "k1", "k2"}
+	// A seeded random order of keys, so that the keys snapshot at unrelated sequences.
+	rng := rand.New(rand.NewPCG(7, 7))
+	counts := make([]int, len(keys))
+	var order []int
+	for range 200 {
+		j := rng.IntN(len(keys))
+		order = append(order, j)
+		counts[j]++
+	}
+	data := make([][][]float64, len(keys))
+	for j := range keys {
+		data[j] = vectors(uint64(100+j), counts[j])
+	}
+	total := len(order)
+	publishAll := func(pc PipelineConfig, from, to int) {
+		next := make([]int, len(keys))
+		for _, j := range order[:from] {
+			next[j]++
+		}
+		for _, j := range order[from:to] {
+			e.publish(t, "in."+pc.Name+"."+keys[j], encodeObs(t, "msgpack", data[j][next[j]], fmt.Sprint(next[j])), "")
+			next[j]++
+		}
+	}
+	// Reference: one uninterrupted run.
+	ref := pipelineConfig(prefix + "ref")
+	ref.Learner = lc
+	r := e.startWith(t, Config{Pipelines: []PipelineConfig{ref}}, newLearner)
+	publishAll(ref, 0, total)
+	waitFor(t, 20*time.Second, "reference drained", func() bool { return e.drained(t, ref) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Interrupted run: snapshots every 7 messages per key, no final snapshot.
+	pc := pipelineConfig(prefix + "exo")
+	pc.Learner = lc
+	no := false
+	pc.Snapshot = SnapshotPolicy{EveryMessages: 7, Every: -1, OnShutdown: &no}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ensureStream(ctx, e.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject}}); err != nil {
+		t.Fatal(err)
+	}
+	publishAll(pc, 0, total/2)
+	r = e.startWith(t, Config{Pipelines: []PipelineConfig{pc}, QueueSize: 4}, newLearner)
+	waitFor(t, 20*time.Second, "half processed", func() bool { return r.stats(pc.Name).In >= int64(total/3) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	first := r.stats(pc.Name)
+	t.Logf("first run: %+v", first)
+	publishAll(pc, total/2, total)
+	pc.Snapshot.OnShutdown = nil // final snapshots this time
+	r = e.startWith(t, Config{Pipelines: []PipelineConfig{pc}}, newLearner)
+	waitFor(t, 20*time.Second, "drained after restart", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	second := r.stats(pc.Name)
+	t.Logf("second run: %+v", second)
+	if replayed := second.In - int64(total) + first.In; replayed <= 0 {
+		t.Errorf("the restart replayed nothing (first run %d, second run %d of %d messages): the test did not exercise replay", first.In, second.In, total)
+	}
+	for j, k := range keys {
+		want, wantSeq := e.loadState(t, ref.Name, k)
+		got, _ := e.loadState(t, pc.Name, k)
+		if got.Seen != int64(counts[j]) {
+			t.Errorf("key %s: seen %d, want %d", k, got.Seen, counts[j])
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("key %s: state after interruption differs from the uninterrupted run (ref last seq %d)", k, wantSeq)
+		}
+	}
+	wantOut := e.streamMsgs(t, ref.Name+"_OUT")
+	if got := e.streamMsgs(t, pc.Name+"_OUT"); got != wantOut || wantOut == 0 {
+		t.Errorf("output stream: got %d messages, reference %d", got, wantOut)
+	}
+	if newLearner != nil {
+		if want := uint64(total - len(keys)*(pcaWarm-1)); wantOut != want {
+			t.Errorf("reference output stream: got %d messages, want %d", wantOut, want)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// TestDeadLetters sends one message of every bad-input class and checks
+// that each reaches the dead-letter subject with its reason, that the
+// learner state is untouched and that the worker keeps going.
+func TestDeadLetters(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("dlq")
+	pc.MaxBatch = 4
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	dl, err := e.nc.SubscribeSync("kpca.dlq.dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.nc.SubscribeSync("kpca.out.dlq.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := "in.dlq.s1"
+	for i, x := range vectors(3, pcaWarm) { // warm the learner up
+		e.publish(t, subj, encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	if _, err := out.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("warm-up output: %v", err)
+	}
+	nan, _ := msgpack.Marshal(map[string]any{"x": []float64{1, math.NaN(), 2}})
+	bad := []struct {
+		name, reason string
+		data         []byte
+	}{
+		{"undecodable", "malformed", []byte("{not json")},
+		{"wrong dimension", "dimension", []byte(`{"x":[1,2]}`)},
+		{"nan", "non_finite", nan},
+		{"oversized batch", "too_large", []byte(`{"batch":[[1,2,3],[1,2,3],[1,2,3],[1,2,3],[1,2,3]]}`)},
+		{"panic", "panic", []byte(fmt.Sprintf(`{"x":[%v,1,1]}`, panicValue))},
+	}
+	before := r.stats(pc.Name)
+	for _, b := range bad {
+		e.publish(t, subj, b.data, "")
+	}
+	for _, b := range bad {
+		m, err := dl.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("dead letter for %s: %v", b.name, err)
+		}
+		if got := m.Header.Get(HeaderError); got != b.reason {
+			t.Errorf("%s: reason got %q, want %q (detail %q)", b.name, got, b.reason, m.Header.Get(HeaderErrorDetail))
+		}
+		if m.Header.Get(HeaderSubject) != subj || m.Header.Get(HeaderStreamSeq) == "" || string(m.Data) != string(b.data) {
+			t.Errorf("%s: headers %v, payload %q", b.name, m.Header, m.Data)
+		}
+	}
+	// The worker keeps going, and the bad messages changed nothing.
+	e.publish(t, subj, encodeObs(t, "json", []float64{1, 2, 3}, "after"), "")
+	m, err := out.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("output after bad inputs: %v", err)
+	}
+	o, err := codec.DecodeOutput(m.Data, codec.JSON)
+	if err != nil || o.ID != "after" {
+		t.Fatalf("output after bad inputs: %+v, %v", o, err)
+	}
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	after := r.stats(pc.Name)
+	if d := after.DeadLettered - before.DeadLettered; d != int64(len(bad)) {
+		t.Errorf("dead-lettered: got %d, want %d", d, len(bad))
+	}
+	if got := metricValue(t, r.p.met.deadLetters.WithLabelValues(pc.Name, "dimension")); got != 1 {
+		t.Errorf("kpca_dead_letters_total{reason=dimension}: got %v, want 1", got)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.loadState(t, pc.Name, "s1")
+	if st.Seen != pcaWarm+1 {
+		t.Errorf("learner seen %d observations, want %d (bad inputs must not count)", st.Seen, pcaWarm+1)
+	}
+}
+
+// TestStaleWorkerCannotOverwrite commits a newer snapshot behind the
+// processor's back: the processor's next save conflicts, it does not
+// overwrite, and it reloads the newer snapshot for the next message.
+func TestStaleWorkerCannotOverwrite(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("stale")
+	pc.Snapshot = SnapshotPolicy{EveryMessages: 2, Every: -1}
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 1})
+	subj := "in.stale.s"
+	xs := vectors(5, 12)
+	for i := range 2 {
+		e.publish(t, subj, encodeObs(t, "json", xs[i], ""), "")
+	}
+	key := snapshot.JoinKey(pc.Name, "s")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var snap *codec.Snapshot
+	var rev uint64
+	waitFor(t, 5*time.Second, "first snapshot", func() bool {
+		var err error
+		snap, rev, err = e.store.Load(ctx, key)
+		return err == nil
+	})
+	// Another worker commits a newer snapshot (it claims sequence 1000).
+	snap.LastSeq = 1000
+	newer, err := e.store.Save(ctx, key, snap, rev)
+	if err != nil {
+		t.Fatalf("competing save: %v", err)
+	}
+	for i := 2; i < 4; i++ {
+		e.publish(t, subj, encodeObs(t, "json", xs[i], ""), "")
+	}
+	waitFor(t, 5*time.Second, "conflict", func() bool {
+		return metricValue(t, r.p.met.snapFailures.WithLabelValues(pc.Name, "conflict")) == 1
+	})
+	got, gotRev, err := e.store.Load(ctx, key)
+	if err != nil || got.LastSeq != 1000 || gotRev != newer {
+		t.Fatalf("after the conflict: last seq %v rev %d (%v), want the competing snapshot 1000 at rev %d", got, gotRev, err, newer)
+	}
+	// The next message reloads the newer snapshot, whose sequence covers it: skipped.
+	skipped := r.stats(pc.Name).Skipped
+	e.publish(t, subj, encodeObs(t, "json", xs[4], ""), "")
+	waitFor(t, 5*time.Second, "skip by the reloaded snapshot", func() bool { return r.stats(pc.Name).Skipped == skipped+1 })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMaxKeys sends messages for many more keys than max_keys: the live
+// learners stay bounded, unloaded ones are snapshotted and reloaded.
+func TestMaxKeys(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("many")
+	pc.MaxKeys = 4
+	pc.Snapshot = SnapshotPolicy{EveryMessages: -1, Every: -1}
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+	const nkeys, rounds = 24, 3
+	peak := int64(0)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				peak = max(peak, r.stats(pc.Name).Learners)
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	for round := range rounds {
+		for k := range nkeys {
+			e.publish(t, fmt.Sprintf("in.many.key%02d", k), encodeObs(t, "msgpack", vectors(uint64(k), rounds)[round], ""), "")
+		}
+	}
+	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	close(stop)
+	<-done
+	if peak > int64(pc.MaxKeys) || peak == 0 {
+		t.Errorf("live learners peaked at %d, want 1..%d", peak, pc.MaxKeys)
+	}
+	if got := metricValue(t, r.p.met.activeLearners.WithLabelValues(pc.Name)); got > float64(pc.MaxKeys) {
+		t.Errorf("kpca_active_learners: got %v, want ≤ %d", got, pc.MaxKeys)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", r.stats(pc.Name))
+	for k := range nkeys {
+		st, last := e.loadState(t, pc.Name, fmt.Sprintf("key%02d", k))
+		if st.Seen != rounds {
+			t.Logf("key%02d last seq %d", k, last)
+			t.Errorf("key%02d: seen %d, want %d (unloaded state lost?)", k, st.Seen, rounds)
+		}
+	}
+}
+
+// TestCorruptSnapshot refuses a key with a corrupt snapshot (fail policy)
+// and starts it afresh with the reset policy.
+func TestCorruptSnapshot(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, snapshot.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := snapshot.EncodeKey(snapshot.JoinKey("bad", "c"))
+	if _, err := kv.Put(ctx, k, []byte("KPCS garbage")); err != nil {
+		t.Fatal(err)
+	}
+	pc := pipelineConfig("bad")
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	e.publish(t, "in.bad.c", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
+	waitFor(t, 5*time.Second, "refusal", func() bool { return r.stats(pc.Name).Naks >= 2 })
+	if n := r.stats(pc.Name).Learners; n != 0 {
+		t.Errorf("a learner was loaded for a corrupt snapshot (%d live)", n)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	pc.Snapshot.OnCorrupt = OnCorruptReset
+	r = e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	waitFor(t, 5*time.Second, "fresh learner", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.loadState(t, pc.Name, "c")
+	if st.Seen != 1 {
+		t.Errorf("reset key: seen %d, want 1", st.Seen)
+	}
+}
+
+// TestOperations checks the micro endpoints and the HTTP endpoints.
+func TestOperations(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("ops")
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	srv := httptest.NewServer(r.p.Handler())
+	defer srv.Close()
+	for i, x := range vectors(9, 6) {
+		e.publish(t, "in.ops.m", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+
+	req := func(subject string, body any) *nats.Msg {
+		t.Helper()
+		var data []byte
+		if body != nil {
+			data, _ = json.Marshal(body)
+		}
+		m, err := e.nc.Request(subject, data, 5*time.Second)
+		if err != nil {
+			t.Fatalf("request %s: %v", subject, err)
+		}
+		if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+			t.Fatalf("request %s: error %s %s", subject, code, m.Header.Get(micro.ErrorHeader))
+		}
+		return m
+	}
+	var stats []PipelineStats
+	if err := json.Unmarshal(req("kpcastream.stats", nil).Data, &stats); err != nil || len(stats) != 1 || stats[0].In != 6 {
+		t.Errorf("stats: %+v, %v", stats, err)
+	}
+	var infos []PipelineInfo
+	if err := json.Unmarshal(req("kpcastream.pipelines", nil).Data, &infos); err != nil || len(infos) != 1 || infos[0].Dim != 3 || !infos[0].OutputJS {
+		t.Errorf("pipelines: %+v, %v", infos, err)
+	}
+	model, err := codec.DecodeModel(req("kpcastream.model", KeyRequest{Pipeline: "ops", Key: "m"}).Data)
+	if err != nil || model.Seen != 6 {
+		t.Errorf("model: %+v, %v", model, err)
+	}
+	var snapResp map[string]int
+	_ = json.Unmarshal(req("kpcastream.snapshot", KeyRequest{Pipeline: "ops", Key: "m"}).Data, &snapResp)
+	if snapResp["snapshots"] != 1 {
+		t.Errorf("snapshot: got %v, want 1 snapshot", snapResp)
+	}
+	waitFor(t, 5*time.Second, "snapshot saved", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, _, err := e.store.Load(ctx, snapshot.JoinKey("ops", "m"))
+		return err == nil && s.State.Seen == 6
+	})
+	req("kpcastream.reset", KeyRequest{Pipeline: "ops", Key: "m"})
+	waitFor(t, 5*time.Second, "reset saved", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s, _, err := e.store.Load(ctx, snapshot.JoinKey("ops", "m"))
+		return err == nil && s.State.Seen == 0
+	})
+	m, err := e.nc.Request("kpcastream.model", []byte(`{"pipeline":"nope","key":"m"}`), 5*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "500" {
+		t.Errorf("model of an unknown pipeline: %v %v", m, err)
+	}
+	ping, err := e.nc.Request("$SRV.PING.kpcastream", nil, 5*time.Second)
+	if err != nil || !strings.Contains(string(ping.Data), `"name":"kpcastream"`) {
+		t.Errorf("$SRV.PING: %v %v", ping, err)
+	}
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `kpca_messages_total{pipeline="ops",result="ok"} 3`) ||
+		!strings.Contains(body, "kpca_learn_duration_seconds_bucket") || !strings.Contains(body, "kpca_active_learners") {
+		t.Errorf("/metrics: %d\n%s", code, body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz while running: %d", code)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get("/readyz"); code != 503 {
+		t.Errorf("/readyz after stop: %d, want 503", code)
+	}
+	_ = jetstream.MsgIDHeader
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	t.Fatalf("metric %v is neither a counter nor a gauge", m.Desc())
+	return 0
+}

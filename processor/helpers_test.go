@@ -1,0 +1,237 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kpcastream/kpcastream/internal/natstest"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// env is a real embedded nats-server with JetStream and a client.
+type env struct {
+	url   string
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *snapshot.Store
+}
+
+func newEnv(t *testing.T) *env { return newEnvB(t) }
+
+func newEnvB(t testing.TB) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test against an embedded nats-server (skipped under -short)")
+	}
+	_, url := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := snapshot.Open(ctx, js, snapshot.Config{})
+	if err != nil {
+		t.Fatalf("open snapshot store: %v", err)
+	}
+	return &env{url: url, nc: nc, js: js, store: st}
+}
+
+// pipelineConfig returns a JetStream pipeline on stream <NAME>_IN, subject
+// in.<name>.*, output kpca.out.<name>.<key> captured by stream <NAME>_OUT.
+func pipelineConfig(name string) PipelineConfig {
+	return PipelineConfig{
+		Name:       name,
+		Input:      InputConfig{Stream: name + "_IN", Subject: "in." + name + ".*", CreateStream: true, NakDelay: 50 * time.Millisecond},
+		Learner:    testLearnerConfig(),
+		Output:     OutputConfig{Subject: "kpca.out.{pipeline}.{key}", Stream: name + "_OUT", CreateStream: true},
+		DeadLetter: "kpca.dlq.{pipeline}",
+	}
+}
+
+type running struct {
+	p    *Processor
+	reg  *prometheus.Registry
+	stop func() error
+}
+
+// start runs a processor with the test learner; stop cancels it and
+// returns Run's error.
+func (e *env) start(t *testing.T, cfg Config) *running {
+	t.Helper()
+	return e.startWith(t, cfg, newPCA)
+}
+
+func (e *env) startB(t testing.TB, cfg Config) *running {
+	t.Helper()
+	return e.startWith(t, cfg, nil)
+}
+
+// startWith is start with the given learner constructor (nil: learners.New).
+func (e *env) startWith(t testing.TB, cfg Config, newLearner func(learners.Config) (learners.Learner, error)) *running {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if cfg.Workers == 0 {
+		cfg.Workers = 2
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 50 * time.Millisecond
+	}
+	log := zap.NewNop()
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt)
+	}
+	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: log, Registry: reg, NewLearner: newLearner})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("Run returned before ready: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("processor not ready after 10s")
+		}
+	}
+	stopped := false
+	r := &running{p: p, reg: reg}
+	r.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("Run did not return 30s after cancel")
+		}
+	}
+	t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// vectors returns n deterministic 3-vectors from seed.
+func vectors(seed uint64, n int) [][]float64 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([][]float64, n)
+	for i := range out {
+		a := r.NormFloat64()
+		out[i] = []float64{a + 0.1*r.NormFloat64(), 2*a + 0.1*r.NormFloat64(), r.NormFloat64()}
+	}
+	return out
+}
+
+type obsWire struct {
+	X  []float64 `json:"x" msgpack:"x"`
+	ID string    `json:"id" msgpack:"id"`
+}
+
+func encodeObs(t *testing.T, enc string, x []float64, id string) []byte {
+	t.Helper()
+	var b []byte
+	var err error
+	if enc == "json" {
+		b, err = json.Marshal(obsWire{X: x, ID: id})
+	} else {
+		b, err = msgpack.Marshal(obsWire{X: x, ID: id})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// publish publishes data to subject on the input stream and waits for the ack.
+func (e *env) publish(t *testing.T, subject string, data []byte, contentType string) {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = data
+	if contentType != "" {
+		m.Header.Set("Content-Type", contentType)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.js.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("publish %s: %v", subject, err)
+	}
+}
+
+// waitFor polls cond every 10ms until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// drained reports whether the durable consumer has seen every message of
+// its stream acknowledged (ack floor at the stream's last sequence).
+func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, pc.Input.Stream)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	si, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	c, err := s.Consumer(ctx, pc.WithDefaults().Input.Durable)
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	return info.NumAckPending == 0 && info.AckFloor.Stream >= si.State.LastSeq
+}
+
+func (e *env) streamMsgs(t *testing.T, stream string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func (r *running) stats(name string) PipelineStats {
+	for _, s := range r.p.Stats() {
+		if s.Pipeline == name {
+			return s
+		}
+	}
+	return PipelineStats{}
+}

@@ -1,0 +1,73 @@
+package processor
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Prometheus collectors of a Processor. Labels are the
+// pipeline name and small fixed sets (result, reason); never keys.
+type metrics struct {
+	messages       *prometheus.CounterVec   // pipeline, result
+	outputs        *prometheus.CounterVec   // pipeline
+	deadLetters    *prometheus.CounterVec   // pipeline, reason
+	learnSeconds   *prometheus.HistogramVec // pipeline
+	activeLearners *prometheus.GaugeVec     // pipeline
+	storedPoints   *prometheus.GaugeVec     // pipeline
+	explained      *prometheus.GaugeVec     // pipeline
+	snapBytes      *prometheus.HistogramVec // pipeline
+	snapSeconds    *prometheus.HistogramVec // pipeline
+	snapFailures   *prometheus.CounterVec   // pipeline, reason
+	pending        *prometheus.GaugeVec     // pipeline
+	checkpoint     *prometheus.GaugeVec     // pipeline
+	publishErrors  *prometheus.CounterVec   // pipeline
+}
+
+// Message results (label "result" of kpca_messages_total).
+const (
+	resultOK         = "ok"
+	resultWarming    = "warming"
+	resultSkipped    = "skipped"
+	resultDeadLetter = "dead_letter"
+	resultNak        = "nak"
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_messages_total",
+			Help: "Input messages handled, by result (ok, warming, skipped, dead_letter, nak)."}, []string{"pipeline", "result"}),
+		outputs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_outputs_total",
+			Help: "Projections published."}, []string{"pipeline"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_dead_letters_total",
+			Help: "Input messages dead-lettered, by reason."}, []string{"pipeline", "reason"}),
+		learnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kpca_learn_duration_seconds",
+			Help:    "Time to learn and score one input message.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}, []string{"pipeline"}),
+		activeLearners: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_active_learners",
+			Help: "Learners loaded in memory."}, []string{"pipeline"}),
+		storedPoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_dictionary_points",
+			Help: "Stored points (dictionary or window fill) summed over the loaded learners."}, []string{"pipeline"}),
+		explained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_explained_variance_ratio",
+			Help: "Explained variance ratio of the most recent projection."}, []string{"pipeline"}),
+		snapBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kpca_snapshot_state_bytes",
+			Help:    "Size of the learner state arrays of each saved snapshot (8 bytes per value).",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 10)}, []string{"pipeline"}),
+		snapSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kpca_snapshot_duration_seconds",
+			Help:    "Time to save one snapshot.",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 10)}, []string{"pipeline"}),
+		snapFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_snapshot_failures_total",
+			Help: "Failed snapshot saves and loads, by reason (conflict, corrupt, error)."}, []string{"pipeline", "reason"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_consumer_pending_messages",
+			Help: "Consumer lag: messages in the stream not yet delivered to the consumer."}, []string{"pipeline"}),
+		checkpoint: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_checkpoint_sequence",
+			Help: "Stream sequence from which a restart replays the input."}, []string{"pipeline"}),
+		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_publish_errors_total",
+			Help: "Failed output publishes."}, []string{"pipeline"}),
+	}
+	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.activeLearners,
+		m.storedPoints, m.explained, m.snapBytes, m.snapSeconds, m.snapFailures, m.pending, m.checkpoint, m.publishErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

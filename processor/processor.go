@@ -1,0 +1,471 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// Deps are the collaborators of a Processor. Conn is required; the others
+// have defaults.
+type Deps struct {
+	// Conn is the NATS connection. The Processor never closes or drains it:
+	// the caller does, after Run returns.
+	Conn *nats.Conn
+	// JS is the JetStream context. Default jetstream.New(Conn).
+	JS jetstream.JetStream
+	// Snapshots is the snapshot store. Default: snapshot.Open with a zero
+	// snapshot.Config, in Run.
+	Snapshots *snapshot.Store
+	// Logger receives the logs. Default zap.NewNop().
+	Logger *zap.Logger
+	// Registry registers the metrics. Default: a new prometheus.Registry,
+	// served by Handler.
+	Registry prometheus.Registerer
+	// Gatherer serves /metrics. Default: Registry when it is a Gatherer.
+	Gatherer prometheus.Gatherer
+	// NewLearner builds a learner. Default learners.New.
+	NewLearner func(learners.Config) (learners.Learner, error)
+}
+
+// Processor runs pipelines: it consumes observations, feeds one learner per
+// partition key, publishes projections and snapshots learner state.
+type Processor struct {
+	cfg        Config
+	conn       *nats.Conn
+	js         jetstream.JetStream
+	store      *snapshot.Store
+	log        *zap.Logger
+	met        *metrics
+	gatherer   prometheus.Gatherer
+	newLearner func(learners.Config) (learners.Learner, error)
+	pipes      []*pipeline
+	workers    []*worker
+	ready      atomic.Bool
+	inMu       sync.RWMutex // guards sends to worker inputs against closeWorkers
+	inClosed   bool
+	started    atomic.Bool
+	ckpt       jetstream.KeyValue
+}
+
+// pipeline is the run-time state of one PipelineConfig.
+type pipeline struct {
+	cfg    PipelineConfig
+	idx    int
+	limits codec.Limits
+	outEnc codec.Encoding // 0: the input's
+	outJS  bool
+	track  *tracker // nil for a core NATS input
+	cc     jetstream.ConsumeContext
+	sub    *nats.Subscription
+	// coreSeq numbers core NATS messages (not durable across restarts).
+	coreSeq atomic.Uint64
+	stats   pipelineStats
+}
+
+// pipelineStats are the counters reported by the stats endpoint.
+type pipelineStats struct {
+	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
+	Pending, Checkpoint                                 atomic.Uint64
+}
+
+// New checks cfg and returns a Processor; nothing is started before Run.
+func New(cfg Config, deps Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Conn == nil {
+		return nil, errors.New("processor: deps.Conn is required")
+	}
+	cfg = cfg.WithDefaults()
+	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	p.log = p.log.Named("processor")
+	if p.newLearner == nil {
+		p.newLearner = learners.New
+	}
+	if p.js == nil {
+		js, err := jetstream.New(deps.Conn)
+		if err != nil {
+			return nil, fmt.Errorf("processor: jetstream: %w", err)
+		}
+		p.js = js
+	}
+	reg := deps.Registry
+	p.gatherer = deps.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg, p.gatherer = r, r
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok && p.gatherer == nil {
+		p.gatherer = g
+	}
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("processor: metrics: %w", err)
+	}
+	p.met = met
+	for i, pc := range cfg.Pipelines {
+		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}}
+		if pc.Output.Encoding != "" {
+			if pl.outEnc, err = codec.ParseEncoding(pc.Output.Encoding); err != nil {
+				return nil, err
+			}
+		}
+		if pc.Input.Stream != "" {
+			pl.track = newTracker()
+		}
+		p.pipes = append(p.pipes, pl)
+	}
+	for i := range cfg.Workers {
+		p.workers = append(p.workers, newWorker(p, i))
+	}
+	return p, nil
+}
+
+// Ready reports whether the processor is connected and consuming.
+func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected() }
+
+// Run sets up the streams, consumers and the micro service, then processes
+// messages until ctx is cancelled. It then stops consuming (drain), lets the
+// workers finish their queued messages, writes final snapshots (unless the
+// policy disables them) and the checkpoints, each step bounded by
+// ShutdownTimeout, and returns nil, or the first fatal error. Run may be
+// called once.
+func (p *Processor) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("processor: Run called twice")
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := p.setup(setupCtx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	// The workers outlive ctx: they stop when their inputs are closed.
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	for _, w := range p.workers {
+		g.Go(func() error { return w.snapshotter(gctx) })
+		g.Go(func() error { return w.run(gctx) })
+	}
+	svc, err := p.startService(gctx)
+	if err != nil {
+		p.closeWorkers()
+		_ = g.Wait()
+		return err
+	}
+	var consumeErr error
+	for _, pl := range p.pipes {
+		if consumeErr = p.startInput(gctx, pl); consumeErr != nil {
+			break
+		}
+	}
+	stopCkpt := make(chan struct{})
+	var ckptDone sync.WaitGroup
+	if consumeErr == nil {
+		p.ready.Store(true)
+		p.log.Info("running", zap.Int("pipelines", len(p.pipes)), zap.Int("workers", len(p.workers)))
+		ckptDone.Add(1)
+		g.Go(func() error { defer ckptDone.Done(); p.checkpointLoop(gctx, stopCkpt); return nil })
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+		}
+	}
+	// Shutdown.
+	p.ready.Store(false)
+	p.log.Info("shutting down")
+	if svc != nil {
+		if err := svc.Stop(); err != nil {
+			p.log.Warn("stop micro service", zap.Error(err))
+		}
+	}
+	p.stopInputs()
+	close(stopCkpt)
+	ckptDone.Wait()
+	p.closeWorkers()
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-time.After(2*p.cfg.ShutdownTimeout + p.cfg.SnapshotTimeout):
+		runErr = errors.New("processor: workers did not stop in time")
+	}
+	if runErr == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+		p.writeCheckpoints(wctx)
+		cancel()
+	}
+	return errors.Join(consumeErr, runErr)
+}
+
+// setup opens the snapshot store and the checkpoint bucket, and creates the
+// configured streams.
+func (p *Processor) setup(ctx context.Context) error {
+	if p.store == nil {
+		st, err := snapshot.Open(ctx, p.js, snapshot.Config{})
+		if err != nil {
+			return fmt.Errorf("processor: open snapshot store: %w", err)
+		}
+		p.store = st
+	}
+	for _, pl := range p.pipes {
+		pc := pl.cfg
+		if pc.Input.Stream != "" && p.ckpt == nil {
+			kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket, Description: "kpcastream replay checkpoints"})
+			if err != nil {
+				return fmt.Errorf("processor: checkpoint bucket %q: %w", p.cfg.CheckpointBucket, err)
+			}
+			p.ckpt = kv
+		}
+		if pc.Input.Stream != "" && pc.Input.CreateStream {
+			if err := ensureStream(ctx, p.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject}}); err != nil {
+				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
+			}
+		}
+		wild := expand(pc.Output.Subject, pc.Name, "*")
+		if pc.Output.CreateStream {
+			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates}
+			if err := ensureStream(ctx, p.js, sc); err != nil {
+				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
+			}
+		}
+		if validSubject(wild, true) {
+			if name, err := p.js.StreamNameBySubject(ctx, wild); err == nil && name != "" {
+				pl.outJS = true
+			}
+		}
+		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
+			zap.String("stream", pc.Input.Stream), zap.String("output", pc.Output.Subject), zap.Bool("output_jetstream", pl.outJS))
+	}
+	return nil
+}
+
+// ensureStream creates the stream sc unless a stream of that name exists.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	_, err := js.Stream(ctx, sc.Name)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	_, err = js.CreateStream(ctx, sc)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil
+	}
+	return err
+}
+
+// startInput starts consuming the input of pl.
+func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
+	pc := pl.cfg
+	if pc.Input.Stream == "" {
+		h := func(m *nats.Msg) {
+			seq := pl.coreSeq.Add(1)
+			p.dispatch(ctx, pl, &inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+		}
+		var err error
+		if pc.Input.QueueGroup != "" {
+			pl.sub, err = p.conn.QueueSubscribe(pc.Input.Subject, pc.Input.QueueGroup, h)
+		} else {
+			pl.sub, err = p.conn.Subscribe(pc.Input.Subject, h)
+		}
+		if err != nil {
+			return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
+		}
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cons, err := p.js.CreateOrUpdateConsumer(sctx, pc.Input.Stream, jetstream.ConsumerConfig{
+		Durable:       pc.Input.Durable,
+		FilterSubject: pc.Input.Subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       pc.Input.AckWait,
+		MaxAckPending: pc.Input.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s: consumer: %w", pc.Name, err)
+	}
+	// Replay from the checkpoint: every message at or after it may be
+	// missing from the snapshots; workers skip what a key's snapshot holds.
+	start := uint64(1)
+	if e, err := p.ckpt.Get(sctx, checkpointKey(pc)); err == nil {
+		if v, perr := strconv.ParseUint(string(e.Value()), 10, 64); perr == nil && v > 0 {
+			start = v
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("processor: pipeline %s: read checkpoint: %w", pc.Name, err)
+	}
+	if _, err := p.js.ResetConsumerToSequence(sctx, pc.Input.Stream, pc.Input.Durable, start); err != nil {
+		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
+	}
+	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),
+		zap.String("consumer", pc.Input.Durable), zap.Uint64("from_seq", start))
+	pl.cc, err = cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			p.log.Warn("message without metadata", zap.String("pipeline", pc.Name), zap.Error(err))
+			_ = m.Term()
+			return
+		}
+		pl.stats.Pending.Store(md.NumPending)
+		p.met.pending.WithLabelValues(pc.Name).Set(float64(md.NumPending))
+		pl.track.deliver(md.Sequence.Stream)
+		p.dispatch(ctx, pl, &inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: md.Sequence.Stream, js: m})
+	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			p.log.Warn("consume", zap.String("pipeline", pc.Name), zap.Error(err))
+		}))
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s: consume: %w", pc.Name, err)
+	}
+	return nil
+}
+
+func checkpointKey(pc PipelineConfig) string { return pc.Name }
+
+// dispatch hands a message to the worker owning its key. It blocks while
+// that worker's queue is full (back-pressure).
+func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m *inMsg) {
+	m.pipe = pl
+	m.key = keyOf(m.subject, *pl.cfg.KeyToken)
+	w := p.workers[p.owner(m.key)]
+	p.inMu.RLock()
+	defer p.inMu.RUnlock()
+	if p.inClosed {
+		if m.js != nil {
+			_ = m.js.Nak()
+		}
+		return
+	}
+	select {
+	case w.in <- item{msg: m}:
+	case <-ctx.Done():
+		// The workers are gone (fatal error): leave the message for redelivery.
+		if m.js != nil {
+			_ = m.js.Nak()
+		}
+	}
+}
+
+// owner returns the index of the worker owning key.
+func (p *Processor) owner(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(len(p.workers)))
+}
+
+// keyOf returns the partition key of subject: its token tok ("_" when tok
+// is negative, the rest of the subject for a '>' filter token).
+func keyOf(subject string, tok int) string {
+	if tok < 0 {
+		return SingleKey
+	}
+	for i := 0; i < tok; i++ {
+		j := strings.IndexByte(subject, '.')
+		if j < 0 {
+			return SingleKey
+		}
+		subject = subject[j+1:]
+	}
+	if j := strings.IndexByte(subject, '.'); j >= 0 {
+		return subject[:j]
+	}
+	return subject
+}
+
+// stopInputs drains every consumer and subscription, bounded by ShutdownTimeout.
+func (p *Processor) stopInputs() {
+	deadline := time.After(p.cfg.ShutdownTimeout)
+	for _, pl := range p.pipes {
+		switch {
+		case pl.cc != nil:
+			pl.cc.Drain()
+			select {
+			case <-pl.cc.Closed():
+			case <-deadline:
+				p.log.Warn("consumer drain timed out", zap.String("pipeline", pl.cfg.Name))
+				pl.cc.Stop()
+			}
+		case pl.sub != nil:
+			if err := pl.sub.Drain(); err != nil {
+				p.log.Warn("drain subscription", zap.String("pipeline", pl.cfg.Name), zap.Error(err))
+			}
+			for pl.sub.IsValid() {
+				select {
+				case <-deadline:
+					_ = pl.sub.Unsubscribe()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// closeWorkers closes the worker inputs: each worker then finishes its
+// queue, writes its final snapshots and returns.
+func (p *Processor) closeWorkers() {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	p.inClosed = true
+	for _, w := range p.workers {
+		close(w.in)
+	}
+}
+
+// checkpointLoop writes the checkpoints every CheckpointEvery until stop.
+func (p *Processor) checkpointLoop(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTicker(p.cfg.CheckpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			wctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+			p.writeCheckpoints(wctx)
+			cancel()
+		}
+	}
+}
+
+// writeCheckpoints stores each JetStream pipeline's checkpoint when it moved.
+func (p *Processor) writeCheckpoints(ctx context.Context) {
+	for _, pl := range p.pipes {
+		if pl.track == nil {
+			continue
+		}
+		c := pl.track.checkpoint()
+		if c == 0 || c == pl.stats.Checkpoint.Load() {
+			continue
+		}
+		if _, err := p.ckpt.Put(ctx, checkpointKey(pl.cfg), []byte(strconv.FormatUint(c, 10))); err != nil {
+			p.log.Warn("write checkpoint", zap.String("pipeline", pl.cfg.Name), zap.Uint64("seq", c), zap.Error(err))
+			continue
+		}
+		pl.stats.Checkpoint.Store(c)
+		p.met.checkpoint.WithLabelValues(pl.cfg.Name).Set(float64(c))
+	}
+}

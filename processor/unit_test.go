@@ -1,0 +1,163 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+func testLearnerConfig() learners.Config {
+	return learners.Config{Learner: learners.KindBatch, Dim: 3, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelLinear}}
+}
+
+func obsOf(xs ...[]float64) []codec.Observation {
+	out := make([]codec.Observation, len(xs))
+	for i, x := range xs {
+		out[i] = codec.Observation{ID: fmt.Sprint("id", i), TS: float64(i), X: x}
+	}
+	return out
+}
+
+func TestApply(t *testing.T) {
+	l, err := newPCA(testLearnerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eig := make([]float64, 2)
+	var res applied
+	warm := obsOf([]float64{1, 0, 0}, []float64{0, 2, 0}, []float64{0, 0, 3})
+	if err := apply(&res, l, warm, "k", 7, eig); err != nil {
+		t.Fatal(err)
+	}
+	if res.warming != 3 || len(res.outs) != 0 {
+		t.Fatalf("warm-up batch: got warming %d, outputs %d; want 3, 0", res.warming, len(res.outs))
+	}
+	before := l.State()
+	bad := map[string]struct {
+		obs  []codec.Observation
+		want error
+	}{
+		"dimension in batch": {obsOf([]float64{1, 1, 1}, []float64{1, 1}), learners.ErrDimension},
+		"nan in batch":       {obsOf([]float64{1, 1, 1}, []float64{1, math.NaN(), 1}), learners.ErrNonFinite},
+		"inf":                {obsOf([]float64{math.Inf(-1), 1, 1}), learners.ErrNonFinite},
+		"empty":              {nil, codec.ErrMalformed},
+	}
+	for name, tc := range bad {
+		t.Run(name, func(t *testing.T) {
+			err := apply(&res, l, tc.obs, "k", 8, eig)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if !reflect.DeepEqual(l.State(), before) {
+				t.Fatal("state changed by a rejected message")
+			}
+		})
+	}
+	batch := obsOf([]float64{1, 1, 0}, []float64{2, 0, 1}, []float64{0, 1, 1})
+	if err := apply(&res, l, batch, "k", 9, eig); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.outs) != 3 || res.warming != 0 {
+		t.Fatalf("ready batch: got %d outputs, %d warming; want 3, 0", len(res.outs), res.warming)
+	}
+	for i, o := range res.outs {
+		if o.Key != "k" || o.Seq != 9 || o.ID != fmt.Sprint("id", i) || len(o.Z) != 2 || res.idx[i] != i {
+			t.Errorf("output %d: got %+v idx %d", i, o, res.idx[i])
+		}
+		if !(o.Explained > 0 && o.Explained <= 1) {
+			t.Errorf("output %d: explained %v outside (0, 1]", i, o.Explained)
+		}
+	}
+	if l.Seen() != 6 {
+		t.Errorf("seen: got %d, want 6", l.Seen())
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err    error
+		act    action
+		reason string
+	}{
+		{fmt.Errorf("x: %w", codec.ErrMalformed), actTerm, "malformed"},
+		{fmt.Errorf("x: %w", codec.ErrTooLarge), actTerm, "too_large"},
+		{codec.ErrVersion, actTerm, "version"},
+		{fmt.Errorf("x: %w", learners.ErrDimension), actTerm, "dimension"},
+		{learners.ErrNonFinite, actTerm, "non_finite"},
+		{codec.ErrNonFinite, actTerm, "non_finite"},
+		{learners.ErrNumerical, actTerm, "numerical"},
+		{fmt.Errorf("%w: boom", errPanic), actTerm, "panic"},
+		{fmt.Errorf("load: %w", snapshot.ErrCorrupt), actNak, "corrupt_snapshot"},
+		{learners.ErrState, actNak, "corrupt_snapshot"},
+		{fmt.Errorf("%w: %w", snapshot.ErrCorrupt, codec.ErrMalformed), actNak, "corrupt_snapshot"},
+		{errIncompatible, actNak, "corrupt_snapshot"},
+		{fmt.Errorf("new: %w", learners.ErrConfig), actFatal, "config"},
+		{errors.New("nats: timeout"), actNak, "transient"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			act, reason := classify(tc.err)
+			if act != tc.act || reason != tc.reason {
+				t.Errorf("classify(%v): got (%d, %q), want (%d, %q)", tc.err, act, reason, tc.act, tc.reason)
+			}
+		})
+	}
+}
+
+func TestKeyOf(t *testing.T) {
+	tests := []struct {
+		subject string
+		tok     int
+		want    string
+	}{
+		{"sensors.a1.features", 1, "a1"},
+		{"sensors.a1.features", 0, "sensors"},
+		{"sensors.a1", 1, "a1"},
+		{"sensors", 1, SingleKey},
+		{"sensors.a1.features", -1, SingleKey},
+	}
+	for _, tc := range tests {
+		if got := keyOf(tc.subject, tc.tok); got != tc.want {
+			t.Errorf("keyOf(%q, %d): got %q, want %q", tc.subject, tc.tok, got, tc.want)
+		}
+	}
+}
+
+func TestTracker(t *testing.T) {
+	tr := newTracker()
+	if c := tr.checkpoint(); c != 0 {
+		t.Fatalf("empty: got %d, want 0", c)
+	}
+	for s := uint64(1); s <= 5; s++ {
+		tr.deliver(s)
+	}
+	tr.hold(2) // key A dirty since 2
+	for s := uint64(1); s <= 5; s++ {
+		if s == 4 {
+			tr.nak(4)
+			continue
+		}
+		tr.release(s)
+	}
+	if c := tr.checkpoint(); c != 2 {
+		t.Fatalf("dirty key at 2: got %d, want 2", c)
+	}
+	tr.release(2) // key A snapshotted
+	if c := tr.checkpoint(); c != 4 {
+		t.Fatalf("nak'd 4: got %d, want 4", c)
+	}
+	tr.deliver(4) // redelivered
+	if c := tr.checkpoint(); c != 4 {
+		t.Fatalf("redelivered 4: got %d, want 4", c)
+	}
+	tr.release(4)
+	if c := tr.checkpoint(); c != 6 {
+		t.Fatalf("all settled: got %d, want 6", c)
+	}
+}

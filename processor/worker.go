@@ -1,0 +1,717 @@
+package processor
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// Header names.
+const (
+	HeaderError       = "Kpcastream-Error"
+	HeaderErrorDetail = "Kpcastream-Error-Detail"
+	HeaderSubject     = "Kpcastream-Subject"
+	HeaderStreamSeq   = "Kpcastream-Stream-Seq"
+	HeaderContentType = "Content-Type"
+)
+
+// inMsg is an input message, from JetStream (js set) or core NATS.
+type inMsg struct {
+	pipe    *pipeline
+	key     string
+	subject string
+	data    []byte
+	header  nats.Header
+	seq     uint64        // stream sequence (core: a process-local counter)
+	js      jetstream.Msg // nil for core NATS
+}
+
+// item is what a worker receives: a message or a control request.
+type item struct {
+	msg *inMsg
+	ctl *control
+}
+
+// control is a request from the micro service, answered on reply.
+type control struct {
+	op    string // "model", "snapshot", "reset"
+	pipe  *pipeline
+	key   string // "" with "snapshot": every key of the worker
+	reply chan controlReply
+}
+
+type controlReply struct {
+	data []byte
+	n    int
+	err  error
+}
+
+type entryKey struct {
+	pipe int
+	key  string
+}
+
+// entry is one loaded learner, owned by one worker.
+type entry struct {
+	pipe     *pipeline
+	key      string
+	l        learners.Learner
+	rev      uint64 // KV revision of the last saved or loaded snapshot
+	lastSeq  uint64 // last applied stream sequence
+	dirtySeq uint64 // first applied sequence since the last snapshot handoff (held in the tracker); 0 if clean
+	dirty    bool
+	since    int       // messages applied since the last snapshot handoff
+	dirtyAt  time.Time // when the entry became dirty
+	saving   bool      // a snapshot job is in flight
+	evicting bool      // unload when the in-flight snapshot lands
+	elem     *list.Element
+	stored   int
+	unsent   []*nats.Msg // outputs of lastSeq not yet published
+	corrupt  bool
+}
+
+// snapJob is a snapshot handed from a worker to its snapshotter.
+type snapJob struct {
+	e        *entry
+	snap     *codec.Snapshot
+	rev      uint64
+	dirtySeq uint64
+}
+
+type snapResult struct {
+	job *snapJob
+	rev uint64
+	err error
+	dur time.Duration
+}
+
+// jobSlots is the number of snapshot jobs a worker may have in flight.
+const jobSlots = 8
+
+// worker owns the learners of the keys hashed to it, and one snapshotter
+// goroutine that saves the snapshots it hands over.
+type worker struct {
+	p       *Processor
+	id      int
+	log     *zap.Logger
+	in      chan item
+	jobs    chan *snapJob
+	results chan snapResult
+	flying  int
+	closing bool // jobs is closed
+	keys    map[entryKey]*entry
+	lru     []*list.List // per pipeline, front = most recently used
+	quota   []int        // per pipeline
+	obs     []codec.Observation
+	res     applied
+	eig     [][]float64 // per pipeline
+	buf     []byte
+}
+
+func newWorker(p *Processor, id int) *worker {
+	w := &worker{
+		p: p, id: id, log: p.log.With(zap.Int("worker", id)),
+		in:      make(chan item, p.cfg.QueueSize),
+		jobs:    make(chan *snapJob, jobSlots),
+		results: make(chan snapResult, jobSlots),
+		keys:    map[entryKey]*entry{},
+	}
+	for _, pl := range p.pipes {
+		w.lru = append(w.lru, list.New())
+		w.quota = append(w.quota, max(1, pl.cfg.MaxKeys/p.cfg.Workers))
+		w.eig = append(w.eig, make([]float64, pl.cfg.Learner.Components))
+	}
+	return w
+}
+
+// run processes the worker's input until it is closed, then writes the
+// final snapshots and waits for its snapshotter.
+func (w *worker) run(ctx context.Context) error {
+	tick := time.NewTicker(w.tickEvery())
+	defer tick.Stop()
+	for {
+		select {
+		case it, ok := <-w.in:
+			if !ok {
+				return w.finish(ctx)
+			}
+			if it.ctl != nil {
+				w.control(ctx, it.ctl)
+				continue
+			}
+			if err := w.handle(ctx, it.msg); err != nil {
+				w.closing = true
+				close(w.jobs)
+				return err
+			}
+		case r := <-w.results:
+			w.landed(r)
+		case <-tick.C:
+			w.tick()
+		}
+	}
+}
+
+func (w *worker) tickEvery() time.Duration {
+	d := time.Second
+	for _, pl := range w.p.pipes {
+		if e := pl.cfg.Snapshot.Every; e > 0 {
+			d = min(d, max(e/2, 10*time.Millisecond))
+		}
+	}
+	return d
+}
+
+// handle processes one message; it returns an error only when Run must stop.
+func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
+	pl := m.pipe
+	name := pl.cfg.Name
+	pl.stats.In.Add(1)
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("panic while processing message", zap.String("pipeline", name), zap.String("key", m.key),
+				zap.Uint64("seq", m.seq), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
+		}
+	}()
+	e, err := w.entry(ctx, pl, m.key)
+	if err != nil {
+		return w.fail(ctx, m, err)
+	}
+	w.touch(e)
+	if pl.track != nil && m.seq <= e.lastSeq {
+		if m.seq == e.lastSeq && len(e.unsent) > 0 {
+			if err := w.publish(ctx, e, e.unsent); err != nil {
+				return w.fail(ctx, m, err)
+			}
+			e.unsent = nil
+			w.ack(m, resultOK)
+			return nil
+		}
+		w.ack(m, resultSkipped)
+		return nil
+	}
+	enc, err := w.decode(m)
+	if err != nil {
+		return w.fail(ctx, m, err)
+	}
+	start := time.Now()
+	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig[pl.idx])
+	w.p.met.learnSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, learners.ErrNumerical) {
+		// Checked before learning: the learner is untouched.
+		return w.fail(ctx, m, err)
+	}
+	w.applied(e, m.seq)
+	if err != nil {
+		// A numerical failure may follow learned observations of a batch:
+		// the message counts as applied, and is dead-lettered.
+		return w.fail(ctx, m, err)
+	}
+	if n := len(w.res.outs); n > 0 {
+		msgs, err := w.outputs(e, enc)
+		if err != nil {
+			return w.fail(ctx, m, err)
+		}
+		if err := w.publish(ctx, e, msgs); err != nil {
+			e.unsent = msgs
+			return w.fail(ctx, m, err)
+		}
+		pl.stats.Out.Add(int64(n))
+		w.p.met.outputs.WithLabelValues(name).Add(float64(n))
+		w.p.met.explained.WithLabelValues(name).Set(w.res.outs[n-1].Explained)
+	}
+	if w.res.warming > 0 && len(w.res.outs) == 0 {
+		pl.stats.Warming.Add(1)
+		w.ack(m, resultWarming)
+	} else {
+		w.ack(m, resultOK)
+	}
+	w.maybeSnapshot(e, false)
+	return nil
+}
+
+// decode decodes m into w.obs and returns the output encoding.
+func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
+	ct := ""
+	if m.header != nil {
+		ct = m.header.Get(HeaderContentType)
+	}
+	obs, enc, err := codec.DecodeObservations(w.obs, m.data, ct, m.pipe.limits)
+	w.obs = obs
+	if err != nil {
+		return 0, err
+	}
+	if m.pipe.outEnc != 0 {
+		enc = m.pipe.outEnc
+	}
+	return enc, nil
+}
+
+// applied records that message seq changed e.
+func (w *worker) applied(e *entry, seq uint64) {
+	if e.pipe.track != nil {
+		e.lastSeq = seq
+		if e.dirtySeq == 0 {
+			e.dirtySeq = seq
+			e.pipe.track.hold(seq)
+		}
+	}
+	if !e.dirty {
+		e.dirty = true
+		e.dirtyAt = time.Now()
+	}
+	e.since++
+	e.unsent = nil
+	st := e.l.Summary(w.eig[e.pipe.idx]).Stored
+	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Add(float64(st - e.stored))
+	e.stored = st
+}
+
+// outputs encodes the outputs of the last apply as NATS messages.
+func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
+	pc := e.pipe.cfg
+	subj := expand(pc.Output.Subject, pc.Name, e.key)
+	msgs := make([]*nats.Msg, 0, len(w.res.outs))
+	batch := len(w.obs) > 1
+	for i := range w.res.outs {
+		data, err := codec.EncodeOutput(nil, enc, &w.res.outs[i])
+		if err != nil {
+			return nil, err
+		}
+		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(w.res.outs[i].Seq, 10)
+		if batch {
+			id += "/" + strconv.Itoa(w.res.idx[i])
+		}
+		m := nats.NewMsg(subj)
+		m.Data = data
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Header.Set(HeaderContentType, enc.ContentType())
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// publish sends msgs: with JetStream (deduplicated by Nats-Msg-Id) when a
+// stream captures the output subject, else with core NATS.
+func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error {
+	for _, m := range msgs {
+		if e.pipe.outJS {
+			pctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
+			_, err := w.p.js.PublishMsg(pctx, m)
+			cancel()
+			if err != nil {
+				w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
+				return fmt.Errorf("processor: publish %s: %w", m.Subject, err)
+			}
+			continue
+		}
+		if err := w.p.conn.PublishMsg(m); err != nil {
+			w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
+			return fmt.Errorf("processor: publish %s: %w", m.Subject, err)
+		}
+	}
+	return nil
+}
+
+// ack acknowledges a handled message.
+func (w *worker) ack(m *inMsg, result string) {
+	if m.js != nil {
+		if err := m.js.Ack(); err != nil {
+			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
+		}
+		m.pipe.track.release(m.seq)
+	}
+	if result == resultSkipped {
+		m.pipe.stats.Skipped.Add(1)
+	}
+	w.p.met.messages.WithLabelValues(m.pipe.cfg.Name, result).Inc()
+}
+
+// fail handles a processing error as classify says.
+func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
+	act, reason := classify(err)
+	name := m.pipe.cfg.Name
+	switch act {
+	case actTerm:
+		w.reject(ctx, m, err)
+	case actNak:
+		level := w.log.Warn
+		if reason == "corrupt_snapshot" {
+			level = w.log.Error
+		}
+		level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
+			zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
+		m.pipe.stats.Naks.Add(1)
+		w.p.met.messages.WithLabelValues(name, resultNak).Inc()
+		if m.js != nil {
+			m.pipe.track.nak(m.seq)
+			if nerr := m.js.NakWithDelay(m.pipe.cfg.Input.NakDelay); nerr != nil {
+				w.log.Warn("nak", zap.Error(nerr))
+			}
+		}
+	case actFatal:
+		w.log.Error("fatal", zap.String("pipeline", name), zap.Error(err))
+		if m.js != nil {
+			m.pipe.track.nak(m.seq)
+			_ = m.js.Nak()
+		}
+		return err
+	}
+	return nil
+}
+
+// reject dead-letters m with the reason of err and terminates it.
+func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
+	_, reason := classify(err)
+	pc := m.pipe.cfg
+	w.log.Warn("dead-lettered", zap.String("pipeline", pc.Name), zap.String("key", m.key), zap.String("subject", m.subject),
+		zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
+	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
+	dl.Data = m.data
+	for k, v := range m.header {
+		if k != jetstream.MsgIDHeader {
+			dl.Header[k] = v
+		}
+	}
+	dl.Header.Set(HeaderError, reason)
+	dl.Header.Set(HeaderErrorDetail, err.Error())
+	dl.Header.Set(HeaderSubject, m.subject)
+	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
+	if perr := w.p.conn.PublishMsg(dl); perr != nil {
+		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
+	}
+	if m.js != nil {
+		if terr := m.js.TermWithReason(reason); terr != nil {
+			w.log.Warn("term", zap.Error(terr))
+		}
+		m.pipe.track.release(m.seq)
+	}
+	m.pipe.stats.DeadLettered.Add(1)
+	w.p.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
+	w.p.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
+}
+
+// entry returns the loaded learner of key, loading its snapshot (or
+// creating a fresh learner) on first use and unloading the least recently
+// used learner when the worker's quota is full.
+func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, error) {
+	ek := entryKey{pl.idx, key}
+	if e, ok := w.keys[ek]; ok {
+		if e.evicting {
+			e.evicting = false
+			e.elem = w.lru[pl.idx].PushFront(e)
+			w.live(pl, 1)
+		}
+		return e, nil
+	}
+	e, err := w.load(ctx, pl, key)
+	if err != nil {
+		return nil, err
+	}
+	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
+		w.evict(pl)
+	}
+	w.keys[ek] = e
+	e.elem = w.lru[pl.idx].PushFront(e)
+	w.live(pl, 1)
+	return e, nil
+}
+
+func (w *worker) live(pl *pipeline, d int) {
+	pl.stats.Live.Add(int64(d))
+	w.p.met.activeLearners.WithLabelValues(pl.cfg.Name).Add(float64(d))
+}
+
+func (w *worker) touch(e *entry) {
+	if e.elem != nil {
+		w.lru[e.pipe.idx].MoveToFront(e.elem)
+	}
+}
+
+// load reads key's snapshot, or builds a fresh learner if there is none.
+func (w *worker) load(ctx context.Context, pl *pipeline, key string) (*entry, error) {
+	pc := pl.cfg
+	lctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
+	defer cancel()
+	snap, rev, err := w.p.store.Load(lctx, snapshot.JoinKey(pc.Name, key))
+	e := &entry{pipe: pl, key: key, rev: rev}
+	switch {
+	case errors.Is(err, snapshot.ErrNoSnapshot):
+		e.rev = 0
+	case err == nil:
+		e.l, err = w.restore(pc, snap)
+		if err == nil {
+			e.lastSeq = snap.LastSeq
+			e.stored = e.l.Summary(w.eig[pl.idx]).Stored
+			w.p.met.storedPoints.WithLabelValues(pc.Name).Add(float64(e.stored))
+			w.log.Debug("restored", zap.String("pipeline", pc.Name), zap.String("key", key),
+				zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev))
+			return e, nil
+		}
+		fallthrough
+	case errors.Is(err, snapshot.ErrCorrupt):
+		w.p.met.snapFailures.WithLabelValues(pc.Name, "corrupt").Inc()
+		if pc.Snapshot.OnCorrupt != OnCorruptReset {
+			return nil, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; reset the key or set reset)", key, pc.Name, err)
+		}
+		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("pipeline", pc.Name), zap.String("key", key), zap.Error(err))
+	default:
+		return nil, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
+	}
+	l, err := w.p.newLearner(pc.Learner)
+	if err != nil {
+		return nil, err
+	}
+	e.l = l
+	return e, nil
+}
+
+// restore rebuilds a learner from a snapshot taken with the pipeline's config.
+func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Learner, error) {
+	if snap.State == nil {
+		return nil, fmt.Errorf("%w: empty state", learners.ErrState)
+	}
+	if got, want := snap.State.Config.WithDefaults(), pc.Learner.WithDefaults(); got != want {
+		return nil, fmt.Errorf("%w: snapshot has %+v, pipeline has %+v", errIncompatible, got, want)
+	}
+	l, err := w.p.newLearner(pc.Learner)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Restore(snap.State); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// evict unloads the least recently used learner of pl, after handing its
+// snapshot over (waiting for a job slot if needed).
+func (w *worker) evict(pl *pipeline) {
+	back := w.lru[pl.idx].Back()
+	e := back.Value.(*entry)
+	w.lru[pl.idx].Remove(back)
+	e.elem = nil
+	w.live(pl, -1)
+	if !e.dirty && !e.saving {
+		w.drop(e)
+		return
+	}
+	e.evicting = true
+	if e.dirty && !e.saving {
+		for w.flying >= jobSlots {
+			w.landed(<-w.results)
+		}
+		w.handoff(e)
+	}
+}
+
+// drop forgets an unloaded entry.
+func (w *worker) drop(e *entry) {
+	delete(w.keys, entryKey{e.pipe.idx, e.key})
+	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Sub(float64(e.stored))
+}
+
+// maybeSnapshot hands e's snapshot over when the policy says so (or force).
+func (w *worker) maybeSnapshot(e *entry, force bool) {
+	if !e.dirty || e.saving {
+		return
+	}
+	sp := e.pipe.cfg.Snapshot
+	due := force ||
+		(sp.EveryMessages > 0 && e.since >= sp.EveryMessages) ||
+		(sp.Every > 0 && time.Since(e.dirtyAt) >= sp.Every)
+	if due && w.flying < jobSlots && !w.closing {
+		w.handoff(e)
+	}
+}
+
+// handoff gives a copy of e's state to the snapshotter; it never blocks
+// (the caller made sure a slot is free).
+func (w *worker) handoff(e *entry) {
+	lastSeq := uint64(0)
+	if e.pipe.track != nil {
+		lastSeq = e.lastSeq
+	}
+	j := &snapJob{
+		e:        e,
+		snap:     &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, State: e.l.State()},
+		rev:      e.rev,
+		dirtySeq: e.dirtySeq,
+	}
+	e.dirtySeq, e.dirty, e.since, e.saving = 0, false, 0, true
+	w.flying++
+	w.jobs <- j
+}
+
+// landed applies a snapshot result to its entry.
+func (w *worker) landed(r snapResult) {
+	w.flying--
+	j := r.job
+	e := j.e
+	e.saving = false
+	pl := e.pipe
+	name := pl.cfg.Name
+	w.p.met.snapSeconds.WithLabelValues(name).Observe(r.dur.Seconds())
+	switch {
+	case r.err == nil:
+		e.rev = r.rev
+		if j.dirtySeq != 0 {
+			pl.track.release(j.dirtySeq)
+		}
+		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap.State)))
+	case errors.Is(r.err, snapshot.ErrConflict):
+		// Someone else committed a newer snapshot of this key: we no longer
+		// own it. Forget the learner; the next message reloads the newer
+		// snapshot and skips what it already holds.
+		w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
+		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("pipeline", name),
+			zap.String("key", e.key), zap.Uint64("rev", j.rev), zap.Error(r.err))
+		if j.dirtySeq != 0 {
+			pl.track.release(j.dirtySeq)
+		}
+		if e.dirtySeq != 0 {
+			pl.track.release(e.dirtySeq)
+			e.dirtySeq = 0
+		}
+		if e.elem != nil {
+			w.lru[pl.idx].Remove(e.elem)
+			e.elem = nil
+			w.live(pl, -1)
+		}
+		w.drop(e)
+		return
+	default:
+		w.p.met.snapFailures.WithLabelValues(name, "error").Inc()
+		w.log.Warn("snapshot failed; will retry", zap.String("pipeline", name), zap.String("key", e.key), zap.Error(r.err))
+		// Still dirty: keep the oldest hold.
+		switch {
+		case j.dirtySeq == 0:
+		case e.dirtySeq == 0:
+			e.dirtySeq = j.dirtySeq
+		case j.dirtySeq < e.dirtySeq:
+			pl.track.release(e.dirtySeq)
+			e.dirtySeq = j.dirtySeq
+		default:
+			pl.track.release(j.dirtySeq)
+		}
+		if !e.dirty {
+			e.dirty, e.dirtyAt = true, time.Now()
+		}
+		if e.evicting {
+			w.handoffWait(e)
+		}
+		return
+	}
+	if e.evicting {
+		if e.dirty {
+			w.handoffWait(e)
+			return
+		}
+		w.drop(e)
+	}
+}
+
+// handoffWait hands e over, waiting for a free slot.
+func (w *worker) handoffWait(e *entry) {
+	if w.closing {
+		return
+	}
+	for w.flying >= jobSlots {
+		w.landed(<-w.results)
+	}
+	if !e.saving && e.dirty {
+		w.handoff(e)
+	}
+}
+
+func stateBytes(s *learners.State) int {
+	n := 0
+	for _, m := range s.Matrices {
+		n += 8 * len(m.Data)
+	}
+	return n
+}
+
+// tick hands over the snapshots due by time.
+func (w *worker) tick() {
+	for _, e := range w.keys {
+		if w.flying >= jobSlots {
+			return
+		}
+		w.maybeSnapshot(e, false)
+	}
+}
+
+// finish writes the final snapshots (if the policy says so) and waits for
+// the snapshotter to save everything handed over.
+func (w *worker) finish(context.Context) error {
+	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
+	for time.Now().Before(deadline) {
+		waiting := false
+		for _, e := range w.keys {
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
+				continue
+			}
+			if e.saving {
+				waiting = true // hand the rest over when this save lands
+				continue
+			}
+			w.handoffWait(e)
+			waiting = true
+		}
+		if !waiting && w.flying == 0 {
+			break
+		}
+		if w.flying == 0 {
+			continue
+		}
+		select {
+		case r := <-w.results:
+			w.landed(r)
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	w.closing = true
+	close(w.jobs)
+	for r := range w.results {
+		w.landed(r)
+	}
+	return nil
+}
+
+// snapshotter saves the jobs handed over by the worker until jobs is closed.
+func (w *worker) snapshotter(ctx context.Context) error {
+	defer close(w.results)
+	for j := range w.jobs {
+		sctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
+		start := time.Now()
+		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
+		rev, err := w.p.store.Save(sctx, key, j.snap, j.rev)
+		if errors.Is(err, snapshot.ErrConflict) {
+			// An ambiguous commit (a retried write whose first attempt
+			// landed) looks like a conflict: adopt the stored revision if it
+			// holds exactly what we saved.
+			if got, grev, lerr := w.p.store.Load(sctx, key); lerr == nil && got.LastSeq == j.snap.LastSeq &&
+				got.State != nil && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State) {
+				rev, err = grev, nil
+			}
+		}
+		cancel()
+		w.results <- snapResult{job: j, rev: rev, err: err, dur: time.Since(start)}
+	}
+	return nil
+}
