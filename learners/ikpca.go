@@ -91,7 +91,6 @@ type IKPCA struct {
 	h         []float64 // p×p
 	wv, work  []float64 // p, Syev workspace
 	lwork     int
-	linv      []float64 // b×b, for refreshing P
 }
 
 // NewIKPCA returns an empty IKPCA learner for cfg (defaults applied).
@@ -128,7 +127,6 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		y2:   make([]float64, b*p),
 		h:    make([]float64, p*p),
 		wv:   make([]float64, p),
-		linv: make([]float64, b*b),
 	}
 	var q [1]float64
 	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
@@ -138,11 +136,16 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 }
 
 // MemoryBytes is the learner's fixed memory in bytes:
-// 8·(B·d + 5·B² + B·(2p + 2k + 6) + p² + 4p + k) plus small constants,
-// with p = min(B, k + max(k, 8)). It does not depend on the stream.
+//
+//	8·(B·d + 3·B² + B·(3p + 2k + 7) + p² + 2p + k + lwork)
+//
+// with p = min(B, k + max(k, 8)) the block size and lwork (≈ 34p) the
+// eigensolver's workspace: the dictionary, L, P = (K_DD+εI)⁻¹ and the
+// scatter (3B²), the block and its two work copies (3Bp), A and the
+// version reference (2Bk) and vectors. It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	return 8 * (b*d + b + 5*b*b + b*(2*p+2*k+6) + p*p + 4*p + k + l.lwork)
+	return 8 * (b*d + 3*b*b + b*(3*p+2*k+7) + p*p + 2*p + k + l.lwork)
 }
 
 // Kind returns "ikpca".
@@ -658,24 +661,37 @@ func (l *IKPCA) random() float64 {
 	return float64(z>>11)/(1<<52) - 1
 }
 
-// refreshInverse recomputes P = (LLᵀ)⁻¹ from L, removing the rounding
-// accumulated by the rank-one up- and downdates. O(B³), every B changes.
+// refreshInverse recomputes P = (LLᵀ)⁻¹ from L in place (LAPACK potri),
+// removing the rounding accumulated by the rank-one up- and downdates.
+// O(B³), every B dictionary changes, so O(B²) amortised.
 func (l *IKPCA) refreshInverse() {
 	l.changes = 0
 	m, b := l.rows.Len(), l.b
 	if m == 0 {
 		return
 	}
+	save := l.t1[:m] // the old diagonal, to restore P if potri fails
 	for i := range m {
-		copy(l.linv[i*b:i*b+m], l.L[i*b:i*b+m])
+		save[i] = l.P[i*b+i]
 	}
-	if !lapack64.Trtri(blas64.Triangular{Uplo: blas.Lower, Diag: blas.NonUnit, N: m, Stride: b, Data: l.linv}) {
+	for i := range m {
+		copy(l.P[i*b:i*b+i+1], l.L[i*b:i*b+i+1])
+	}
+	if _, ok := lapack64.Potri(blas64.Triangular{Uplo: blas.Lower, Diag: blas.NonUnit, N: m, Stride: b, Data: l.P}); !ok {
+		// Rebuild the lower triangle from the intact upper one.
+		for i := range m {
+			l.P[i*b+i] = save[i]
+			for j := i + 1; j < m; j++ {
+				l.P[j*b+i] = l.P[i*b+j]
+			}
+		}
 		return
 	}
 	for i := range m {
-		clear(l.linv[i*b+i+1 : i*b+m])
+		for j := i + 1; j < m; j++ {
+			l.P[i*b+j] = l.P[j*b+i]
+		}
 	}
-	blas64.Implementation().Dgemm(blas.Trans, blas.NoTrans, m, m, m, 1, l.linv, b, l.linv, b, 0, l.P, b)
 }
 
 // Transform writes the projection of x onto the k published components

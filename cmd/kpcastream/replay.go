@@ -56,7 +56,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.kernel, "kernel", learners.KernelRBF, "kernel: rbf, poly, linear, sigmoid or laplacian")
 	fs.Float64Var(&o.gamma, "gamma", 0, "kernel gamma (default 1/d, as scikit-learn)")
 	fs.IntVar(&o.degree, "degree", 3, "degree of the poly kernel")
-	fs.Float64Var(&o.coef0, "coef0", 1, "coef0 of the poly and sigmoid kernels")
+	fs.Float64Var(&o.coef0, "coef0", 0, "coef0 of the poly and sigmoid kernels (as learner.kernel.coef0 in the config)")
 	fs.IntVar(&o.components, "components", 2, "number k of components")
 	fs.IntVar(&o.budget, "budget", learners.DefaultBudget, "budget B: dictionary size (ikpca, kha), window length W (window), rows kept (batch: default all)")
 	fs.Float64Var(&o.forget, "forget", 1, "forgetting factor f in (0,1] per observation (ikpca)")
