@@ -1,0 +1,189 @@
+package learners_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/kpcaeval"
+	"github.com/kpcastream/kpcastream/learners/learnertest"
+)
+
+func TestIKPCAConformance(t *testing.T) {
+	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
+	for _, tc := range []struct {
+		name string
+		cfg  learners.Config
+	}{
+		{"rbf_ald_lli", learners.Config{Dim: 3, Components: 3, Budget: 24, Kernel: rbf, Seed: 3}},
+		{"rbf_ald_fifo_forget", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Eviction: "fifo", Forget: 0.99}},
+		{"rbf_coherence_contribution", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Admission: "coherence", Coherence: 0.5, Eviction: "contribution"}},
+		{"poly_d2", learners.Config{Dim: 2, Components: 4, Budget: 12, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 2}}},
+		{"laplacian_refresh1", learners.Config{Dim: 4, Components: 2, Budget: 30, Refresh: 1, Kernel: learners.Kernel{Name: learners.KernelLaplacian, Gamma: 0.5}}},
+		{"linear_d2", learners.Config{Dim: 2, Components: 1, Budget: 8, Kernel: learners.Kernel{Name: learners.KernelLinear}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newL := func() learners.Learner {
+				l, err := learners.New(tc.cfg)
+				if err != nil {
+					t.Fatalf("New(%+v): %v", tc.cfg, err)
+				}
+				return l
+			}
+			learnertest.Check(t, newL, learnertest.Options{Dim: tc.cfg.Dim, Budget: tc.cfg.Budget, Seed: 7})
+		})
+	}
+}
+
+func TestIKPCAConfigErrors(t *testing.T) {
+	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
+	for _, tc := range []struct {
+		name  string
+		cfg   learners.Config
+		field string
+	}{
+		{"no_dim", learners.Config{Components: 2, Kernel: rbf}, "dim"},
+		{"k_above_budget", learners.Config{Dim: 2, Components: 9, Budget: 8, Kernel: rbf}, "components"},
+		{"forget_above_1", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Forget: 1.5}, "forget"},
+		{"unknown_eviction", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Eviction: "random"}, "eviction"},
+		{"unknown_admission", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Admission: "all"}, "admission"},
+		{"tolerance_1", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Tolerance: 1}, "tolerance"},
+		{"unknown_kernel", learners.Config{Dim: 2, Components: 2, Kernel: learners.Kernel{Name: "cosine"}}, "kernel"},
+		{"negative_gamma", learners.Config{Dim: 2, Components: 2, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: -1}}, "gamma"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := learners.NewIKPCA(tc.cfg)
+			if !errors.Is(err, learners.ErrConfig) {
+				t.Fatalf("NewIKPCA(%+v) = %v, want ErrConfig", tc.cfg, err)
+			}
+			if got := err.Error(); !contains(got, tc.field) {
+				t.Fatalf("error %q does not name %q", got, tc.field)
+			}
+		})
+	}
+	// Every problem at once.
+	err := learners.Config{Learner: "x", Components: 0, Budget: -1, Forget: 2}.Validate()
+	for _, f := range []string{"learner", "dim", "budget", "components", "kernel", "forget"} {
+		if err == nil || !contains(err.Error(), f) {
+			t.Errorf("Validate() = %v, does not name %q", err, f)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// streamOnce feeds the rows of ds in the given order and returns the learner's model.
+func streamOnce(t *testing.T, l learners.Learner, x []float64, d int, order []int) *learners.Model {
+	t.Helper()
+	for _, i := range order {
+		if err := l.Learn(x[i*d : (i+1)*d]); err != nil {
+			t.Fatalf("Learn(row %d): %v", i, err)
+		}
+	}
+	m, err := l.Model()
+	if err != nil {
+		t.Fatalf("Model: %v", err)
+	}
+	return m
+}
+
+// TestIKPCAStationaryAccuracy replays each data set once as a shuffled
+// stream through ikpca with B = 200 and requires a similarity (mean cos² of
+// the k = 5 principal angles) of at least 0.99 against batch KPCA on all rows.
+func TestIKPCAStationaryAccuracy(t *testing.T) {
+	sets := []khaData{syntheticRing(5, 6000)}
+	for _, name := range []string{"wine", "three_clusters", "two_spirals"} {
+		sets = append(sets, loadKHAData(t, name))
+	}
+	for _, ds := range sets {
+		t.Run(ds.name, func(t *testing.T) {
+			ref, err := learners.FitBatch(ds.kern, ds.x, ds.n, ds.d, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(9, 9))
+			order := rng.Perm(ds.n)
+			l, err := learners.NewIKPCA(learners.Config{Dim: ds.d, Components: 5, Budget: 200, Kernel: ds.kern})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := streamOnce(t, l, ds.x, ds.d, order)
+			rep, err := kpcaeval.CompareFit(ref, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: n=%d gap(5,6)=%.3f similarity=%.6f cos=%.5f eig rel err=%.2g stored=%d recon=%.4g (batch %.4g)",
+				ds.name, ds.n, rep.Gap, rep.Similarity, rep.Cosines, rep.EigRelErr, len(m.Points), rep.ReconError, rep.ReconErrorBatch)
+			if rep.Gap < 0.10 {
+				t.Fatalf("%s: gap %.3f below 10%%: the top-5 subspace is ill-defined; pick another kernel", ds.name, rep.Gap)
+			}
+			if rep.Similarity < 0.99 {
+				t.Errorf("%s: similarity %.5f, want ≥ 0.99", ds.name, rep.Similarity)
+			}
+			for i, e := range rep.EigRelErr {
+				if e > 0.05 {
+					t.Errorf("%s: eigenvalue %d relative error %.3g, want ≤ 0.05", ds.name, i, e)
+				}
+			}
+		})
+	}
+}
+
+// syntheticRing returns n seeded points on a noisy ring in d = 4 whose
+// radius varies with the angle: a stationary stream with a well-separated
+// top-5 kernel subspace under rbf γ = 1.
+func syntheticRing(seed uint64, n int) khaData {
+	ds := syntheticEllipse(seed, n)
+	ds.name = fmt.Sprintf("synthetic_%d", n)
+	return ds
+}
+
+// TestIKPCATracking replays drift_stream.csv (abrupt change at row 10,000)
+// through ikpca with forgetting and requires a similarity of at least 0.95
+// with the batch KPCA of the last 2,000 rows within 3,000 rows of the change.
+func TestIKPCATracking(t *testing.T) {
+	dir := learnertest.DataDir(t)
+	x, n, d, _, err := learnertest.LoadCSV(filepath.Join(dir, "drift_stream.csv"), []string{"phase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kern := learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}
+	const w, k = 2000, 5
+	l, err := learners.NewIKPCA(learners.Config{Dim: d, Components: k, Budget: 200, Kernel: kern, Forget: 0.999})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoints := map[int]float64{10000: 0.99, 13000: 0.95, 15000: 0.95, 20000: 0.95}
+	for i := range n {
+		if err := l.Learn(x[i*d : (i+1)*d]); err != nil {
+			t.Fatal(err)
+		}
+		want, ok := checkpoints[i+1]
+		if !ok {
+			continue
+		}
+		win := x[(i+1-w)*d : (i+1)*d]
+		m, err := l.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kpcaeval.Compare(m, win, w, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("row %d: similarity %.4f (want ≥ %.2f) gap %.3f eig rel err %.2g", i+1, rep.Similarity, want, rep.Gap, rep.EigRelErr)
+		if rep.Similarity < want {
+			t.Errorf("row %d: similarity %.4f, want ≥ %.2f", i+1, rep.Similarity, want)
+		}
+	}
+}
