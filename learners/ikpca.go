@@ -583,6 +583,32 @@ func (l *IKPCA) refresh() {
 	}
 }
 
+// Sync runs up to maxIter refreshes of the published components, stopping
+// early once the Ritz values agree to 1e-12 relative: it brings the
+// published basis up to date with everything learned, for example before a
+// final model export. It changes the published basis (part of the state),
+// so a pipeline that must be reproducible from its input alone calls it
+// only at deterministic points. Cost O(B²p) per iteration.
+func (l *IKPCA) Sync(maxIter int) error {
+	if !l.ready {
+		return ErrNotReady
+	}
+	prev := l.t1[:l.p]
+	for range maxIter {
+		copy(prev, l.th)
+		l.refresh()
+		var diff, scale float64
+		for i, v := range l.th {
+			diff = math.Max(diff, math.Abs(v-prev[i]))
+			scale = math.Max(scale, math.Abs(v))
+		}
+		if diff <= 1e-12*scale {
+			return nil
+		}
+	}
+	return nil
+}
+
 // versionCos is the |cos| below which a component counts as having turned
 // away from the basis of the last version (about 8°).
 const versionCos = 0.99

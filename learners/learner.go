@@ -129,8 +129,9 @@ type Config struct {
 	// Decay is t₀ of kha's schedule. Default 1000 (observations).
 	Decay float64
 	// Refresh is the number of observations between refreshes of the
-	// published components (one warm-started subspace iteration). Default
-	// max(1, k/2).
+	// published components: one warm-started subspace iteration for ikpca
+	// (default 2k) and window (default max(2k, W/40)), one
+	// re-orthonormalisation for kha (default max(1, k/2)). Learners with a Sync method can catch up on demand.
 	Refresh int
 	// Seed seeds the learner's random generator.
 	Seed uint64
@@ -187,7 +188,14 @@ func (c Config) withDefaults() Config {
 		c.Decay = DefaultDecay
 	}
 	if c.Refresh == 0 {
-		c.Refresh = max(1, c.Components/2)
+		switch c.Learner {
+		case KindIKPCA:
+			c.Refresh = max(1, 2*c.Components)
+		case KindWindow:
+			c.Refresh = max(1, 2*c.Components, c.Budget/40)
+		default:
+			c.Refresh = max(1, c.Components/2)
+		}
 	}
 	c.Kernel = c.Kernel.withDefaults(c.Dim)
 	return c

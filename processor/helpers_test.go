@@ -12,9 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -26,7 +28,9 @@ type env struct {
 	store *snapshot.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvB(t) }
+
+func newEnvB(t testing.TB) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test against an embedded nats-server (skipped under -short)")
@@ -64,6 +68,17 @@ type running struct {
 // returns Run's error.
 func (e *env) start(t *testing.T, cfg Config) *running {
 	t.Helper()
+	return e.startWith(t, cfg, newPCA)
+}
+
+func (e *env) startB(t testing.TB, cfg Config) *running {
+	t.Helper()
+	return e.startWith(t, cfg, nil)
+}
+
+// startWith is start with the given learner constructor (nil: learners.New).
+func (e *env) startWith(t testing.TB, cfg Config, newLearner func(learners.Config) (learners.Learner, error)) *running {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	if cfg.Workers == 0 {
 		cfg.Workers = 2
@@ -71,7 +86,11 @@ func (e *env) start(t *testing.T, cfg Config) *running {
 	if cfg.CheckpointEvery == 0 {
 		cfg.CheckpointEvery = 50 * time.Millisecond
 	}
-	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: zaptest.NewLogger(t), Registry: reg, NewLearner: newPCA})
+	log := zap.NewNop()
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt)
+	}
+	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: log, Registry: reg, NewLearner: newLearner})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -168,12 +187,21 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// drained reports whether the durable consumer has delivered and seen acked everything.
+// drained reports whether the durable consumer has seen every message of
+// its stream acknowledged (ack floor at the stream's last sequence).
 func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := e.js.Consumer(ctx, pc.Input.Stream, pc.WithDefaults().Input.Durable)
+	s, err := e.js.Stream(ctx, pc.Input.Stream)
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	si, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	c, err := s.Consumer(ctx, pc.WithDefaults().Input.Durable)
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
@@ -181,7 +209,7 @@ func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	if err != nil {
 		t.Fatalf("consumer info: %v", err)
 	}
-	return info.NumPending == 0 && info.NumAckPending == 0
+	return info.NumAckPending == 0 && info.AckFloor.Stream >= si.State.LastSeq
 }
 
 func (e *env) streamMsgs(t *testing.T, stream string) uint64 {

@@ -1,0 +1,465 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+func init() {
+	commands["replay"] = command{
+		summary: "replay a CSV file through a learner offline (no NATS): projections and model export",
+		run:     runReplay,
+	}
+}
+
+// replayOptions are the flags of kpcastream replay. They are an interface
+// other programs rely on: keep names and meanings stable.
+type replayOptions struct {
+	learner, kernel       string
+	gamma, coef0          float64
+	degree                int
+	components, budget    int
+	forget                float64
+	passes                int
+	shuffleSeed           uint64
+	shuffle               bool
+	in, out, modelOut     string
+	drop                  []string
+	modelAt               []int64
+	seed                  uint64
+	admission, eviction   string
+	tolerance             float64
+	refresh               int
+	learningRate, decay   float64
+	progressEvery         time.Duration
+	gammaSet, budgetIsSet bool
+}
+
+func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner: ikpca, kha, window or batch")
+	fs.StringVar(&o.kernel, "kernel", learners.KernelRBF, "kernel: rbf, poly, linear, sigmoid or laplacian")
+	fs.Float64Var(&o.gamma, "gamma", 0, "kernel gamma (default 1/d, as scikit-learn)")
+	fs.IntVar(&o.degree, "degree", 3, "degree of the poly kernel")
+	fs.Float64Var(&o.coef0, "coef0", 1, "coef0 of the poly and sigmoid kernels")
+	fs.IntVar(&o.components, "components", 2, "number k of components")
+	fs.IntVar(&o.budget, "budget", learners.DefaultBudget, "budget B: dictionary size (ikpca, kha), window length W (window), rows kept (batch: default all)")
+	fs.Float64Var(&o.forget, "forget", 1, "forgetting factor f in (0,1] per observation (ikpca)")
+	fs.IntVar(&o.passes, "passes", 1, "number of passes over the file")
+	fs.Func("shuffle-seed", "shuffle the rows of every pass with this seed (default: file order)", func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a non-negative integer: %w", err)
+		}
+		o.shuffleSeed, o.shuffle = v, true
+		return nil
+	})
+	fs.StringVar(&o.in, "in", "", "input CSV file with a header line (required; - for stdin)")
+	fs.Func("drop", "comma-separated columns to ignore (e.g. label,phase)", func(s string) error {
+		for _, c := range strings.Split(s, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				o.drop = append(o.drop, c)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.out, "out", "", "write each row's projection to this CSV file")
+	fs.StringVar(&o.modelOut, "model-out", "", "write the model export (JSON) here at the end (required)")
+	fs.Func("model-at", "also export the model after these row counts, as NAME.<count>.json beside --model-out (e.g. 10000,20000)", func(s string) error {
+		for _, c := range strings.Split(s, ",") {
+			v, err := strconv.ParseInt(strings.TrimSpace(c), 10, 64)
+			if err != nil || v < 1 {
+				return fmt.Errorf("want positive row counts, got %q", c)
+			}
+			o.modelAt = append(o.modelAt, v)
+		}
+		slices.Sort(o.modelAt)
+		return nil
+	})
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the learner's random generator")
+	fs.StringVar(&o.admission, "admission", "", "dictionary admission: ald (default) or coherence (ikpca)")
+	fs.StringVar(&o.eviction, "eviction", "", "dictionary eviction: lli (default), fifo or contribution (ikpca)")
+	fs.Float64Var(&o.tolerance, "tolerance", 0, "ALD threshold ν relative to k(x,x) (default 1e-3)")
+	fs.IntVar(&o.refresh, "refresh", 0, "observations between refreshes of the published components (default: learner's)")
+	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.05)")
+	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
+	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
+	return fs
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o replayOptions
+	fs := replayFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "gamma":
+			o.gammaSet = true
+		case "budget":
+			o.budgetIsSet = true
+		}
+	})
+	var problems []string
+	if o.in == "" {
+		problems = append(problems, "--in is required")
+	}
+	if o.modelOut == "" {
+		problems = append(problems, "--model-out is required")
+	}
+	if o.passes < 1 {
+		problems = append(problems, fmt.Sprintf("--passes must be ≥ 1, got %d", o.passes))
+	}
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stderr, "kpcastream replay: %s\n", strings.Join(problems, "; "))
+		return errUsage
+	}
+	return replay(ctx, &o, stderr)
+}
+
+// replay feeds the file through the learner. Single-pass, in-order replays
+// of the online learners stream the file row by row; shuffled, multi-pass
+// and batch replays load it into memory.
+func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
+	in, name, closeIn, err := openInput(o.in)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	cr, err := newCSVReader(bufio.NewReaderSize(in, 1<<20), name, o.drop)
+	if err != nil {
+		return err
+	}
+	d := cr.Dim()
+	inMemory := o.passes > 1 || o.shuffle || o.learner == learners.KindBatch
+	var x []float64
+	var n int
+	if inMemory {
+		if x, n, err = readAllCSV(cr); err != nil {
+			return err
+		}
+		if o.learner == learners.KindBatch && !o.budgetIsSet {
+			o.budget = n
+		}
+	}
+	cfg := learners.Config{
+		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
+		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
+		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance,
+		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
+	}
+	if o.kernel != learners.KernelPoly {
+		cfg.Kernel.Degree = 0
+	}
+	if o.kernel != learners.KernelPoly && o.kernel != learners.KernelSigmoid {
+		cfg.Kernel.Coef0 = 0
+	}
+	l, err := learners.New(cfg)
+	if err != nil {
+		return fmt.Errorf("learner settings: %w", err)
+	}
+	fitter, _ := l.(interface{ Fit() error })
+
+	var out *projWriter
+	if o.out != "" {
+		if out, err = newProjWriter(o.out, o.components); err != nil {
+			return err
+		}
+		defer out.Close()
+	}
+	prog := newProgress(stderr, o.progressEvery)
+	var fed int64
+	next := 0 // index into o.modelAt
+	checkpoint := func() error {
+		for next < len(o.modelAt) && o.modelAt[next] == fed {
+			if fitter != nil {
+				if err := fitter.Fit(); err != nil {
+					return fmt.Errorf("fit after %d rows: %w", fed, err)
+				}
+			}
+			path := modelAtPath(o.modelOut, fed)
+			if err := writeModel(l, path); err != nil {
+				fmt.Fprintf(stderr, "kpcastream replay: no model after %d rows: %v\n", fed, err)
+			}
+			next++
+		}
+		return nil
+	}
+	z := make([]float64, o.components)
+	learn := func(row []float64, idx, pass int) error {
+		if err := l.Learn(row); err != nil {
+			return fmt.Errorf("row %d: %w", idx, err)
+		}
+		fed++
+		if out != nil && fitter == nil {
+			zz, nov, err := l.Score(z, row)
+			if err := out.Write(idx, pass, zz, nov, err); err != nil {
+				return err
+			}
+		}
+		prog.Update(fed, l)
+		return checkpoint()
+	}
+
+	if !inMemory {
+		row := make([]float64, d)
+		for idx := 0; ; idx++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, err := cr.Next(row); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+			if err := learn(row, idx, 1); err != nil {
+				return err
+			}
+		}
+	} else {
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		rng := rand.New(rand.NewPCG(o.shuffleSeed, 0x6b7063))
+		for pass := 1; pass <= o.passes; pass++ {
+			if o.shuffle {
+				rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			}
+			for _, idx := range order {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := learn(x[idx*d:(idx+1)*d], idx, pass); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if fitter != nil {
+		if err := fitter.Fit(); err != nil {
+			return fmt.Errorf("fit: %w", err)
+		}
+		if out != nil {
+			// The batch learner projects every row with the final fit.
+			for idx := range n {
+				zz, nov, err := l.Score(z, x[idx*d:(idx+1)*d])
+				if err := out.Write(idx, o.passes, zz, nov, err); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	prog.Done(fed, l)
+	if out != nil {
+		if err := out.Close(); err != nil {
+			return err
+		}
+	}
+	if fed == 0 {
+		return fmt.Errorf("%s: no data rows", name)
+	}
+	return writeModel(l, o.modelOut)
+}
+
+func openInput(path string) (io.Reader, string, func(), error) {
+	if path == "-" {
+		return os.Stdin, "stdin", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, path, func() { f.Close() }, nil
+}
+
+// modelAtPath returns model.<count>.json beside model.json.
+func modelAtPath(modelOut string, count int64) string {
+	ext := filepath.Ext(modelOut)
+	return strings.TrimSuffix(modelOut, ext) + "." + strconv.FormatInt(count, 10) + ext
+}
+
+// syncer is a learner that can catch up on deferred work on demand.
+type syncer interface{ Sync(maxIter int) error }
+
+// writeModel writes l's model export to path. A learner that can catch up
+// on deferred work (Sync) is synced on a copy first, so exports at
+// --model-at do not perturb the replay itself.
+func writeModel(l learners.Learner, path string) error {
+	if _, ok := l.(syncer); ok {
+		c, err := learners.Restore(l.State())
+		if err != nil {
+			return fmt.Errorf("model export: %w", err)
+		}
+		if err := c.(syncer).Sync(100); err != nil {
+			return fmt.Errorf("model export: %w", err)
+		}
+		l = c
+	}
+	m, err := l.Model()
+	if err != nil {
+		return fmt.Errorf("model export: %w", err)
+	}
+	b, err := codec.EncodeModel(m)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+// writeFileAtomic writes b to a temporary file beside path and renames it.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// projWriter writes one CSV line per fed row: row (0-based data row of the
+// input file), pass, z1…zk, spe, t2. Rows fed before the learner is ready
+// have empty projection and score fields.
+type projWriter struct {
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+}
+
+func newProjWriter(path string, k int) (*projWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	p := &projWriter{f: f, w: bufio.NewWriterSize(f, 1<<16)}
+	p.w.WriteString("row,pass")
+	for i := 1; i <= k; i++ {
+		fmt.Fprintf(p.w, ",z%d", i)
+	}
+	p.w.WriteString(",spe,t2\n")
+	return p, nil
+}
+
+func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err error) error {
+	b := p.buf[:0]
+	b = strconv.AppendInt(b, int64(idx), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(pass), 10)
+	switch {
+	case err == nil:
+		for _, v := range z {
+			b = append(b, ',')
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+		b = append(b, ',')
+		b = strconv.AppendFloat(b, nov.SPE, 'g', -1, 64)
+		b = append(b, ',')
+		b = strconv.AppendFloat(b, nov.T2, 'g', -1, 64)
+	case errors.Is(err, learners.ErrNotReady):
+		for range len(z) + 2 {
+			b = append(b, ',')
+		}
+	default:
+		return fmt.Errorf("row %d: %w", idx, err)
+	}
+	b = append(b, '\n')
+	p.buf = b
+	_, werr := p.w.Write(b)
+	return werr
+}
+
+func (p *projWriter) Close() error {
+	if p.f == nil {
+		return nil
+	}
+	err := p.w.Flush()
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	p.f = nil
+	return err
+}
+
+// progress prints a status line on stderr at most every interval.
+type progress struct {
+	w        io.Writer
+	every    time.Duration
+	start    time.Time
+	last     time.Time
+	eig      []float64
+	printed  bool
+	interval int64
+}
+
+func newProgress(w io.Writer, every time.Duration) *progress {
+	now := time.Now()
+	return &progress{w: w, every: every, start: now, last: now}
+}
+
+func (p *progress) Update(fed int64, l learners.Learner) {
+	if p.every <= 0 {
+		return
+	}
+	p.interval++
+	if p.interval < 256 {
+		return
+	}
+	p.interval = 0
+	if now := time.Now(); now.Sub(p.last) >= p.every {
+		p.last = now
+		p.print(fed, l)
+	}
+}
+
+func (p *progress) Done(fed int64, l learners.Learner) {
+	if p.every > 0 {
+		p.print(fed, l)
+	}
+}
+
+func (p *progress) print(fed int64, l learners.Learner) {
+	el := time.Since(p.start).Seconds()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(fed) / el
+	}
+	s := l.Summary(p.eig)
+	p.eig = s.Eigenvalues
+	line := fmt.Sprintf("replay: %d rows, %.0f rows/s, stored %d", fed, rate, s.Stored)
+	if s.Ready {
+		line += fmt.Sprintf(", explained %.3f, top eigenvalue %.4g", s.ExplainedVariance, s.Eigenvalues[0])
+	} else {
+		line += ", warming up"
+	}
+	fmt.Fprintln(p.w, line)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/kpcaeval"
+	"github.com/kpcastream/kpcastream/learners/learnertest"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runMain(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestReplayDriftStream runs the README's replay example on the drift
+// stream and checks the projections file, the model exports and the
+// export's accuracy against batch KPCA of the last 2,000 rows.
+func TestReplayDriftStream(t *testing.T) {
+	data := filepath.Join(learnertest.DataDir(t), "drift_stream.csv")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	proj := filepath.Join(dir, "proj.csv")
+	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
+		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
+		"--out", proj, "--model-out", model, "--model-at", "10000,15000")
+	if code != 0 {
+		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "replay: 20000 rows") {
+		t.Errorf("stderr has no final progress line:\n%s", stderr)
+	}
+	x, n, d, _, err := learnertest.LoadCSV(data, []string{"phase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		rows int
+	}{{filepath.Join(dir, "model.10000.json"), 10000}, {filepath.Join(dir, "model.15000.json"), 15000}, {model, n}} {
+		raw, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := codec.DecodeModel(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if m.Seen != int64(c.rows) || m.Learner != "ikpca" || len(m.Offsets) != 5 {
+			t.Errorf("%s: seen %d learner %q k %d, want %d ikpca 5", c.path, m.Seen, m.Learner, len(m.Offsets), c.rows)
+		}
+		rep, err := kpcaeval.Compare(m, x[(c.rows-2000)*d:c.rows*d], 2000, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Similarity < 0.95 {
+			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
+		}
+	}
+	f, err := os.Open(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2" {
+		t.Errorf("header %q", got)
+	}
+	if len(recs) != n+1 {
+		t.Fatalf("%d projection lines, want %d", len(recs)-1, n)
+	}
+	last := recs[n]
+	if last[0] != strconv.Itoa(n-1) || last[2] == "" {
+		t.Errorf("last line %q: want row %d with a projection", last, n-1)
+	}
+	if recs[1][2] != "" {
+		t.Errorf("first line %q: want empty projection before the learner is ready", recs[1])
+	}
+}
+
+func TestReplayBatchMatchesReference(t *testing.T) {
+	data := filepath.Join(learnertest.DataDir(t), "three_clusters.csv")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.json")
+	code, _, stderr := runCmd(t, "replay", "--learner", "batch", "--gamma", "10", "--components", "5",
+		"--in", data, "--drop", "cluster", "--model-out", model, "--passes", "2", "--shuffle-seed", "3", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	raw, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := codec.DecodeModel(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, n, d, _, err := learnertest.LoadCSV(data, []string{"cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := kpcaeval.Compare(m, x, n, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Similarity < 1-1e-9 || len(m.Points) != n {
+		t.Errorf("batch replay: similarity %.12f with %d points, want 1 with %d", rep.Similarity, len(m.Points), n)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("a,b,label\n1,2,0\n3,oops,1\n"), 0o644)
+	short := filepath.Join(dir, "short.csv")
+	os.WriteFile(short, []byte("a,b\n1,2\n3\n"), 0o644)
+	good := filepath.Join(dir, "good.csv")
+	os.WriteFile(good, []byte("a,b\n1,2\n3,4\n"), 0o644)
+	model := filepath.Join(dir, "m.json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no_input", []string{"replay", "--model-out", model}, 2, "--in is required"},
+		{"no_model_out", []string{"replay", "--in", good}, 2, "--model-out is required"},
+		{"bad_cell", []string{"replay", "--in", bad, "--drop", "label", "--model-out", model}, 1, `line 3, column 3 ("b"): "oops" is not a finite number`},
+		{"short_row", []string{"replay", "--in", short, "--model-out", model}, 1, "line 3: 1 columns, want 2"},
+		{"unknown_drop", []string{"replay", "--in", good, "--drop", "label", "--model-out", model}, 1, `--drop names column "label"`},
+		{"bad_learner", []string{"replay", "--in", good, "--learner", "pca", "--model-out", model}, 1, `unknown learner "pca"`},
+		{"bad_model_at", []string{"replay", "--in", good, "--model-out", model, "--model-at", "10,x"}, 2, `want positive row counts`},
+		{"missing_file", []string{"replay", "--in", filepath.Join(dir, "nope.csv"), "--model-out", model}, 1, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(model); !os.IsNotExist(err) {
+		t.Errorf("a failed replay left a model file: %v", err)
+	}
+	_ = learners.KindIKPCA
+}

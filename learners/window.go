@@ -1,0 +1,1026 @@
+package learners
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+func init() { constructors[KindWindow] = func(c Config) (Learner, error) { return NewWindow(c) } }
+
+// Window tuning constants.
+const (
+	// WindowMaxBudget is the largest window W accepted: the W×W Gram
+	// matrix of W = 8192 already takes 512 MiB.
+	WindowMaxBudget = 8192
+
+	// windowBasisCos is the |cos| between a component and its predecessor
+	// (measured on the window slots both refreshes share) below which the
+	// published basis counts as changed and BasisVersion is incremented.
+	windowBasisCos = 0.9
+	// windowWarmIters bounds the iterations of the first publish, when the
+	// iteration starts from a random basis (the window then holds k+1 points,
+	// so this is cheap).
+	windowWarmIters = 50
+	// windowTol is the relative residual max‖K̃u − θu‖/θ₁ at which the first
+	// publish and Sync stop iterating.
+	windowTol = 1e-10
+	// windowTiny: eigenvalues of K̃ at or below windowTiny·trace(K) count as
+	// zero; their components get zero coefficients and no T² term.
+	windowTiny = 1e-12
+)
+
+// Window is exact kernel PCA of the last W observations (W = Config.Budget),
+// a tracker for nonstationary streams in the spirit of Hoegaerts et al.
+// (2007): instead of up/downdating a rank-k eigendecomposition it keeps the
+// window's full W×W Gram matrix K (one kernel row replaces the oldest
+// point's row and column per observation, O(Wd)) and tracks the top
+// eigenspace of the centred Gram K̃ = HKH (H = I − 11ᵀ/m over the m ≤ W
+// stored points) with a warm-started block subspace iteration with
+// Rayleigh–Ritz on p = min(2k+2, W−1) vectors (K̃v is computed as
+// H(K(Hv)), never forming K̃). Whenever Seen is a multiple of Config.Refresh
+// (and when the window fills up) one iteration is run, O(W²(p+k)), and its
+// Ritz pairs are published, so Learn costs O(Wd + W²(p+k)/Refresh)
+// amortised; Sync runs more iterations on demand.
+//
+// The iteration vectors index window slots, so the slot of an evicted point
+// is taken over by its successor; the entries of those fresh slots are
+// stale at the next refresh. To keep the published pairs from lagging one
+// refresh behind the window, each refresh enlarges the Rayleigh–Ritz space
+// with copies of the top k basis vectors whose fresh entries are replaced
+// by their Nyström extension (K̃v)ⱼ/θ (see augment); Rayleigh–Ritz cannot
+// do worse than without them. On drift_stream.csv (W = 2000, k = 5,
+// Refresh = 50) the published subspace has similarity ≥ 0.99999 to batch
+// kernel PCA of the window at every checkpoint.
+//
+// The published components are frozen at each refresh, together with a
+// copy of the window points they refer to, so Transform, Score and Model
+// are always one consistent kernel PCA of the window as it was at the last
+// refresh: with uᵢ the unit Ritz vectors and θᵢ the Ritz values of K̃,
+// αᵢ = uᵢ/√θᵢ and
+//
+//	yᵢ(x) = Σⱼ αⱼᵢ k̃(xⱼ, x), k̃(xⱼ,x) = k(xⱼ,x) − (1/m)Σₗk(xₗ,x) − (1/m)Σₗ Kⱼₗ + (1/m²)1ᵀK1,
+//
+// evaluated as Σⱼ coefⱼᵢ k(xⱼ,x) − offᵢ with the coefficients and offsets
+// precomputed at the refresh (Transform is O(Wd + Wk)). Eigenvalues are
+// reported in the covariance convention θᵢ/m.
+//
+// Transform returns ErrNotReady until the window holds k+1 points (the
+// centred Gram of m points has rank at most m−1), at which point the first
+// refresh iterates to convergence. A component whose eigenvalue is zero
+// (for instance a constant stream) projects to 0 and adds nothing to T².
+//
+// BasisVersion is 1 after the first publish and grows by one at every
+// refresh where a component's best match in the previous basis is another
+// component (order swap) or their |cos| on the shared window slots is below
+// 0.9 (about 26°), or where no slot is shared (Refresh ≥ W). Signs are aligned to the
+// matched previous component.
+//
+// Memory is fixed at construction (see MemoryBytes); Learn and Transform do
+// not allocate. A Window is not safe for concurrent use.
+type Window struct {
+	cfg        Config
+	d, k, w, p int
+
+	seen  int64
+	ring  *Rows     // window points by slot; m = ring.Len() ≤ W
+	head  int       // slot of the oldest point once the window is full, else 0
+	gram  []float64 // W×W kernel matrix of the window, slot-indexed, row-major
+	since int       // observations since the last publish
+	rng   uint64    // splitmix64 state for restart vectors
+	block []float64 // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
+	valid int       // rows of block in use, ≤ min(p, m−1)
+	bval  []float64 // p Ritz values that go with the block rows (from the last refresh)
+
+	// Published components, frozen at the last refresh.
+	ready    bool
+	pub      *Rows     // the window points at the last refresh; pm = pub.Len()
+	vecs     []float64 // k×W unit eigenvectors of the published K̃ (first pm entries of each row)
+	eig      []float64 // k eigenvalues θ of the published K̃ (Gram convention), descending, ≥ 0
+	coef     []float64 // W×k coefficients (first pm rows)
+	off      []float64 // k offsets
+	pubSum   float64   // 1ᵀK1 of the published window
+	pubTrace float64   // trace(K̃) of the published window
+	resid    float64   // relative residual of the published pairs
+	version  uint64
+
+	// Scratch, never part of the state.
+	krow, rsum, saveRow []float64 // W
+	ones                []float64 // W ones, for row sums
+	savePt              []float64 // d
+	s1, s2, z           []float64 // (p+k)×W
+	u                   []float64 // p×W
+	t                   []float64 // (p+k)×(p+k)
+	theta               []float64 // p+k
+	tmp, avg            []float64 // k
+	work                []float64 // LAPACK workspace
+	cosm                []float64 // k×k
+	normU, normV        []float64 // k
+}
+
+// NewWindow returns an empty sliding-window learner. cfg.Learner must be
+// "window" or empty; Components must be below Budget (the centred Gram of
+// W points has rank at most W−1) and Budget at most WindowMaxBudget.
+func NewWindow(cfg Config) (*Window, error) {
+	if cfg.Learner == "" {
+		cfg.Learner = KindWindow
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Learner != KindWindow {
+		return nil, fmt.Errorf("%w: learner: NewWindow needs %q, got %q", ErrConfig, KindWindow, cfg.Learner)
+	}
+	if cfg.Budget > WindowMaxBudget {
+		return nil, fmt.Errorf("%w: budget: window length must be ≤ %d, got %d", ErrConfig, WindowMaxBudget, cfg.Budget)
+	}
+	if cfg.Components >= cfg.Budget {
+		return nil, fmt.Errorf("%w: components: window needs components < budget (%d), got %d", ErrConfig, cfg.Budget, cfg.Components)
+	}
+	d, k, w := cfg.Dim, cfg.Components, cfg.Budget
+	p := windowBlock(k, w)
+	nw := &Window{
+		cfg: cfg, d: d, k: k, w: w, p: p,
+		ring:    NewRows(cfg.Kernel, d, w),
+		gram:    make([]float64, w*w),
+		rng:     cfg.Seed,
+		block:   make([]float64, p*w),
+		pub:     NewRows(cfg.Kernel, d, w),
+		vecs:    make([]float64, k*w),
+		eig:     make([]float64, k),
+		coef:    make([]float64, w*k),
+		off:     make([]float64, k),
+		krow:    make([]float64, w),
+		rsum:    make([]float64, w),
+		saveRow: make([]float64, w),
+		ones:    make([]float64, w),
+		savePt:  make([]float64, d),
+		s1:      make([]float64, (p+k)*w),
+		s2:      make([]float64, (p+k)*w),
+		z:       make([]float64, (p+k)*w),
+		u:       make([]float64, p*w),
+		t:       make([]float64, (p+k)*(p+k)),
+		theta:   make([]float64, p+k),
+		tmp:     make([]float64, k),
+		avg:     make([]float64, k),
+		bval:    make([]float64, p),
+		work:    make([]float64, windowLwork(p+k)),
+		cosm:    make([]float64, k*k),
+		normU:   make([]float64, k),
+		normV:   make([]float64, k),
+	}
+	for i := range nw.ones {
+		nw.ones[i] = 1
+	}
+	return nw, nil
+}
+
+// windowBlock is the block size p = min(2k+2, W−1).
+func windowBlock(k, w int) int { return min(2*k+2, w-1) }
+
+// windowLwork is the LAPACK workspace length used for the p×p eigenproblem.
+func windowLwork(p int) int {
+	q := []float64{0}
+	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{Uplo: blas.Upper, N: p, Stride: max(1, p), Data: make([]float64, p*p)}, make([]float64, p), q, -1)
+	return max(int(q[0]), 3*p)
+}
+
+// MemoryBytes is the memory held by a Window, in bytes: 8 bytes per float64
+// of W² (Gram) + 2W(d+1) (window and published points with norms)
+// + 2pW + 3(p+k)W (basis and iteration buffers) + 2kW (eigenvectors,
+// coefficients) + 4W + d + (p+k)² + (p+k) + p + k² + 6k + lwork, with
+// p = min(2k+2, W−1) and lwork gonum's optimal Dsyev workspace for p+k (at
+// least 3(p+k)). At W = 2000, d = 8, k = 5 that is 33.7 MB (W = 256: 0.75 MB),
+// dominated by the Gram matrix.
+func (w *Window) MemoryBytes() int {
+	W, d, k, p := w.w, w.d, w.k, w.p
+	floats := W*W + 2*W*(d+1) + 2*p*W + 3*(p+k)*W + 2*k*W + 4*W + d + (p+k)*(p+k) + (p + k) + p + k*k + 6*k + len(w.work)
+	return 8 * floats
+}
+
+// Kind returns "window".
+func (w *Window) Kind() string { return KindWindow }
+
+// Dim returns the input dimension d.
+func (w *Window) Dim() int { return w.d }
+
+// Components returns the number k of published components.
+func (w *Window) Components() int { return w.k }
+
+// Seen returns the number of observations learned.
+func (w *Window) Seen() int64 { return w.seen }
+
+// Residual returns the relative residual max over the published components
+// of ‖K̃uᵢ − θᵢuᵢ‖/θ₁ on the window of the last refresh: about 0 once the
+// iteration has converged. It is 0 before the first refresh.
+func (w *Window) Residual() float64 { return w.resid }
+
+// Learn adds x to the window, evicting the oldest point when the window is
+// full, and runs one subspace iteration and publishes when Seen is a
+// multiple of Config.Refresh and when the window becomes full (the first
+// time the window holds k+1 points, it publishes at once, iterating to
+// convergence). Cost O(Wd), plus O(W²(p+k)) on a refresh. On error the
+// state is unchanged.
+func (w *Window) Learn(x []float64) error {
+	if err := checkInput(x, w.d); err != nil {
+		return err
+	}
+	m := w.ring.Len()
+	slot := m
+	if m == w.w {
+		slot = w.head
+	}
+	// Kernel row of x against the window, with x in its slot. Entries are
+	// evaluated pair by pair with Kernel.Eval, which is symmetric to the
+	// last bit, so Restore can rebuild the same Gram matrix exactly.
+	n := max(m, slot+1)
+	row := w.krow[:n]
+	for j := range m {
+		row[j] = w.cfg.Kernel.Eval(w.ring.Point(j), x)
+	}
+	row[slot] = w.cfg.Kernel.Self(x)
+	for j, v := range row {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: kernel value %v against window slot %d", ErrNumerical, v, j)
+		}
+	}
+	// Save what the insertion overwrites, then insert.
+	W := w.w
+	copy(w.saveRow[:n], w.gram[slot*W:slot*W+n])
+	if m == W {
+		copy(w.savePt, w.ring.Point(slot))
+		w.ring.Set(slot, x)
+		w.head = (w.head + 1) % W
+	} else {
+		w.ring.Append(x)
+	}
+	w.setGramRow(slot, row)
+	w.seen++
+	w.since++
+
+	var err error
+	switch {
+	case !w.ready && n >= w.k+1:
+		err = w.refresh(windowWarmIters, windowTol)
+	case w.ready && (w.seen%int64(w.cfg.Refresh) == 0 || n == W && m < W):
+		err = w.refresh(1, 0)
+	}
+	if err != nil {
+		// Roll back the insertion.
+		w.seen--
+		w.since--
+		w.setGramRow(slot, w.saveRow[:n])
+		if m == W {
+			w.ring.Set(slot, w.savePt)
+			w.head = slot
+		} else {
+			w.ring.Remove(m)
+		}
+		return err
+	}
+	return nil
+}
+
+// setGramRow writes row (length ≥ slot+1, the window size) as row and
+// column slot of the Gram matrix.
+func (w *Window) setGramRow(slot int, row []float64) {
+	W := w.w
+	copy(w.gram[slot*W:slot*W+len(row)], row)
+	for j, v := range row {
+		w.gram[j*W+slot] = v
+	}
+}
+
+// Sync runs up to iters subspace iterations on the current window, stopping
+// early once the relative residual is below 1e-10, and publishes the result,
+// so the published components are the window's exact kernel PCA to that
+// accuracy (as of now). Use it before exporting a model or at checkpoints
+// when Refresh is large. It costs O(W²p) per iteration. It returns
+// ErrNotReady while the window holds fewer than k+1 points and ErrConfig
+// for iters < 1; on error the state is unchanged.
+func (w *Window) Sync(iters int) error {
+	if iters < 1 {
+		return fmt.Errorf("%w: window: sync needs iters ≥ 1, got %d", ErrConfig, iters)
+	}
+	if w.ring.Len() < w.k+1 {
+		return fmt.Errorf("%w: window holds %d points, needs %d", ErrNotReady, w.ring.Len(), w.k+1)
+	}
+	return w.refresh(iters, windowTol)
+}
+
+// refresh runs between 1 and iters subspace iterations (stopping when the
+// residual falls below tol), commits the new basis and publishes the Ritz
+// pairs. On error nothing is changed.
+func (w *Window) refresh(iters int, tol float64) error {
+	rng := w.rng
+	next, pe, res, err := w.iterate(iters, tol)
+	if err != nil {
+		w.rng = rng
+		return err
+	}
+	copy(w.block[:pe*w.w], next[:pe*w.w])
+	copy(w.bval, w.theta[:pe])
+	w.valid = pe
+	w.resid = res
+	w.publish()
+	return nil
+}
+
+// iterate runs the subspace iteration from a copy of the committed basis.
+// It leaves the Ritz vectors of the last iteration in w.u (rows, by
+// descending Ritz value w.theta) and returns the buffer that holds the next
+// basis, the number of basis rows pe and the relative residual of the last
+// iteration. It writes only scratch buffers and w.rng.
+func (w *Window) iterate(iters int, tol float64) ([]float64, int, float64, error) {
+	W, m := w.w, w.ring.Len()
+	pe := min(w.p, m-1)
+	src, dst := w.s1, w.s2
+	copy(src[:w.valid*W], w.block[:w.valid*W])
+	w.rowSums(m)
+	// New rows (the window grew, or the first refresh): random, centred, orthonormal.
+	for c := w.valid; c < pe; c++ {
+		if !w.randomRow(src, c, m) {
+			return nil, 0, 0, fmt.Errorf("%w: window: cannot extend the basis to %d vectors", ErrNumerical, pe)
+		}
+	}
+	q := pe + w.augment(src, pe, m)
+	var res float64
+	for it := 0; it < iters; it++ {
+		var err error
+		res, err = w.step(src, dst, q, pe, m)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		src, dst = dst, src
+		q = pe
+		if res <= tol {
+			break
+		}
+	}
+	return src, pe, res, nil
+}
+
+// rowSums writes the row sums of the window's Gram into w.rsum.
+func (w *Window) rowSums(m int) {
+	W := w.w
+	bl := blas64.Implementation()
+	for i := range m {
+		w.rsum[i] = bl.Ddot(m, w.gram[i*W:i*W+m], 1, w.ones, 1)
+	}
+}
+
+// augment appends to the pe basis rows of src up to k extra rows: copies
+// of the leading basis rows whose entries at the window slots written since
+// the last refresh (still the coordinates of the evicted points, or zeros)
+// are replaced by their Nyström extension vⱼ = (K̃v)ⱼ/θ, θ the row's Ritz
+// value from the last refresh, orthonormalised against the rows before
+// them. Cost O(f·W·k) for f fresh slots. The Rayleigh–Ritz step then
+// chooses the best vectors in the enlarged span, so a poor extension (of a
+// vector far from convergence) cannot hurt, while a good one removes the
+// lag of the Ritz pairs behind the window. It returns the number of rows
+// added: none when no slot is fresh, more than half of the window is, or
+// the basis is new.
+func (w *Window) augment(src []float64, pe, m int) int {
+	W := w.w
+	na := min(w.k, w.valid)
+	if na == 0 || w.since == 0 || 2*w.since > m {
+		return 0
+	}
+	for c := range na {
+		if !(w.bval[c] > 0) {
+			na = c
+			break
+		}
+	}
+	if na == 0 {
+		return 0
+	}
+	bl := blas64.Implementation()
+	fm := float64(m)
+	aug := src[pe*W:]
+	for c := range na {
+		v := aug[c*W : c*W+m]
+		copy(v, src[c*W:c*W+m])
+		for j := range m {
+			if w.writtenAgo(j) < w.since {
+				v[j] = 0
+			}
+		}
+		centre(v)
+		// avg[c] = rᵀ(Hv)/m, the mean of K(Hv); then (K̃v)ⱼ = Kⱼ·(Hv) − avg[c].
+		w.avg[c] = bl.Ddot(m, w.rsum, 1, v, 1) / fm
+	}
+	for j := range m {
+		if w.writtenAgo(j) >= w.since {
+			continue
+		}
+		bl.Dgemv(blas.NoTrans, na, m, 1, aug, W, w.gram[j*W:j*W+m], 1, 0, w.tmp, 1)
+		for c := range na {
+			aug[c*W+j] = (w.tmp[c] - w.avg[c]) / w.bval[c]
+		}
+	}
+	// Orthonormalise against everything before; drop rows in the span.
+	added := 0
+	for c := range na {
+		r := pe + added
+		if r != pe+c {
+			copy(src[r*W:r*W+m], src[(pe+c)*W:(pe+c)*W+m])
+		}
+		if w.orthRow(src, r, m) {
+			added++
+		}
+	}
+	return added
+}
+
+// step is one subspace iteration with Rayleigh–Ritz on the q orthonormal
+// rows of src: z = K̃·src; the top pe Ritz pairs of span(src) go to w.u and
+// w.theta (descending); dst receives the orthonormalised K̃·u, the next
+// basis of pe rows. It returns the relative residual max‖K̃u − θu‖/θ₁ of
+// the top k pairs.
+func (w *Window) step(src, dst []float64, q, pe, m int) (float64, error) {
+	W := w.w
+	bl := blas64.Implementation()
+	z := w.z
+	// z = H K H src, row c of z is K̃ applied to row c of src.
+	for c := range q {
+		centre(src[c*W : c*W+m])
+	}
+	for i := range m {
+		bl.Dgemv(blas.NoTrans, q, m, 1, src, W, w.gram[i*W:i*W+m], 1, 0, z[i:], W)
+	}
+	for c := range q {
+		centre(z[c*W : c*W+m])
+	}
+	// T = src zᵀ (q×q, symmetric up to rounding).
+	t := w.t[:q*q]
+	for a := range q {
+		sa := src[a*W : a*W+m]
+		for b := a; b < q; b++ {
+			v := 0.5 * (bl.Ddot(m, sa, 1, z[b*W:b*W+m], 1) + bl.Ddot(m, src[b*W:b*W+m], 1, z[a*W:a*W+m], 1))
+			t[a*q+b] = v
+			t[b*q+a] = v
+		}
+	}
+	theta := w.theta[:q]
+	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{Uplo: blas.Upper, N: q, Stride: q, Data: t}, theta, w.work, len(w.work)) {
+		return 0, fmt.Errorf("%w: window: Rayleigh–Ritz eigendecomposition failed", ErrNumerical)
+	}
+	for _, v := range theta {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("%w: window: Ritz value %v", ErrNumerical, v)
+		}
+	}
+	// Descending order: Ritz vector c uses eigenvector column q−1−c of t.
+	// u = Qᵀ src, dst = Qᵀ z, for the top pe.
+	for c := range pe {
+		col := q - 1 - c
+		uc, dc := w.u[c*W:c*W+m], dst[c*W:c*W+m]
+		clear(uc)
+		clear(dc)
+		for r := range q {
+			g := t[r*q+col]
+			bl.Daxpy(m, g, src[r*W:r*W+m], 1, uc, 1)
+			bl.Daxpy(m, g, z[r*W:r*W+m], 1, dc, 1)
+		}
+	}
+	// Reverse theta to descending.
+	for a, b := 0, q-1; a < b; a, b = a+1, b-1 {
+		theta[a], theta[b] = theta[b], theta[a]
+	}
+	// Residual of the top k pairs, relative to θ₁.
+	var res float64
+	for c := range w.k {
+		uc, dc := w.u[c*W:c*W+m], dst[c*W:c*W+m]
+		var s float64
+		for j, v := range dc {
+			e := v - theta[c]*uc[j]
+			s += e * e
+		}
+		res = max(res, math.Sqrt(s))
+	}
+	if theta[0] > 0 {
+		res /= theta[0]
+	} else {
+		res = 0
+	}
+	// Orthonormalise dst in order, so that row c keeps following Ritz vector c.
+	for c := range pe {
+		if !w.orthRow(dst, c, m) && !w.randomRow(dst, c, m) {
+			return 0, fmt.Errorf("%w: window: basis vector %d collapsed", ErrNumerical, c)
+		}
+	}
+	return res, nil
+}
+
+// orthRow makes row c of b (over [0, m)) centred, orthogonal to rows 0..c−1
+// and of unit norm by two passes of modified Gram–Schmidt. It reports false
+// when the row is (numerically) in the span of the previous rows.
+func (w *Window) orthRow(b []float64, c, m int) bool {
+	W := w.w
+	bl := blas64.Implementation()
+	v := b[c*W : c*W+m]
+	before := bl.Dnrm2(m, v, 1)
+	if before == 0 || math.IsNaN(before) || math.IsInf(before, 0) {
+		return false
+	}
+	for range 2 {
+		centre(v)
+		for r := range c {
+			vr := b[r*W : r*W+m]
+			bl.Daxpy(m, -bl.Ddot(m, vr, 1, v, 1), vr, 1, v, 1)
+		}
+	}
+	after := bl.Dnrm2(m, v, 1)
+	if !(after > 1e-8*before) {
+		return false
+	}
+	bl.Dscal(m, 1/after, v, 1)
+	return true
+}
+
+// randomRow fills row c of b with seeded random values and orthonormalises
+// it against rows 0..c−1; it reports false when three draws fail.
+func (w *Window) randomRow(b []float64, c, m int) bool {
+	v := b[c*w.w : c*w.w+m]
+	for range 3 {
+		for j := range v {
+			v[j] = w.uniform()
+		}
+		if w.orthRow(b, c, m) {
+			return true
+		}
+	}
+	clear(v)
+	return false
+}
+
+// uniform returns a value in [−1, 1) from the splitmix64 generator.
+func (w *Window) uniform() float64 {
+	w.rng += 0x9e3779b97f4a7c15
+	z := w.rng
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<52) - 1
+}
+
+// centre subtracts the mean from v.
+func centre(v []float64) {
+	if len(v) == 0 {
+		return
+	}
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	s /= float64(len(v))
+	for i := range v {
+		v[i] -= s
+	}
+}
+
+// writtenAgo returns how many observations ago window slot j was written
+// (0 for the newest point).
+func (w *Window) writtenAgo(j int) int {
+	m := w.ring.Len()
+	if m < w.w {
+		return m - 1 - j
+	}
+	return ((w.head-1-j)%w.w + w.w) % w.w
+}
+
+// publish freezes the Ritz pairs in w.u / w.theta as the published
+// components of the current window: aligns them with the previous ones,
+// computes the coefficients and offsets and copies the window points.
+func (w *Window) publish() {
+	W, k, m := w.w, w.k, w.ring.Len()
+	fm := float64(m)
+	// Total and traces of the current window's Gram (w.rsum holds its row sums).
+	var sum, diag float64
+	for i := range m {
+		sum += w.rsum[i]
+		diag += w.gram[i*W+i]
+	}
+	trace := diag - sum/fm
+	tiny := windowTiny * math.Abs(diag)
+
+	// Match each new component with the previous basis on the shared slots.
+	changed := !w.ready
+	if w.ready {
+		changed = w.align(m) || changed
+	}
+	if changed {
+		w.version++
+	}
+
+	for i := range k {
+		th := w.theta[i]
+		if th <= tiny {
+			th = 0
+		}
+		w.eig[i] = th
+		ui := w.u[i*W : i*W+m]
+		copy(w.vecs[i*W:i*W+m], ui)
+		scale := 0.0
+		if th > 0 {
+			scale = 1 / math.Sqrt(th)
+		}
+		// αᵢ = scale·uᵢ; coefⱼᵢ = αⱼᵢ − (1ᵀαᵢ)/m; offᵢ = αᵢᵀr/m − (1ᵀαᵢ)·1ᵀK1/m².
+		var sa, ra float64
+		for j, v := range ui {
+			a := scale * v
+			sa += a
+			ra += a * w.rsum[j]
+		}
+		for j, v := range ui {
+			w.coef[j*k+i] = scale*v - sa/fm
+		}
+		w.off[i] = ra/fm - sa*sum/(fm*fm)
+	}
+	w.pub.Reset(w.ring.Data(), m)
+	w.pubSum = sum
+	w.pubTrace = trace
+	w.ready = true
+	w.since = 0
+}
+
+// align flips the signs of the new components w.u to match their best
+// matches in the previous basis w.vecs, comparing them on the window slots
+// written before the previous publish, and reports whether the basis
+// changed (order swap, |cos| below windowBasisCos, or no shared slot).
+func (w *Window) align(m int) bool {
+	W, k, pm := w.w, w.k, w.pub.Len()
+	// cosm[i*k+l] = ⟨uᵢ, vₗ⟩ on shared slots; norms accumulated alongside.
+	clear(w.cosm)
+	normsU, normsV := w.normU, w.normV
+	clear(normsU)
+	clear(normsV)
+	var shared int
+	for j := range min(m, pm) {
+		if w.writtenAgo(j) < w.since {
+			continue
+		}
+		shared++
+		for i := range k {
+			ui := w.u[i*W+j]
+			normsU[i] += ui * ui
+			for l := range k {
+				w.cosm[i*k+l] += ui * w.vecs[l*W+j]
+			}
+		}
+		for l := range k {
+			v := w.vecs[l*W+j]
+			normsV[l] += v * v
+		}
+	}
+	if shared == 0 {
+		return true
+	}
+	changed := false
+	for i := range k {
+		best, bc := i, 0.0
+		for l := range k {
+			den := math.Sqrt(normsU[i] * normsV[l])
+			c := 0.0
+			if den > 0 {
+				c = w.cosm[i*k+l] / den
+			}
+			w.cosm[i*k+l] = c
+			if math.Abs(c) > math.Abs(bc) {
+				best, bc = l, c
+			}
+		}
+		if best != i || math.Abs(w.cosm[i*k+i]) < windowBasisCos {
+			changed = true
+		}
+		if bc < 0 {
+			ui := w.u[i*W : i*W+m]
+			for j := range ui {
+				ui[j] = -ui[j]
+			}
+		}
+	}
+	return changed
+}
+
+// Transform writes the projections of x onto the published components into
+// dst (see the type's comment). Cost O(Wd + Wk); it does not allocate when
+// dst is given and never changes the state. It panics if dst has a length
+// other than k.
+func (w *Window) Transform(dst, x []float64) ([]float64, error) {
+	if err := checkInput(x, w.d); err != nil {
+		return nil, err
+	}
+	if !w.ready {
+		return nil, fmt.Errorf("%w: window holds %d points and needs %d and a refresh", ErrNotReady, w.ring.Len(), w.k+1)
+	}
+	dst = prepareDst(dst, w.k)
+	w.project(dst, x)
+	return dst, nil
+}
+
+// project writes the projections into dst and returns the kernel row of x
+// against the published points.
+func (w *Window) project(dst, x []float64) []float64 {
+	pm := w.pub.Len()
+	row := w.pub.Row(w.krow, x, Norm2(x))
+	blas64.Implementation().Dgemv(blas.Trans, pm, w.k, 1, w.coef, w.k, row, 1, 0, dst, 1)
+	for i, o := range w.off {
+		dst[i] -= o
+	}
+	return row
+}
+
+// Score is Transform plus the novelty of x with respect to the published
+// window: SPE = ‖φ(x) − m‖² − Σyᵢ² (clamped at 0) with
+// ‖φ(x) − m‖² = k(x,x) − (2/m)Σⱼk(xⱼ,x) + 1ᵀK1/m², and T² = Σ yᵢ²/(θᵢ/m)
+// over the components with nonzero eigenvalue.
+func (w *Window) Score(dst, x []float64) ([]float64, Novelty, error) {
+	if err := checkInput(x, w.d); err != nil {
+		return nil, Novelty{}, err
+	}
+	if !w.ready {
+		return nil, Novelty{}, fmt.Errorf("%w: window holds %d points and needs %d and a refresh", ErrNotReady, w.ring.Len(), w.k+1)
+	}
+	dst = prepareDst(dst, w.k)
+	row := w.project(dst, x)
+	fm := float64(w.pub.Len())
+	var s float64
+	for _, v := range row {
+		s += v
+	}
+	dist := w.cfg.Kernel.Self(x) - 2*s/fm + w.pubSum/(fm*fm)
+	var nov Novelty
+	var yy float64
+	for i, y := range dst {
+		yy += y * y
+		if w.eig[i] > 0 {
+			nov.T2 += y * y * fm / w.eig[i]
+		}
+	}
+	nov.SPE = max(dist-yy, 0)
+	return dst, nov, nil
+}
+
+// Summary reports the published eigenvalues θᵢ/m (into dst as Transform
+// does), the explained variance Σθᵢ/trace(K̃) of the published window, the
+// basis version and the current window fill.
+func (w *Window) Summary(dst []float64) Summary {
+	s := Summary{BasisVersion: w.version, Stored: w.ring.Len(), Ready: w.ready}
+	if !w.ready {
+		return s
+	}
+	dst = prepareDst(dst, w.k)
+	fm := float64(w.pub.Len())
+	var sum float64
+	for i, v := range w.eig {
+		dst[i] = v / fm
+		sum += v
+	}
+	s.Eigenvalues = dst
+	if w.pubTrace > 0 {
+		s.ExplainedVariance = min(max(sum/w.pubTrace, 0), 1)
+	}
+	return s
+}
+
+// Model returns the published components as a portable Model: the points
+// are the window at the last refresh and Model.Transform equals Transform.
+func (w *Window) Model() (*Model, error) {
+	if !w.ready {
+		return nil, fmt.Errorf("%w: window holds %d points and needs %d and a refresh", ErrNotReady, w.ring.Len(), w.k+1)
+	}
+	pm := w.pub.Len()
+	fm := float64(pm)
+	eig := make([]float64, w.k)
+	for i, v := range w.eig {
+		eig[i] = v / fm
+	}
+	return modelFrom(KindWindow, w.cfg.Kernel, w.pub.Data(), pm, w.d, w.coef, w.k, w.off, eig, w.seen), nil
+}
+
+// State returns a deep copy of the learner's state. Names used (m = window
+// fill, pm = published window size, pe = basis rows):
+//
+//	Ints:     "stored" m, "head", "since", "ready" (0/1), "basis_version",
+//	          "rng" (generator state, bit pattern), "basis_rows" pe, "published" pm
+//	Scalars:  "pub_sum" 1ᵀK1 and "pub_trace" trace(K̃) of the published window, "residual"
+//	Matrices: "points" m×d (by slot), "basis" pe×m, "basis_values" 1×pe,
+//	          "published_points" pm×d,
+//	          "vectors" k×pm, "eigenvalues" 1×k (of K̃, not /m),
+//	          "coefficients" pm×k, "offsets" 1×k
+//
+// The Gram matrix is not stored: Restore recomputes it from "points".
+func (w *Window) State() *State {
+	W, k, m, pm := w.w, w.k, w.ring.Len(), w.pub.Len()
+	s := newState(KindWindow, w.cfg, w.seen)
+	s.Ints["stored"] = int64(m)
+	s.Ints["head"] = int64(w.head)
+	s.Ints["since"] = int64(w.since)
+	s.Ints["ready"] = b2i(w.ready)
+	s.Ints["basis_version"] = int64(w.version)
+	s.Ints["rng"] = int64(w.rng)
+	s.Ints["basis_rows"] = int64(w.valid)
+	s.Ints["published"] = int64(pm)
+	s.Scalars["pub_sum"] = w.pubSum
+	s.Scalars["pub_trace"] = w.pubTrace
+	s.Scalars["residual"] = w.resid
+	s.putMatrix("points", m, w.d, w.ring.Data())
+	s.putMatrix("basis", w.valid, m, packRows(w.block, w.valid, m, W))
+	s.putMatrix("basis_values", 1, w.valid, w.bval)
+	s.putMatrix("published_points", pm, w.d, w.pub.Data())
+	s.putMatrix("vectors", k, pm, packRows(w.vecs, k, pm, W))
+	s.putMatrix("eigenvalues", 1, k, w.eig)
+	s.putMatrix("coefficients", pm, k, w.coef)
+	s.putMatrix("offsets", 1, k, w.off)
+	return s
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// packRows returns the first cols entries of the first rows rows of a
+// (row stride ld), packed.
+func packRows(a []float64, rows, cols, ld int) []float64 {
+	out := make([]float64, rows*cols)
+	for r := range rows {
+		copy(out[r*cols:(r+1)*cols], a[r*ld:r*ld+cols])
+	}
+	return out
+}
+
+// Restore replaces the state with s after checking it: header and config,
+// counters in range and consistent with Seen (the window fill is min(Seen,
+// W)), shapes and finiteness, an orthonormal centred basis, unit published
+// eigenvectors, descending non-negative eigenvalues and finite kernel
+// values. The Gram matrix is recomputed from the points (O(W²d)). On error
+// the learner is unchanged.
+func (w *Window) Restore(s *State) error {
+	r := &stateReader{s: s}
+	r.header(KindWindow, w.cfg)
+	if r.err != nil {
+		return r.err
+	}
+	W, k, d := w.w, w.k, w.d
+	m := int(r.int("stored", 0, int64(W)))
+	if r.err == nil && int64(m) != min(s.Seen, int64(W)) {
+		r.fail("stored %d does not match seen %d and window %d", m, s.Seen, W)
+	}
+	headMax := int64(0)
+	if m == W {
+		headMax = int64(W - 1)
+	}
+	head := int(r.int("head", 0, headMax))
+	ready := r.int("ready", 0, 1) == 1
+	version := r.int("basis_version", 0, math.MaxInt64)
+	rng := uint64(r.int("rng", math.MinInt64, math.MaxInt64))
+	valid := int(r.int("basis_rows", 0, int64(min(w.p, max(m-1, 0)))))
+	pm := 0
+	if ready {
+		pm = int(r.int("published", int64(k+1), int64(W)))
+	} else {
+		r.int("published", 0, 0)
+	}
+	sinceMax := int64(m)
+	if ready {
+		sinceMax = int64(w.cfg.Refresh - 1)
+	}
+	since := int(r.int("since", 0, sinceMax))
+	if r.err == nil && ready && version < 1 {
+		r.fail("basis_version %d with published components", version)
+	}
+	if r.err == nil && ready && valid < k {
+		r.fail("basis_rows %d below components %d with published components", valid, k)
+	}
+	pubSum := r.scalar("pub_sum", -math.MaxFloat64, math.MaxFloat64)
+	pubTrace := r.scalar("pub_trace", -math.MaxFloat64, math.MaxFloat64)
+	resid := r.scalar("residual", 0, math.MaxFloat64)
+	if r.err != nil {
+		return r.err
+	}
+	points := r.matrix("points", m, d)
+	basis := r.matrix("basis", valid, m)
+	bval := r.matrix("basis_values", 1, valid)
+	pubPts := r.matrix("published_points", pm, d)
+	vecs := r.matrix("vectors", k, pm)
+	eig := r.matrix("eigenvalues", 1, k)
+	coef := r.matrix("coefficients", pm, k)
+	off := r.matrix("offsets", 1, k)
+	if r.err != nil {
+		return r.err
+	}
+	for i, v := range eig {
+		if v < 0 || (i > 0 && v > eig[i-1]) {
+			r.fail("eigenvalues %v are not descending and non-negative", eig)
+			return r.err
+		}
+	}
+	if !ready {
+		for i := range k {
+			if eig[i] != 0 || off[i] != 0 {
+				r.fail("eigenvalues or offsets set without published components")
+				return r.err
+			}
+		}
+	}
+	if err := checkOrthonormal(basis, valid, m, true); err != nil {
+		r.fail("basis: %v", err)
+		return r.err
+	}
+	if ready {
+		for i := range k {
+			n := blas64.Implementation().Dnrm2(pm, vecs[i*pm:(i+1)*pm], 1)
+			if math.Abs(n-1) > 1e-6 {
+				r.fail("vectors row %d has norm %v, want 1", i, n)
+				return r.err
+			}
+		}
+	}
+
+	// Build the new state aside, then swap it in.
+	nw, err := NewWindow(w.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	nw.seen = s.Seen
+	nw.ring.Reset(points, m)
+	nw.head = head
+	for j := range m {
+		pj := nw.ring.Point(j)
+		for i := range j {
+			v := nw.cfg.Kernel.Eval(nw.ring.Point(i), pj)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				r.fail("kernel value %v between points %d and %d", v, i, j)
+				return r.err
+			}
+			nw.gram[i*W+j] = v
+			nw.gram[j*W+i] = v
+		}
+		v := nw.cfg.Kernel.Self(pj)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			r.fail("kernel value %v of point %d with itself", v, j)
+			return r.err
+		}
+		nw.gram[j*W+j] = v
+	}
+	nw.since = since
+	nw.rng = rng
+	for c := range valid {
+		copy(nw.block[c*W:c*W+m], basis[c*m:(c+1)*m])
+	}
+	copy(nw.bval, bval)
+	nw.valid = valid
+	nw.ready = ready
+	nw.pub.Reset(pubPts, pm)
+	for i := range k {
+		copy(nw.vecs[i*W:i*W+pm], vecs[i*pm:(i+1)*pm])
+	}
+	copy(nw.eig, eig)
+	copy(nw.coef, coef)
+	copy(nw.off, off)
+	nw.pubSum = pubSum
+	nw.pubTrace = pubTrace
+	nw.resid = resid
+	nw.version = uint64(version)
+	*w = *nw
+	return nil
+}
+
+// checkOrthonormal checks that the rows of the rows×cols matrix a are
+// orthonormal (and, if centred, sum to zero) to 1e-6.
+func checkOrthonormal(a []float64, rows, cols int, centred bool) error {
+	bl := blas64.Implementation()
+	for i := range rows {
+		ai := a[i*cols : (i+1)*cols]
+		if centred {
+			var s float64
+			for _, v := range ai {
+				s += v
+			}
+			if math.Abs(s) > 1e-6*math.Sqrt(float64(cols)) {
+				return fmt.Errorf("row %d sums to %v, want 0", i, s)
+			}
+		}
+		for j := 0; j <= i; j++ {
+			g := bl.Ddot(cols, ai, 1, a[j*cols:(j+1)*cols], 1)
+			want := 0.0
+			if i == j {
+				want = 1
+			}
+			if math.Abs(g-want) > 1e-6 {
+				return fmt.Errorf("rows %d and %d have inner product %v, want %v", i, j, g, want)
+			}
+		}
+	}
+	return nil
+}

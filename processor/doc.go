@@ -1,0 +1,78 @@
+// Package processor owns all I/O and all goroutines of kpcastream: it
+// consumes observations from NATS, feeds one learner per partition key,
+// publishes projections, dead-letters bad input and snapshots learner state
+// to JetStream.
+//
+// # Model
+//
+// New(cfg, deps) checks the configuration; Run(ctx) sets up the streams,
+// consumers and the micro service, processes messages until ctx is
+// cancelled, shuts down and returns. Every goroutine is owned by one
+// errgroup held by Run. The NATS connection belongs to the caller, who
+// drains it after Run returns.
+//
+// A pipeline reads a JetStream stream through a durable pull consumer
+// (input.stream set) or a core NATS subject. The partition key is one
+// token of the subject (key_token, by default the first '*' of the filter).
+// Each key is owned by worker hash(key) mod workers; the consume callback
+// only hands the message to that worker over a bounded channel (back-
+// pressure). Per message the worker: loads the key's learner (snapshot or
+// fresh) on first use; skips the message if its stream sequence is at or
+// below the key's last applied one (replay after a restore); decodes;
+// checks every observation (dimension, finiteness) before learning any;
+// Learns and Scores each observation (apply, a plain function); publishes
+// each projection of a ready learner to the output subject template with
+// Nats-Msg-Id "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch),
+// using a JetStream publish when a stream captures the output subject;
+// and only then acks. Before a learner is ready the message is learned,
+// acked and counted as warming.
+//
+// # Failures
+//
+// classify sorts errors: bad input (codec ErrMalformed/ErrTooLarge/
+// ErrVersion, learners ErrDimension/ErrNonFinite/ErrNumerical, a recovered
+// panic) is published to the dead-letter subject with headers
+// Kpcastream-Error (reason), Kpcastream-Error-Detail, Kpcastream-Subject
+// and Kpcastream-Stream-Seq and the original payload, then terminated; the
+// learner is untouched (ErrNumerical within a batch keeps the observations
+// learned before it, as a replay would). Transient failures are nak'ed
+// with input.nak_delay. A corrupt or incompatible snapshot refuses the
+// key's messages (nak, logged at error) unless
+// snapshot.on_corrupt_snapshot is "reset". An invalid learner
+// configuration stops Run.
+//
+// # Exactly-once state
+//
+// A snapshot records a key's state and last applied stream sequence. Each
+// JetStream pipeline also keeps a checkpoint in the checkpoint bucket: the
+// lowest sequence whose effect may not be in a saved snapshot (deliveries
+// in flight or nak'ed, and each dirty key's first unsnapshotted sequence;
+// see tracker). On start the durable consumer is reset to the checkpoint,
+// and workers skip per key what the key's snapshot already holds, so after
+// a crash the state is exactly that of an uninterrupted run. Replayed
+// outputs carry the same Nats-Msg-Id and are dropped by an output stream
+// whose duplicates window covers the replay. The design assumes one
+// processor per pipeline (a second instance sharing the consumer would
+// both consume and reset it).
+//
+// Snapshots follow the policy (every N messages, every T, on shutdown, on
+// unload); the worker hands a State copy to its snapshotter goroutine and
+// never waits on the KV except to free a slot when unloading. A save that
+// fails with snapshot.ErrConflict means someone else committed a newer
+// snapshot of the key: the worker forgets its learner (it no longer owns
+// the key) and reloads the newer snapshot on the key's next message.
+//
+// # Bounded memory
+//
+// Each worker holds at most max(1, max_keys/workers) learners per pipeline;
+// the least recently used one is snapshotted and unloaded, and loaded again
+// on its next message. Per message, memory is bounded by max_batch and the
+// learner's dimension.
+//
+// # Operations
+//
+// Handler serves /metrics, /healthz and /readyz. The micro service
+// (service_name, default "kpcastream") has endpoints <name>.stats,
+// <name>.pipelines, <name>.model, <name>.snapshot and <name>.reset; the
+// last three take {"pipeline":"…","key":"…"}.
+package processor
