@@ -1,0 +1,8 @@
+// Package deploy holds kpcastream's deployment files (Dockerfile at the
+// repository root; docker-compose.yml, nats/, streams/, compose/, k8s/ and
+// kustomization.yaml here; README.md explains them) and the tests that keep
+// them honest: every config they embed is loaded and validated with the
+// project's config loader, every flag they pass exists on "kpcastream run",
+// the Kubernetes memory limit covers the learners' memory formula, and the
+// Dockerfile builds exactly as .ci/run does. The package has no code.
+package deploy

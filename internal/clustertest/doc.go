@@ -1,0 +1,10 @@
+// Package clustertest holds the three-node NATS cluster test of kpcastream:
+// three embedded nats-servers on loopback, configured from
+// deploy/nats/nats.conf (JetStream, cluster routes, the partition mapping),
+// the R3 streams of deploy/streams, and the two workers of
+// deploy/docker-compose.yml, run with processor.New and Run. One node (the
+// input stream's leader, which both workers are connected to) is shut down
+// in the middle of the stream and restarted; the test checks that every
+// message was applied exactly once. It is the proof that scaling out rests
+// on NATS itself. The package has no non-test code.
+package clustertest
