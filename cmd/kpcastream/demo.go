@@ -201,7 +201,6 @@ func demoPublish(ctx context.Context, js jetstream.JetStream, o *demoOptions, st
 	defer tick.Stop()
 	x := make([]float64, o.dim)
 	obs := []codec.Observation{{X: x}}
-	var buf []byte
 	var sent int64
 	for {
 		select {
@@ -227,8 +226,10 @@ func demoPublish(ctx context.Context, js jetstream.JetStream, o *demoOptions, st
 			x[j] += b * r * math.Sin(th)
 			obs[0].ID = fmt.Sprintf("m%d", sent)
 			obs[0].TS = float64(time.Now().UnixNano()) / 1e9
-			var err error
-			if buf, err = codec.EncodeObservations(buf[:0], codec.Msgpack, obs); err != nil {
+			// A fresh buffer per message: PublishAsync keeps the payload
+			// until the server acknowledges it (and may resend it).
+			buf, err := codec.EncodeObservations(nil, codec.Msgpack, obs)
+			if err != nil {
 				return err
 			}
 			key := fmt.Sprintf("sensor-%d", sent%int64(o.keys))
