@@ -798,9 +798,9 @@ func (l *IKPCA) State() *State {
 	s.Scalars["scale"] = l.sc
 	s.putMatrix("points", m, l.d, l.rows.Data())
 	s.putMatrix("admitted", 1, m, l.adm)
-	s.putMatrix("L", m, m, compact(l.L, b, m))
-	s.putMatrix("P", m, m, compact(l.P, b, m))
-	s.putMatrix("S", m, m, compact(l.S, b, m))
+	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
+	s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+	s.putMatrix("S", m, m, packRows(l.S, m, m, b))
 	s.putMatrix("mu", 1, m, l.mu)
 	s.putMatrix("U", m, l.p, l.U)
 	s.putMatrix("theta", 1, l.p, l.th)
@@ -809,15 +809,6 @@ func (l *IKPCA) State() *State {
 	s.putMatrix("a", 1, m, l.a)
 	s.putMatrix("c", 1, l.k, l.c)
 	return s
-}
-
-// compact copies the leading m×m block of a (stride b) into a new m×m slice.
-func compact(a []float64, b, m int) []float64 {
-	out := make([]float64, m*m)
-	for i := range m {
-		copy(out[i*m:(i+1)*m], a[i*b:i*b+m])
-	}
-	return out
 }
 
 // Restore replaces the state with s after checking kind, config, shapes
