@@ -55,7 +55,7 @@ func init() {
 // Ints: m, version, rng, since_refresh, ready, changes, clock. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
 // P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S), mu 1×m,
-// U m×p, theta 1×p (Ritz values of the scatter), ref m×k (basis at the last
+// U m×p, SU m×p (S·U), theta 1×p (Ritz values of the scatter), ref m×k (basis at the last
 // version), A m×k, a 1×m (= L⁻ᵀμ), c 1×k.
 type IKPCA struct {
 	cfg     Config
@@ -69,6 +69,7 @@ type IKPCA struct {
 	mu             []float64 // b: weighted mean of the coordinates
 	adm            []float64 // b: admission clock of each member (for fifo)
 	U              []float64 // b×p: Ritz vectors, columns sorted by Ritz value, descending
+	SU             []float64 // b×p: S·U, kept up to date between refreshes
 	th             []float64 // p: Ritz values of the scatter (not divided by the weight)
 	ref            []float64 // b×k: published basis at the last version change
 	A              []float64 // b×k: L⁻ᵀU_k, coefficients over the dictionary
@@ -88,6 +89,7 @@ type IKPCA struct {
 	// scratch, never part of the state
 	kr, z, t1 []float64 // b
 	y1, y2    []float64 // b×p
+	gc, gs    []float64 // b: Givens rotations of an eviction
 	h         []float64 // p×p
 	wv, work  []float64 // p, Syev workspace
 	lwork     int
@@ -113,6 +115,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		mu:   make([]float64, b),
 		adm:  make([]float64, b),
 		U:    make([]float64, b*p),
+		SU:   make([]float64, b*p),
 		th:   make([]float64, p),
 		ref:  make([]float64, b*k),
 		A:    make([]float64, b*k),
@@ -125,6 +128,8 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		t1:   make([]float64, b),
 		y1:   make([]float64, b*p),
 		y2:   make([]float64, b*p),
+		gc:   make([]float64, b),
+		gs:   make([]float64, b),
 		h:    make([]float64, p*p),
 		wv:   make([]float64, p),
 	}
@@ -137,15 +142,15 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 
 // MemoryBytes is the learner's fixed memory in bytes:
 //
-//	8·(B·d + 3·B² + B·(3p + 2k + 7) + p² + 2p + k + lwork)
+//	8·(B·d + 3·B² + B·(4p + 2k + 9) + p² + 2p + k + lwork)
 //
 // with p = min(B, k + max(k, 8)) the block size and lwork (≈ 34p) the
 // eigensolver's workspace: the dictionary, L, P = (K_DD+εI)⁻¹ and the
-// scatter (3B²), the block and its two work copies (3Bp), A and the
+// scatter (3B²), the block, S times it and two work copies (4Bp), A and the
 // version reference (2Bk) and vectors. It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	return 8 * (b*d + 3*b*b + b*(3*p+2*k+7) + p*p + 2*p + k + l.lwork)
+	return 8 * (b*d + 3*b*b + b*(4*p+2*k+9) + p*p + 2*p + k + l.lwork)
 }
 
 // Kind returns "ikpca".
@@ -308,6 +313,7 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 	}
 	l.mu[m], l.a[m] = 0, 0
 	clear(l.U[m*l.p : (m+1)*l.p])
+	clear(l.SU[m*l.p : (m+1)*l.p])
 	clear(l.A[m*l.k : (m+1)*l.k])
 	clear(l.ref[m*l.k : (m+1)*l.k])
 	l.rows.Append(x)
@@ -361,42 +367,59 @@ func (l *IKPCA) evict(j int, z []float64) {
 	l.rows.Remove(j)
 
 	// Delete row j of L and restore triangularity with Givens rotations on
-	// columns (i, i+1), i = j…m−2; apply them to every coordinate object.
+	// columns (i, i+1), i = j…m−2, computed row by row (row i needs the
+	// rotations before it); then apply them to every coordinate object.
+	// All passes run along rows, so they stay cache-friendly.
 	copy(l.L[j*b:], l.L[(j+1)*b:m*b])
+	gc, gs := l.gc, l.gs
 	for i := j; i < m-1; i++ {
-		a, bb := l.L[i*b+i], l.L[i*b+i+1]
-		r := math.Hypot(a, bb)
-		if r == 0 {
-			continue
+		row := l.L[i*b : i*b+i+2]
+		for r := j; r < i; r++ {
+			rotate(row, r, r+1, gc[r], gs[r])
 		}
-		c, s := a/r, bb/r
-		for row := i; row < m-1; row++ {
-			rotate(l.L, row*b+i, row*b+i+1, c, s)
+		a, bb := row[i], row[i+1]
+		c, s := 1.0, 0.0
+		if rr := math.Hypot(a, bb); rr != 0 {
+			c, s = a/rr, bb/rr
+			row[i] = rr
 		}
-		l.L[i*b+i+1] = 0
+		row[i+1] = 0
+		gc[i], gs[i] = c, s
+	}
+	for i := j; i < m-1; i++ {
+		c, s := gc[i], gs[i]
 		rotate(l.mu, i, i+1, c, s)
 		rotate(z, i, i+1, c, s)
-		for col := range p {
-			rotate(l.U, i*p+col, (i+1)*p+col, c, s)
-		}
-		for col := range k {
-			rotate(l.ref, i*k+col, (i+1)*k+col, c, s)
-		}
-		// S ← GᵀSG on rows and columns (i, i+1).
-		for col := range m {
-			rotate(l.S, i*b+col, (i+1)*b+col, c, s)
-		}
-		for row := range m {
-			rotate(l.S, row*b+i, row*b+i+1, c, s)
+		rotateRows(l.U, p, i, c, s)
+		rotateRows(l.SU, p, i, c, s)
+		rotateRows(l.ref, k, i, c, s)
+		rotateRows(l.S[:m*b], b, i, c, s) // Gᵀ·S: rows i, i+1
+	}
+	for r := range m { // S·G: columns i, i+1 of every row
+		row := l.S[r*b : r*b+m]
+		for i := j; i < m-1; i++ {
+			rotate(row, i, i+1, gc[i], gs[i])
 		}
 	}
-	// Drop coordinate m−1: the mass along the removed direction.
+	// Drop coordinate m−1, the mass along the removed direction:
+	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :].
 	last := m - 1
+	for i := range last {
+		f := l.S[i*b+last]
+		if f == 0 {
+			continue
+		}
+		su := l.SU[i*p : (i+1)*p]
+		for c, u := range l.U[last*p : m*p] {
+			su[c] -= f * u
+		}
+	}
 	for i := range m {
 		l.S[last*b+i], l.S[i*b+last] = 0, 0
 	}
 	l.mu[last], z[last] = 0, 0
 	clear(l.U[last*p : m*p])
+	clear(l.SU[last*p : m*p])
 	clear(l.ref[last*k : m*k])
 	clear(l.L[last*b : last*b+m])
 	l.changes++
@@ -408,6 +431,17 @@ func rotate(v []float64, i, j int, c, s float64) {
 	vi, vj := v[i], v[j]
 	v[i] = c*vi + s*vj
 	v[j] = -s*vi + c*vj
+}
+
+// rotateRows applies the plane rotation (c, s) to rows i and i+1 of the
+// row-major matrix a with row stride w (the whole stride is rotated).
+func rotateRows(a []float64, w, i int, c, s float64) {
+	ri, rj := a[i*w:(i+1)*w], a[(i+1)*w:(i+2)*w]
+	for col, vi := range ri {
+		vj := rj[col]
+		ri[col] = c*vi + s*vj
+		rj[col] = -s*vi + c*vj
+	}
 }
 
 // removeIndex deletes row and column j from the m×m matrix a (stride b).
@@ -438,6 +472,9 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 		l.sc *= f
 		if l.sc < 1e-150 {
 			scal(l.S, b, m, l.sc)
+			for i := range l.SU[:m*l.p] {
+				l.SU[i] *= l.sc
+			}
 			l.sc = 1
 		}
 	}
@@ -446,7 +483,12 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 		dz[i] = z[i] - l.mu[i]
 	}
 	if g > 0 {
-		blas64.Implementation().Dger(m, m, g/l.sc, dz, 1, dz, 1, l.S, b)
+		impl := blas64.Implementation()
+		impl.Dger(m, m, g/l.sc, dz, 1, dz, 1, l.S, b)
+		// S·U gains (g/scale)·dz·(dzᵀU).
+		w := l.wv[:l.p]
+		impl.Dgemv(blas.Trans, m, l.p, 1, l.U, l.p, dz, 1, 0, w, 1)
+		impl.Dger(m, l.p, g/l.sc, dz, 1, w, 1, l.SU, l.p)
 	}
 	inv := 1 / l.w
 	for i := range m {
@@ -509,9 +551,10 @@ func (l *IKPCA) refresh() {
 		}
 		clear(l.th[q:])
 	} else {
-		// Y = S·U, orthonormalise, Rayleigh–Ritz on span(Y).
+		// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on
+		// span(Y): T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V, new S·U = T·V.
 		y := l.y2[:m*p]
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, y, p)
+		copy(y, l.SU[:m*p])
 		l.orthonormalize(y, m, p)
 		t := l.y1[:m*p]
 		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, y, p, 0, t, p)
@@ -519,7 +562,7 @@ func (l *IKPCA) refresh() {
 		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
 			return
 		}
-		// Ritz vectors Y·V in descending order of the Ritz values.
+		// Descending order of the Ritz values.
 		for c := 0; c < p/2; c++ {
 			o := p - 1 - c
 			for r := range p {
@@ -527,6 +570,7 @@ func (l *IKPCA) refresh() {
 			}
 			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
 		}
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, p, 1, t, p, h, p, 0, l.SU, p)
 		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, p, 1, y, p, h, p, 0, ritz, p)
 		for c := range p {
 			l.th[c] = l.wv[c] * l.sc
@@ -546,10 +590,15 @@ func (l *IKPCA) refresh() {
 		if s < 0 {
 			for i := range m {
 				ritz[i*p+c] = -ritz[i*p+c]
+				l.SU[i*p+c] = -l.SU[i*p+c]
 			}
 		}
 	}
 	copy(l.U[:m*p], ritz)
+	if m <= p {
+		// Exact branch: S·U from scratch (small).
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, l.SU, p)
+	}
 	wasReady := l.ready
 	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)
 	if l.ready {
@@ -803,6 +852,7 @@ func (l *IKPCA) State() *State {
 	s.putMatrix("S", m, m, packRows(l.S, m, m, b))
 	s.putMatrix("mu", 1, m, l.mu)
 	s.putMatrix("U", m, l.p, l.U)
+	s.putMatrix("SU", m, l.p, l.SU)
 	s.putMatrix("theta", 1, l.p, l.th)
 	s.putMatrix("ref", m, l.k, l.ref)
 	s.putMatrix("A", m, l.k, l.A)
@@ -837,6 +887,7 @@ func (l *IKPCA) Restore(s *State) error {
 	S := r.matrix("S", m, m)
 	mu := r.matrix("mu", 1, m)
 	U := r.matrix("U", m, l.p)
+	SU := r.matrix("SU", m, l.p)
 	th := r.matrix("theta", 1, l.p)
 	ref := r.matrix("ref", m, l.k)
 	A := r.matrix("A", m, l.k)
@@ -868,7 +919,7 @@ func (l *IKPCA) Restore(s *State) error {
 	l.rows.Reset(pts, m)
 	for _, v := range []struct {
 		dst, src []float64
-	}{{l.adm, adm}, {l.mu, mu}, {l.U, U}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
+	}{{l.adm, adm}, {l.mu, mu}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
 		clear(v.dst)
 		copy(v.dst, v.src)
 	}

@@ -1,6 +1,7 @@
 package learners
 
 import (
+	"math"
 	"reflect"
 	"testing"
 )
@@ -37,6 +38,90 @@ func TestIKPCAMemoryBytes(t *testing.T) {
 			if i == cfg.Budget || i == 10*cfg.Budget-1 {
 				if got, want := held(), l.MemoryBytes(); got != want {
 					t.Fatalf("%+v after %d: holds %d bytes, MemoryBytes %d", cfg, i+1, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestIKPCACachedProducts checks the quantities ikpca keeps up to date
+// incrementally (S·U, A = L⁻ᵀU_k, a = L⁻ᵀμ, P = (LLᵀ)⁻¹) against direct
+// recomputation, through admissions, evictions (every policy) and forgetting.
+func TestIKPCACachedProducts(t *testing.T) {
+	for _, ev := range []string{"lli", "fifo", "contribution"} {
+		cfg := Config{Dim: 4, Components: 3, Budget: 24, Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Eviction: ev, Forget: 0.995}
+		l, err := NewIKPCA(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float64, cfg.Dim)
+		rng := uint64(7)
+		for i := range 600 {
+			for j := range x {
+				rng = rng*6364136223846793005 + 1442695040888963407
+				x[j] = float64(rng>>11)/(1<<53)*2 - 1
+			}
+			if err := l.Learn(x); err != nil {
+				t.Fatal(err)
+			}
+			if i%97 != 96 {
+				continue
+			}
+			m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+			var worst float64
+			cmp := func(what string, got, want, scale float64) {
+				if d := math.Abs(got-want) / math.Max(scale, 1e-300); d > worst {
+					worst = d
+				}
+				if d := math.Abs(got - want); d > 1e-8*math.Max(scale, 1) {
+					t.Fatalf("%s after %d: %s = %g, recomputed %g", ev, i+1, what, got, want)
+				}
+			}
+			var smax float64
+			for _, v := range l.S[:m*b] {
+				smax = math.Max(smax, math.Abs(v))
+			}
+			for r := range m {
+				for c := range p {
+					var v float64
+					for q := range m {
+						v += l.S[r*b+q] * l.U[q*p+c]
+					}
+					cmp("S·U", l.SU[r*p+c], v, smax)
+				}
+			}
+			// Lᵀ·A = U_k and Lᵀ·a = μ hold between refreshes too: A and a
+			// are projected on evictions and a follows every update.
+			for r := range m {
+				for c := range k {
+					var v float64
+					for q := r; q < m; q++ {
+						v += l.L[q*b+r] * l.A[q*k+c]
+					}
+					cmp("LᵀA", v, l.U[r*p+c], 1)
+				}
+				var v float64
+				for q := r; q < m; q++ {
+					v += l.L[q*b+r] * l.a[q]
+				}
+				cmp("Lᵀa", v, l.mu[r], 1)
+			}
+			// P·(LLᵀ) = I.
+			for r := range m {
+				for c := range m {
+					var v float64
+					for q := range m {
+						var kk float64
+						for s := 0; s <= min(q, c); s++ {
+							kk += l.L[q*b+s] * l.L[c*b+s]
+						}
+						v += l.P[r*b+q] * kk
+					}
+					want := 0.0
+					if r == c {
+						want = 1
+					}
+					cmp("P·LLᵀ", v, want, 1)
 				}
 			}
 		}
