@@ -66,7 +66,7 @@
 //	pipelines[i].learner.tolerance        ALD ν in (0, 1)            1e-3
 //	pipelines[i].learner.coherence        μ₀ in (0, 1)               0.95
 //	pipelines[i].learner.jitter           in (0, 1)                  1e-10
-//	pipelines[i].learner.learning_rate    kha η₀                     0.05
+//	pipelines[i].learner.learning_rate    kha η₀                     0.1
 //	pipelines[i].learner.decay            kha t₀ (observations)      1000
 //	pipelines[i].learner.refresh          observations               ikpca 2k, window max(2k, W/40), kha max(1, k/2)
 //	pipelines[i].learner.seed             uint64                     0

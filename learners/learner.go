@@ -124,7 +124,7 @@ type Config struct {
 	// Jitter ε is added to the diagonal of the dictionary Gram matrix
 	// relative to its mean diagonal. Default 1e-10.
 	Jitter float64
-	// LearningRate is η₀ of kha's schedule η_t = η₀·t₀/(t+t₀). Default 0.05.
+	// LearningRate is η₀ of kha's schedule η_t = η₀·t₀/(t+t₀). Default 0.1.
 	LearningRate float64
 	// Decay is t₀ of kha's schedule. Default 1000 (observations).
 	Decay float64
@@ -151,7 +151,7 @@ const (
 	DefaultTolerance    = 1e-3
 	DefaultCoherence    = 0.95
 	DefaultJitter       = 1e-10
-	DefaultLearningRate = 0.05
+	DefaultLearningRate = 0.1
 	DefaultDecay        = 1000
 )
 
