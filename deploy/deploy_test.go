@@ -398,8 +398,6 @@ func learnerBytes(t *testing.T, cfg learners.Config) int64 {
 	switch m := l.(type) {
 	case interface{ MemoryBytes() int }:
 		n = int64(m.MemoryBytes())
-	case interface{ MemoryBytes() int64 }:
-		n = m.MemoryBytes()
 	default:
 		t.Fatalf("learner %s has no MemoryBytes", cfg.Learner)
 	}

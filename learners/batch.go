@@ -381,8 +381,8 @@ func (b *Batch) Stale() bool { return b.stale }
 // MemoryBytes is the learner's steady memory in bytes: the ring B·d plus a
 // fit of B rows B·(d+k+2) plus the fit's kernel-row cache, in float64s.
 // Fit needs about 2·B² more float64s transiently.
-func (b *Batch) MemoryBytes() int64 {
-	bb, d, k := int64(b.cfg.Budget), int64(b.cfg.Dim), int64(b.cfg.Components)
+func (b *Batch) MemoryBytes() int {
+	bb, d, k := b.cfg.Budget, b.cfg.Dim, b.cfg.Components
 	return 8 * (bb*d + bb*(2*d+k+3) + k)
 }
 
