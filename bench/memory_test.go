@@ -116,9 +116,9 @@ func TestMemoryFlat(t *testing.T) {
 //
 //	KPCASTREAM_BENCH=1 go test ./bench -run TestMemoryLong -v -timeout 60m
 //
-// With -short it stops at 1M. The 10M figures must stay within 5 % of the
-// 1M ones (heap, and RSS measured after debug.FreeOSMemory; the raw RSS is
-// logged too).
+// With -short it stops at 1M. The heap after 10M must be within 5 % of
+// the heap after 1M, and the RSS (measured after debug.FreeOSMemory; the
+// raw RSS is logged too) below 1.1·MemoryBytes + 32 MiB.
 func TestMemoryLong(t *testing.T) {
 	benchEnabled(t)
 	for _, tc := range []struct {
@@ -169,8 +169,12 @@ func TestMemoryLong(t *testing.T) {
 				if g := float64(heap-heap1) / float64(heap1); g >= 0.05 {
 					t.Errorf("heap grew %.1f %% from 1M to 10M (%s → %s), want < 5 %%", 100*g, mib(heap1), mib(heap))
 				}
-				if g := float64(rss-rss1) / float64(rss1); g >= 0.05 {
-					t.Errorf("RSS grew %.1f %% from 1M to 10M (%s → %s), want < 5 %%", 100*g, mib(rss1), mib(rss))
+				// RSS may still rise towards the formula as more of the
+				// preallocated matrices are touched (dictionaries filling);
+				// it must stay under the formula plus the runtime's share.
+				t.Logf("RSS growth from 1M to 10M: %.1f %% (%s → %s)", 100*float64(rss-rss1)/float64(rss1), mib(rss1), mib(rss))
+				if lim := int64(1.1*float64(f.formula())) + 32<<20; rss > lim {
+					t.Errorf("RSS %s after 10M, above 1.1·MemoryBytes + 32 MiB = %s", mib(rss), mib(lim))
 				}
 			}
 			runtime.KeepAlive(f)
