@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/learners"
-	"github.com/kpcastream/kpcastream/learners/learnertest"
 )
 
 // memoryBytes returns the learner's documented memory formula, or -1.
@@ -25,11 +25,18 @@ func memoryBytes(l learners.Learner) int64 {
 
 // heapInUse returns the live heap after two full collections.
 func heapInUse() uint64 {
+	h, _ := heapAndMallocs()
+	return h
+}
+
+// heapAndMallocs returns the live heap after two full collections and the
+// cumulative count of heap allocations.
+func heapAndMallocs() (uint64, uint64) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms.HeapAlloc, ms.Mallocs
 }
 
 // memFeeder feeds learners round-robin from a stream of vectors, without
@@ -64,7 +71,15 @@ func (f *memFeeder) feed(t testing.TB, n int) {
 				f.x[j] = f.rng.NormFloat64()
 			}
 		} else {
-			learnertest.Stream(f.x, 11, f.i)
+			// learnertest.Stream's noisy ellipse, drawn from one
+			// generator: Stream builds a generator per call, and that
+			// garbage would move the RSS figures.
+			for j := range f.x {
+				f.x[j] = 0.05 * f.rng.NormFloat64()
+			}
+			th := 2 * math.Pi * f.rng.Float64()
+			f.x[0] += math.Cos(th)
+			f.x[1] += 0.5 * math.Sin(th)
 		}
 		if err := f.ls[f.i%len(f.ls)].Learn(f.x); err != nil {
 			t.Fatalf("observation %d: %v", f.i, err)
@@ -93,10 +108,11 @@ func TestMemoryFlat(t *testing.T) {
 	before := heapInUse()
 	f := newMemFeeder(t, 1, cfg, "isotropic")
 	f.feed(t, 10*b)
-	h10 := heapInUse()
+	h10, m10 := heapAndMallocs()
 	f.feed(t, 90*b)
-	h100 := heapInUse()
+	h100, m100 := heapAndMallocs()
 	runtime.KeepAlive(f)
+	t.Logf("allocations: %.3f per observation between 10·B and 100·B", float64(m100-m10)/float64(90*b))
 	grow := (float64(h100) - float64(h10)) / float64(h10)
 	taken := int64(h10) - int64(before)
 	t.Logf("heap: %d B before, %d after 10·B, %d after 100·B (growth %.2f %%); learner took %d B, MemoryBytes %d B; stored %d",
@@ -138,12 +154,15 @@ func TestMemoryLong(t *testing.T) {
 				if testing.Short() && n > 1_000_000 {
 					break
 				}
+				_, m0 := heapAndMallocs()
 				start := time.Now()
 				f.feed(t, n-fed)
 				took := time.Since(start)
 				batch := n - fed
 				fed = n
-				heap := int64(heapInUse())
+				h, m1 := heapAndMallocs()
+				heap := int64(h)
+				t.Logf("%s: %.4f allocations per observation", tc.name, float64(m1-m0)/float64(batch))
 				rawRSS, peak, err := ProcessRSS()
 				if err != nil {
 					t.Fatal(err)
