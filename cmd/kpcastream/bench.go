@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type benchOptions struct {
 	progress   time.Duration
 	timeout    time.Duration
 	seed       uint64
+	cpuprofile string
 }
 
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
@@ -74,6 +76,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.progress, "progress", 200*time.Millisecond, "progress bar refresh on stderr (0 disables)")
 	fs.DurationVar(&o.timeout, "idle-timeout", 10*time.Second, "give up a phase when no output arrives for this long")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
 	return fs
 }
 
@@ -132,6 +135,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		phases = phases[:1]
 	case "pipeline":
 		phases = phases[1:]
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for _, ph := range phases {
 		r, err := runPhase(ctx, o, url, ph, stderr)
