@@ -1,0 +1,9 @@
+// Package bench holds kpcastream's performance measurements that are not
+// ordinary unit benchmarks: the learner floor table (TestFloor, run with
+// KPCASTREAM_BENCH=1), the peer comparison with scikit-learn (peers/) and
+// the similarity tool used by it (cmd/similarity). RESULTS.md records the
+// figures and the commands that produced them.
+//
+// The package has no API of its own beyond process measurements shared by
+// its tests and tools: ProcessCPU and ProcessRSS.
+package bench
