@@ -65,16 +65,18 @@ type IKPCA struct {
 	rows           *Rows     // dictionary points
 	L              []float64 // b×b lower Cholesky factor of K_DD + εI (stride b)
 	P              []float64 // b×b (K_DD + εI)⁻¹, full symmetric storage (stride b)
-	S              []float64 // b×b scatter / scale, full symmetric storage (stride b)
+	S              []float64 // b×b scatter / scale, stride b; updates touch the lower triangle, mirror() completes it
 	mu             []float64 // b: weighted mean of the coordinates
+	muRef          []float64 // b: the mean as of the last refresh (published model)
 	adm            []float64 // b: admission clock of each member (for fifo)
 	U              []float64 // b×p: Ritz vectors, columns sorted by Ritz value, descending
 	SU             []float64 // b×p: S·U, kept up to date between refreshes
 	th             []float64 // p: Ritz values of the scatter (not divided by the weight)
 	ref            []float64 // b×k: published basis at the last version change
 	A              []float64 // b×k: L⁻ᵀU_k, coefficients over the dictionary
-	a              []float64 // b: L⁻ᵀμ
-	c              []float64 // k: U_kᵀμ
+	a              []float64 // b: L⁻ᵀμ_ref
+	c              []float64 // k: U_kᵀμ_ref
+	mmRef          float64   // ‖μ_ref‖²
 	eps            float64   // absolute jitter
 	w              float64   // total weight W
 	kxx            float64   // weighted Σ k(x,x)
@@ -113,6 +115,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		P:    make([]float64, b*b),
 		S:    make([]float64, b*b),
 		mu:   make([]float64, b),
+		muRef: make([]float64, b),
 		adm:  make([]float64, b),
 		U:    make([]float64, b*p),
 		SU:   make([]float64, b*p),
@@ -142,7 +145,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 
 // MemoryBytes is the learner's fixed memory in bytes:
 //
-//	8·(B·d + 3·B² + B·(4p + 2k + 9) + p² + 2p + k + lwork)
+//	8·(B·d + 3·B² + B·(4p + 2k + 10) + p² + 2p + k + lwork)
 //
 // with p = min(B, k + max(k, 8)) the block size and lwork (≈ 34p) the
 // eigensolver's workspace: the dictionary, L, P = (K_DD+εI)⁻¹ and the
@@ -150,7 +153,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 // version reference (2Bk) and vectors. It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	return 8 * (b*d + 3*b*b + b*(4*p+2*k+9) + p*p + 2*p + k + l.lwork)
+	return 8 * (b*d + 3*b*b + b*(4*p+2*k+10) + p*p + 2*p + k + l.lwork)
 }
 
 // Kind returns "ikpca".
@@ -222,7 +225,9 @@ func (l *IKPCA) Learn(x []float64) error {
 	l.update(z, kxx)
 	l.seen++
 	l.since++
-	if l.since >= int64(l.cfg.Refresh) || !l.ready {
+	// Refresh every Refresh·m/B observations: often while the dictionary
+	// is small and a refresh is cheap, every Refresh once it is full.
+	if period := max(1, int64(l.cfg.Refresh)*int64(m)/int64(l.b)); l.since >= period || !l.ready {
 		l.refresh()
 	}
 	return nil
@@ -311,7 +316,7 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 	for i := 0; i <= m; i++ {
 		l.S[m*b+i], l.S[i*b+m] = 0, 0
 	}
-	l.mu[m], l.a[m] = 0, 0
+	l.mu[m], l.muRef[m], l.a[m] = 0, 0, 0
 	clear(l.U[m*l.p : (m+1)*l.p])
 	clear(l.SU[m*l.p : (m+1)*l.p])
 	clear(l.A[m*l.k : (m+1)*l.k])
@@ -332,8 +337,9 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 // transformed along.
 func (l *IKPCA) evict(j int, z []float64) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
-	// Coefficient vectors over the members (A, a) are projected onto the
-	// span of the others: v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ.
+	l.mirror()
+	// The published coefficients A are projected onto the span of the
+	// other members: v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ.
 	pjj := l.P[j*b+j]
 	for i := range m {
 		if i == j {
@@ -343,7 +349,6 @@ func (l *IKPCA) evict(j int, z []float64) {
 		for c := range k {
 			l.A[i*k+c] -= f * l.A[j*k+c]
 		}
-		l.a[i] -= f * l.a[j]
 	}
 	// P' = P₋ⱼ₋ⱼ − p pᵀ/Pⱼⱼ, p = P₋ⱼ,ⱼ (copied first: the loop changes it).
 	pj := l.t1[:m]
@@ -362,9 +367,7 @@ func (l *IKPCA) evict(j int, z []float64) {
 	}
 	removeIndex(l.P, b, m, j)
 	removeVecRow(l.A, k, m, j)
-	removeVecRow(l.a, 1, m, j)
 	removeVecRow(l.adm, 1, m, j)
-	l.rows.Remove(j)
 
 	// Delete row j of L and restore triangularity with Givens rotations on
 	// columns (i, i+1), i = j…m−2, computed row by row (row i needs the
@@ -389,6 +392,7 @@ func (l *IKPCA) evict(j int, z []float64) {
 	for i := j; i < m-1; i++ {
 		c, s := gc[i], gs[i]
 		rotate(l.mu, i, i+1, c, s)
+		rotate(l.muRef, i, i+1, c, s)
 		rotate(z, i, i+1, c, s)
 		rotateRows(l.U, p, i, c, s)
 		rotateRows(l.SU, p, i, c, s)
@@ -417,11 +421,13 @@ func (l *IKPCA) evict(j int, z []float64) {
 	for i := range m {
 		l.S[last*b+i], l.S[i*b+last] = 0, 0
 	}
-	l.mu[last], z[last] = 0, 0
+	l.mu[last], l.muRef[last], z[last] = 0, 0, 0
 	clear(l.U[last*p : m*p])
 	clear(l.SU[last*p : m*p])
 	clear(l.ref[last*k : m*k])
 	clear(l.L[last*b : last*b+m])
+	l.rows.Remove(j)
+	l.publishMean()
 	l.changes++
 }
 
@@ -484,7 +490,7 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 	}
 	if g > 0 {
 		impl := blas64.Implementation()
-		impl.Dger(m, m, g/l.sc, dz, 1, dz, 1, l.S, b)
+		impl.Dsyr(blas.Lower, m, g/l.sc, dz, 1, l.S, b)
 		// S·U gains (g/scale)·dz·(dzᵀU).
 		w := l.wv[:l.p]
 		impl.Dgemv(blas.Trans, m, l.p, 1, l.U, l.p, dz, 1, 0, w, 1)
@@ -494,19 +500,38 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 	for i := range m {
 		l.mu[i] += dz[i] * inv
 	}
-	// a = L⁻ᵀμ: a ← (1−1/W)a + L⁻ᵀz/W; c = U_kᵀμ likewise.
-	u := l.t1[:m]
-	copy(u, z)
-	blas64.Implementation().Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, b, u, 1)
-	for i := range m {
-		l.a[i] = (1-inv)*l.a[i] + inv*u[i]
-	}
-	for c := range l.k {
-		var s float64
-		for i := range m {
-			s += l.U[i*l.p+c] * l.mu[i]
+}
+
+// mirror copies the lower triangle of the m×m scatter into the upper one,
+// in tiles so that the strided side stays in cache. Updates only touch the
+// lower triangle; products and rotations need the full matrix.
+func (l *IKPCA) mirror() {
+	m, b := l.rows.Len(), l.b
+	const tile = 32
+	for i0 := 0; i0 < m; i0 += tile {
+		for j0 := 0; j0 <= i0; j0 += tile {
+			for i := i0; i < min(i0+tile, m); i++ {
+				row := l.S[i*b:]
+				for j := j0; j < min(j0+tile, i); j++ {
+					l.S[j*b+i] = row[j]
+				}
+			}
 		}
-		l.c[c] = s
+	}
+}
+
+// gemm computes c = a·b (m×n, stride ldc) for row-major a (m×kk) and b
+// (kk×n) in blocks small enough that gonum's Dgemm stays serial: a learner
+// never starts goroutines.
+func gemm(m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	const rows, cols = 64, 3 * 64
+	impl := blas64.Implementation()
+	for i := 0; i < m; i += rows {
+		r := min(rows, m-i)
+		for j := 0; j < n; j += cols {
+			w := min(cols, n-j)
+			impl.Dgemm(blas.NoTrans, blas.NoTrans, r, w, kk, 1, a[i*lda:], lda, b[j:], ldb, 0, c[i*ldc+j:], ldc)
+		}
 	}
 }
 
@@ -530,6 +555,7 @@ func (l *IKPCA) refresh() {
 		return
 	}
 	impl := blas64.Implementation()
+	l.mirror()
 	q := min(p, m) // working block width
 	h := l.h[:q*q]
 	ritz := l.y1[:m*p] // m×p: new Ritz vectors (stride p)
@@ -557,7 +583,7 @@ func (l *IKPCA) refresh() {
 		copy(y, l.SU[:m*p])
 		l.orthonormalize(y, m, p)
 		t := l.y1[:m*p]
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, y, p, 0, t, p)
+		gemm(m, p, m, l.S, b, y, p, t, p)
 		impl.Dgemm(blas.Trans, blas.NoTrans, p, p, m, 1, y, p, t, p, 0, h, p)
 		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
 			return
@@ -570,8 +596,8 @@ func (l *IKPCA) refresh() {
 			}
 			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
 		}
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, p, 1, t, p, h, p, 0, l.SU, p)
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, p, 1, y, p, h, p, 0, ritz, p)
+		gemm(m, p, p, t, p, h, p, l.SU, p)
+		gemm(m, p, p, y, p, h, p, ritz, p)
 		for c := range p {
 			l.th[c] = l.wv[c] * l.sc
 		}
@@ -597,7 +623,7 @@ func (l *IKPCA) refresh() {
 	copy(l.U[:m*p], ritz)
 	if m <= p {
 		// Exact branch: S·U from scratch (small).
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, l.SU, p)
+		gemm(m, p, m, l.S, b, l.U, p, l.SU, p)
 	}
 	wasReady := l.ready
 	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)
@@ -619,20 +645,31 @@ func (l *IKPCA) refresh() {
 			}
 		}
 	}
-	// A = L⁻ᵀU_k, a = L⁻ᵀμ, c = U_kᵀμ.
+	// Publish: A = L⁻ᵀU_k and the mean as of now (μ_ref, a = L⁻ᵀμ_ref,
+	// c = U_kᵀμ_ref), so that Transform, Score and Model describe one model.
 	for i := range m {
 		copy(l.A[i*k:(i+1)*k], l.U[i*p:i*p+k])
 	}
 	impl.Dtrsm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, m, k, 1, l.L, b, l.A, k)
-	copy(l.a[:m], l.mu[:m])
-	impl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, b, l.a, 1)
-	for c := range k {
+	copy(l.muRef[:m], l.mu[:m])
+	l.publishMean()
+}
+
+// publishMean recomputes a = L⁻ᵀμ_ref, c = U_kᵀμ_ref and ‖μ_ref‖². O(B²).
+func (l *IKPCA) publishMean() {
+	m, p := l.rows.Len(), l.p
+	copy(l.a[:m], l.muRef[:m])
+	if m > 0 {
+		blas64.Implementation().Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, l.b, l.a, 1)
+	}
+	for c := range l.k {
 		var s float64
 		for i := range m {
-			s += l.U[i*p+c] * l.mu[i]
+			s += l.U[i*p+c] * l.muRef[i]
 		}
 		l.c[c] = s
 	}
+	l.mmRef = dot(l.muRef[:m], l.muRef[:m])
 }
 
 // Sync runs up to maxIter refreshes of the published components, stopping
@@ -778,8 +815,6 @@ func (l *IKPCA) Score(dst, x []float64) ([]float64, Novelty, error) {
 	if err != nil {
 		return dst, Novelty{}, err
 	}
-	m := l.rows.Len()
-	mm := dot(l.mu[:m], l.mu[:m])
 	var y2, t2 float64
 	for i, y := range dst {
 		y2 += y * y
@@ -787,7 +822,7 @@ func (l *IKPCA) Score(dst, x []float64) ([]float64, Novelty, error) {
 			t2 += y * y / lam
 		}
 	}
-	return dst, Novelty{SPE: math.Max(kxx-2*ka+mm-y2, 0), T2: t2}, nil
+	return dst, Novelty{SPE: math.Max(kxx-2*ka+l.mmRef-y2, 0), T2: t2}, nil
 }
 
 // Summary reports the eigenvalues (covariance convention: Ritz values of
@@ -849,8 +884,15 @@ func (l *IKPCA) State() *State {
 	s.putMatrix("admitted", 1, m, l.adm)
 	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
 	s.putMatrix("P", m, m, packRows(l.P, m, m, b))
-	s.putMatrix("S", m, m, packRows(l.S, m, m, b))
+	S := packRows(l.S, m, m, b)
+	for i := range m { // canonical symmetric form (updates touch the lower triangle)
+		for j := range i {
+			S[j*m+i] = S[i*m+j]
+		}
+	}
+	s.putMatrix("S", m, m, S)
 	s.putMatrix("mu", 1, m, l.mu)
+	s.putMatrix("mu_ref", 1, m, l.muRef)
 	s.putMatrix("U", m, l.p, l.U)
 	s.putMatrix("SU", m, l.p, l.SU)
 	s.putMatrix("theta", 1, l.p, l.th)
@@ -886,6 +928,7 @@ func (l *IKPCA) Restore(s *State) error {
 	P := r.matrix("P", m, m)
 	S := r.matrix("S", m, m)
 	mu := r.matrix("mu", 1, m)
+	muRef := r.matrix("mu_ref", 1, m)
 	U := r.matrix("U", m, l.p)
 	SU := r.matrix("SU", m, l.p)
 	th := r.matrix("theta", 1, l.p)
@@ -919,13 +962,14 @@ func (l *IKPCA) Restore(s *State) error {
 	l.rows.Reset(pts, m)
 	for _, v := range []struct {
 		dst, src []float64
-	}{{l.adm, adm}, {l.mu, mu}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
+	}{{l.adm, adm}, {l.mu, mu}, {l.muRef, muRef}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
 		clear(v.dst)
 		copy(v.dst, v.src)
 	}
 	l.seen, l.ver, l.rng = s.Seen, uint64(ver), uint64(rng)
 	l.since, l.changes, l.clock, l.ready = since, changes, clock, ready == 1
 	l.w, l.kxx, l.eps, l.sc = w, kxx, eps, sc
+	l.mmRef = dot(l.muRef[:m], l.muRef[:m])
 	return nil
 }
 

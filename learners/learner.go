@@ -130,7 +130,9 @@ type Config struct {
 	Decay float64
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
-	// (default 2k) and window (default max(2k, W/40)), one
+	// (default 2p with the block size p = k + max(k, 8); proportionally
+	// more often while the dictionary fills) and window (default
+	// max(2k, W/40)), one
 	// re-orthonormalisation for kha (default max(1, k/2)). Learners with a Sync method can catch up on demand.
 	Refresh int
 	// Seed seeds the learner's random generator.
@@ -190,7 +192,7 @@ func (c Config) withDefaults() Config {
 	if c.Refresh == 0 {
 		switch c.Learner {
 		case KindIKPCA:
-			c.Refresh = max(1, 2*c.Components)
+			c.Refresh = 2 * (c.Components + max(c.Components, 8))
 		case KindWindow:
 			c.Refresh = max(1, 2*c.Components, c.Budget/40)
 		default:
