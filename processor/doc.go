@@ -36,7 +36,13 @@
 // and Kpcastream-Stream-Seq and the original payload, then terminated; the
 // learner is untouched (ErrNumerical within a batch keeps the observations
 // learned before it, as a replay would). Transient failures are nak'ed
-// with input.nak_delay. A corrupt or incompatible snapshot refuses the
+// with input.nak_delay. A failed output publish keeps the message's
+// outputs on its key and naks it: the key publishes them before it applies
+// anything later (a later message is nak'ed while they cannot be, and the
+// redelivered message is then acked), and is not snapshotted or unloaded
+// meanwhile, so a restart cannot skip them. Each (key, seq)'s outputs are
+// thus published once, up to retries that the output stream deduplicates
+// by Nats-Msg-Id. A corrupt or incompatible snapshot refuses the
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner
 // configuration stops Run.

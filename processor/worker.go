@@ -192,15 +192,20 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	w.touch(e)
-	if pl.track != nil && m.seq <= e.lastSeq {
-		if m.seq == e.lastSeq && len(e.unsent) > 0 {
-			if err := w.publish(ctx, e, e.unsent); err != nil {
-				return w.fail(ctx, m, err)
-			}
-			e.unsent = nil
+	if len(e.unsent) > 0 && m.seq >= e.lastSeq {
+		// The outputs of lastSeq (applied, nak'ed when their publish
+		// failed) go out before anything later of the key is applied: a
+		// later message would otherwise move lastSeq past them, and their
+		// redelivery would be skipped. m waits (nak) while they cannot.
+		if err := w.flushUnsent(ctx, e); err != nil {
+			return w.fail(ctx, m, err)
+		}
+		if m.seq == e.lastSeq {
 			w.ack(m, resultOK)
 			return nil
 		}
+	}
+	if pl.track != nil && m.seq <= e.lastSeq {
 		w.ack(m, resultSkipped)
 		return nil
 	}
@@ -227,11 +232,14 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return w.fail(ctx, m, err)
 		}
 		if err := w.publish(ctx, e, msgs); err != nil {
-			e.unsent = msgs
+			if pl.track != nil {
+				// Kept until published: before the next message of the
+				// key, or on m's redelivery. No snapshot is taken meanwhile.
+				e.unsent = msgs
+			}
 			return w.fail(ctx, m, err)
 		}
-		pl.stats.Out.Add(int64(n))
-		w.p.met.outputs.WithLabelValues(name).Add(float64(n))
+		w.sent(e, n)
 		w.p.met.explained.WithLabelValues(name).Set(w.res.outs[n-1].Explained)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
@@ -275,7 +283,6 @@ func (w *worker) applied(e *entry, seq uint64) {
 		e.dirtyAt = time.Now()
 	}
 	e.since++
-	e.unsent = nil
 	st := e.l.Summary(w.eig[e.pipe.idx]).Stored
 	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Add(float64(st - e.stored))
 	e.stored = st
@@ -303,6 +310,26 @@ func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// flushUnsent publishes the outputs e.unsent kept by a failed publish and
+// forgets them; on failure they are kept.
+func (w *worker) flushUnsent(ctx context.Context, e *entry) error {
+	if len(e.unsent) == 0 {
+		return nil
+	}
+	if err := w.publish(ctx, e, e.unsent); err != nil {
+		return err
+	}
+	w.sent(e, len(e.unsent))
+	e.unsent = nil
+	return nil
+}
+
+// sent counts n published outputs of e.
+func (w *worker) sent(e *entry, n int) {
+	e.pipe.stats.Out.Add(int64(n))
+	w.p.met.outputs.WithLabelValues(e.pipe.cfg.Name).Add(float64(n))
 }
 
 // publish sends msgs: with JetStream (deduplicated by Nats-Msg-Id) when a
@@ -418,12 +445,14 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 		}
 		return e, nil
 	}
+	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
+		if err := w.evict(ctx, pl); err != nil {
+			return nil, err
+		}
+	}
 	e, err := w.load(ctx, pl, key)
 	if err != nil {
 		return nil, err
-	}
-	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
-		w.evict(pl)
 	}
 	w.keys[ek] = e
 	e.elem = w.lru[pl.idx].PushFront(e)
@@ -498,17 +527,22 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 	return l, nil
 }
 
-// evict unloads the least recently used learner of pl, after handing its
-// snapshot over (waiting for a job slot if needed).
-func (w *worker) evict(pl *pipeline) {
+// evict unloads the least recently used learner of pl, after publishing
+// its unsent outputs and handing its snapshot over (waiting for a job slot
+// if needed). It fails, unloading nothing, when the unsent outputs cannot
+// be published.
+func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 	back := w.lru[pl.idx].Back()
 	e := back.Value.(*entry)
+	if err := w.flushUnsent(ctx, e); err != nil {
+		return fmt.Errorf("processor: unload key %q: %w", e.key, err)
+	}
 	w.lru[pl.idx].Remove(back)
 	e.elem = nil
 	w.live(pl, -1)
 	if !e.dirty && !e.saving {
 		w.drop(e)
-		return
+		return nil
 	}
 	e.evicting = true
 	if e.dirty && !e.saving {
@@ -517,6 +551,7 @@ func (w *worker) evict(pl *pipeline) {
 		}
 		w.handoff(e)
 	}
+	return nil
 }
 
 // drop forgets an unloaded entry.
@@ -526,8 +561,10 @@ func (w *worker) drop(e *entry) {
 }
 
 // maybeSnapshot hands e's snapshot over when the policy says so (or force).
+// A key with unsent outputs is not snapshotted: a snapshot holding their
+// message would make a restart skip it, and they would never be published.
 func (w *worker) maybeSnapshot(e *entry, force bool) {
-	if !e.dirty || e.saving {
+	if !e.dirty || e.saving || len(e.unsent) > 0 {
 		return
 	}
 	sp := e.pipe.cfg.Snapshot
@@ -625,9 +662,10 @@ func (w *worker) landed(r snapResult) {
 	}
 }
 
-// handoffWait hands e over, waiting for a free slot.
+// handoffWait hands e over, waiting for a free slot (not while e has
+// unsent outputs, see maybeSnapshot).
 func (w *worker) handoffWait(e *entry) {
-	if w.closing {
+	if w.closing || len(e.unsent) > 0 {
 		return
 	}
 	for w.flying >= jobSlots {
@@ -658,12 +696,22 @@ func (w *worker) tick() {
 
 // finish writes the final snapshots (if the policy says so) and waits for
 // the snapshotter to save everything handed over.
-func (w *worker) finish(context.Context) error {
+func (w *worker) finish(ctx context.Context) error {
 	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
+	fctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for _, e := range w.keys {
+		if err := w.flushUnsent(fctx, e); err != nil {
+			// Its message was nak'ed and its state is not snapshotted: the
+			// next start replays the key from its last snapshot.
+			w.log.Warn("outputs not published at shutdown; the key will be replayed", zap.String("pipeline", e.pipe.cfg.Name),
+				zap.String("key", e.key), zap.Uint64("seq", e.lastSeq), zap.Error(err))
+		}
+	}
 	for time.Now().Before(deadline) {
 		waiting := false
 		for _, e := range w.keys {
-			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown || len(e.unsent) > 0 {
 				continue
 			}
 			if e.saving {
