@@ -231,20 +231,28 @@ func (p *Processor) setup(ctx context.Context) error {
 	for _, pl := range p.pipes {
 		pc := pl.cfg
 		if pc.Input.Stream != "" && p.ckpt == nil {
-			kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket, Description: "kpcastream replay checkpoints"})
+			replicas := p.cfg.CheckpointReplicas
+			if replicas == 0 {
+				replicas = max(1, p.store.Config().Replicas)
+			}
+			kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket,
+				Description: "kpcastream replay checkpoints", Replicas: replicas})
 			if err != nil {
-				return fmt.Errorf("processor: checkpoint bucket %q: %w", p.cfg.CheckpointBucket, err)
+				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas): %w", p.cfg.CheckpointBucket, replicas, err)
 			}
 			p.ckpt = kv
 		}
 		if pc.Input.Stream != "" && pc.Input.CreateStream {
-			if err := ensureStream(ctx, p.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject}}); err != nil {
+			sc := jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject},
+				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes)}
+			if err := ensureStream(ctx, p.js, sc); err != nil {
 				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
 			}
 		}
 		wild := expand(pc.Output.Subject, pc.Name, "*")
 		if pc.Output.CreateStream {
-			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates}
+			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
+				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes)}
 			if err := ensureStream(ctx, p.js, sc); err != nil {
 				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
 			}
@@ -258,6 +266,14 @@ func (p *Processor) setup(ctx context.Context) error {
 			zap.String("stream", pc.Input.Stream), zap.String("output", pc.Output.Subject), zap.Bool("output_jetstream", pl.outJS))
 	}
 	return nil
+}
+
+// limitBytes maps a MaxBytes setting (0: no limit) to JetStream's (-1).
+func limitBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // ensureStream creates the stream sc unless a stream of that name exists.

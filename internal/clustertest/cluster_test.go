@@ -377,7 +377,10 @@ func TestClusterFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("KV bucket %s: %d replicas", b, st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas)
+		// The checkpoint bucket follows snapshots.replicas (3 in the compose configs).
+		if got := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; got != workers[0].cfg.Snapshots.Replicas {
+			t.Errorf("KV bucket %s: %d replicas, want snapshots.replicas = %d", b, got, workers[0].cfg.Snapshots.Replicas)
+		}
 	}
 
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
