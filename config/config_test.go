@@ -176,6 +176,8 @@ pipelines:
 
 	_, err = Read(strings.NewReader(`
 checkpoint_replicas: 6
+lease_ttl: 1ms
+on_lease_held: steal
 pipelines:
   - name: p
     input: {stream: IN, subject: "a.*", replicas: 7, max_age: -1s, max_bytes: -5}
@@ -185,7 +187,7 @@ pipelines:
 	if err == nil {
 		t.Fatal("got nil, want errors")
 	}
-	for _, w := range []string{"checkpoint_replicas", "pipelines[0].input.replicas", "pipelines[0].input.max_age",
+	for _, w := range []string{"checkpoint_replicas", "lease_ttl", "on_lease_held", "pipelines[0].input.replicas", "pipelines[0].input.max_age",
 		"pipelines[0].input.max_bytes", "pipelines[0].output.replicas", "pipelines[0].output.max_age: must be ≥ output.duplicates"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error does not mention %q; got:\n%v", w, err)

@@ -42,6 +42,8 @@
 //	checkpoint_bucket                     KV bucket of checkpoints   kpcastream-checkpoints
 //	checkpoint_every                      duration                   5s
 //	checkpoint_replicas                   replicas of the checkpoint bucket, 1..5  snapshots.replicas
+//	lease_ttl                             duration, ≥ 30ms (consumer lease, renewed every ttl/3)  10s
+//	on_lease_held                         wait (hot standby) | fail  wait
 //	snapshot_timeout                      duration per store call    10s
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required
 //	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)

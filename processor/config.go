@@ -18,6 +18,7 @@ const (
 	DefaultServiceName      = "kpcastream"
 	DefaultCheckpointBucket = "kpcastream-checkpoints"
 	DefaultCheckpointEvery  = 5 * time.Second
+	DefaultLeaseTTL         = 10 * time.Second
 	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultMaxAckPending    = 256
 	DefaultAckWait          = 30 * time.Second
@@ -57,6 +58,15 @@ type Config struct {
 	// bucket, applied each time Run starts. Default: the snapshot store's
 	// replicas (snapshots.replicas).
 	CheckpointReplicas int `yaml:"checkpoint_replicas"`
+	// LeaseTTL is how long a JetStream pipeline's consumer lease lasts
+	// without renewal; the holder renews it every LeaseTTL/3, and another
+	// instance takes it over when it has not changed for LeaseTTL. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// OnLeaseHeld is what Run does when another live instance holds a
+	// pipeline's consumer lease: "wait" (default: a hot standby, which
+	// starts when the lease is released or expires) or "fail" (return an
+	// error).
+	OnLeaseHeld string `yaml:"on_lease_held"`
 	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
 	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
 	// Pipelines are the pipelines to run (at least one).
@@ -189,6 +199,12 @@ func (c Config) WithDefaults() Config {
 	if c.SnapshotTimeout == 0 {
 		c.SnapshotTimeout = DefaultSnapshotTimeout
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.OnLeaseHeld == "" {
+		c.OnLeaseHeld = LeaseWait
+	}
 	ps := make([]PipelineConfig, len(c.Pipelines))
 	for i, p := range c.Pipelines {
 		ps[i] = p.WithDefaults()
@@ -297,6 +313,14 @@ func (c Config) Validate() error {
 	}
 	if c.SnapshotTimeout < 0 {
 		bad("snapshot_timeout", "must be > 0, got %v", c.SnapshotTimeout)
+	}
+	if c.LeaseTTL < 30*time.Millisecond {
+		bad("lease_ttl", "must be ≥ 30ms, got %v", c.LeaseTTL)
+	}
+	switch c.OnLeaseHeld {
+	case LeaseWait, LeaseFail:
+	default:
+		bad("on_lease_held", "must be wait or fail, got %q", c.OnLeaseHeld)
 	}
 	if len(c.Pipelines) == 0 {
 		bad("pipelines", "at least one pipeline is required")

@@ -62,6 +62,7 @@ type Processor struct {
 	inClosed   bool
 	started    atomic.Bool
 	ckpt       jetstream.KeyValue
+	id         string // instance id, the owner of its leases
 }
 
 // pipeline is the run-time state of one PipelineConfig.
@@ -72,6 +73,7 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	outJS  bool
 	track  *tracker // nil for a core NATS input
+	lease  *lease   // held consumer lease (JetStream input, while running)
 	cc     jetstream.ConsumeContext
 	sub    *nats.Subscription
 	// coreSeq numbers core NATS messages (not durable across restarts).
@@ -94,7 +96,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		return nil, errors.New("processor: deps.Conn is required")
 	}
 	cfg = cfg.WithDefaults()
-	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner}
+	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner, id: newInstanceID()}
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
@@ -144,12 +146,15 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 // Ready reports whether the processor is connected and consuming.
 func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected() }
 
-// Run sets up the streams, consumers and the micro service, then processes
-// messages until ctx is cancelled. It then stops consuming (drain), lets the
-// workers finish their queued messages, writes final snapshots (unless the
-// policy disables them) and the checkpoints, each step bounded by
-// ShutdownTimeout, and returns nil, or the first fatal error. Run may be
-// called once.
+// Run sets up the streams and the checkpoint bucket, takes the lease of
+// each JetStream pipeline's durable consumer (waiting as a standby while
+// another instance holds one, see OnLeaseHeld), starts the consumers and
+// the micro service, then processes messages until ctx is cancelled or a
+// lease is lost. It then stops consuming (drain), lets the workers finish
+// their queued messages, writes final snapshots (unless the policy disables
+// them) and the checkpoints, each step bounded by ShutdownTimeout, releases
+// the leases and returns nil (also when ctx ends during the standby), or
+// the first fatal error. Run may be called once.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
@@ -158,6 +163,14 @@ func (p *Processor) Run(ctx context.Context) error {
 	err := p.setup(setupCtx)
 	cancel()
 	if err != nil {
+		return err
+	}
+	ls := &leases{stop: make(chan struct{}), lost: make(chan error, len(p.pipes))}
+	defer p.releaseLeases(ls)
+	if err := p.acquireLeases(ctx, ls); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while standing by
+		}
 		return err
 	}
 	// The workers outlive ctx: they stop when their inputs are closed.
@@ -180,6 +193,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	stopCkpt := make(chan struct{})
 	var ckptDone sync.WaitGroup
+	var leaseErr error
 	if consumeErr == nil {
 		p.ready.Store(true)
 		p.log.Info("running", zap.Int("pipelines", len(p.pipes)), zap.Int("workers", len(p.workers)))
@@ -188,6 +202,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-gctx.Done():
+		case leaseErr = <-ls.lost:
+			p.log.Error("lease lost; stopping", zap.Error(leaseErr))
 		}
 	}
 	// Shutdown.
@@ -215,7 +231,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.writeCheckpoints(wctx)
 		cancel()
 	}
-	return errors.Join(consumeErr, runErr)
+	return errors.Join(consumeErr, runErr, leaseErr)
 }
 
 // setup opens the snapshot store and the checkpoint bucket, and creates the
@@ -326,13 +342,9 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	}
 	// Replay from the checkpoint: every message at or after it may be
 	// missing from the snapshots; workers skip what a key's snapshot holds.
-	start := uint64(1)
-	if e, err := p.ckpt.Get(sctx, checkpointKey(pc)); err == nil {
-		if v, perr := strconv.ParseUint(string(e.Value()), 10, 64); perr == nil && v > 0 {
-			start = v
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("processor: pipeline %s: read checkpoint: %w", pc.Name, err)
+	start, err := p.readCheckpoint(sctx, pc)
+	if err != nil {
+		return err
 	}
 	if _, err := p.js.ResetConsumerToSequence(sctx, pc.Input.Stream, pc.Input.Durable, start); err != nil {
 		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
@@ -360,7 +372,33 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	return nil
 }
 
-func checkpointKey(pc PipelineConfig) string { return pc.Name }
+// checkpointKey is the key of a pipeline's checkpoint: one per durable
+// consumer, so pipelines of the same name on other consumers (partitions)
+// keep their own.
+func checkpointKey(pc PipelineConfig) string {
+	return "checkpoint." + pc.Input.Stream + "." + pc.Input.Durable
+}
+
+// readCheckpoint returns the sequence to replay pc's stream from: its
+// checkpoint, else the one written under the pipeline's name by earlier
+// versions, else 1.
+func (p *Processor) readCheckpoint(ctx context.Context, pc PipelineConfig) (uint64, error) {
+	for _, key := range []string{checkpointKey(pc), pc.Name} {
+		e, err := p.ckpt.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("processor: pipeline %s: read checkpoint %s: %w", pc.Name, key, err)
+		}
+		v, err := strconv.ParseUint(string(e.Value()), 10, 64)
+		if err != nil || v == 0 {
+			return 0, fmt.Errorf("processor: pipeline %s: checkpoint %s holds %q, not a stream sequence", pc.Name, key, e.Value())
+		}
+		return v, nil
+	}
+	return 1, nil
+}
 
 // dispatch hands a message to the worker owning its key. It blocks while
 // that worker's queue is full (back-pressure).
@@ -470,8 +508,8 @@ func (p *Processor) checkpointLoop(ctx context.Context, stop <-chan struct{}) {
 // writeCheckpoints stores each JetStream pipeline's checkpoint when it moved.
 func (p *Processor) writeCheckpoints(ctx context.Context) {
 	for _, pl := range p.pipes {
-		if pl.track == nil {
-			continue
+		if pl.track == nil || (pl.lease != nil && pl.lease.lost.Load()) {
+			continue // a lost lease: the new owner writes the checkpoints
 		}
 		c := pl.track.checkpoint()
 		if c == 0 || c == pl.stats.Checkpoint.Load() {
