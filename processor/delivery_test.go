@@ -2,15 +2,19 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
 )
 
 // outputSeqs reads every message of an output stream and returns the input
@@ -154,5 +158,55 @@ func TestUnsentOutputsNotSnapshotted(t *testing.T) {
 	st, last := e.loadState(t, pc.Name, "k")
 	if st.Seen != n || last != n {
 		t.Errorf("state: seen %d, last seq %d; want %d and %d", st.Seen, last, n, n)
+	}
+}
+
+// TestKeyOrderAfterNak fails the first message of a key before it is
+// applied (its learner cannot be built, a transient error), while the
+// key's next messages are already queued. They must wait for it: the key's
+// learner sees the messages in stream order, none skipped.
+func TestKeyOrderAfterNak(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("order")
+	pc.Input.NakDelay = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ensureStream(ctx, e.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject}}); err != nil {
+		t.Fatal(err)
+	}
+	xs := vectors(13, 6)
+	for i, x := range xs {
+		e.publish(t, "in.order.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	var calls atomic.Int32
+	flaky := func(c learners.Config) (learners.Learner, error) {
+		if calls.Add(1) == 1 {
+			return nil, errors.New("test: learner store unavailable")
+		}
+		return newPCA(c)
+	}
+	r := e.startWith(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 1}, flaky)
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("the learner constructor was called %d times: the test did not fail the first message", calls.Load())
+	}
+	want, _ := newPCA(pc.Learner)
+	for _, x := range xs {
+		if err := want.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, last := e.loadState(t, pc.Name, "k")
+	if got.Seen != int64(len(xs)) || last != uint64(len(xs)) {
+		t.Fatalf("state: seen %d, last seq %d; want %d and %d", got.Seen, last, len(xs), len(xs))
+	}
+	if !reflect.DeepEqual(got, want.State()) {
+		t.Errorf("state differs from learning the messages in stream order")
+	}
+	if got := e.outputSeqs(t, pc.Output.Stream); !slices.Equal(got, []uint64{4, 5, 6}) {
+		t.Errorf("projected sequences: got %v, want [4 5 6]", got)
 	}
 }

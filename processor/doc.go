@@ -42,7 +42,16 @@
 // redelivered message is then acked), and is not snapshotted or unloaded
 // meanwhile, so a restart cannot skip them. Each (key, seq)'s outputs are
 // thus published once, up to retries that the output stream deduplicates
-// by Nats-Msg-Id. A corrupt or incompatible snapshot refuses the
+// by Nats-Msg-Id.
+//
+// A key's messages are applied in stream order, since skipping by last
+// applied sequence depends on it: a message nak'ed before it was applied
+// makes the key's later messages wait (nak, reason "waiting") until it is
+// settled. A gap in the consumer's delivery sequence (deliveries lost with
+// a connection, which come back only after ack_wait) is looked up in the
+// stream: each undelivered message is held in the tracker and its key
+// waits for it the same way. A key gives up waiting (logged at error) after
+// max(3·ack_wait, 1m), for a message deleted from the stream meanwhile. A corrupt or incompatible snapshot refuses the
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner
 // configuration stops Run.

@@ -349,8 +349,13 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	if _, err := p.js.ResetConsumerToSequence(sctx, pc.Input.Stream, pc.Input.Durable, start); err != nil {
 		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
 	}
+	stream, err := p.js.Stream(sctx, pc.Input.Stream)
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
+	}
 	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),
 		zap.String("consumer", pc.Input.Durable), zap.Uint64("from_seq", start))
+	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
 	pl.cc, err = cons.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -360,6 +365,15 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 		}
 		pl.stats.Pending.Store(md.NumPending)
 		p.met.pending.WithLabelValues(pc.Name).Set(float64(md.NumPending))
+		if cs := md.Sequence.Consumer; cs > lastCons {
+			if next := pl.track.max() + 1; lastCons != 0 && cs > lastCons+1 && md.Sequence.Stream > next && next > 1 {
+				// Deliveries lastCons+1..cs-1 never arrived (lost with a
+				// connection); they come back after ack_wait. Their keys
+				// must wait for them, and the checkpoint must not pass them.
+				p.findMissing(ctx, pl, stream, next, md.Sequence.Stream)
+			}
+			lastCons = cs
+		}
 		pl.track.deliver(md.Sequence.Stream)
 		p.dispatch(ctx, pl, &inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: md.Sequence.Stream, js: m})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
@@ -375,6 +389,37 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 // checkpointKey is the key of a pipeline's checkpoint: one per durable
 // consumer, so pipelines of the same name on other consumers (partitions)
 // keep their own.
+// findMissing registers the messages of pl's filter with stream sequences
+// in [from, to): first deliveries lost in transit. Each is held in the
+// tracker, and its key's worker makes later messages of the key wait.
+func (p *Processor) findMissing(ctx context.Context, pl *pipeline, stream jetstream.Stream, from, to uint64) {
+	pc := pl.cfg
+	n := 0
+	for seq := from; seq < to; {
+		gctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pc.Input.Subject))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			p.log.Error("cannot look up undelivered messages; their keys may skip them", zap.String("pipeline", pc.Name),
+				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+			return
+		}
+		if m.Sequence >= to {
+			break
+		}
+		key := keyOf(m.Subject, *pc.KeyToken)
+		pl.track.missing(m.Sequence)
+		p.enqueue(ctx, p.workers[p.owner(key)], item{miss: &missing{pipe: pl, key: key, seq: m.Sequence}})
+		n++
+		seq = m.Sequence + 1
+	}
+	p.log.Warn("deliveries lost in transit; their keys wait for the redeliveries", zap.String("pipeline", pc.Name),
+		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
+}
+
 func checkpointKey(pc PipelineConfig) string {
 	return "checkpoint." + pc.Input.Stream + "." + pc.Input.Durable
 }
@@ -405,22 +450,25 @@ func (p *Processor) readCheckpoint(ctx context.Context, pc PipelineConfig) (uint
 func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m *inMsg) {
 	m.pipe = pl
 	m.key = keyOf(m.subject, *pl.cfg.KeyToken)
-	w := p.workers[p.owner(m.key)]
+	if !p.enqueue(ctx, p.workers[p.owner(m.key)], item{msg: m}) && m.js != nil {
+		// The workers are gone: leave the message for redelivery.
+		_ = m.js.Nak()
+	}
+}
+
+// enqueue hands it to w, blocking while w's queue is full; it reports false
+// when the workers are gone.
+func (p *Processor) enqueue(ctx context.Context, w *worker, it item) bool {
 	p.inMu.RLock()
 	defer p.inMu.RUnlock()
 	if p.inClosed {
-		if m.js != nil {
-			_ = m.js.Nak()
-		}
-		return
+		return false
 	}
 	select {
-	case w.in <- item{msg: m}:
+	case w.in <- it:
+		return true
 	case <-ctx.Done():
-		// The workers are gone (fatal error): leave the message for redelivery.
-		if m.js != nil {
-			_ = m.js.Nak()
-		}
+		return false
 	}
 }
 

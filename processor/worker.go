@@ -39,10 +39,28 @@ type inMsg struct {
 	js      jetstream.Msg // nil for core NATS
 }
 
-// item is what a worker receives: a message or a control request.
+// item is what a worker receives: a message, a control request, or a
+// missing delivery to wait for.
 type item struct {
-	msg *inMsg
-	ctl *control
+	msg  *inMsg
+	ctl  *control
+	miss *missing
+}
+
+// missing is a message of key that the consumer delivered but that never
+// arrived (lost with a connection); it comes back after ack_wait.
+type missing struct {
+	pipe *pipeline
+	key  string
+	seq  uint64
+}
+
+// block is an unapplied sequence of a key that later messages of the key
+// must wait for.
+type block struct {
+	seq     uint64
+	since   time.Time
+	missing bool // registered from a delivery gap (holds the tracker)
 }
 
 // control is a request from the micro service, answered on reply.
@@ -113,8 +131,9 @@ type worker struct {
 	flying  int
 	closing bool // jobs is closed
 	keys    map[entryKey]*entry
-	lru     []*list.List // per pipeline, front = most recently used
-	quota   []int        // per pipeline
+	blocked map[entryKey][]block // per key, ascending; see waitFor
+	lru     []*list.List         // per pipeline, front = most recently used
+	quota   []int                // per pipeline
 	obs     []codec.Observation
 	res     applied
 	eig     [][]float64 // per pipeline
@@ -128,6 +147,7 @@ func newWorker(p *Processor, id int) *worker {
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
 		keys:    map[entryKey]*entry{},
+		blocked: map[entryKey][]block{},
 	}
 	for _, pl := range p.pipes {
 		w.lru = append(w.lru, list.New())
@@ -150,6 +170,10 @@ func (w *worker) run(ctx context.Context) error {
 			}
 			if it.ctl != nil {
 				w.control(ctx, it.ctl)
+				continue
+			}
+			if it.miss != nil {
+				w.block(entryKey{it.miss.pipe.idx, it.miss.key}, it.miss.seq, true)
 				continue
 			}
 			if err := w.handle(ctx, it.msg); err != nil {
@@ -187,8 +211,21 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
 		}
 	}()
+	ek := entryKey{pl.idx, m.key}
+	if pl.track != nil {
+		// A key's messages are applied in stream order: one that comes
+		// before an unapplied earlier one (nak'ed, or lost in delivery)
+		// waits, or the earlier one would be skipped as already applied.
+		if bs := w.blocked[ek]; len(bs) > 0 && m.seq > bs[0].seq {
+			w.block(ek, m.seq, false)
+			return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, bs[0].seq, m.seq))
+		}
+	}
 	e, err := w.entry(ctx, pl, m.key)
 	if err != nil {
+		if pl.track != nil && classifyAction(err) == actNak {
+			w.block(ek, m.seq, false)
+		}
 		return w.fail(ctx, m, err)
 	}
 	w.touch(e)
@@ -221,6 +258,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	w.applied(e, m.seq)
+	w.unblock(ek, m.seq)
 	if err != nil {
 		// A numerical failure may follow learned observations of a batch:
 		// the message counts as applied, and is dead-lettered.
@@ -354,8 +392,67 @@ func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error 
 	return nil
 }
 
+// block makes later messages of ek wait for seq.
+func (w *worker) block(ek entryKey, seq uint64, missing bool) {
+	bs := w.blocked[ek]
+	i := 0
+	for i < len(bs) && bs[i].seq < seq {
+		i++
+	}
+	if i < len(bs) && bs[i].seq == seq {
+		bs[i].missing = bs[i].missing || missing
+		return
+	}
+	w.blocked[ek] = append(bs[:i], append([]block{{seq: seq, since: time.Now(), missing: missing}}, bs[i:]...)...)
+}
+
+// unblock settles seq of ek.
+func (w *worker) unblock(ek entryKey, seq uint64) {
+	bs := w.blocked[ek]
+	for i := range bs {
+		if bs[i].seq == seq {
+			bs = append(bs[:i], bs[i+1:]...)
+			break
+		}
+	}
+	if len(bs) == 0 {
+		delete(w.blocked, ek)
+	} else {
+		w.blocked[ek] = bs
+	}
+}
+
+// expireBlocks forgets blocks older than blockExpiry: their message did not
+// come back (deleted from the stream by its limits, say), and the key must
+// not wait forever.
+func (w *worker) expireBlocks() {
+	for ek, bs := range w.blocked {
+		pl := w.p.pipes[ek.pipe]
+		ttl := blockExpiry(pl.cfg)
+		for _, b := range bs {
+			if time.Since(b.since) < ttl {
+				continue
+			}
+			w.log.Error("gave up waiting for a message of a key; later messages go on without it", zap.String("pipeline", pl.cfg.Name),
+				zap.String("key", ek.key), zap.Uint64("seq", b.seq), zap.Duration("waited", time.Since(b.since)))
+			if b.missing {
+				pl.track.forget(b.seq)
+			}
+			w.unblock(ek, b.seq)
+		}
+	}
+}
+
+// blockExpiry is how long a key waits for an unapplied message.
+func blockExpiry(pc PipelineConfig) time.Duration {
+	return max(3*pc.Input.AckWait, time.Minute)
+}
+
 // ack acknowledges a handled message.
 func (w *worker) ack(m *inMsg, result string) {
+	if m.pipe.track != nil {
+		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
+	}
 	if m.js != nil {
 		if err := m.js.Ack(); err != nil {
 			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
@@ -377,8 +474,11 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 		w.reject(ctx, m, err)
 	case actNak:
 		level := w.log.Warn
-		if reason == "corrupt_snapshot" {
+		switch reason {
+		case "corrupt_snapshot":
 			level = w.log.Error
+		case "waiting":
+			level = w.log.Debug
 		}
 		level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
 			zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
@@ -420,6 +520,9 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
 	if perr := w.p.conn.PublishMsg(dl); perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
+	}
+	if m.pipe.track != nil {
+		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
 	}
 	if m.js != nil {
 		if terr := m.js.TermWithReason(reason); terr != nil {
@@ -684,8 +787,9 @@ func stateBytes(s *learners.State) int {
 	return n
 }
 
-// tick hands over the snapshots due by time.
+// tick hands over the snapshots due by time and expires old blocks.
 func (w *worker) tick() {
+	w.expireBlocks()
 	for _, e := range w.keys {
 		if w.flying >= jobSlots {
 			return

@@ -398,16 +398,23 @@ func TestClusterFailover(t *testing.T) {
 	pb.publish(t, keys, 240)
 	const total = 800
 
-	// Wait until both consumers have nothing pending or unacknowledged.
+	// Wait until both consumers have nothing pending or unacknowledged and
+	// have acknowledged their partition's last message. (NumPending alone
+	// is computed on the consumer leader's replica of the stream, which may
+	// lag behind after the restart.)
 	waitFor(t, 30*time.Second, "both consumers drained", func() bool {
 		for _, w := range workers {
 			pc := w.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
+			last, err := in.GetLastMsgForSubject(ctx, pc.Input.Subject)
+			if err != nil {
+				return false
+			}
 			cons, err := adminJS.Consumer(ctx, "SENSORS", pc.Input.Durable)
 			if err != nil {
 				return false
 			}
 			ci, err := cons.Info(ctx)
-			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
+			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 || ci.AckFloor.Stream < last.Sequence {
 				return false
 			}
 		}
