@@ -238,7 +238,11 @@ func (p *Processor) Run(ctx context.Context) error {
 // configured streams.
 func (p *Processor) setup(ctx context.Context) error {
 	if p.store == nil {
-		st, err := snapshot.Open(ctx, p.js, snapshot.Config{})
+		var st *snapshot.Store
+		err := p.retry(ctx, "open snapshot store", func(ctx context.Context) (err error) {
+			st, err = snapshot.Open(ctx, p.js, snapshot.Config{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("processor: open snapshot store: %w", err)
 		}
@@ -251,8 +255,12 @@ func (p *Processor) setup(ctx context.Context) error {
 			if replicas == 0 {
 				replicas = max(1, p.store.Config().Replicas)
 			}
-			kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket,
-				Description: "kpcastream replay checkpoints", Replicas: replicas})
+			var kv jetstream.KeyValue
+			err := p.retry(ctx, "create checkpoint bucket", func(ctx context.Context) (err error) {
+				kv, err = p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket,
+					Description: "kpcastream replay checkpoints", Replicas: replicas})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas): %w", p.cfg.CheckpointBucket, replicas, err)
 			}
@@ -261,7 +269,7 @@ func (p *Processor) setup(ctx context.Context) error {
 		if pc.Input.Stream != "" && pc.Input.CreateStream {
 			sc := jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject},
 				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes)}
-			if err := ensureStream(ctx, p.js, sc); err != nil {
+			if err := p.retry(ctx, "create input stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
 			}
 		}
@@ -269,14 +277,23 @@ func (p *Processor) setup(ctx context.Context) error {
 		if pc.Output.CreateStream {
 			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
 				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes)}
-			if err := ensureStream(ctx, p.js, sc); err != nil {
+			if err := p.retry(ctx, "create output stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
 			}
 		}
 		if validSubject(wild, true) {
-			if name, err := p.js.StreamNameBySubject(ctx, wild); err == nil && name != "" {
-				pl.outJS = true
+			var name string
+			err := p.retry(ctx, "find output stream", func(ctx context.Context) (err error) {
+				name, err = p.js.StreamNameBySubject(ctx, wild)
+				if errors.Is(err, jetstream.ErrStreamNotFound) {
+					name, err = "", nil
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)
 			}
+			pl.outJS = name != ""
 		}
 		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
 			zap.String("stream", pc.Input.Stream), zap.String("output", pc.Output.Subject), zap.Bool("output_jetstream", pl.outJS))
@@ -290,6 +307,57 @@ func limitBytes(n int64) int64 {
 		return -1
 	}
 	return n
+}
+
+// attemptTimeout bounds one attempt of a JetStream call during setup.
+const attemptTimeout = 5 * time.Second
+
+// retry calls f with a context bounded by attemptTimeout until it succeeds,
+// fails for good, or ctx ends. Timeouts, "no responders" and server-side
+// unavailability (no JetStream leader while a node is down, an offline
+// stream, peers not yet known) are retried after a logged warning; other
+// errors are returned at once.
+func (p *Processor) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil || !transientJS(err) || ctx.Err() != nil {
+			return err
+		}
+		p.log.Warn("jetstream call failed; retrying", zap.String("call", what), zap.Int("attempt", attempt), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// transientJS reports whether a JetStream call may succeed if retried.
+func transientJS(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return true
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10009, // cluster can not handle request (no leader yet)
+			10004, // incomplete results
+			10023, // insufficient resources (peers not known yet)
+			10118, // stream offline
+			10119, // consumer offline
+			10163, // expected last sequence per subject temporarily unavailable
+			10076, // JetStream not enabled (yet: a server still starting)
+			10039: // JetStream not enabled for the account (yet)
+			return true
+		}
+	}
+	return false
 }
 
 // ensureStream creates the stream sc unless a stream of that name exists.
@@ -329,28 +397,41 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cons, err := p.js.CreateOrUpdateConsumer(sctx, pc.Input.Stream, jetstream.ConsumerConfig{
-		Durable:       pc.Input.Durable,
-		FilterSubject: pc.Input.Subject,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       pc.Input.AckWait,
-		MaxAckPending: pc.Input.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	var cons jetstream.Consumer
+	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
+		cons, err = p.js.CreateOrUpdateConsumer(ctx, pc.Input.Stream, jetstream.ConsumerConfig{
+			Durable:       pc.Input.Durable,
+			FilterSubject: pc.Input.Subject,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       pc.Input.AckWait,
+			MaxAckPending: pc.Input.MaxAckPending,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s: consumer: %w", pc.Name, err)
 	}
 	// Replay from the checkpoint: every message at or after it may be
 	// missing from the snapshots; workers skip what a key's snapshot holds.
-	start, err := p.readCheckpoint(sctx, pc)
-	if err != nil {
+	var start uint64
+	if err := p.retry(sctx, "read checkpoint", func(ctx context.Context) (err error) {
+		start, err = p.readCheckpoint(ctx, pc)
+		return err
+	}); err != nil {
 		return err
 	}
-	if _, err := p.js.ResetConsumerToSequence(sctx, pc.Input.Stream, pc.Input.Durable, start); err != nil {
+	if err := p.retry(sctx, "reset consumer", func(ctx context.Context) error {
+		_, err := p.js.ResetConsumerToSequence(ctx, pc.Input.Stream, pc.Input.Durable, start)
+		return err
+	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
 	}
-	stream, err := p.js.Stream(sctx, pc.Input.Stream)
-	if err != nil {
+	var stream jetstream.Stream
+	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
+		stream, err = p.js.Stream(ctx, pc.Input.Stream)
+		return err
+	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
 	}
 	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/kpcastream/kpcastream/internal/natstest"
 )
 
 // TestCreatedStreamsAndBuckets checks the replicas and limits of the
@@ -53,5 +56,61 @@ func TestCreatedStreamsAndBuckets(t *testing.T) {
 	}
 	if _, err := e.js.KeyValue(ctx, "ckpt-r3"); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("bucket ckpt-r3 after the failed Run: got %v, want %v", err, jetstream.ErrBucketNotFound)
+	}
+}
+
+// TestSetupWaitsForJetStream starts Run against a server whose JetStream is
+// not available yet: setup retries (with warnings) instead of failing or
+// hanging, and the processor becomes ready once JetStream is there.
+func TestSetupWaitsForJetStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test against an embedded nats-server (skipped under -short)")
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, js := natstest.Connect(t, s.ClientURL())
+	p, err := New(Config{Pipelines: []PipelineConfig{pipelineConfig("late")}, Workers: 1},
+		Deps{Conn: nc, JS: js, Logger: zaptest.NewLogger(t), Registry: prometheus.NewRegistry(), NewLearner: newPCA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while JetStream was unavailable: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := s.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !p.Ready() {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready 15s after JetStream was enabled")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
 	}
 }

@@ -239,6 +239,9 @@ func startWorker(t *testing.T, file, urls string) *worker {
 		cfg.Pipelines[i].Snapshot.EveryMessages = 25
 		cfg.Pipelines[i].Snapshot.Every = time.Second
 		cfg.Pipelines[i].Input.NakDelay = 200 * time.Millisecond
+		// Deliveries lost with the stopped node come back after ack_wait,
+		// and their keys wait for them: keep that short.
+		cfg.Pipelines[i].Input.AckWait = 5 * time.Second
 	}
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
