@@ -149,3 +149,48 @@ pipelines:
 	}
 	var _ processor.PipelineConfig = p
 }
+
+func TestStreamLimitsAndReplicas(t *testing.T) {
+	c, err := Read(strings.NewReader(`
+checkpoint_replicas: 3
+pipelines:
+  - name: p
+    input: {stream: IN, subject: "a.*", create_stream: true, replicas: 3, max_age: 168h, max_bytes: 1073741824}
+    output: {stream: OUT, create_stream: true, replicas: 2, max_age: 1h, duplicates: 15m}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`), noEnv, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := c.ProcessorConfig()
+	if pc.CheckpointReplicas != 3 {
+		t.Errorf("checkpoint_replicas: got %d, want 3", pc.CheckpointReplicas)
+	}
+	in, out := pc.Pipelines[0].Input, pc.Pipelines[0].Output
+	if in.Replicas != 3 || in.MaxAge != 168*time.Hour || in.MaxBytes != 1<<30 {
+		t.Errorf("input: got replicas %d, max_age %v, max_bytes %d; want 3, 168h, 1 GiB", in.Replicas, in.MaxAge, in.MaxBytes)
+	}
+	if out.Replicas != 2 || out.MaxAge != time.Hour || out.MaxBytes != 0 {
+		t.Errorf("output: got replicas %d, max_age %v, max_bytes %d; want 2, 1h, 0", out.Replicas, out.MaxAge, out.MaxBytes)
+	}
+
+	_, err = Read(strings.NewReader(`
+checkpoint_replicas: 6
+lease_ttl: 1ms
+on_lease_held: steal
+pipelines:
+  - name: p
+    input: {stream: IN, subject: "a.*", replicas: 7, max_age: -1s, max_bytes: -5}
+    output: {replicas: -1, max_age: 1m, duplicates: 2m}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`), noEnv, Overrides{})
+	if err == nil {
+		t.Fatal("got nil, want errors")
+	}
+	for _, w := range []string{"checkpoint_replicas", "lease_ttl", "on_lease_held", "pipelines[0].input.replicas", "pipelines[0].input.max_age",
+		"pipelines[0].input.max_bytes", "pipelines[0].output.replicas", "pipelines[0].output.max_age: must be ≥ output.duplicates"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not mention %q; got:\n%v", w, err)
+		}
+	}
+}

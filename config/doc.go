@@ -41,11 +41,17 @@
 //	service_name                          NATS micro service name    kpcastream
 //	checkpoint_bucket                     KV bucket of checkpoints   kpcastream-checkpoints
 //	checkpoint_every                      duration                   5s
+//	checkpoint_replicas                   replicas of the checkpoint bucket, 1..5  snapshots.replicas
+//	lease_ttl                             duration, ≥ 30ms (consumer lease, renewed every ttl/3)  10s
+//	on_lease_held                         wait (hot standby) | fail  wait
 //	snapshot_timeout                      duration per store call    10s
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required
 //	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)
 //	pipelines[i].input.subject            subject filter             required
 //	pipelines[i].input.create_stream      bool                       false
+//	pipelines[i].input.replicas           created stream, 1..5       1
+//	pipelines[i].input.max_age            created stream, duration   0 (no limit)
+//	pipelines[i].input.max_bytes          created stream, bytes      0 (no limit)
 //	pipelines[i].input.durable            consumer name              kpcastream-<name>
 //	pipelines[i].input.max_ack_pending    messages                   256
 //	pipelines[i].input.ack_wait           duration                   30s
@@ -74,6 +80,9 @@
 //	pipelines[i].output.encoding          json | msgpack | ""        "" (the input's)
 //	pipelines[i].output.stream            stream name                ""
 //	pipelines[i].output.create_stream     bool                       false
+//	pipelines[i].output.replicas          created stream, 1..5       1
+//	pipelines[i].output.max_age           created stream, ≥ duplicates  0 (no limit)
+//	pipelines[i].output.max_bytes         created stream, bytes      0 (no limit)
 //	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
 //	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
 //	pipelines[i].snapshot.every_messages  messages (< 0 disables)    1000

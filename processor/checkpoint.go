@@ -53,6 +53,34 @@ func (t *tracker) nak(seq uint64) {
 	t.mu.Unlock()
 }
 
+// missing holds seq, delivered to nobody (lost in transit), like a nak'd
+// delivery: until its redelivery is settled.
+func (t *tracker) missing(seq uint64) {
+	t.mu.Lock()
+	if !t.naked[seq] {
+		t.naked[seq] = true
+		t.held[seq]++
+	}
+	t.mu.Unlock()
+}
+
+// forget drops the hold of a missing or nak'd seq that will not come back.
+func (t *tracker) forget(seq uint64) {
+	t.mu.Lock()
+	if t.naked[seq] {
+		delete(t.naked, seq)
+		t.release0(seq)
+	}
+	t.mu.Unlock()
+}
+
+// max returns the highest delivered sequence.
+func (t *tracker) max() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.maxSeq
+}
+
 // hold adds a hold on seq (a key's first unsnapshotted sequence).
 func (t *tracker) hold(seq uint64) {
 	t.mu.Lock()

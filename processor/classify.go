@@ -26,9 +26,15 @@ const (
 // errPanic marks a panic recovered while processing a message.
 var errPanic = errors.New("processor: panic while processing message")
 
+// errWaiting marks a message that waits for an earlier unapplied message
+// of its key.
+var errWaiting = errors.New("processor: waiting for an earlier message of the key")
+
 // errIncompatible marks a snapshot whose learner configuration differs from
 // the pipeline's.
 var errIncompatible = errors.New("processor: snapshot does not match the pipeline's learner config")
+
+func classifyAction(err error) action { a, _ := classify(err); return a }
 
 // classify sorts a processing error into an action and a short reason,
 // used in the Kpcastream-Error header and in metric labels.
@@ -53,6 +59,8 @@ func classify(err error) (action, string) {
 		return actTerm, "panic"
 	case errors.Is(err, learners.ErrConfig):
 		return actFatal, "config"
+	case errors.Is(err, errWaiting):
+		return actNak, "waiting"
 	}
 	return actNak, "transient"
 }

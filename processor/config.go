@@ -18,6 +18,7 @@ const (
 	DefaultServiceName      = "kpcastream"
 	DefaultCheckpointBucket = "kpcastream-checkpoints"
 	DefaultCheckpointEvery  = 5 * time.Second
+	DefaultLeaseTTL         = 10 * time.Second
 	DefaultSnapshotTimeout  = 10 * time.Second
 	DefaultMaxAckPending    = 256
 	DefaultAckWait          = 30 * time.Second
@@ -53,6 +54,19 @@ type Config struct {
 	CheckpointBucket string `yaml:"checkpoint_bucket"`
 	// CheckpointEvery is the period of checkpoint writes. Default 5s.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// CheckpointReplicas is the replica count (1..5) of the checkpoint
+	// bucket, applied each time Run starts. Default: the snapshot store's
+	// replicas (snapshots.replicas).
+	CheckpointReplicas int `yaml:"checkpoint_replicas"`
+	// LeaseTTL is how long a JetStream pipeline's consumer lease lasts
+	// without renewal; the holder renews it every LeaseTTL/3, and another
+	// instance takes it over when it has not changed for LeaseTTL. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// OnLeaseHeld is what Run does when another live instance holds a
+	// pipeline's consumer lease: "wait" (default: a hot standby, which
+	// starts when the lease is released or expires) or "fail" (return an
+	// error).
+	OnLeaseHeld string `yaml:"on_lease_held"`
 	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
 	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
 	// Pipelines are the pipelines to run (at least one).
@@ -94,8 +108,17 @@ type InputConfig struct {
 	Stream string `yaml:"stream"`
 	// Subject is the subject filter, e.g. "sensors.*.features" (required).
 	Subject string `yaml:"subject"`
-	// CreateStream creates Stream with Subject when it does not exist.
+	// CreateStream creates Stream with Subject when it does not exist,
+	// with Replicas, MaxAge and MaxBytes. An existing stream is left as it is.
 	CreateStream bool `yaml:"create_stream"`
+	// Replicas is the replica count (1..5) of a created stream. Default 1.
+	Replicas int `yaml:"replicas"`
+	// MaxAge is the age limit of a created stream's messages; 0: none.
+	// It must exceed the replay span (see deploy/README.md).
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytes is the size limit (bytes) of a created stream, oldest
+	// messages discarded first; 0: none.
+	MaxBytes int64 `yaml:"max_bytes"`
 	// Durable is the durable consumer name. Default "kpcastream-<pipeline>".
 	Durable string `yaml:"durable"`
 	// MaxAckPending bounds unacknowledged deliveries. Default 256.
@@ -120,8 +143,17 @@ type OutputConfig struct {
 	// deduplicated by their Nats-Msg-Id. Outputs are published with
 	// JetStream whenever some stream captures them, else with core NATS.
 	Stream string `yaml:"stream"`
-	// CreateStream creates Stream when it does not exist.
+	// CreateStream creates Stream when it does not exist, with Duplicates,
+	// Replicas, MaxAge and MaxBytes. An existing stream is left as it is.
 	CreateStream bool `yaml:"create_stream"`
+	// Replicas is the replica count (1..5) of a created stream. Default 1.
+	Replicas int `yaml:"replicas"`
+	// MaxAge is the age limit of a created stream's messages; 0: none.
+	// It must be at least Duplicates.
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytes is the size limit (bytes) of a created stream, oldest
+	// messages discarded first; 0: none.
+	MaxBytes int64 `yaml:"max_bytes"`
 	// Duplicates is the deduplication window of a created output stream. Default 2m.
 	Duplicates time.Duration `yaml:"duplicates"`
 }
@@ -167,6 +199,12 @@ func (c Config) WithDefaults() Config {
 	if c.SnapshotTimeout == 0 {
 		c.SnapshotTimeout = DefaultSnapshotTimeout
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.OnLeaseHeld == "" {
+		c.OnLeaseHeld = LeaseWait
+	}
 	ps := make([]PipelineConfig, len(c.Pipelines))
 	for i, p := range c.Pipelines {
 		ps[i] = p.WithDefaults()
@@ -188,6 +226,12 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	if p.Input.NakDelay == 0 {
 		p.Input.NakDelay = DefaultNakDelay
+	}
+	if p.Input.Replicas == 0 {
+		p.Input.Replicas = 1
+	}
+	if p.Output.Replicas == 0 {
+		p.Output.Replicas = 1
 	}
 	if p.KeyToken == nil {
 		t := -1
@@ -264,8 +308,19 @@ func (c Config) Validate() error {
 	if c.CheckpointEvery < 0 {
 		bad("checkpoint_every", "must be > 0, got %v", c.CheckpointEvery)
 	}
+	if c.CheckpointReplicas < 0 || c.CheckpointReplicas > 5 {
+		bad("checkpoint_replicas", "must be in [1, 5] (0: snapshots.replicas), got %d", c.CheckpointReplicas)
+	}
 	if c.SnapshotTimeout < 0 {
 		bad("snapshot_timeout", "must be > 0, got %v", c.SnapshotTimeout)
+	}
+	if c.LeaseTTL < 30*time.Millisecond {
+		bad("lease_ttl", "must be ≥ 30ms, got %v", c.LeaseTTL)
+	}
+	switch c.OnLeaseHeld {
+	case LeaseWait, LeaseFail:
+	default:
+		bad("on_lease_held", "must be wait or fail, got %q", c.OnLeaseHeld)
 	}
 	if len(c.Pipelines) == 0 {
 		bad("pipelines", "at least one pipeline is required")
@@ -314,6 +369,22 @@ func (p PipelineConfig) validate(path string) []error {
 	}
 	if p.Input.NakDelay <= 0 {
 		bad("input.nak_delay", "must be > 0, got %v", p.Input.NakDelay)
+	}
+	validateLimits := func(prefix string, replicas int, maxAge time.Duration, maxBytes int64) {
+		if replicas < 1 || replicas > 5 {
+			bad(prefix+".replicas", "must be in [1, 5], got %d", replicas)
+		}
+		if maxAge < 0 {
+			bad(prefix+".max_age", "must be ≥ 0 (0: no limit), got %v", maxAge)
+		}
+		if maxBytes < 0 {
+			bad(prefix+".max_bytes", "must be ≥ 0 (0: no limit), got %d", maxBytes)
+		}
+	}
+	validateLimits("input", p.Input.Replicas, p.Input.MaxAge, p.Input.MaxBytes)
+	validateLimits("output", p.Output.Replicas, p.Output.MaxAge, p.Output.MaxBytes)
+	if p.Output.MaxAge > 0 && p.Output.MaxAge < p.Output.Duplicates {
+		bad("output.max_age", "must be ≥ output.duplicates (%v), got %v", p.Output.Duplicates, p.Output.MaxAge)
 	}
 	if k := *p.KeyToken; k >= 0 && p.Input.Subject != "" {
 		if k >= len(toks) {

@@ -62,6 +62,7 @@ type Processor struct {
 	inClosed   bool
 	started    atomic.Bool
 	ckpt       jetstream.KeyValue
+	id         string // instance id, the owner of its leases
 }
 
 // pipeline is the run-time state of one PipelineConfig.
@@ -72,6 +73,7 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	outJS  bool
 	track  *tracker // nil for a core NATS input
+	lease  *lease   // held consumer lease (JetStream input, while running)
 	cc     jetstream.ConsumeContext
 	sub    *nats.Subscription
 	// coreSeq numbers core NATS messages (not durable across restarts).
@@ -94,7 +96,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		return nil, errors.New("processor: deps.Conn is required")
 	}
 	cfg = cfg.WithDefaults()
-	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner}
+	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner, id: newInstanceID()}
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
@@ -144,12 +146,15 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 // Ready reports whether the processor is connected and consuming.
 func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected() }
 
-// Run sets up the streams, consumers and the micro service, then processes
-// messages until ctx is cancelled. It then stops consuming (drain), lets the
-// workers finish their queued messages, writes final snapshots (unless the
-// policy disables them) and the checkpoints, each step bounded by
-// ShutdownTimeout, and returns nil, or the first fatal error. Run may be
-// called once.
+// Run sets up the streams and the checkpoint bucket, takes the lease of
+// each JetStream pipeline's durable consumer (waiting as a standby while
+// another instance holds one, see OnLeaseHeld), starts the consumers and
+// the micro service, then processes messages until ctx is cancelled or a
+// lease is lost. It then stops consuming (drain), lets the workers finish
+// their queued messages, writes final snapshots (unless the policy disables
+// them) and the checkpoints, each step bounded by ShutdownTimeout, releases
+// the leases and returns nil (also when ctx ends during the standby), or
+// the first fatal error. Run may be called once.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
@@ -158,6 +163,14 @@ func (p *Processor) Run(ctx context.Context) error {
 	err := p.setup(setupCtx)
 	cancel()
 	if err != nil {
+		return err
+	}
+	ls := &leases{stop: make(chan struct{}), lost: make(chan error, len(p.pipes))}
+	defer p.releaseLeases(ls)
+	if err := p.acquireLeases(ctx, ls); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while standing by
+		}
 		return err
 	}
 	// The workers outlive ctx: they stop when their inputs are closed.
@@ -180,6 +193,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	stopCkpt := make(chan struct{})
 	var ckptDone sync.WaitGroup
+	var leaseErr error
 	if consumeErr == nil {
 		p.ready.Store(true)
 		p.log.Info("running", zap.Int("pipelines", len(p.pipes)), zap.Int("workers", len(p.workers)))
@@ -188,6 +202,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-gctx.Done():
+		case leaseErr = <-ls.lost:
+			p.log.Error("lease lost; stopping", zap.Error(leaseErr))
 		}
 	}
 	// Shutdown.
@@ -215,14 +231,18 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.writeCheckpoints(wctx)
 		cancel()
 	}
-	return errors.Join(consumeErr, runErr)
+	return errors.Join(consumeErr, runErr, leaseErr)
 }
 
 // setup opens the snapshot store and the checkpoint bucket, and creates the
 // configured streams.
 func (p *Processor) setup(ctx context.Context) error {
 	if p.store == nil {
-		st, err := snapshot.Open(ctx, p.js, snapshot.Config{})
+		var st *snapshot.Store
+		err := p.retry(ctx, "open snapshot store", func(ctx context.Context) (err error) {
+			st, err = snapshot.Open(ctx, p.js, snapshot.Config{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("processor: open snapshot store: %w", err)
 		}
@@ -231,33 +251,113 @@ func (p *Processor) setup(ctx context.Context) error {
 	for _, pl := range p.pipes {
 		pc := pl.cfg
 		if pc.Input.Stream != "" && p.ckpt == nil {
-			kv, err := p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket, Description: "kpcastream replay checkpoints"})
+			replicas := p.cfg.CheckpointReplicas
+			if replicas == 0 {
+				replicas = max(1, p.store.Config().Replicas)
+			}
+			var kv jetstream.KeyValue
+			err := p.retry(ctx, "create checkpoint bucket", func(ctx context.Context) (err error) {
+				kv, err = p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket,
+					Description: "kpcastream replay checkpoints", Replicas: replicas})
+				return err
+			})
 			if err != nil {
-				return fmt.Errorf("processor: checkpoint bucket %q: %w", p.cfg.CheckpointBucket, err)
+				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas): %w", p.cfg.CheckpointBucket, replicas, err)
 			}
 			p.ckpt = kv
 		}
 		if pc.Input.Stream != "" && pc.Input.CreateStream {
-			if err := ensureStream(ctx, p.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject}}); err != nil {
+			sc := jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject},
+				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes)}
+			if err := p.retry(ctx, "create input stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
 			}
 		}
 		wild := expand(pc.Output.Subject, pc.Name, "*")
 		if pc.Output.CreateStream {
-			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates}
-			if err := ensureStream(ctx, p.js, sc); err != nil {
+			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
+				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes)}
+			if err := p.retry(ctx, "create output stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
 			}
 		}
 		if validSubject(wild, true) {
-			if name, err := p.js.StreamNameBySubject(ctx, wild); err == nil && name != "" {
-				pl.outJS = true
+			var name string
+			err := p.retry(ctx, "find output stream", func(ctx context.Context) (err error) {
+				name, err = p.js.StreamNameBySubject(ctx, wild)
+				if errors.Is(err, jetstream.ErrStreamNotFound) {
+					name, err = "", nil
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)
 			}
+			pl.outJS = name != ""
 		}
 		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
 			zap.String("stream", pc.Input.Stream), zap.String("output", pc.Output.Subject), zap.Bool("output_jetstream", pl.outJS))
 	}
 	return nil
+}
+
+// limitBytes maps a MaxBytes setting (0: no limit) to JetStream's (-1).
+func limitBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// attemptTimeout bounds one attempt of a JetStream call during setup.
+const attemptTimeout = 5 * time.Second
+
+// retry calls f with a context bounded by attemptTimeout until it succeeds,
+// fails for good, or ctx ends. Timeouts, "no responders" and server-side
+// unavailability (no JetStream leader while a node is down, an offline
+// stream, peers not yet known) are retried after a logged warning; other
+// errors are returned at once.
+func (p *Processor) retry(ctx context.Context, what string, f func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil || !transientJS(err) || ctx.Err() != nil {
+			return err
+		}
+		p.log.Warn("jetstream call failed; retrying", zap.String("call", what), zap.Int("attempt", attempt), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// transientJS reports whether a JetStream call may succeed if retried.
+func transientJS(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return true
+	case errors.As(err, &apiErr):
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10009, // cluster can not handle request (no leader yet)
+			10004, // incomplete results
+			10023, // insufficient resources (peers not known yet)
+			10118, // stream offline
+			10119, // consumer offline
+			10163, // expected last sequence per subject temporarily unavailable
+			10076, // JetStream not enabled (yet: a server still starting)
+			10039: // JetStream not enabled for the account (yet)
+			return true
+		}
+	}
+	return false
 }
 
 // ensureStream creates the stream sc unless a stream of that name exists.
@@ -297,32 +397,46 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cons, err := p.js.CreateOrUpdateConsumer(sctx, pc.Input.Stream, jetstream.ConsumerConfig{
-		Durable:       pc.Input.Durable,
-		FilterSubject: pc.Input.Subject,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       pc.Input.AckWait,
-		MaxAckPending: pc.Input.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+	var cons jetstream.Consumer
+	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
+		cons, err = p.js.CreateOrUpdateConsumer(ctx, pc.Input.Stream, jetstream.ConsumerConfig{
+			Durable:       pc.Input.Durable,
+			FilterSubject: pc.Input.Subject,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       pc.Input.AckWait,
+			MaxAckPending: pc.Input.MaxAckPending,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s: consumer: %w", pc.Name, err)
 	}
 	// Replay from the checkpoint: every message at or after it may be
 	// missing from the snapshots; workers skip what a key's snapshot holds.
-	start := uint64(1)
-	if e, err := p.ckpt.Get(sctx, checkpointKey(pc)); err == nil {
-		if v, perr := strconv.ParseUint(string(e.Value()), 10, 64); perr == nil && v > 0 {
-			start = v
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("processor: pipeline %s: read checkpoint: %w", pc.Name, err)
+	var start uint64
+	if err := p.retry(sctx, "read checkpoint", func(ctx context.Context) (err error) {
+		start, err = p.readCheckpoint(ctx, pc)
+		return err
+	}); err != nil {
+		return err
 	}
-	if _, err := p.js.ResetConsumerToSequence(sctx, pc.Input.Stream, pc.Input.Durable, start); err != nil {
+	if err := p.retry(sctx, "reset consumer", func(ctx context.Context) error {
+		_, err := p.js.ResetConsumerToSequence(ctx, pc.Input.Stream, pc.Input.Durable, start)
+		return err
+	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
+	}
+	var stream jetstream.Stream
+	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
+		stream, err = p.js.Stream(ctx, pc.Input.Stream)
+		return err
+	}); err != nil {
+		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
 	}
 	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),
 		zap.String("consumer", pc.Input.Durable), zap.Uint64("from_seq", start))
+	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
 	pl.cc, err = cons.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -332,6 +446,15 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 		}
 		pl.stats.Pending.Store(md.NumPending)
 		p.met.pending.WithLabelValues(pc.Name).Set(float64(md.NumPending))
+		if cs := md.Sequence.Consumer; cs > lastCons {
+			if next := pl.track.max() + 1; lastCons != 0 && cs > lastCons+1 && md.Sequence.Stream > next && next > 1 {
+				// Deliveries lastCons+1..cs-1 never arrived (lost with a
+				// connection); they come back after ack_wait. Their keys
+				// must wait for them, and the checkpoint must not pass them.
+				p.findMissing(ctx, pl, stream, next, md.Sequence.Stream)
+			}
+			lastCons = cs
+		}
 		pl.track.deliver(md.Sequence.Stream)
 		p.dispatch(ctx, pl, &inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: md.Sequence.Stream, js: m})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
@@ -344,29 +467,89 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	return nil
 }
 
-func checkpointKey(pc PipelineConfig) string { return pc.Name }
+// checkpointKey is the key of a pipeline's checkpoint: one per durable
+// consumer, so pipelines of the same name on other consumers (partitions)
+// keep their own.
+// findMissing registers the messages of pl's filter with stream sequences
+// in [from, to): first deliveries lost in transit. Each is held in the
+// tracker, and its key's worker makes later messages of the key wait.
+func (p *Processor) findMissing(ctx context.Context, pl *pipeline, stream jetstream.Stream, from, to uint64) {
+	pc := pl.cfg
+	n := 0
+	for seq := from; seq < to; {
+		gctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pc.Input.Subject))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			p.log.Error("cannot look up undelivered messages; their keys may skip them", zap.String("pipeline", pc.Name),
+				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+			return
+		}
+		if m.Sequence >= to {
+			break
+		}
+		key := keyOf(m.Subject, *pc.KeyToken)
+		pl.track.missing(m.Sequence)
+		p.enqueue(ctx, p.workers[p.owner(key)], item{miss: &missing{pipe: pl, key: key, seq: m.Sequence}})
+		n++
+		seq = m.Sequence + 1
+	}
+	p.log.Warn("deliveries lost in transit; their keys wait for the redeliveries", zap.String("pipeline", pc.Name),
+		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
+}
+
+func checkpointKey(pc PipelineConfig) string {
+	return "checkpoint." + pc.Input.Stream + "." + pc.Input.Durable
+}
+
+// readCheckpoint returns the sequence to replay pc's stream from: its
+// checkpoint, else the one written under the pipeline's name by earlier
+// versions, else 1.
+func (p *Processor) readCheckpoint(ctx context.Context, pc PipelineConfig) (uint64, error) {
+	for _, key := range []string{checkpointKey(pc), pc.Name} {
+		e, err := p.ckpt.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("processor: pipeline %s: read checkpoint %s: %w", pc.Name, key, err)
+		}
+		v, err := strconv.ParseUint(string(e.Value()), 10, 64)
+		if err != nil || v == 0 {
+			return 0, fmt.Errorf("processor: pipeline %s: checkpoint %s holds %q, not a stream sequence", pc.Name, key, e.Value())
+		}
+		return v, nil
+	}
+	return 1, nil
+}
 
 // dispatch hands a message to the worker owning its key. It blocks while
 // that worker's queue is full (back-pressure).
 func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m *inMsg) {
 	m.pipe = pl
 	m.key = keyOf(m.subject, *pl.cfg.KeyToken)
-	w := p.workers[p.owner(m.key)]
+	if !p.enqueue(ctx, p.workers[p.owner(m.key)], item{msg: m}) && m.js != nil {
+		// The workers are gone: leave the message for redelivery.
+		_ = m.js.Nak()
+	}
+}
+
+// enqueue hands it to w, blocking while w's queue is full; it reports false
+// when the workers are gone.
+func (p *Processor) enqueue(ctx context.Context, w *worker, it item) bool {
 	p.inMu.RLock()
 	defer p.inMu.RUnlock()
 	if p.inClosed {
-		if m.js != nil {
-			_ = m.js.Nak()
-		}
-		return
+		return false
 	}
 	select {
-	case w.in <- item{msg: m}:
+	case w.in <- it:
+		return true
 	case <-ctx.Done():
-		// The workers are gone (fatal error): leave the message for redelivery.
-		if m.js != nil {
-			_ = m.js.Nak()
-		}
+		return false
 	}
 }
 
@@ -454,8 +637,8 @@ func (p *Processor) checkpointLoop(ctx context.Context, stop <-chan struct{}) {
 // writeCheckpoints stores each JetStream pipeline's checkpoint when it moved.
 func (p *Processor) writeCheckpoints(ctx context.Context) {
 	for _, pl := range p.pipes {
-		if pl.track == nil {
-			continue
+		if pl.track == nil || (pl.lease != nil && pl.lease.lost.Load()) {
+			continue // a lost lease: the new owner writes the checkpoints
 		}
 		c := pl.track.checkpoint()
 		if c == 0 || c == pl.stats.Checkpoint.Load() {

@@ -168,7 +168,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 	switch {
 	case c.op == "snapshot" && c.key == "":
 		for _, e := range w.keys {
-			if e.pipe == c.pipe && e.dirty && !e.saving {
+			if e.pipe == c.pipe && e.dirty && !e.saving && len(e.unsent) == 0 {
 				w.handoffWait(e)
 				r.n++
 			}
@@ -187,7 +187,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 			r.err = err
 		case "snapshot":
-			if e.dirty && !e.saving {
+			if e.dirty && !e.saving && len(e.unsent) == 0 {
 				w.handoffWait(e)
 				r.n = 1
 			}

@@ -99,6 +99,7 @@ func TestClassify(t *testing.T) {
 		{errIncompatible, actNak, "corrupt_snapshot"},
 		{fmt.Errorf("new: %w", learners.ErrConfig), actFatal, "config"},
 		{errors.New("nats: timeout"), actNak, "transient"},
+		{fmt.Errorf("%w: key k: sequence 3 before 5", errWaiting), actNak, "waiting"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -159,5 +160,23 @@ func TestTracker(t *testing.T) {
 	tr.release(4)
 	if c := tr.checkpoint(); c != 6 {
 		t.Fatalf("all settled: got %d, want 6", c)
+	}
+	// 7 is lost in transit, 8 delivered and settled: held at 7 until 7's
+	// redelivery is settled.
+	tr.missing(7)
+	tr.deliver(8)
+	tr.release(8)
+	if c := tr.checkpoint(); c != 7 {
+		t.Fatalf("missing 7: got %d, want 7", c)
+	}
+	tr.deliver(7)
+	tr.release(7)
+	if c := tr.checkpoint(); c != 9 {
+		t.Fatalf("7 redelivered and settled: got %d, want 9", c)
+	}
+	tr.missing(9) // never comes back
+	tr.forget(9)
+	if c := tr.checkpoint(); c != 9 {
+		t.Fatalf("forgotten 9 (max delivered 8): got %d, want 9", c)
 	}
 }

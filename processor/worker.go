@@ -39,10 +39,28 @@ type inMsg struct {
 	js      jetstream.Msg // nil for core NATS
 }
 
-// item is what a worker receives: a message or a control request.
+// item is what a worker receives: a message, a control request, or a
+// missing delivery to wait for.
 type item struct {
-	msg *inMsg
-	ctl *control
+	msg  *inMsg
+	ctl  *control
+	miss *missing
+}
+
+// missing is a message of key that the consumer delivered but that never
+// arrived (lost with a connection); it comes back after ack_wait.
+type missing struct {
+	pipe *pipeline
+	key  string
+	seq  uint64
+}
+
+// block is an unapplied sequence of a key that later messages of the key
+// must wait for.
+type block struct {
+	seq     uint64
+	since   time.Time
+	missing bool // registered from a delivery gap (holds the tracker)
 }
 
 // control is a request from the micro service, answered on reply.
@@ -113,8 +131,9 @@ type worker struct {
 	flying  int
 	closing bool // jobs is closed
 	keys    map[entryKey]*entry
-	lru     []*list.List // per pipeline, front = most recently used
-	quota   []int        // per pipeline
+	blocked map[entryKey][]block // per key, ascending; see waitFor
+	lru     []*list.List         // per pipeline, front = most recently used
+	quota   []int                // per pipeline
 	obs     []codec.Observation
 	res     applied
 	eig     [][]float64 // per pipeline
@@ -128,6 +147,7 @@ func newWorker(p *Processor, id int) *worker {
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
 		keys:    map[entryKey]*entry{},
+		blocked: map[entryKey][]block{},
 	}
 	for _, pl := range p.pipes {
 		w.lru = append(w.lru, list.New())
@@ -150,6 +170,10 @@ func (w *worker) run(ctx context.Context) error {
 			}
 			if it.ctl != nil {
 				w.control(ctx, it.ctl)
+				continue
+			}
+			if it.miss != nil {
+				w.block(entryKey{it.miss.pipe.idx, it.miss.key}, it.miss.seq, true)
 				continue
 			}
 			if err := w.handle(ctx, it.msg); err != nil {
@@ -187,20 +211,38 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
 		}
 	}()
+	ek := entryKey{pl.idx, m.key}
+	if pl.track != nil {
+		// A key's messages are applied in stream order: one that comes
+		// before an unapplied earlier one (nak'ed, or lost in delivery)
+		// waits, or the earlier one would be skipped as already applied.
+		if bs := w.blocked[ek]; len(bs) > 0 && m.seq > bs[0].seq {
+			w.block(ek, m.seq, false)
+			return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, bs[0].seq, m.seq))
+		}
+	}
 	e, err := w.entry(ctx, pl, m.key)
 	if err != nil {
+		if pl.track != nil && classifyAction(err) == actNak {
+			w.block(ek, m.seq, false)
+		}
 		return w.fail(ctx, m, err)
 	}
 	w.touch(e)
-	if pl.track != nil && m.seq <= e.lastSeq {
-		if m.seq == e.lastSeq && len(e.unsent) > 0 {
-			if err := w.publish(ctx, e, e.unsent); err != nil {
-				return w.fail(ctx, m, err)
-			}
-			e.unsent = nil
+	if len(e.unsent) > 0 && m.seq >= e.lastSeq {
+		// The outputs of lastSeq (applied, nak'ed when their publish
+		// failed) go out before anything later of the key is applied: a
+		// later message would otherwise move lastSeq past them, and their
+		// redelivery would be skipped. m waits (nak) while they cannot.
+		if err := w.flushUnsent(ctx, e); err != nil {
+			return w.fail(ctx, m, err)
+		}
+		if m.seq == e.lastSeq {
 			w.ack(m, resultOK)
 			return nil
 		}
+	}
+	if pl.track != nil && m.seq <= e.lastSeq {
 		w.ack(m, resultSkipped)
 		return nil
 	}
@@ -216,6 +258,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	w.applied(e, m.seq)
+	w.unblock(ek, m.seq)
 	if err != nil {
 		// A numerical failure may follow learned observations of a batch:
 		// the message counts as applied, and is dead-lettered.
@@ -227,11 +270,14 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return w.fail(ctx, m, err)
 		}
 		if err := w.publish(ctx, e, msgs); err != nil {
-			e.unsent = msgs
+			if pl.track != nil {
+				// Kept until published: before the next message of the
+				// key, or on m's redelivery. No snapshot is taken meanwhile.
+				e.unsent = msgs
+			}
 			return w.fail(ctx, m, err)
 		}
-		pl.stats.Out.Add(int64(n))
-		w.p.met.outputs.WithLabelValues(name).Add(float64(n))
+		w.sent(e, n)
 		w.p.met.explained.WithLabelValues(name).Set(w.res.outs[n-1].Explained)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
@@ -275,7 +321,6 @@ func (w *worker) applied(e *entry, seq uint64) {
 		e.dirtyAt = time.Now()
 	}
 	e.since++
-	e.unsent = nil
 	st := e.l.Summary(w.eig[e.pipe.idx]).Stored
 	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Add(float64(st - e.stored))
 	e.stored = st
@@ -305,6 +350,26 @@ func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 	return msgs, nil
 }
 
+// flushUnsent publishes the outputs e.unsent kept by a failed publish and
+// forgets them; on failure they are kept.
+func (w *worker) flushUnsent(ctx context.Context, e *entry) error {
+	if len(e.unsent) == 0 {
+		return nil
+	}
+	if err := w.publish(ctx, e, e.unsent); err != nil {
+		return err
+	}
+	w.sent(e, len(e.unsent))
+	e.unsent = nil
+	return nil
+}
+
+// sent counts n published outputs of e.
+func (w *worker) sent(e *entry, n int) {
+	e.pipe.stats.Out.Add(int64(n))
+	w.p.met.outputs.WithLabelValues(e.pipe.cfg.Name).Add(float64(n))
+}
+
 // publish sends msgs: with JetStream (deduplicated by Nats-Msg-Id) when a
 // stream captures the output subject, else with core NATS.
 func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error {
@@ -327,8 +392,67 @@ func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error 
 	return nil
 }
 
+// block makes later messages of ek wait for seq.
+func (w *worker) block(ek entryKey, seq uint64, missing bool) {
+	bs := w.blocked[ek]
+	i := 0
+	for i < len(bs) && bs[i].seq < seq {
+		i++
+	}
+	if i < len(bs) && bs[i].seq == seq {
+		bs[i].missing = bs[i].missing || missing
+		return
+	}
+	w.blocked[ek] = append(bs[:i], append([]block{{seq: seq, since: time.Now(), missing: missing}}, bs[i:]...)...)
+}
+
+// unblock settles seq of ek.
+func (w *worker) unblock(ek entryKey, seq uint64) {
+	bs := w.blocked[ek]
+	for i := range bs {
+		if bs[i].seq == seq {
+			bs = append(bs[:i], bs[i+1:]...)
+			break
+		}
+	}
+	if len(bs) == 0 {
+		delete(w.blocked, ek)
+	} else {
+		w.blocked[ek] = bs
+	}
+}
+
+// expireBlocks forgets blocks older than blockExpiry: their message did not
+// come back (deleted from the stream by its limits, say), and the key must
+// not wait forever.
+func (w *worker) expireBlocks() {
+	for ek, bs := range w.blocked {
+		pl := w.p.pipes[ek.pipe]
+		ttl := blockExpiry(pl.cfg)
+		for _, b := range bs {
+			if time.Since(b.since) < ttl {
+				continue
+			}
+			w.log.Error("gave up waiting for a message of a key; later messages go on without it", zap.String("pipeline", pl.cfg.Name),
+				zap.String("key", ek.key), zap.Uint64("seq", b.seq), zap.Duration("waited", time.Since(b.since)))
+			if b.missing {
+				pl.track.forget(b.seq)
+			}
+			w.unblock(ek, b.seq)
+		}
+	}
+}
+
+// blockExpiry is how long a key waits for an unapplied message.
+func blockExpiry(pc PipelineConfig) time.Duration {
+	return max(3*pc.Input.AckWait, time.Minute)
+}
+
 // ack acknowledges a handled message.
 func (w *worker) ack(m *inMsg, result string) {
+	if m.pipe.track != nil {
+		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
+	}
 	if m.js != nil {
 		if err := m.js.Ack(); err != nil {
 			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
@@ -350,8 +474,11 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 		w.reject(ctx, m, err)
 	case actNak:
 		level := w.log.Warn
-		if reason == "corrupt_snapshot" {
+		switch reason {
+		case "corrupt_snapshot":
 			level = w.log.Error
+		case "waiting":
+			level = w.log.Debug
 		}
 		level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
 			zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
@@ -394,6 +521,9 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	if perr := w.p.conn.PublishMsg(dl); perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
 	}
+	if m.pipe.track != nil {
+		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
+	}
 	if m.js != nil {
 		if terr := m.js.TermWithReason(reason); terr != nil {
 			w.log.Warn("term", zap.Error(terr))
@@ -418,12 +548,14 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 		}
 		return e, nil
 	}
+	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
+		if err := w.evict(ctx, pl); err != nil {
+			return nil, err
+		}
+	}
 	e, err := w.load(ctx, pl, key)
 	if err != nil {
 		return nil, err
-	}
-	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
-		w.evict(pl)
 	}
 	w.keys[ek] = e
 	e.elem = w.lru[pl.idx].PushFront(e)
@@ -498,17 +630,22 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 	return l, nil
 }
 
-// evict unloads the least recently used learner of pl, after handing its
-// snapshot over (waiting for a job slot if needed).
-func (w *worker) evict(pl *pipeline) {
+// evict unloads the least recently used learner of pl, after publishing
+// its unsent outputs and handing its snapshot over (waiting for a job slot
+// if needed). It fails, unloading nothing, when the unsent outputs cannot
+// be published.
+func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 	back := w.lru[pl.idx].Back()
 	e := back.Value.(*entry)
+	if err := w.flushUnsent(ctx, e); err != nil {
+		return fmt.Errorf("processor: unload key %q: %w", e.key, err)
+	}
 	w.lru[pl.idx].Remove(back)
 	e.elem = nil
 	w.live(pl, -1)
 	if !e.dirty && !e.saving {
 		w.drop(e)
-		return
+		return nil
 	}
 	e.evicting = true
 	if e.dirty && !e.saving {
@@ -517,6 +654,7 @@ func (w *worker) evict(pl *pipeline) {
 		}
 		w.handoff(e)
 	}
+	return nil
 }
 
 // drop forgets an unloaded entry.
@@ -526,8 +664,10 @@ func (w *worker) drop(e *entry) {
 }
 
 // maybeSnapshot hands e's snapshot over when the policy says so (or force).
+// A key with unsent outputs is not snapshotted: a snapshot holding their
+// message would make a restart skip it, and they would never be published.
 func (w *worker) maybeSnapshot(e *entry, force bool) {
-	if !e.dirty || e.saving {
+	if !e.dirty || e.saving || len(e.unsent) > 0 {
 		return
 	}
 	sp := e.pipe.cfg.Snapshot
@@ -625,9 +765,10 @@ func (w *worker) landed(r snapResult) {
 	}
 }
 
-// handoffWait hands e over, waiting for a free slot.
+// handoffWait hands e over, waiting for a free slot (not while e has
+// unsent outputs, see maybeSnapshot).
 func (w *worker) handoffWait(e *entry) {
-	if w.closing {
+	if w.closing || len(e.unsent) > 0 {
 		return
 	}
 	for w.flying >= jobSlots {
@@ -646,8 +787,9 @@ func stateBytes(s *learners.State) int {
 	return n
 }
 
-// tick hands over the snapshots due by time.
+// tick hands over the snapshots due by time and expires old blocks.
 func (w *worker) tick() {
+	w.expireBlocks()
 	for _, e := range w.keys {
 		if w.flying >= jobSlots {
 			return
@@ -658,12 +800,22 @@ func (w *worker) tick() {
 
 // finish writes the final snapshots (if the policy says so) and waits for
 // the snapshotter to save everything handed over.
-func (w *worker) finish(context.Context) error {
+func (w *worker) finish(ctx context.Context) error {
 	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
+	fctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for _, e := range w.keys {
+		if err := w.flushUnsent(fctx, e); err != nil {
+			// Its message was nak'ed and its state is not snapshotted: the
+			// next start replays the key from its last snapshot.
+			w.log.Warn("outputs not published at shutdown; the key will be replayed", zap.String("pipeline", e.pipe.cfg.Name),
+				zap.String("key", e.key), zap.Uint64("seq", e.lastSeq), zap.Error(err))
+		}
+	}
 	for time.Now().Before(deadline) {
 		waiting := false
 		for _, e := range w.keys {
-			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown || len(e.unsent) > 0 {
 				continue
 			}
 			if e.saving {

@@ -239,6 +239,9 @@ func startWorker(t *testing.T, file, urls string) *worker {
 		cfg.Pipelines[i].Snapshot.EveryMessages = 25
 		cfg.Pipelines[i].Snapshot.Every = time.Second
 		cfg.Pipelines[i].Input.NakDelay = 200 * time.Millisecond
+		// Deliveries lost with the stopped node come back after ack_wait,
+		// and their keys wait for them: keep that short.
+		cfg.Pipelines[i].Input.AckWait = 5 * time.Second
 	}
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -377,7 +380,10 @@ func TestClusterFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("KV bucket %s: %d replicas", b, st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas)
+		// The checkpoint bucket follows snapshots.replicas (3 in the compose configs).
+		if got := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; got != workers[0].cfg.Snapshots.Replicas {
+			t.Errorf("KV bucket %s: %d replicas, want snapshots.replicas = %d", b, got, workers[0].cfg.Snapshots.Replicas)
+		}
 	}
 
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
@@ -395,16 +401,23 @@ func TestClusterFailover(t *testing.T) {
 	pb.publish(t, keys, 240)
 	const total = 800
 
-	// Wait until both consumers have nothing pending or unacknowledged.
+	// Wait until both consumers have nothing pending or unacknowledged and
+	// have acknowledged their partition's last message. (NumPending alone
+	// is computed on the consumer leader's replica of the stream, which may
+	// lag behind after the restart.)
 	waitFor(t, 30*time.Second, "both consumers drained", func() bool {
 		for _, w := range workers {
 			pc := w.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
+			last, err := in.GetLastMsgForSubject(ctx, pc.Input.Subject)
+			if err != nil {
+				return false
+			}
 			cons, err := adminJS.Consumer(ctx, "SENSORS", pc.Input.Durable)
 			if err != nil {
 				return false
 			}
 			ci, err := cons.Info(ctx)
-			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
+			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 || ci.AckFloor.Stream < last.Sequence {
 				return false
 			}
 		}
