@@ -354,6 +354,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("config: snapshots.%s", msg))
 		}
 	}
+	for i, p := range c.Pipelines {
+		if p.Learner.Kind == learners.KindBatch {
+			// The batch learner projects only after an explicit Fit.
+			bad(fmt.Sprintf("pipelines[%d].learner.kind", i), "batch fits offline only (kpcastream replay --learner batch); use ikpca, kha or window in a pipeline")
+		}
+	}
 	if err := c.ProcessorConfig().Validate(); err != nil {
 		for _, e := range unjoin(err) {
 			msg := strings.TrimPrefix(e.Error(), "processor: ")

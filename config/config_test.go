@@ -194,3 +194,16 @@ pipelines:
 		}
 	}
 }
+
+func TestBatchLearnerRejectedInPipelines(t *testing.T) {
+	yml := `
+pipelines:
+  - name: p
+    input: {subject: "a.*.b"}
+    learner: {kind: batch, dim: 2, components: 1, kernel: {name: rbf}}
+`
+	_, err := Read(strings.NewReader(yml), func(string) (string, bool) { return "", false }, Overrides{})
+	if err == nil || !strings.Contains(err.Error(), "pipelines[0].learner.kind: batch fits offline only") {
+		t.Fatalf("Read = %v, want an error naming pipelines[0].learner.kind", err)
+	}
+}

@@ -452,6 +452,24 @@ func learnerErrors(path string, err error) []error {
 }
 
 // validSubject reports whether s is a NATS subject (wildcards allowed when wild).
+// subjectCovers reports whether every subject matched by the pattern subj
+// is also matched by the stream subject filter f.
+func subjectCovers(f, subj string) bool {
+	ft, st := strings.Split(f, "."), strings.Split(subj, ".")
+	for i, t := range ft {
+		if t == ">" {
+			return i < len(st)
+		}
+		if i >= len(st) {
+			return false
+		}
+		if st[i] == ">" || (t != "*" && t != st[i]) {
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
+
 func validSubject(s string, wild bool) bool {
 	if s == "" || strings.ContainsAny(s, " \t\r\n") {
 		return false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -286,9 +287,22 @@ func (p *Processor) setup(ctx context.Context) error {
 			err := p.retry(ctx, "find output stream", func(ctx context.Context) (err error) {
 				name, err = p.js.StreamNameBySubject(ctx, wild)
 				if errors.Is(err, jetstream.ErrStreamNotFound) {
-					name, err = "", nil
+					return nil
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				// The lookup matches any stream whose subjects overlap the
+				// output pattern; publish through JetStream only when that
+				// stream captures every output subject.
+				st, err := p.js.Stream(ctx, name)
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
+					name = ""
+				}
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)

@@ -180,3 +180,24 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("forgotten 9 (max delivered 8): got %d, want 9", c)
 	}
 }
+
+func TestSubjectCovers(t *testing.T) {
+	for _, tc := range []struct {
+		filter, subj string
+		want         bool
+	}{
+		{"kpca.out.>", "kpca.out.demo.*", true},
+		{"kpca.out.demo.*", "kpca.out.demo.*", true},
+		{"kpca.out.*.*", "kpca.out.demo.*", true},
+		{"bench.b.*.in", "bench.b.out.*", false}, // overlaps, does not capture
+		{"kpca.out.demo.a", "kpca.out.demo.*", false},
+		{"kpca.>", "kpca", false},
+		{"kpca.out", "kpca.out.demo.*", false},
+		{"kpca.out.*", "kpca.out.>", false},
+		{">", "a.b.*", true},
+	} {
+		if got := subjectCovers(tc.filter, tc.subj); got != tc.want {
+			t.Errorf("subjectCovers(%q, %q) = %v, want %v", tc.filter, tc.subj, got, tc.want)
+		}
+	}
+}
