@@ -28,15 +28,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leakedGoroutines returns the stacks of all goroutines except this one
-// and those the runtime and the testing package keep (signal handling of
-// the fuzzing engine).
+// leakedGoroutines returns the stacks of all goroutines except this one,
+// those the runtime and the testing package keep (signal handling of the
+// fuzzing engine) and one known nats.go goroutine (see below).
 func leakedGoroutines() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var leaked []string
 	for i, g := range strings.Split(string(buf), "\n\n") {
-		if i == 0 || strings.Contains(g, "os/signal.") || strings.TrimSpace(g) == "" {
+		// nats.go's async-publish status watcher reads its channel under a
+		// lock after starting; when the connection closes first, it finds a
+		// nil channel and blocks for good (nats.go v1.55.0 jetstream/publish.go,
+		// resetPendingAcksOnReconnect). It is not ours to fix here.
+		if i == 0 || strings.Contains(g, "os/signal.") || strings.TrimSpace(g) == "" ||
+			strings.Contains(g, "jetstream.(*jetStream).resetPendingAcksOnReconnect") {
 			continue
 		}
 		leaked = append(leaked, g)
