@@ -225,9 +225,10 @@ func (l *IKPCA) Learn(x []float64) error {
 	l.update(z, kxx)
 	l.seen++
 	l.since++
-	// Refresh every Refresh·m/B observations: often while the dictionary
-	// is small and a refresh is cheap, every Refresh once it is full.
-	if period := max(1, int64(l.cfg.Refresh)*int64(m)/int64(l.b)); l.since >= period || !l.ready {
+	// Refresh every max(p, Refresh·m/B) observations: more often while the
+	// dictionary is small and the O(m²p) products are cheap (the O(p³)
+	// eigensolve sets the floor p), every Refresh once it is full.
+	if period := max(int64(l.p), int64(l.cfg.Refresh)*int64(m)/int64(l.b)); l.since >= period || !l.ready {
 		l.refresh()
 	}
 	return nil
@@ -337,7 +338,6 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 // transformed along.
 func (l *IKPCA) evict(j int, z []float64) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
-	l.mirror()
 	// The published coefficients A are projected onto the span of the
 	// other members: v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ.
 	pjj := l.P[j*b+j]
@@ -389,6 +389,15 @@ func (l *IKPCA) evict(j int, z []float64) {
 		row[i+1] = 0
 		gc[i], gs[i] = c, s
 	}
+	// The scatter is kept in its lower triangle. Gᵀ·S·G changes rows and
+	// columns j… only: complete the trailing block (j…m−1)², rotate rows
+	// j… over all columns, then the columns of the trailing rows; the upper
+	// triangle of the other rows is never read.
+	for i := j; i < m; i++ {
+		for c := j; c < i; c++ {
+			l.S[c*b+i] = l.S[i*b+c]
+		}
+	}
 	for i := j; i < m-1; i++ {
 		c, s := gc[i], gs[i]
 		rotate(l.mu, i, i+1, c, s)
@@ -397,19 +406,19 @@ func (l *IKPCA) evict(j int, z []float64) {
 		rotateRows(l.U, p, i, c, s)
 		rotateRows(l.SU, p, i, c, s)
 		rotateRows(l.ref, k, i, c, s)
-		rotateRows(l.S[:m*b], b, i, c, s) // Gᵀ·S: rows i, i+1
+		rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
 	}
-	for r := range m { // S·G: columns i, i+1 of every row
+	for r := j; r < m; r++ { // S·G: columns i, i+1 of the trailing rows
 		row := l.S[r*b : r*b+m]
 		for i := j; i < m-1; i++ {
 			rotate(row, i, i+1, gc[i], gs[i])
 		}
 	}
 	// Drop coordinate m−1, the mass along the removed direction:
-	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :].
+	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :] (column m−1 read as row m−1).
 	last := m - 1
 	for i := range last {
-		f := l.S[i*b+last]
+		f := l.S[last*b+i]
 		if f == 0 {
 			continue
 		}
@@ -442,11 +451,17 @@ func rotate(v []float64, i, j int, c, s float64) {
 // rotateRows applies the plane rotation (c, s) to rows i and i+1 of the
 // row-major matrix a with row stride w (the whole stride is rotated).
 func rotateRows(a []float64, w, i int, c, s float64) {
-	ri, rj := a[i*w:(i+1)*w], a[(i+1)*w:(i+2)*w]
-	for col, vi := range ri {
-		vj := rj[col]
-		ri[col] = c*vi + s*vj
-		rj[col] = -s*vi + c*vj
+	rotatePair(a[i*w:(i+1)*w], a[(i+1)*w:(i+2)*w], c, s)
+}
+
+// rotatePair applies the plane rotation (c, s) to the vectors x and y
+// element by element: x, y = c·x + s·y, −s·x + c·y.
+func rotatePair(x, y []float64, c, s float64) {
+	y = y[:len(x)]
+	for i, vx := range x {
+		vy := y[i]
+		x[i] = c*vx + s*vy
+		y[i] = -s*vx + c*vy
 	}
 }
 
