@@ -393,11 +393,7 @@ func (l *IKPCA) evict(j int, z []float64) {
 	// columns j… only: complete the trailing block (j…m−1)², rotate rows
 	// j… over all columns, then the columns of the trailing rows; the upper
 	// triangle of the other rows is never read.
-	for i := j; i < m; i++ {
-		for c := j; c < i; c++ {
-			l.S[c*b+i] = l.S[i*b+c]
-		}
-	}
+	l.mirrorFrom(j)
 	for i := j; i < m-1; i++ {
 		c, s := gc[i], gs[i]
 		rotate(l.mu, i, i+1, c, s)
@@ -520,15 +516,19 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 // mirror copies the lower triangle of the m×m scatter into the upper one,
 // in tiles so that the strided side stays in cache. Updates only touch the
 // lower triangle; products and rotations need the full matrix.
-func (l *IKPCA) mirror() {
+func (l *IKPCA) mirror() { l.mirrorFrom(0) }
+
+// mirrorFrom completes the trailing block (j…m−1)² of the scatter from its
+// lower triangle.
+func (l *IKPCA) mirrorFrom(j int) {
 	m, b := l.rows.Len(), l.b
-	const tile = 32
-	for i0 := 0; i0 < m; i0 += tile {
-		for j0 := 0; j0 <= i0; j0 += tile {
-			for i := i0; i < min(i0+tile, m); i++ {
-				row := l.S[i*b:]
-				for j := j0; j < min(j0+tile, i); j++ {
-					l.S[j*b+i] = row[j]
+	const tile = 16
+	for i0 := j; i0 < m; i0 += tile {
+		for c0 := j; c0 <= i0; c0 += tile {
+			for c := c0; c < min(c0+tile, m); c++ {
+				col := l.S[c*b:]
+				for i := max(i0, c+1); i < min(i0+tile, m); i++ {
+					col[i] = l.S[i*b+c]
 				}
 			}
 		}
