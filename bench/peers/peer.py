@@ -137,7 +137,7 @@ def timed_child(cmd):
 
 
 def main_all(out, kbin, simbin):
-    datadir = os.environ.get("KPCASTREAM_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "data"))
+    datadir = os.environ.get("KPCASTREAM_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data"))
     os.makedirs(out, exist_ok=True)
     make_data(out, datadir)
     import sklearn
