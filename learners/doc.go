@@ -15,6 +15,12 @@
 // number of components k (see each learner's MemoryBytes); it never grows
 // with the stream. After warm-up, Learn and Transform do not allocate.
 //
+// ikpca and window refresh their published components every few
+// observations (Config.Refresh), so the published basis may lag the data by
+// that many observations; their Sync method catches up on demand (replay
+// calls it, on a copy, before each model export). Transform, Score and
+// Model always describe the same published model.
+//
 // # Kinds
 //
 //   - ikpca (default): incremental eigenspace kernel PCA (Kim 2003 with Hall
