@@ -71,3 +71,42 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// pipeMetrics are the children of the per-message collectors for one
+// pipeline, looked up once: a WithLabelValues lookup hashes its labels
+// under a lock, which the worker would otherwise pay several times per
+// message.
+type pipeMetrics struct {
+	ok, warming, skipped prometheus.Counter // kpca_messages_total by result
+	outputs              prometheus.Counter
+	learnSeconds         prometheus.Observer
+	storedPoints         prometheus.Gauge
+	explained            prometheus.Gauge
+	activeLearners       prometheus.Gauge
+}
+
+func (m *metrics) forPipeline(name string) pipeMetrics {
+	return pipeMetrics{
+		ok:             m.messages.WithLabelValues(name, resultOK),
+		warming:        m.messages.WithLabelValues(name, resultWarming),
+		skipped:        m.messages.WithLabelValues(name, resultSkipped),
+		outputs:        m.outputs.WithLabelValues(name),
+		learnSeconds:   m.learnSeconds.WithLabelValues(name),
+		storedPoints:   m.storedPoints.WithLabelValues(name),
+		explained:      m.explained.WithLabelValues(name),
+		activeLearners: m.activeLearners.WithLabelValues(name),
+	}
+}
+
+// result returns the kpca_messages_total child of result.
+func (pm *pipeMetrics) result(m *metrics, name, result string) prometheus.Counter {
+	switch result {
+	case resultOK:
+		return pm.ok
+	case resultWarming:
+		return pm.warming
+	case resultSkipped:
+		return pm.skipped
+	}
+	return m.messages.WithLabelValues(name, result)
+}

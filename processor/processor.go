@@ -80,6 +80,7 @@ type pipeline struct {
 	// coreSeq numbers core NATS messages (not durable across restarts).
 	coreSeq atomic.Uint64
 	stats   pipelineStats
+	met     pipeMetrics // children of the per-message collectors
 }
 
 // pipelineStats are the counters reported by the stats endpoint.
@@ -127,7 +128,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 	}
 	p.met = met
 	for i, pc := range cfg.Pipelines {
-		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}}
+		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: met.forPipeline(pc.Name)}
 		if pc.Output.Encoding != "" {
 			if pl.outEnc, err = codec.ParseEncoding(pc.Output.Encoding); err != nil {
 				return nil, err

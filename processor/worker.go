@@ -98,6 +98,7 @@ type entry struct {
 	elem     *list.Element
 	stored   int
 	unsent   []*nats.Msg // outputs of lastSeq not yet published
+	subject  string      // output subject of the key (expanded on first use)
 	corrupt  bool
 }
 
@@ -138,6 +139,7 @@ type worker struct {
 	res     applied
 	eig     [][]float64 // per pipeline
 	buf     []byte
+	out     []*nats.Msg // reused by outputs
 }
 
 func newWorker(p *Processor, id int) *worker {
@@ -252,7 +254,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	}
 	start := time.Now()
 	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig[pl.idx])
-	w.p.met.learnSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	pl.met.learnSeconds.Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
 		// Checked before learning: the learner is untouched.
 		return w.fail(ctx, m, err)
@@ -273,12 +275,12 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			if pl.track != nil {
 				// Kept until published: before the next message of the
 				// key, or on m's redelivery. No snapshot is taken meanwhile.
-				e.unsent = msgs
+				e.unsent = keepMsgs(msgs)
 			}
 			return w.fail(ctx, m, err)
 		}
 		w.sent(e, n)
-		w.p.met.explained.WithLabelValues(name).Set(w.res.outs[n-1].Explained)
+		pl.met.explained.Set(w.res.outs[n-1].Explained)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
@@ -322,18 +324,30 @@ func (w *worker) applied(e *entry, seq uint64) {
 	}
 	e.since++
 	st := e.l.Summary(w.eig[e.pipe.idx]).Stored
-	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Add(float64(st - e.stored))
+	e.pipe.met.storedPoints.Add(float64(st - e.stored))
 	e.stored = st
 }
 
-// outputs encodes the outputs of the last apply as NATS messages.
+// outputs encodes the outputs of the last apply as NATS messages. The
+// messages, their headers and payload buffers belong to the worker and are
+// reused by its next call: publish copies them into the connection's
+// buffer before it returns (a synchronous JetStream or core publish), and
+// whatever must outlive the call (e.unsent) is cloned with keepMsgs.
 func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 	pc := e.pipe.cfg
-	subj := expand(pc.Output.Subject, pc.Name, e.key)
-	msgs := make([]*nats.Msg, 0, len(w.res.outs))
+	if e.subject == "" {
+		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
+	}
+	n := len(w.res.outs)
+	for len(w.out) < n {
+		m := &nats.Msg{Header: nats.Header{jetstream.MsgIDHeader: {""}, HeaderContentType: {""}}}
+		w.out = append(w.out, m)
+	}
+	msgs := w.out[:n]
 	batch := len(w.obs) > 1
 	for i := range w.res.outs {
-		data, err := codec.EncodeOutput(nil, enc, &w.res.outs[i])
+		m := msgs[i]
+		data, err := codec.EncodeOutput(m.Data[:0], enc, &w.res.outs[i])
 		if err != nil {
 			return nil, err
 		}
@@ -341,13 +355,26 @@ func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 		if batch {
 			id += "/" + strconv.Itoa(w.res.idx[i])
 		}
-		m := nats.NewMsg(subj)
-		m.Data = data
-		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Header.Set(HeaderContentType, enc.ContentType())
-		msgs = append(msgs, m)
+		m.Subject, m.Reply, m.Data = e.subject, "", data
+		m.Header[jetstream.MsgIDHeader][0] = id
+		m.Header[HeaderContentType][0] = enc.ContentType()
 	}
 	return msgs, nil
+}
+
+// keepMsgs returns deep copies of msgs (from outputs) that the worker's
+// next outputs call leaves alone.
+func keepMsgs(msgs []*nats.Msg) []*nats.Msg {
+	kept := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
+		c := nats.NewMsg(m.Subject)
+		c.Data = append([]byte(nil), m.Data...)
+		for k, v := range m.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+		kept[i] = c
+	}
+	return kept
 }
 
 // flushUnsent publishes the outputs e.unsent kept by a failed publish and
@@ -367,7 +394,7 @@ func (w *worker) flushUnsent(ctx context.Context, e *entry) error {
 // sent counts n published outputs of e.
 func (w *worker) sent(e *entry, n int) {
 	e.pipe.stats.Out.Add(int64(n))
-	w.p.met.outputs.WithLabelValues(e.pipe.cfg.Name).Add(float64(n))
+	e.pipe.met.outputs.Add(float64(n))
 }
 
 // publish sends msgs: with JetStream (deduplicated by Nats-Msg-Id) when a
@@ -462,7 +489,7 @@ func (w *worker) ack(m *inMsg, result string) {
 	if result == resultSkipped {
 		m.pipe.stats.Skipped.Add(1)
 	}
-	w.p.met.messages.WithLabelValues(m.pipe.cfg.Name, result).Inc()
+	m.pipe.met.result(w.p.met, m.pipe.cfg.Name, result).Inc()
 }
 
 // fail handles a processing error as classify says.
@@ -565,7 +592,7 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 
 func (w *worker) live(pl *pipeline, d int) {
 	pl.stats.Live.Add(int64(d))
-	w.p.met.activeLearners.WithLabelValues(pl.cfg.Name).Add(float64(d))
+	pl.met.activeLearners.Add(float64(d))
 }
 
 func (w *worker) touch(e *entry) {
@@ -589,7 +616,7 @@ func (w *worker) load(ctx context.Context, pl *pipeline, key string) (*entry, er
 		if err == nil {
 			e.lastSeq = snap.LastSeq
 			e.stored = e.l.Summary(w.eig[pl.idx]).Stored
-			w.p.met.storedPoints.WithLabelValues(pc.Name).Add(float64(e.stored))
+			pl.met.storedPoints.Add(float64(e.stored))
 			w.log.Debug("restored", zap.String("pipeline", pc.Name), zap.String("key", key),
 				zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev))
 			return e, nil
@@ -660,7 +687,7 @@ func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 // drop forgets an unloaded entry.
 func (w *worker) drop(e *entry) {
 	delete(w.keys, entryKey{e.pipe.idx, e.key})
-	w.p.met.storedPoints.WithLabelValues(e.pipe.cfg.Name).Sub(float64(e.stored))
+	e.pipe.met.storedPoints.Sub(float64(e.stored))
 }
 
 // maybeSnapshot hands e's snapshot over when the policy says so (or force).

@@ -53,6 +53,8 @@ type benchOptions struct {
 	timeout    time.Duration
 	seed       uint64
 	cpuprofile string
+	memprofile string
+	snapEvery  int
 }
 
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
@@ -77,6 +79,8 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "idle-timeout", 10*time.Second, "give up a phase when no output arrives for this long")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
+	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (allocations since the process started) to this file at the end")
 	return fs
 }
 
@@ -155,6 +159,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		results = append(results, r)
 	}
 	printResults(stdout, o, results)
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -657,10 +671,11 @@ func newBenchProcessor(o benchOptions, nc *nats.Conn, stream, in, out string) (*
 		Workers:     o.workers,
 		ServiceName: "kpcastream-bench",
 		Pipelines: []processor.PipelineConfig{{
-			Name:    "bench",
-			Input:   processor.InputConfig{Stream: stream, Subject: in},
-			Learner: o.learnerConfig(),
-			Output:  processor.OutputConfig{Subject: out + ".{key}"},
+			Name:     "bench",
+			Input:    processor.InputConfig{Stream: stream, Subject: in},
+			Learner:  o.learnerConfig(),
+			Output:   processor.OutputConfig{Subject: out + ".{key}"},
+			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
 		}},
 	}
 	return processor.New(cfg, processor.Deps{Conn: nc})

@@ -1,0 +1,78 @@
+package processor
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+)
+
+// TestOutputsReuse checks the messages outputs builds in the worker's
+// reused buffers: subject, id and content type headers and payload for a
+// batch and then a single message, and that keepMsgs copies survive the
+// next call.
+func TestOutputsReuse(t *testing.T) {
+	pl := &pipeline{cfg: PipelineConfig{Name: "p", Output: OutputConfig{Subject: "out.{pipeline}.{key}"}}}
+	e := &entry{pipe: pl, key: "k1"}
+	w := &worker{}
+	w.obs = obsOf([]float64{1}, []float64{2})
+	w.res = applied{
+		outs: []codec.Output{
+			{ID: "a", Key: "k1", Seq: 9, TS: 1.5, Z: []float64{1, 2}, SPE: 0.5, Explained: 0.9},
+			{ID: "b", Key: "k1", Seq: 9, TS: 2.5, Z: []float64{3, 4}, SPE: 0.25, Explained: 0.8},
+		},
+		idx: []int{0, 1},
+	}
+	msgs, err := w.outputs(e, codec.Msgpack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(msgs []*nats.Msg, enc codec.Encoding, ids []string, outs []codec.Output) {
+		t.Helper()
+		if len(msgs) != len(ids) {
+			t.Fatalf("got %d messages, want %d", len(msgs), len(ids))
+		}
+		for i, m := range msgs {
+			if m.Subject != "out.p.k1" || m.Reply != "" {
+				t.Errorf("message %d: subject %q reply %q, want out.p.k1 and none", i, m.Subject, m.Reply)
+			}
+			if got := m.Header.Get(jetstream.MsgIDHeader); got != ids[i] {
+				t.Errorf("message %d: id %q, want %q", i, got, ids[i])
+			}
+			if got := m.Header.Get(HeaderContentType); got != enc.ContentType() {
+				t.Errorf("message %d: content type %q, want %q", i, got, enc.ContentType())
+			}
+			got, err := codec.DecodeOutput(m.Data, enc)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			if !reflect.DeepEqual(*got, outs[i]) {
+				t.Errorf("message %d: payload %+v, want %+v", i, *got, outs[i])
+			}
+		}
+	}
+	first := append([]codec.Output(nil), w.res.outs...)
+	check(msgs, codec.Msgpack, []string{"p/k1/9/0", "p/k1/9/1"}, first)
+	kept := keepMsgs(msgs)
+	data0 := append([]byte(nil), kept[0].Data...)
+
+	w.obs = obsOf([]float64{3})
+	w.res.outs = []codec.Output{{ID: "c", Key: "k1", Seq: 10, TS: 3.5, Z: []float64{5, 6}, T2: 2, Explained: 0.7}}
+	w.res.idx = []int{0}
+	again, err := w.outputs(e, codec.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0] != msgs[0] {
+		t.Error("outputs did not reuse the worker's message")
+	}
+	check(again, codec.JSON, []string{"p/k1/10"}, w.res.outs)
+	if !bytes.Equal(kept[0].Data, data0) {
+		t.Error("a kept message's payload changed with the next outputs call")
+	}
+	check(kept, codec.Msgpack, []string{"p/k1/9/0", "p/k1/9/1"}, first)
+}
