@@ -3,6 +3,7 @@ package learners_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -200,6 +201,67 @@ func TestIKPCATracking(t *testing.T) {
 		t.Logf("row %d: similarity %.4f (want ≥ %.2f) gap %.3f eig rel err %.2g", i+1, rep.Similarity, want, rep.Gap, rep.EigRelErr)
 		if rep.Similarity < want {
 			t.Errorf("row %d: similarity %.4f, want ≥ %.2f", i+1, rep.Similarity, want)
+		}
+	}
+}
+
+// TestIKPCATightBudget measures each eviction policy when the data need
+// more dictionary points than the budget allows (a noisy ring in d = 4,
+// rbf γ = 1, B = 40): accuracy degrades gracefully, and the figures are
+// the basis of the README's advice on choosing a policy.
+//
+//	go test ./learners -run TestIKPCATightBudget -v
+func TestIKPCATightBudget(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n, d, k = 1200, 4, 5
+	x := make([]float64, n*d)
+	for i := range n {
+		th := 2 * math.Pi * rng.Float64()
+		r := 1 + 0.1*rng.NormFloat64()
+		x[i*d] = 1.5 * r * math.Cos(th)
+		x[i*d+1] = 0.7 * r * math.Sin(th)
+		x[i*d+2] = 0.4 * rng.NormFloat64()
+		x[i*d+3] = 0.4 * rng.NormFloat64()
+	}
+	kern := learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
+	ref, err := learners.FitBatch(kern, x, n, d, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sims := map[string]float64{}
+	for _, ev := range []string{"lli", "fifo", "contribution"} {
+		for _, b := range []int{40, 160} {
+			l, err := learners.NewIKPCA(learners.Config{Dim: d, Components: k, Budget: b, Kernel: kern, Eviction: ev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streamOnce(t, l, x, d, order)
+			if err := l.Sync(100); err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.Model()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := kpcaeval.CompareFit(ref, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("eviction %-12s B=%3d: similarity %.4f (gap %.3f)", ev, b, rep.Similarity, rep.Gap)
+			if b == 40 {
+				sims[ev] = rep.Similarity
+			} else if rep.Similarity < 0.99 {
+				t.Errorf("eviction %s, B=%d: similarity %.4f, want ≥ 0.99 with room for the data", ev, b, rep.Similarity)
+			}
+		}
+	}
+	for ev, s := range sims {
+		if s < 0.5 {
+			t.Errorf("eviction %s, B=40: similarity %.4f, want a graceful degradation (≥ 0.5)", ev, s)
 		}
 	}
 }
