@@ -717,10 +717,45 @@ func (l *IKPCA) Sync(maxIter int) error {
 // away from the basis of the last version (about 8°).
 const versionCos = 0.99
 
-// orthonormalize makes the columns of the m×w block y (stride w) orthonormal
-// by modified Gram–Schmidt applied twice; a column that vanishes is replaced
-// by a seeded random direction.
+// orthonormalize makes the columns of the m×w block y (stride w)
+// orthonormal, keeping their span and order: by Cholesky QR applied twice
+// (two w×w Gram matrices and triangular solves, BLAS-3) when the block is
+// well conditioned, else by modified Gram–Schmidt applied twice, where a
+// column that vanishes is replaced by a seeded random direction.
 func (l *IKPCA) orthonormalize(y []float64, m, w int) {
+	if m >= w && l.cholQR(y, m, w) && l.cholQR(y, m, w) {
+		return
+	}
+	l.gramSchmidt(y, m, w)
+}
+
+// cholQR replaces y by y·R⁻¹ with yᵀy = RᵀR, and reports false (leaving y
+// unchanged) when the Gram matrix is not safely positive definite: a
+// condition number of y above about 1e6, where Cholesky QR loses accuracy.
+func (l *IKPCA) cholQR(y []float64, m, w int) bool {
+	g := l.h[:w*w]
+	impl := blas64.Implementation()
+	impl.Dgemm(blas.Trans, blas.NoTrans, w, w, m, 1, y, w, y, w, 0, g, w)
+	r, ok := lapack64.Potrf(blas64.Symmetric{N: w, Stride: w, Data: g, Uplo: blas.Upper})
+	if !ok {
+		return false
+	}
+	lo, hi := math.Inf(1), 0.0
+	for i := range w {
+		v := g[i*w+i]
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if !(lo > 1e-6*hi) || !finite(hi) {
+		return false
+	}
+	impl.Dtrsm(blas.Right, blas.Upper, blas.NoTrans, blas.NonUnit, m, w, 1, r.Data, r.Stride, y, w)
+	return true
+}
+
+// gramSchmidt orthonormalizes the columns of y by modified Gram–Schmidt
+// applied twice; a column that vanishes is replaced by a seeded random
+// direction.
+func (l *IKPCA) gramSchmidt(y []float64, m, w int) {
 	for c := range w {
 		for attempt := 0; attempt < 3; attempt++ {
 			for pass := 0; pass < 2; pass++ {
