@@ -27,9 +27,10 @@ func init() {
 // PCA of z: IKPCA keeps the forgetting-weighted mean μ and scatter S of the
 // z's exactly (Welford/Hall update, weights decaying by f per observation),
 // and publishes the top-k eigenvectors U of S/W, refreshed every
-// Config.Refresh observations by one warm-started block subspace iteration
-// with Rayleigh–Ritz (block p = min(B, k + max(k, 8))). Centring is exact
-// within span φ(D).
+// max(p, Config.Refresh·m/B) observations by one warm-started block
+// subspace iteration with Rayleigh–Ritz (block p = min(B, k + max(k, 8));
+// S·U is kept up to date between refreshes, so a refresh costs one m×m×p
+// product). Centring is exact within span φ(D).
 //
 // Admission by approximate linear dependence: x joins D when
 // δ = k(x,x) − ‖z‖² > ν·k(x,x) (or, with the coherence rule, when
@@ -40,23 +41,28 @@ func init() {
 //
 // When D is full, the eviction policy chooses a member j (lli: the member
 // best represented by the others, 1/[K⁻¹]ⱼⱼ smallest, and only if x is more
-// independent than it; fifo: the oldest; contribution: the smallest
-// Σᵢ λᵢAⱼᵢ²). Removing row j of L is re-triangularised with m−j Givens
-// rotations; the same rotations re-express μ, S and U in the new basis, and
-// the dropped coordinate is the mass along the removed direction, all in
-// O(B²).
+// independent than it; fifo: the oldest; contribution: the member whose
+// removal loses the least variance in the published components,
+// Σᵢ θᵢAⱼᵢ²/[K⁻¹]ⱼⱼ). Removing row j of L is re-triangularised with m−j
+// Givens rotations; the same rotations re-express μ, S, S·U and U in the
+// new basis, and the dropped coordinate is the mass along the removed
+// direction, all in O(B²).
 //
-// Published component i of x is yᵢ = uᵢᵀ(z − μ) = Σⱼ Aⱼᵢ k(dⱼ,x) − cᵢ with
-// A = L⁻ᵀU and c = Uᵀμ, so Transform costs O(Bd + Bk); Learn costs
-// O(Bd + B²) plus the amortised refresh O(B²p/Refresh).
+// The published model is frozen at each refresh: component i of x is
+// yᵢ = uᵢᵀ(z − μ_ref) = Σⱼ Aⱼᵢ k(dⱼ,x) − cᵢ with A = L⁻ᵀU_k, c = U_kᵀμ_ref and
+// μ_ref the mean at that refresh, so Transform costs O(Bd + Bk) and
+// Transform, Score and Model agree. Learn costs O(Bd + B²) (one triangular
+// solve and a symmetric rank-one update of the scatter's lower triangle)
+// plus the amortised refresh.
 //
 // # State names
 //
 // Ints: m, version, rng, since_refresh, ready, changes, clock. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
-// P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S), mu 1×m,
-// U m×p, SU m×p (S·U), theta 1×p (Ritz values of the scatter), ref m×k (basis at the last
-// version), A m×k, a 1×m (= L⁻ᵀμ), c 1×k.
+// P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S,
+// symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
+// values of the scatter), ref m×k (basis at the last version), A m×k,
+// a 1×m (= L⁻ᵀμ_ref), c 1×k.
 type IKPCA struct {
 	cfg     Config
 	d, k, b int // input dimension, components, budget
