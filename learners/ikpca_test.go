@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kpcastream/kpcastream/learners"
@@ -60,7 +61,7 @@ func TestIKPCAConfigErrors(t *testing.T) {
 			if !errors.Is(err, learners.ErrConfig) {
 				t.Fatalf("NewIKPCA(%+v) = %v, want ErrConfig", tc.cfg, err)
 			}
-			if got := err.Error(); !contains(got, tc.field) {
+			if got := err.Error(); !strings.Contains(got, tc.field) {
 				t.Fatalf("error %q does not name %q", got, tc.field)
 			}
 		})
@@ -68,19 +69,10 @@ func TestIKPCAConfigErrors(t *testing.T) {
 	// Every problem at once.
 	err := learners.Config{Learner: "x", Components: 0, Budget: -1, Forget: 2}.Validate()
 	for _, f := range []string{"learner", "dim", "budget", "components", "kernel", "forget"} {
-		if err == nil || !contains(err.Error(), f) {
+		if err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("Validate() = %v, does not name %q", err, f)
 		}
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 
 // streamOnce feeds the rows of ds in the given order and returns the learner's model.

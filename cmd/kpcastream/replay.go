@@ -29,24 +29,24 @@ func init() {
 // replayOptions are the flags of kpcastream replay. They are an interface
 // other programs rely on: keep names and meanings stable.
 type replayOptions struct {
-	learner, kernel       string
-	gamma, coef0          float64
-	degree                int
-	components, budget    int
-	forget                float64
-	passes                int
-	shuffleSeed           uint64
-	shuffle               bool
-	in, out, modelOut     string
-	drop                  []string
-	modelAt               []int64
-	seed                  uint64
-	admission, eviction   string
-	tolerance             float64
-	refresh               int
-	learningRate, decay   float64
-	progressEvery         time.Duration
-	gammaSet, budgetIsSet bool
+	learner, kernel     string
+	gamma, coef0        float64
+	degree              int
+	components, budget  int
+	forget              float64
+	passes              int
+	shuffleSeed         uint64
+	shuffle             bool
+	in, out, modelOut   string
+	drop                []string
+	modelAt             []int64
+	seed                uint64
+	admission, eviction string
+	tolerance           float64
+	refresh             int
+	learningRate, decay float64
+	progressEvery       time.Duration
+	budgetIsSet         bool
 }
 
 func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
@@ -112,10 +112,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "gamma":
-			o.gammaSet = true
-		case "budget":
+		if f.Name == "budget" {
 			o.budgetIsSet = true
 		}
 	})
