@@ -168,8 +168,8 @@ func (w *worker) control(ctx context.Context, c *control) {
 	switch {
 	case c.op == "snapshot" && c.key == "":
 		for _, e := range w.keys {
-			if e.pipe == c.pipe && e.dirty && !e.saving && len(e.unsent) == 0 {
-				w.handoffWait(e)
+			if e.pipe == c.pipe && e.dirty && len(e.unsent) == 0 {
+				w.saveSoon(e)
 				r.n++
 			}
 		}
@@ -187,8 +187,8 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 			r.err = err
 		case "snapshot":
-			if e.dirty && !e.saving && len(e.unsent) == 0 {
-				w.handoffWait(e)
+			if e.dirty && len(e.unsent) == 0 {
+				w.saveSoon(e)
 				r.n = 1
 			}
 		case "reset":
@@ -206,13 +206,21 @@ func (w *worker) control(ctx context.Context, c *control) {
 				e.pipe.track.hold(e.lastSeq)
 			}
 			e.unsent = nil
-			if !e.saving {
-				w.handoffWait(e)
-			}
+			w.saveSoon(e)
 			w.log.Info("key reset", zap.String("pipeline", c.pipe.cfg.Name), zap.String("key", c.key))
 		}
 	}
 	c.reply <- r
+}
+
+// saveSoon hands e's snapshot over now or, when a save of e is already in
+// flight, as soon as it lands (a reset during a save must not wait for the
+// snapshot policy).
+func (w *worker) saveSoon(e *entry) {
+	e.saveNow = true
+	if !e.saving {
+		w.handoffWait(e)
+	}
 }
 
 // startService adds the micro service with endpoints stats, pipelines,

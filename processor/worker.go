@@ -95,6 +95,7 @@ type entry struct {
 	dirtyAt  time.Time // when the entry became dirty
 	saving   bool      // a snapshot job is in flight
 	evicting bool      // unload when the in-flight snapshot lands
+	saveNow  bool      // a request (reset, snapshot) wants the state saved as soon as no job is in flight
 	elem     *list.Element
 	stored   int
 	unsent   []*nats.Msg // outputs of lastSeq not yet published
@@ -698,7 +699,7 @@ func (w *worker) maybeSnapshot(e *entry, force bool) {
 		return
 	}
 	sp := e.pipe.cfg.Snapshot
-	due := force ||
+	due := force || e.saveNow ||
 		(sp.EveryMessages > 0 && e.since >= sp.EveryMessages) ||
 		(sp.Every > 0 && time.Since(e.dirtyAt) >= sp.Every)
 	if due && w.flying < jobSlots && !w.closing {
@@ -719,7 +720,7 @@ func (w *worker) handoff(e *entry) {
 		rev:      e.rev,
 		dirtySeq: e.dirtySeq,
 	}
-	e.dirtySeq, e.dirty, e.since, e.saving = 0, false, 0, true
+	e.dirtySeq, e.dirty, e.since, e.saving, e.saveNow = 0, false, 0, true, false
 	w.flying++
 	w.jobs <- j
 }
@@ -789,6 +790,10 @@ func (w *worker) landed(r snapResult) {
 			return
 		}
 		w.drop(e)
+		return
+	}
+	if e.saveNow && e.dirty {
+		w.handoffWait(e)
 	}
 }
 
