@@ -201,9 +201,7 @@ func (l *IKPCA) Learn(x []float64) error {
 	// Coordinates z = L⁻¹k_D(x) and the ALD residual δ.
 	z := l.z[:m]
 	copy(z, kr)
-	if m > 0 {
-		blas64.Implementation().Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, m, l.L, l.b, z, 1)
-	}
+	trsvLower(m, l.L, l.b, z)
 	if !finiteAll(z) {
 		return fmt.Errorf("%w: dictionary coordinates are not finite", ErrNumerical)
 	}
@@ -556,6 +554,79 @@ func gemm(m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64,
 	}
 }
 
+// gemmSerial computes c = op(a)·op(b) (m×n, stride ldc) for row-major a
+// and b, in column blocks narrow enough that gonum's Dgemm stays serial
+// (it goes parallel from four 64×64 blocks of c): a learner never starts
+// goroutines. Only m ≤ 64 is needed here (m = p ≤ 2k + … rows).
+func gemmSerial(ta, tb blas.Transpose, m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	const rows, cols = 64, 3 * 64
+	impl := blas64.Implementation()
+	for i := 0; i < m; i += rows {
+		r := min(rows, m-i)
+		ai := a[i*lda:]
+		if ta == blas.Trans {
+			ai = a[i:]
+		}
+		for j := 0; j < n; j += cols {
+			w := min(cols, n-j)
+			bj := b[j:]
+			if tb == blas.Trans {
+				bj = b[j*ldb:]
+			}
+			impl.Dgemm(ta, tb, r, w, kk, 1, ai, lda, bj, ldb, 0, c[i*ldc+j:], ldc)
+		}
+	}
+}
+
+// transpose writes the r×c matrix a (stride lda) transposed into dst
+// (c×r, stride ldd).
+func transpose(dst []float64, ldd int, a []float64, lda, r, c int) {
+	for i := range r {
+		row := a[i*lda : i*lda+c]
+		for j, v := range row {
+			dst[j*ldd+i] = v
+		}
+	}
+}
+
+// axpy computes y += α·x.
+func axpy(alpha float64, x, y []float64) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += alpha * v
+	}
+}
+
+// trsvLower solves L·x = x in place for the m×m lower triangle of l
+// (stride ld): blocks of trsvBlock rows, the off-diagonal panels by
+// matrix–vector products (which run at several times the rate of a
+// triangular solve's dependent dot products), the diagonal blocks by Dtrsv.
+func trsvLower(m int, l []float64, ld int, x []float64) {
+	impl := blas64.Implementation()
+	for i0 := 0; i0 < m; i0 += trsvBlock {
+		n := min(trsvBlock, m-i0)
+		if i0 > 0 {
+			impl.Dgemv(blas.NoTrans, n, i0, -1, l[i0*ld:], ld, x[:i0], 1, 1, x[i0:i0+n], 1)
+		}
+		impl.Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, n, l[i0*ld+i0:], ld, x[i0:i0+n], 1)
+	}
+}
+
+// trsvLowerT solves Lᵀ·x = x in place (backward, blocked as trsvLower).
+func trsvLowerT(m int, l []float64, ld int, x []float64) {
+	impl := blas64.Implementation()
+	for i1 := m; i1 > 0; i1 -= trsvBlock {
+		i0 := max(0, i1-trsvBlock)
+		if i1 < m {
+			impl.Dgemv(blas.Trans, m-i1, i1-i0, -1, l[i1*ld+i0:], ld, x[i1:m], 1, 1, x[i0:i1], 1)
+		}
+		impl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, i1-i0, l[i0*ld+i0:], ld, x[i0:i1], 1)
+	}
+}
+
+// trsvBlock is the row block of trsvLower and trsvLowerT.
+const trsvBlock = 32
+
 func scal(a []float64, b, m int, s float64) {
 	for i := range m {
 		row := a[i*b : i*b+m]
@@ -600,12 +671,13 @@ func (l *IKPCA) refresh() {
 	} else {
 		// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on
 		// span(Y): T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V, new S·U = T·V.
-		y := l.y2[:m*p]
-		copy(y, l.SU[:m*p])
-		l.orthonormalize(y, m, p)
-		t := l.y1[:m*p]
-		gemm(m, p, m, l.S, b, y, p, t, p)
-		impl.Dgemm(blas.Trans, blas.NoTrans, p, p, m, 1, y, p, t, p, 0, h, p)
+		// The m×p blocks are handled transposed (p×m, stride m), so that
+		// every product runs along rows of length m rather than p.
+		yt, tt := l.y2[:p*m], l.y1[:p*m]
+		transpose(yt, m, l.SU, p, m, p)
+		l.orthonormalize(yt, m, p)
+		gemmSerial(blas.NoTrans, blas.NoTrans, p, m, m, yt, m, l.S, b, tt, m) // Tᵀ = YᵀS (S symmetric)
+		impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
 		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
 			return
 		}
@@ -617,8 +689,15 @@ func (l *IKPCA) refresh() {
 			}
 			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
 		}
-		gemm(m, p, p, t, p, h, p, l.SU, p)
-		gemm(m, p, p, y, p, h, p, ritz, p)
+		// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
+		// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
+		sut := l.SU[:p*m]
+		gemmSerial(blas.Trans, blas.NoTrans, p, m, p, h, p, tt, m, sut, m)
+		gemmSerial(blas.Trans, blas.NoTrans, p, m, p, h, p, yt, m, tt, m)
+		ritz = l.y2[:m*p]
+		transpose(ritz, p, tt, m, p, m)
+		transpose(tt, p, sut, m, p, m)
+		copy(l.SU[:m*p], tt)
 		for c := range p {
 			l.th[c] = l.wv[c] * l.sc
 		}
@@ -668,10 +747,11 @@ func (l *IKPCA) refresh() {
 	}
 	// Publish: A = L⁻ᵀU_k and the mean as of now (μ_ref, a = L⁻ᵀμ_ref,
 	// c = U_kᵀμ_ref), so that Transform, Score and Model describe one model.
-	for i := range m {
-		copy(l.A[i*k:(i+1)*k], l.U[i*p:i*p+k])
-	}
-	impl.Dtrsm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, m, k, 1, l.L, b, l.A, k)
+	// Aᵀ = U_kᵀL⁻¹ (k×m, rows of length m), then transposed into A.
+	at := l.y2[:k*m]
+	transpose(at, m, l.U, p, m, k)
+	impl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, k, m, 1, l.L, b, at, m)
+	transpose(l.A, k, at, m, k, m)
 	copy(l.muRef[:m], l.mu[:m])
 	l.publishMean()
 }
@@ -680,9 +760,7 @@ func (l *IKPCA) refresh() {
 func (l *IKPCA) publishMean() {
 	m, p := l.rows.Len(), l.p
 	copy(l.a[:m], l.muRef[:m])
-	if m > 0 {
-		blas64.Implementation().Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, m, l.L, l.b, l.a, 1)
-	}
+	trsvLowerT(m, l.L, l.b, l.a)
 	for c := range l.k {
 		var s float64
 		for i := range m {
@@ -723,25 +801,27 @@ func (l *IKPCA) Sync(maxIter int) error {
 // away from the basis of the last version (about 8°).
 const versionCos = 0.99
 
-// orthonormalize makes the columns of the m×w block y (stride w)
-// orthonormal, keeping their span and order: by Cholesky QR applied twice
-// (two w×w Gram matrices and triangular solves, BLAS-3) when the block is
-// well conditioned, else by modified Gram–Schmidt applied twice, where a
-// column that vanishes is replaced by a seeded random direction.
-func (l *IKPCA) orthonormalize(y []float64, m, w int) {
-	if m >= w && l.cholQR(y, m, w) && l.cholQR(y, m, w) {
+// orthonormalize makes the rows of the w×m block yt (stride m, the
+// transpose of an m×w block Y) orthonormal, keeping their span and order:
+// by Cholesky QR applied twice (two w×w Gram matrices and triangular
+// solves, BLAS-3) when the block is well conditioned, else by modified
+// Gram–Schmidt applied twice, where a row that vanishes is replaced by a
+// seeded random direction.
+func (l *IKPCA) orthonormalize(yt []float64, m, w int) {
+	if m >= w && l.cholQR(yt, m, w) && l.cholQR(yt, m, w) {
 		return
 	}
-	l.gramSchmidt(y, m, w)
+	l.gramSchmidt(yt, m, w)
 }
 
-// cholQR replaces y by y·R⁻¹ with yᵀy = RᵀR, and reports false (leaving y
-// unchanged) when the Gram matrix is not safely positive definite: a
-// condition number of y above about 1e6, where Cholesky QR loses accuracy.
-func (l *IKPCA) cholQR(y []float64, m, w int) bool {
+// cholQR replaces Y by Y·R⁻¹ with YᵀY = RᵀR (yt, w×m, by R⁻ᵀ·yt), and
+// reports false (leaving yt unchanged) when the Gram matrix is not safely
+// positive definite: a condition number of Y above about 1e6, where
+// Cholesky QR loses accuracy.
+func (l *IKPCA) cholQR(yt []float64, m, w int) bool {
 	g := l.h[:w*w]
 	impl := blas64.Implementation()
-	impl.Dgemm(blas.Trans, blas.NoTrans, w, w, m, 1, y, w, y, w, 0, g, w)
+	impl.Dgemm(blas.NoTrans, blas.Trans, w, w, m, 1, yt, m, yt, m, 0, g, w)
 	r, ok := lapack64.Potrf(blas64.Symmetric{N: w, Stride: w, Data: g, Uplo: blas.Upper})
 	if !ok {
 		return false
@@ -754,40 +834,32 @@ func (l *IKPCA) cholQR(y []float64, m, w int) bool {
 	if !(lo > 1e-6*hi) || !finite(hi) {
 		return false
 	}
-	impl.Dtrsm(blas.Right, blas.Upper, blas.NoTrans, blas.NonUnit, m, w, 1, r.Data, r.Stride, y, w)
+	impl.Dtrsm(blas.Left, blas.Upper, blas.Trans, blas.NonUnit, w, m, 1, r.Data, r.Stride, yt, m)
 	return true
 }
 
-// gramSchmidt orthonormalizes the columns of y by modified Gram–Schmidt
-// applied twice; a column that vanishes is replaced by a seeded random
-// direction.
-func (l *IKPCA) gramSchmidt(y []float64, m, w int) {
+// gramSchmidt orthonormalizes the rows of the w×m block yt by modified
+// Gram–Schmidt applied twice; a row that vanishes is replaced by a seeded
+// random direction.
+func (l *IKPCA) gramSchmidt(yt []float64, m, w int) {
 	for c := range w {
+		row := yt[c*m : (c+1)*m]
 		for attempt := 0; attempt < 3; attempt++ {
 			for pass := 0; pass < 2; pass++ {
 				for o := range c {
-					var s float64
-					for i := range m {
-						s += y[i*w+c] * y[i*w+o]
-					}
-					for i := range m {
-						y[i*w+c] -= s * y[i*w+o]
-					}
+					prev := yt[o*m : (o+1)*m]
+					axpy(-dot(row, prev), prev, row)
 				}
 			}
-			var n float64
-			for i := range m {
-				n += y[i*w+c] * y[i*w+c]
-			}
-			if n > 1e-24 {
+			if n := dot(row, row); n > 1e-24 {
 				n = 1 / math.Sqrt(n)
-				for i := range m {
-					y[i*w+c] *= n
+				for i := range row {
+					row[i] *= n
 				}
 				break
 			}
-			for i := range m {
-				y[i*w+c] = l.random()
+			for i := range row {
+				row[i] = l.random()
 			}
 		}
 	}
