@@ -300,10 +300,12 @@ func (l *IKPCA) victim(delta float64) int {
 func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 	m, b := l.rows.Len(), l.b
 	s := delta + l.eps
-	// P ← [[P + bbᵀ/s, −b/s], [−bᵀ/s, 1/s]] with b = P·k_D(x).
+	// P ← [[P + ttᵀ/s, −t/s], [−tᵀ/s, 1/s]] with t = P·k_D(x) = L⁻ᵀz
+	// (a triangular solve: half the work of the product with P).
 	if m > 0 {
 		t := l.t1[:m]
-		blas64.Implementation().Dsymv(blas.Upper, m, 1, l.P, b, kr, 1, 0, t, 1)
+		copy(t, z)
+		trsvLowerT(m, l.L, b, t)
 		for i := range m {
 			row := l.P[i*b : i*b+m]
 			ti := t[i] / s
@@ -340,63 +342,87 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 // evict removes member j, re-expressing the model in the basis of the
 // remaining members; z (the current observation's coordinates) is
 // transformed along.
+//
+// Coefficient vectors over the dictionary (A, a) are projected onto the
+// span of the other members: the RKHS projection of φ(dⱼ) on span φ(D₋ⱼ)
+// has the coefficients −P₋ⱼ,ⱼ/Pⱼⱼ (block inverse of K_DD), so
+// v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ; in coordinates this is the rotated u = Lᵀv
+// with its last entry (the mass along the removed direction) dropped, so
+// Lᵀa = μ_ref and LᵀA = U_k keep holding without a triangular solve.
+// P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ (the inverse of the principal submatrix)
+// is written straight into its shifted place.
 func (l *IKPCA) evict(j int, z []float64) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
-	// The published coefficients A are projected onto the span of the
-	// other members: v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ.
 	pjj := l.P[j*b+j]
+	pj := l.t1[:m] // column j of P over Pⱼⱼ (copied first: the loop below overwrites it)
+	for i := range m {
+		pj[i] = l.P[i*b+j] / pjj
+	}
+	aj := l.a[j]
 	for i := range m {
 		if i == j {
 			continue
 		}
-		f := l.P[i*b+j] / pjj
-		for c := range k {
-			l.A[i*k+c] -= f * l.A[j*k+c]
+		f := pj[i]
+		ai := l.A[i*k : (i+1)*k]
+		for c, v := range l.A[j*k : (j+1)*k] {
+			ai[c] -= f * v
 		}
-	}
-	// P' = P₋ⱼ₋ⱼ − p pᵀ/Pⱼⱼ, p = P₋ⱼ,ⱼ (copied first: the loop changes it).
-	pj := l.t1[:m]
-	for i := range m {
-		pj[i] = l.P[i*b+j]
+		l.a[i] -= f * aj
 	}
 	for r := range m {
 		if r == j {
 			continue
 		}
-		fr := pj[r] / pjj
-		row := l.P[r*b : r*b+m]
-		for c := range m {
-			row[c] -= fr * pj[c]
+		fr := pj[r] * pjj // Pᵣⱼ: row j itself is overwritten on the way
+		src := l.P[r*b : r*b+m]
+		dst := l.P[(r-btoi(r > j))*b:]
+		for c := range j {
+			dst[c] = src[c] - fr*pj[c]
 		}
+		for c := j + 1; c < m; c++ {
+			dst[c-1] = src[c] - fr*pj[c]
+		}
+		dst[m-1] = 0
 	}
-	removeIndex(l.P, b, m, j)
+	clear(l.P[(m-1)*b : (m-1)*b+m])
 	removeVecRow(l.A, k, m, j)
+	removeVecRow(l.a, 1, m, j)
 	removeVecRow(l.adm, 1, m, j)
 
 	// Delete row j of L and restore triangularity with Givens rotations on
 	// columns (i, i+1), i = j…m−2, computed row by row (row i needs the
-	// rotations before it); then apply them to every coordinate object.
-	// All passes run along rows, so they stay cache-friendly.
+	// rotations before it: rows are taken four at a time, so that four
+	// independent rotation chains run together); then apply them to every
+	// coordinate object. All passes run along rows, so they stay
+	// cache-friendly.
 	copy(l.L[j*b:], l.L[(j+1)*b:m*b])
 	gc, gs := l.gc, l.gs
-	for i := j; i < m-1; i++ {
-		row := l.L[i*b : i*b+i+2]
-		for r := j; r < i; r++ {
-			rotate(row, r, r+1, gc[r], gs[r])
+	for i0 := j; i0 < m-1; i0 += 4 {
+		n := min(4, m-1-i0)
+		// Rotations j…i0−1 are known: apply them to the n rows together.
+		rotateRowsChain(l.L, b, i0, n, j, i0, gc, gs)
+		for i := i0; i < i0+n; i++ {
+			row := l.L[i*b : i*b+i+2]
+			for r := i0; r < i; r++ {
+				rotate(row, r, r+1, gc[r], gs[r])
+			}
+			a, bb := row[i], row[i+1]
+			c, s := 1.0, 0.0
+			if rr := math.Hypot(a, bb); rr != 0 {
+				c, s = a/rr, bb/rr
+				row[i] = rr
+			}
+			row[i+1] = 0
+			gc[i], gs[i] = c, s
 		}
-		a, bb := row[i], row[i+1]
-		c, s := 1.0, 0.0
-		if rr := math.Hypot(a, bb); rr != 0 {
-			c, s = a/rr, bb/rr
-			row[i] = rr
-		}
-		row[i+1] = 0
-		gc[i], gs[i] = c, s
 	}
 	// The scatter is kept in its lower triangle. Gᵀ·S·G changes rows and
 	// columns j… only: complete the trailing block (j…m−1)², rotate rows
-	// j… over all columns, then the columns of the trailing rows; the upper
-	// triangle of the other rows is never read.
+	// j… over all columns (Gᵀ·S), then the columns of the trailing rows
+	// (·G), each row r only as far as its lower triangle needs (column c
+	// is final after rotation c, so rotations j…r); the upper triangle of
+	// the result is never read.
 	l.mirrorFrom(j)
 	for i := j; i < m-1; i++ {
 		c, s := gc[i], gs[i]
@@ -408,14 +434,13 @@ func (l *IKPCA) evict(j int, z []float64) {
 		rotateRows(l.ref, k, i, c, s)
 		rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
 	}
-	for r := j; r < m; r++ { // S·G: columns i, i+1 of the trailing rows
-		row := l.S[r*b : r*b+m]
-		for i := j; i < m-1; i++ {
-			rotate(row, i, i+1, gc[i], gs[i])
-		}
+	for r := j; r < m; r += 4 {
+		n := min(4, m-r)
+		rotateRowsChain(l.S, b, r, n, j, min(r+n, m-1), gc, gs)
 	}
 	// Drop coordinate m−1, the mass along the removed direction:
-	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :] (column m−1 read as row m−1).
+	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :] (column m−1 read as row m−1),
+	// c' = U'ᵀμ'_ref = c − U[m−1, :k]·μ_ref[m−1].
 	last := m - 1
 	for i := range last {
 		f := l.S[last*b+i]
@@ -427,6 +452,10 @@ func (l *IKPCA) evict(j int, z []float64) {
 			su[c] -= f * u
 		}
 	}
+	for c := range k {
+		l.c[c] -= l.U[last*p+c] * l.muRef[last]
+	}
+	l.mmRef -= l.muRef[last] * l.muRef[last]
 	for i := range m {
 		l.S[last*b+i], l.S[i*b+last] = 0, 0
 	}
@@ -436,8 +465,47 @@ func (l *IKPCA) evict(j int, z []float64) {
 	clear(l.ref[last*k : m*k])
 	clear(l.L[last*b : last*b+m])
 	l.rows.Remove(j)
-	l.publishMean()
 	l.changes++
+}
+
+// rotateRowsChain applies the rotations (gc[i], gs[i]), i = from…to−1, in
+// order, to columns (i, i+1) of the n ≤ 4 rows r0… of a (stride w): the
+// rows' chains are independent, so they are interleaved. Rotation i only
+// touches row r when r ≥ i (the caller's bound): rows take the rotations
+// i < min(to, r+1).
+func rotateRowsChain(a []float64, w, r0, n, from, to int, gc, gs []float64) {
+	if n == 4 {
+		r0w := a[r0*w : r0*w+w]
+		r1w := a[(r0+1)*w : (r0+1)*w+w]
+		r2w := a[(r0+2)*w : (r0+2)*w+w]
+		r3w := a[(r0+3)*w : (r0+3)*w+w]
+		common := min(to, r0+1) // rotations every one of the four rows takes
+		if from < common {
+			x0, x1, x2, x3 := r0w[from], r1w[from], r2w[from], r3w[from]
+			for i := from; i < common; i++ {
+				c, s := gc[i], gs[i]
+				y0, y1, y2, y3 := r0w[i+1], r1w[i+1], r2w[i+1], r3w[i+1]
+				r0w[i], r1w[i], r2w[i], r3w[i] = c*x0+s*y0, c*x1+s*y1, c*x2+s*y2, c*x3+s*y3
+				x0, x1, x2, x3 = -s*x0+c*y0, -s*x1+c*y1, -s*x2+c*y2, -s*x3+c*y3
+			}
+			r0w[common], r1w[common], r2w[common], r3w[common] = x0, x1, x2, x3
+		}
+		from = max(from, common)
+	}
+	for q := range n {
+		r := r0 + q
+		row := a[r*w : r*w+w]
+		for i := from; i < min(to, r+1); i++ {
+			rotate(row, i, i+1, gc[i], gs[i])
+		}
+	}
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // rotate applies the plane rotation (c, s) to v[i], v[j]:

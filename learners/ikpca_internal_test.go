@@ -107,6 +107,19 @@ func TestIKPCACachedProducts(t *testing.T) {
 				}
 				cmp("Lᵀa", v, l.muRef[r], 1)
 			}
+			// c = U_kᵀμ_ref and ‖μ_ref‖², updated in place on evictions.
+			var mm float64
+			for r := range m {
+				mm += l.muRef[r] * l.muRef[r]
+			}
+			cmp("‖μ_ref‖²", l.mmRef, mm, 1)
+			for c := range k {
+				var v float64
+				for r := range m {
+					v += l.U[r*p+c] * l.muRef[r]
+				}
+				cmp("U_kᵀμ_ref", l.c[c], v, 1)
+			}
 			// P·(LLᵀ) = I.
 			for r := range m {
 				for c := range m {
