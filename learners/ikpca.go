@@ -306,14 +306,10 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 		t := l.t1[:m]
 		copy(t, z)
 		trsvLowerT(m, l.L, b, t)
-		for i := range m {
-			row := l.P[i*b : i*b+m]
-			ti := t[i] / s
-			for j := range m {
-				row[j] += ti * t[j]
-			}
-			l.P[i*b+m] = -ti
-			l.P[m*b+i] = -ti
+		blas64.Implementation().Dger(m, m, 1/s, t, 1, t, 1, l.P, b)
+		for i, ti := range t {
+			l.P[i*b+m] = -ti / s
+			l.P[m*b+i] = -ti / s
 		}
 	}
 	l.P[m*b+m] = 1 / s
@@ -349,12 +345,11 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 // v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ; in coordinates this is the rotated u = Lᵀv
 // with its last entry (the mass along the removed direction) dropped, so
 // Lᵀa = μ_ref and LᵀA = U_k keep holding without a triangular solve.
-// P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ (the inverse of the principal submatrix)
-// is written straight into its shifted place.
+// P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ is the inverse of the principal submatrix.
 func (l *IKPCA) evict(j int, z []float64) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
 	pjj := l.P[j*b+j]
-	pj := l.t1[:m] // column j of P over Pⱼⱼ (copied first: the loop below overwrites it)
+	pj := l.t1[:m] // column j of P over Pⱼⱼ
 	for i := range m {
 		pj[i] = l.P[i*b+j] / pjj
 	}
@@ -370,22 +365,9 @@ func (l *IKPCA) evict(j int, z []float64) {
 		}
 		l.a[i] -= f * aj
 	}
-	for r := range m {
-		if r == j {
-			continue
-		}
-		fr := pj[r] * pjj // Pᵣⱼ: row j itself is overwritten on the way
-		src := l.P[r*b : r*b+m]
-		dst := l.P[(r-btoi(r > j))*b:]
-		for c := range j {
-			dst[c] = src[c] - fr*pj[c]
-		}
-		for c := j + 1; c < m; c++ {
-			dst[c-1] = src[c] - fr*pj[c]
-		}
-		dst[m-1] = 0
-	}
-	clear(l.P[(m-1)*b : (m-1)*b+m])
+	removeIndex(l.P, b, m, j)
+	removeVecRow(pj, 1, m, j)
+	blas64.Implementation().Dger(m-1, m-1, -pjj, pj[:m-1], 1, pj[:m-1], 1, l.P, b)
 	removeVecRow(l.A, k, m, j)
 	removeVecRow(l.a, 1, m, j)
 	removeVecRow(l.adm, 1, m, j)
@@ -499,13 +481,6 @@ func rotateRowsChain(a []float64, w, r0, n, from, to int, gc, gs []float64) {
 			rotate(row, i, i+1, gc[i], gs[i])
 		}
 	}
-}
-
-func btoi(v bool) int {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // rotate applies the plane rotation (c, s) to v[i], v[j]:
