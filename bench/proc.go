@@ -64,3 +64,76 @@ func ProcessRSS() (rss, peak int64, err error) {
 	}
 	return rss, peak, nil
 }
+
+// ProcessRunDelay returns the total time the threads of this process have
+// spent runnable but waiting for a CPU (the kernel's run-queue delay, the
+// second field of /proc/self/task/*/schedstat), summed over its live
+// threads. It measures CPU contention: time a thread wanted a core that
+// another thread (of this or any other process) held. Threads that have
+// exited no longer count. It returns an error where /proc or schedstats
+// are not available.
+func ProcessRunDelay() (time.Duration, error) {
+	dir, err := os.Open("/proc/self/task")
+	if err != nil {
+		return 0, fmt.Errorf("bench: run delay: %w", err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return 0, fmt.Errorf("bench: run delay: %w", err)
+	}
+	var total time.Duration
+	n := 0
+	for _, name := range names {
+		b, err := os.ReadFile("/proc/self/task/" + name + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, fmt.Errorf("bench: /proc/self/task/%s/schedstat: malformed %q", name, b)
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: /proc/self/task/%s/schedstat: %w", name, err)
+		}
+		total += time.Duration(ns)
+		n++
+	}
+	if n == 0 {
+		return 0, errors.New("bench: run delay: no thread has a schedstat")
+	}
+	return total, nil
+}
+
+// MachineCPU returns the CPU time all processors of the machine have spent
+// busy (user, nice, system, irq, softirq, steal) and the total elapsed
+// CPU time (busy + idle + iowait), summed over CPUs, from /proc/stat. The
+// difference of two readings, minus this process's ProcessCPU, is what
+// other processes used meanwhile.
+func MachineCPU() (busy, total time.Duration, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: machine cpu: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("bench: /proc/stat: malformed first line %q", line)
+	}
+	// user nice system idle iowait irq softirq steal [guest guest_nice]:
+	// guest time is already counted in user.
+	var ticks [8]int64
+	for i := range ticks {
+		if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("bench: /proc/stat: %w", err)
+		}
+	}
+	const tick = 10 * time.Millisecond // USER_HZ = 100 on Linux
+	idle := ticks[3] + ticks[4]
+	all := int64(0)
+	for _, t := range ticks {
+		all += t
+	}
+	return time.Duration(all-idle) * tick, time.Duration(all) * tick, nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -397,7 +396,7 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	if pc.Input.Stream == "" {
 		h := func(m *nats.Msg) {
 			seq := pl.coreSeq.Add(1)
-			p.dispatch(ctx, pl, &inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+			p.dispatch(ctx, pl, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
 		}
 		var err error
 		if pc.Input.QueueGroup != "" {
@@ -452,26 +451,31 @@ func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
 	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),
 		zap.String("consumer", pc.Input.Durable), zap.Uint64("from_seq", start))
 	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
+	pending := p.met.pending.WithLabelValues(pc.Name)
 	pl.cc, err = cons.Consume(func(m jetstream.Msg) {
-		md, err := m.Metadata()
-		if err != nil {
-			p.log.Warn("message without metadata", zap.String("pipeline", pc.Name), zap.Error(err))
-			_ = m.Term()
-			return
+		d, ok := parseDelivery(m.Reply())
+		if !ok {
+			md, err := m.Metadata()
+			if err != nil {
+				p.log.Warn("message without metadata", zap.String("pipeline", pc.Name), zap.Error(err))
+				_ = m.Term()
+				return
+			}
+			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending}
 		}
-		pl.stats.Pending.Store(md.NumPending)
-		p.met.pending.WithLabelValues(pc.Name).Set(float64(md.NumPending))
-		if cs := md.Sequence.Consumer; cs > lastCons {
-			if next := pl.track.max() + 1; lastCons != 0 && cs > lastCons+1 && md.Sequence.Stream > next && next > 1 {
+		pl.stats.Pending.Store(d.pending)
+		pending.Set(float64(d.pending))
+		if cs := d.consumer; cs > lastCons {
+			if next := pl.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.stream > next && next > 1 {
 				// Deliveries lastCons+1..cs-1 never arrived (lost with a
 				// connection); they come back after ack_wait. Their keys
 				// must wait for them, and the checkpoint must not pass them.
-				p.findMissing(ctx, pl, stream, next, md.Sequence.Stream)
+				p.findMissing(ctx, pl, stream, next, d.stream)
 			}
 			lastCons = cs
 		}
-		pl.track.deliver(md.Sequence.Stream)
-		p.dispatch(ctx, pl, &inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: md.Sequence.Stream, js: m})
+		pl.track.deliver(d.stream)
+		p.dispatch(ctx, pl, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			p.log.Warn("consume", zap.String("pipeline", pc.Name), zap.Error(err))
@@ -542,8 +546,9 @@ func (p *Processor) readCheckpoint(ctx context.Context, pc PipelineConfig) (uint
 }
 
 // dispatch hands a message to the worker owning its key. It blocks while
-// that worker's queue is full (back-pressure).
-func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m *inMsg) {
+// that worker's queue is full (back-pressure). The message travels by
+// value in the channel: nothing is allocated per message here.
+func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m inMsg) {
 	m.pipe = pl
 	m.key = keyOf(m.subject, *pl.cfg.KeyToken)
 	if !p.enqueue(ctx, p.workers[p.owner(m.key)], item{msg: m}) && m.js != nil {
@@ -568,11 +573,17 @@ func (p *Processor) enqueue(ctx context.Context, w *worker, it item) bool {
 	}
 }
 
-// owner returns the index of the worker owning key.
+// owner returns the index of the worker owning key: FNV-1a of the key,
+// modulo the number of workers (computed inline: hash.Hash32 and the
+// []byte conversion would allocate per message).
 func (p *Processor) owner(key string) int {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(len(p.workers)))
+	const offset32, prime32 = 2166136261, 16777619
+	h := uint32(offset32)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= prime32
+	}
+	return int(h % uint32(len(p.workers)))
 }
 
 // keyOf returns the partition key of subject: its token tok ("_" when tok

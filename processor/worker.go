@@ -39,10 +39,10 @@ type inMsg struct {
 	js      jetstream.Msg // nil for core NATS
 }
 
-// item is what a worker receives: a message, a control request, or a
-// missing delivery to wait for.
+// item is what a worker receives: a message (msg.pipe set), a control
+// request, or a missing delivery to wait for.
 type item struct {
-	msg  *inMsg
+	msg  inMsg
 	ctl  *control
 	miss *missing
 }
@@ -179,7 +179,7 @@ func (w *worker) run(ctx context.Context) error {
 				w.block(entryKey{it.miss.pipe.idx, it.miss.key}, it.miss.seq, true)
 				continue
 			}
-			if err := w.handle(ctx, it.msg); err != nil {
+			if err := w.handle(ctx, &it.msg); err != nil {
 				w.closing = true
 				close(w.jobs)
 				return err

@@ -232,6 +232,8 @@ type phaseResult struct {
 	lost                int
 	elapsed             time.Duration // first to last measured output
 	cpu                 time.Duration // process user+sys over the same window
+	runDelay            time.Duration // OS run-queue delay of the process's threads over the window (-1: unknown)
+	sched               schedWindow   // Go scheduler latencies over the window
 	rss, peak           int64
 	p50, p99, p999, max time.Duration
 	pubRate             float64 // msgs/s of the (pre)publisher
@@ -261,6 +263,8 @@ type receiver struct {
 	first, last time.Time
 	cpu0        time.Duration
 	cpu1        time.Duration
+	rd0, rd1    time.Duration // run delay, -1 if unknown
+	sched       schedWindow
 	want        int
 	done        chan struct{}
 	progress    atomic.Int64
@@ -295,6 +299,8 @@ func (r *receiver) handle(m *nats.Msg) {
 		if r.got == 0 {
 			r.first = now
 			r.cpu0 = cpuNow()
+			r.rd0 = runDelayNow()
+			r.sched.start()
 		}
 		r.got++
 		lat := now.Sub(time.Unix(0, int64(out.TS*1e9)))
@@ -302,10 +308,26 @@ func (r *receiver) handle(m *nats.Msg) {
 		r.progress.Store(int64(r.got))
 		if r.got == r.want {
 			r.last = now
-			r.cpu1 = cpuNow()
+			r.endWindow()
 			close(r.done)
 		}
 	}
+}
+
+// endWindow reads the process counters at the end of the measured window.
+func (r *receiver) endWindow() {
+	r.cpu1 = cpuNow()
+	r.rd1 = runDelayNow()
+	r.sched.end()
+}
+
+// runDelayNow returns the process's run-queue delay so far, -1 if unknown.
+func runDelayNow() time.Duration {
+	d, err := bench.ProcessRunDelay()
+	if err != nil {
+		return -1
+	}
+	return d
 }
 
 func cpuNow() time.Duration {
@@ -547,10 +569,15 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 	if werr != nil {
 		res.lost = o.count - recv.got
 		last = time.Unix(0, recv.lastSeen.Load())
-		recv.cpu1 = cpuNow()
+		recv.endWindow()
 	}
 	res.elapsed = last.Sub(recv.first)
 	res.cpu = recv.cpu1 - recv.cpu0
+	res.runDelay = -1
+	if recv.rd0 >= 0 && recv.rd1 >= 0 {
+		res.runDelay = recv.rd1 - recv.rd0
+	}
+	res.sched = recv.sched
 	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
 	recv.mu.Unlock()
 	res.rss, res.peak, _ = bench.ProcessRSS()
@@ -932,6 +959,28 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 		fmt.Fprintf(w, "%-9s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d\n", r.name, r.rate(), r.pubRate,
 			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost)
 	}
+	fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10s %9s %9s\n",
+		"pipeline", "other cpu %", "runq ms/s", "sched p99", "sched p999", "gc cycles", "gc cpu %", "gc stw ms")
+	for _, r := range rs {
+		secs := r.elapsed.Seconds()
+		if secs <= 0 {
+			continue
+		}
+		other, runq := "?", "?"
+		if busy, all := r.sched.machine(); all > 0 {
+			// Busy CPU of the machine minus this process's, as a share of one CPU.
+			other = strconv.FormatFloat(100*(busy-r.cpu).Seconds()/secs, 'f', 0, 64)
+		}
+		if r.runDelay >= 0 {
+			runq = strconv.FormatFloat(float64(r.runDelay)/1e6/secs, 'f', 1, 64)
+		}
+		pause, cycles := r.sched.gcPause()
+		fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10d %9.1f %9.2f\n", r.name, other, runq,
+			ms(r.sched.latency(0.99)), ms(r.sched.latency(0.999)), cycles, 100*r.sched.gcCPU().Seconds()/secs, float64(pause)/1e6)
+	}
+	fmt.Fprintln(w, "contention over the measured window: other cpu % = CPU used by other processes (100 = one core);",
+		"runq = time this process's threads waited for a CPU (OS run queue) per second;",
+		"sched = goroutine wait for a P (Go scheduler); gc cpu % = GC CPU (100 = one core); gc stw = GC pauses in total")
 	if o.rate == 0 && !o.core {
 		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
 	}
