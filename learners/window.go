@@ -261,14 +261,12 @@ func (w *Window) Learn(x []float64) error {
 	if m == w.w {
 		slot = w.head
 	}
-	// Kernel row of x against the window, with x in its slot. Entries are
-	// evaluated pair by pair with Kernel.Eval, which is symmetric to the
-	// last bit, so Restore can rebuild the same Gram matrix exactly.
+	// Kernel row of x against the window (the evicted point still in its
+	// slot), then k(x, x) in that slot. Restore rebuilds the Gram matrix
+	// with the same Rows.Row calls (see gramFromPoints), bit for bit.
 	n := max(m, slot+1)
 	row := w.krow[:n]
-	for j := range m {
-		row[j] = w.cfg.Kernel.Eval(w.ring.Point(j), x)
-	}
+	w.ring.Row(row, x, Norm2(x))
 	row[slot] = w.cfg.Kernel.Self(x)
 	for j, v := range row {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -1086,23 +1084,9 @@ func (w *Window) Restore(s *State) error {
 	nw.seen = s.Seen
 	nw.ring.Reset(points, m)
 	nw.head = head
-	for j := range m {
-		pj := nw.ring.Point(j)
-		for i := range j {
-			v := nw.cfg.Kernel.Eval(nw.ring.Point(i), pj)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				r.fail("kernel value %v between points %d and %d", v, i, j)
-				return r.err
-			}
-			nw.gram[i*W+j] = v
-			nw.gram[j*W+i] = v
-		}
-		v := nw.cfg.Kernel.Self(pj)
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			r.fail("kernel value %v of point %d with itself", v, j)
-			return r.err
-		}
-		nw.gram[j*W+j] = v
+	if err := nw.gramFromPoints(); err != nil {
+		r.fail("%v", err)
+		return r.err
 	}
 	// The basis images must be K·basis (they are updated, not recomputed,
 	// so they hold rounding errors, and are kept bit for bit).
@@ -1143,6 +1127,51 @@ func (w *Window) Restore(s *State) error {
 	nw.resid = resid
 	nw.version = uint64(version)
 	*w = *nw
+	return nil
+}
+
+// gramFromPoints fills the Gram matrix of the window points in w.ring
+// (with w.seen and w.head set) by the same arithmetic as Learn, so that the
+// result is identical to the Gram matrix Learn built: every entry
+// between two points was computed by Rows.Row for the later of the two,
+// against the window as it was then, and Rows.Row computes each entry
+// from that point's coordinates and cached norm at its slot (the rows are
+// independent), given the number of points in the set. So the points are
+// visited in the order they were learned, and for each the row is
+// evaluated against the current points with the set truncated to the
+// window fill at that time (the slot itself while the window was filling,
+// W afterwards); only the entries against older points are kept.
+func (w *Window) gramFromPoints() error {
+	W, m := w.w, w.ring.Len()
+	start := 0
+	if m == W {
+		start = w.head
+	}
+	view := *w.ring
+	for idx := range m {
+		s := (start + idx) % W
+		t := w.seen - int64(m) + int64(idx) // 0-based observation number of slot s
+		view.m = W
+		if t < int64(W) {
+			view.m = s
+		}
+		x := w.ring.Point(s)
+		row := view.Row(w.krow, x, Norm2(x))
+		for i := range idx {
+			j := (start + i) % W
+			v := row[j]
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("kernel value %v between points %d and %d", v, j, s)
+			}
+			w.gram[s*W+j] = v
+			w.gram[j*W+s] = v
+		}
+		v := w.cfg.Kernel.Self(x)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("kernel value %v of point %d with itself", v, s)
+		}
+		w.gram[s*W+s] = v
+	}
 	return nil
 }
 
