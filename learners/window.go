@@ -482,11 +482,7 @@ func (w *Window) images(src, img []float64, r0, r1, m int) {
 
 // rowSums writes the row sums of the window's Gram into w.rsum.
 func (w *Window) rowSums(m int) {
-	W := w.w
-	bl := blas64.Implementation()
-	for i := range m {
-		w.rsum[i] = bl.Ddot(m, w.gram[i*W:i*W+m], 1, w.ones, 1)
-	}
+	blas64.Implementation().Dgemv(blas.NoTrans, m, m, 1, w.gram, w.w, w.ones, 1, 0, w.rsum, 1)
 }
 
 // augment appends to the pe basis rows of src up to k extra rows, with
@@ -520,13 +516,13 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 	bl := blas64.Implementation()
 	fm := float64(m)
 	aug, aimg := src[pe*W:], img[pe*W:]
+	old := w.oldSlots(m)
+	fresh := w.freshSlots(m)
 	for c := range na {
 		v := aug[c*W : c*W+m]
 		copy(v, src[c*W:c*W+m])
-		for j := range m {
-			if w.writtenAgo(j) < w.since {
-				v[j] = 0
-			}
+		for _, r := range fresh {
+			clear(v[r[0]:r[1]])
 		}
 		centre(v)
 		// avg[c] = rᵀv⁰/m, the mean of Kv⁰; then (K̃v⁰)ⱼ = Kⱼ·v⁰ − avg[c].
@@ -534,47 +530,106 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 		copy(aimg[c*W:c*W+m], img[c*W:c*W+m])
 		w.normU[c] = 0 // Σⱼ δⱼ
 	}
-	for j := range m {
-		if w.writtenAgo(j) >= w.since {
-			continue
-		}
-		kj := w.gram[j*W : j*W+m]
-		bl.Dgemv(blas.NoTrans, na, m, 1, aug, W, kj, 1, 0, w.tmp, 1)
-		for c := range na {
-			nv := (w.tmp[c] - w.avg[c]) / w.bval[c]
-			delta := nv - src[c*W+j]
-			bl.Daxpy(m, delta, kj, 1, aimg[c*W:c*W+m], 1)
-			w.normU[c] += delta
-			w.s2[c*W+j] = nv // kept aside: the products use v⁰
+	// For the fresh slots j (contiguous rows of the Gram matrix):
+	// s2[c, j] = Kⱼ·v⁰_c, then the change δ_cj = (that − avg[c])/θ_c − v_cj
+	// of the entry, and the images gain Σⱼ δ_cj Kⱼ.
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b > a {
+			serialGemm(true, na, b-a, m, 1, aug, W, w.gram[a*W:], W, 0, w.s2[a:], W)
 		}
 	}
 	for c := range na {
-		// The row is v with its fresh entries replaced.
+		for _, r := range fresh {
+			for j := r[0]; j < r[1]; j++ {
+				delta := (w.s2[c*W+j]-w.avg[c])/w.bval[c] - src[c*W+j]
+				w.s2[c*W+j] = delta
+				w.normU[c] += delta
+			}
+		}
+	}
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b > a {
+			serialGemm(false, na, m, b-a, 1, w.s2[a:], W, w.gram[a*W:], W, 1, aimg, W)
+		}
+	}
+	for c := range na {
+		// The row is v with its fresh entries replaced by v + δ.
 		v := aug[c*W : c*W+m]
-		for j := range m {
-			if w.writtenAgo(j) >= w.since {
-				v[j] = src[c*W+j]
-			} else {
-				v[j] = w.s2[c*W+j]
+		for _, r := range old {
+			copy(v[r[0]:r[1]], src[c*W+r[0]:c*W+r[1]])
+		}
+		for _, r := range fresh {
+			for j := r[0]; j < r[1]; j++ {
+				v[j] = src[c*W+j] + w.s2[c*W+j]
 			}
 		}
 		ai := aimg[c*W : c*W+m]
 		bl.Daxpy(m, -w.normU[c]/fm, w.rsum, 1, ai, 1)
 		centre(ai)
 	}
-	// Orthonormalise against everything before; drop rows in the span.
+	// Orthonormalise against the basis (two passes of block classical
+	// Gram–Schmidt), then against each other; drop rows in the span.
+	for c := range na {
+		w.tmp[c] = bl.Dnrm2(m, aug[c*W:c*W+m], 1)
+	}
+	cf := w.y[:na*pe]
+	for range 2 {
+		for c := range na {
+			centre(aug[c*W : c*W+m])
+		}
+		serialGemm(true, na, pe, m, 1, aug, W, src, W, 0, cf, pe)
+		serialGemm(false, na, m, pe, -1, cf, pe, src, W, 1, aug, W)
+		serialGemm(false, na, m, pe, -1, cf, pe, img, W, 1, aimg, W)
+	}
 	added := 0
 	for c := range na {
 		r := pe + added
+		before := w.tmp[c]
 		if r != pe+c {
 			copy(src[r*W:r*W+m], src[(pe+c)*W:(pe+c)*W+m])
 			copy(img[r*W:r*W+m], img[(pe+c)*W:(pe+c)*W+m])
 		}
-		if w.orthRow(src, img, r, m, windowAugMin) {
-			added++
+		v, vi := src[r*W:r*W+m], img[r*W:r*W+m]
+		for range 2 {
+			for o := pe; o < r; o++ {
+				g := bl.Ddot(m, src[o*W:o*W+m], 1, v, 1)
+				bl.Daxpy(m, -g, src[o*W:o*W+m], 1, v, 1)
+				bl.Daxpy(m, -g, img[o*W:o*W+m], 1, vi, 1)
+			}
 		}
+		after := bl.Dnrm2(m, v, 1)
+		if !(before > 0) || !(after > windowAugMin*before) || math.IsInf(before, 0) {
+			continue
+		}
+		bl.Dscal(m, 1/after, v, 1)
+		bl.Dscal(m, 1/after, vi, 1)
+		added++
 	}
 	return added
+}
+
+// serialGemm computes c = alpha·a·op(b) + beta·c for row-major a (m×kk) and
+// b (kk×n, or n×kk when bTrans) in blocks small enough that gonum's Dgemm
+// stays serial: a learner never starts goroutines.
+func serialGemm(bTrans bool, m, n, kk int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	const rows, cols = 64, 3 * 64
+	impl := blas64.Implementation()
+	tb := blas.NoTrans
+	if bTrans {
+		tb = blas.Trans
+	}
+	for i := 0; i < m; i += rows {
+		r := min(rows, m-i)
+		for j := 0; j < n; j += cols {
+			bj := b[j:]
+			if bTrans {
+				bj = b[j*ldb:]
+			}
+			impl.Dgemm(blas.NoTrans, tb, r, min(cols, n-j), kk, alpha, a[i*lda:], lda, bj, ldb, beta, c[i*ldc+j:], ldc)
+		}
+	}
 }
 
 // rayleighRitz computes the Ritz pairs of the q orthonormal rows of src
@@ -710,14 +765,34 @@ func centre(v []float64) {
 	}
 }
 
-// writtenAgo returns how many observations ago window slot j was written
-// (0 for the newest point).
-func (w *Window) writtenAgo(j int) int {
-	m := w.ring.Len()
-	if m < w.w {
-		return m - 1 - j
+// oldSlots returns the window slots written before the last publish (at
+// least w.since observations ago) as up to two ranges [a, b) (empty ranges
+// have a = b).
+func (w *Window) oldSlots(m int) [2][2]int {
+	n := max(m-w.since, 0) // the n oldest points
+	start := 0
+	if m == w.w {
+		start = w.head
 	}
-	return ((w.head-1-j)%w.w + w.w) % w.w
+	end := start + n
+	if end <= w.w {
+		return [2][2]int{{start, end}, {0, 0}}
+	}
+	return [2][2]int{{start, w.w}, {0, end - w.w}}
+}
+
+// freshSlots returns the window slots written since the last publish (the
+// w.since newest points) as up to two ranges [a, b).
+func (w *Window) freshSlots(m int) [2][2]int {
+	f := min(w.since, m)
+	if m < w.w {
+		return [2][2]int{{m - f, m}, {0, 0}}
+	}
+	start := w.head - f
+	if start >= 0 {
+		return [2][2]int{{start, w.head}, {0, 0}}
+	}
+	return [2][2]int{{start + w.w, w.w}, {0, w.head}}
 }
 
 // publish freezes the Ritz pairs in w.u / w.theta as the published
@@ -786,22 +861,23 @@ func (w *Window) align(m int) bool {
 	normsU, normsV := w.normU, w.normV
 	clear(normsU)
 	clear(normsV)
+	bl := blas64.Implementation()
 	var shared int
-	for j := range min(m, pm) {
-		if w.writtenAgo(j) < w.since {
+	for _, r := range w.oldSlots(m) {
+		a, b := r[0], min(r[1], pm)
+		if b <= a {
 			continue
 		}
-		shared++
-		for i := range k {
-			ui := w.u[i*W+j]
-			normsU[i] += ui * ui
-			for l := range k {
-				w.cosm[i*k+l] += ui * w.vecs[l*W+j]
+		shared += b - a
+		for i0 := 0; i0 < k; i0 += 64 {
+			for l0 := 0; l0 < k; l0 += 64 {
+				bl.Dgemm(blas.NoTrans, blas.Trans, min(64, k-i0), min(64, k-l0), b-a, 1, w.u[i0*W+a:], W, w.vecs[l0*W+a:], W, 1, w.cosm[i0*k+l0:], k)
 			}
 		}
-		for l := range k {
-			v := w.vecs[l*W+j]
-			normsV[l] += v * v
+		for i := range k {
+			ui, vi := w.u[i*W+a:i*W+b], w.vecs[i*W+a:i*W+b]
+			normsU[i] += bl.Ddot(b-a, ui, 1, ui, 1)
+			normsV[i] += bl.Ddot(b-a, vi, 1, vi, 1)
 		}
 	}
 	if shared == 0 {
