@@ -1018,7 +1018,9 @@ func (w *Window) Model() (*Model, error) {
 //	          "vectors" k×pm, "eigenvalues" 1×k (of K̃, not /m),
 //	          "coefficients" pm×k, "offsets" 1×k
 //
-// The Gram matrix is not stored: Restore recomputes it from "points".
+// The Gram matrix is not stored: Restore recomputes it from "points" by
+// the same kernel-row evaluations as Learn (see gramFromPoints), so a
+// restored learner continues bit for bit like an uninterrupted one.
 func (w *Window) State() *State {
 	W, k, m, pm := w.w, w.k, w.ring.Len(), w.pub.Len()
 	s := newState(KindWindow, w.cfg, w.seen)
