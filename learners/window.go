@@ -32,30 +32,47 @@ const (
 	// windowTiny: eigenvalues of K̃ at or below windowTiny·trace(K) count as
 	// zero; their components get zero coefficients and no T² term.
 	windowTiny = 1e-12
+	// windowMinNorm: orthRow rejects a row when less than this fraction of
+	// its norm is outside the span of the rows before it.
+	windowMinNorm = 1e-8
+	// windowAugMin is windowMinNorm for the augmented rows, whose images are
+	// orthogonalised along with them: the rounding error of an image grows
+	// by up to 1/windowAugMin, so rows almost in the span are dropped.
+	windowAugMin = 1e-4
 )
 
 // Window is exact kernel PCA of the last W observations (W = Config.Budget),
 // a tracker for nonstationary streams in the spirit of Hoegaerts et al.
-// (2007): instead of up/downdating a rank-k eigendecomposition it keeps the
-// window's full W×W Gram matrix K (one kernel row replaces the oldest
-// point's row and column per observation, O(Wd)) and tracks the top
-// eigenspace of the centred Gram K̃ = HKH (H = I − 11ᵀ/m over the m ≤ W
-// stored points) with a warm-started block subspace iteration with
-// Rayleigh–Ritz on p = min(2k+2, W−1) vectors (K̃v is computed as
-// H(K(Hv)), never forming K̃). Whenever Seen is a multiple of Config.Refresh
-// (and when the window fills up) one iteration is run, O(W²(p+k)), and its
-// Ritz pairs are published, so Learn costs O(Wd + W²(p+k)/Refresh)
-// amortised; Sync runs more iterations on demand.
+// (2007): it keeps the window's full W×W Gram matrix K (one kernel row
+// replaces the oldest point's row and column per observation, O(Wd)) and
+// tracks the top eigenspace of the centred Gram K̃ = HKH (H = I − 11ᵀ/m over
+// the m ≤ W stored points) with a block of p = min(2k+2, W−1) orthonormal
+// centred vectors V and their images P = K·V. A row and column replacement
+// is a rank-two change of K, so Learn keeps P exact in O(Wp) (a rank-one
+// update of every image plus the new row's products; for centred v,
+// K̃v = H·Kv). Whenever Seen is a multiple of Config.Refresh (and when the
+// window fills up) a Rayleigh–Ritz step on span(V) — enlarged by augment —
+// uses those exact images, O(Wp(p+k) + (p+k)³), and publishes its Ritz
+// pairs; the Ritz vectors and their rotated images become the new V and P.
+// Rayleigh–Ritz alone does not move the subspace towards directions
+// outside it, so every multiple of Refresh at or above W/2 observations
+// the refresh adds one power step of subspace iteration (V ← orth(K̃u),
+// images recomputed from the Gram matrix, O(W²p)), which also washes out
+// the rounding the updated images gather. Learn thus costs
+// O(Wd + Wp + Wp(p+k)/Refresh + W²p/max(Refresh, W/2)) amortised, O(Wd + Wp)
+// when it does not refresh; Sync runs power steps on demand.
 //
-// The iteration vectors index window slots, so the slot of an evicted point
-// is taken over by its successor; the entries of those fresh slots are
-// stale at the next refresh. To keep the published pairs from lagging one
+// The vectors index window slots, so the slot of an evicted point is
+// taken over by its successor; the entries of those fresh slots are stale
+// at the next refresh. To keep the published pairs from lagging one
 // refresh behind the window, each refresh enlarges the Rayleigh–Ritz space
 // with copies of the top k basis vectors whose fresh entries are replaced
-// by their Nyström extension (K̃v)ⱼ/θ (see augment); Rayleigh–Ritz cannot
-// do worse than without them. On drift_stream.csv (W = 2000, k = 5,
+// by their Nyström extension (K̃v)ⱼ/θ (see augment); their images follow
+// from the Gram columns of the fresh slots, and Rayleigh–Ritz cannot do
+// worse than without them. On drift_stream.csv (W = 2000, k = 5,
 // Refresh = 50) the published subspace has similarity ≥ 0.99999 to batch
-// kernel PCA of the window at every checkpoint.
+// kernel PCA of the window at every checkpoint, and the residual
+// (see Residual) is about 2e-5 in the stationary phases.
 //
 // The published components are frozen at each refresh, together with a
 // copy of the window points they refer to, so Transform, Score and Model
@@ -81,7 +98,8 @@ const (
 // matched previous component.
 //
 // Memory is fixed at construction (see MemoryBytes); Learn and Transform do
-// not allocate. A Window is not safe for concurrent use.
+// not allocate and start no goroutines. A Window is not safe for concurrent
+// use.
 type Window struct {
 	cfg        Config
 	d, k, w, p int
@@ -95,6 +113,7 @@ type Window struct {
 	block []float64 // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
 	valid int       // rows of block in use, ≤ min(p, m−1)
 	bval  []float64 // p Ritz values that go with the block rows (from the last refresh)
+	img   []float64 // p×W images K·v of the block rows for the current Gram (uncentred), kept exact by Learn
 
 	// Published components, frozen at the last refresh.
 	ready    bool
@@ -110,6 +129,8 @@ type Window struct {
 
 	// Scratch, never part of the state.
 	krow, rsum, saveRow []float64 // W
+	diff                []float64 // W: new minus old Gram row
+	y                   []float64 // p×(p+k) Ritz coordinates
 	ones                []float64 // W ones, for row sums
 	savePt              []float64 // d
 	s1, s2, z           []float64 // (p+k)×W
@@ -150,6 +171,9 @@ func NewWindow(cfg Config) (*Window, error) {
 		gram:    make([]float64, w*w),
 		rng:     cfg.Seed,
 		block:   make([]float64, p*w),
+		img:     make([]float64, p*w),
+		diff:    make([]float64, w),
+		y:       make([]float64, p*(p+k)),
 		pub:     NewRows(cfg.Kernel, d, w),
 		vecs:    make([]float64, k*w),
 		eig:     make([]float64, k),
@@ -192,14 +216,15 @@ func windowLwork(p int) int {
 
 // MemoryBytes is the memory held by a Window, in bytes: 8 bytes per float64
 // of W² (Gram) + 2W(d+1) (window and published points with norms)
-// + 2pW + 3(p+k)W (basis and iteration buffers) + 2kW (eigenvectors,
-// coefficients) + 4W + d + (p+k)² + (p+k) + p + k² + 6k + lwork, with
+// + 3pW + 3(p+k)W (basis, its images and iteration buffers) + 2kW
+// (eigenvectors, coefficients) + 5W + d + (p+k)² + p(p+k) + (p+k) + p + k²
+// + 6k + lwork, with
 // p = min(2k+2, W−1) and lwork gonum's optimal Dsyev workspace for p+k (at
 // least 3(p+k)). At W = 2000, d = 8, k = 5 that is 33.7 MB (W = 256: 0.75 MB),
 // dominated by the Gram matrix.
 func (w *Window) MemoryBytes() int {
 	W, d, k, p := w.w, w.d, w.k, w.p
-	floats := W*W + 2*W*(d+1) + 2*p*W + 3*(p+k)*W + 2*k*W + 4*W + d + (p+k)*(p+k) + (p + k) + p + k*k + 6*k + len(w.work)
+	floats := W*W + 2*W*(d+1) + 3*p*W + 3*(p+k)*W + 2*k*W + 5*W + d + (p+k)*(p+k) + p*(p+k) + (p + k) + p + k*k + 6*k + len(w.work)
 	return 8 * floats
 }
 
@@ -221,10 +246,11 @@ func (w *Window) Seen() int64 { return w.seen }
 func (w *Window) Residual() float64 { return w.resid }
 
 // Learn adds x to the window, evicting the oldest point when the window is
-// full, and runs one subspace iteration and publishes when Seen is a
-// multiple of Config.Refresh and when the window becomes full (the first
-// time the window holds k+1 points, it publishes at once, iterating to
-// convergence). Cost O(Wd), plus O(W²(p+k)) on a refresh. On error the
+// full, keeps the basis images P = K·V exact (O(Wp)), and refreshes and
+// publishes when Seen is a multiple of Config.Refresh and when the window
+// becomes full (the first time the window holds k+1 points, it publishes at
+// once, iterating to convergence). Cost O(Wd + Wp), plus O(Wp(p+k)) on a
+// refresh and O(W²(p+k)) on a refresh with a power step. On error the
 // state is unchanged.
 func (w *Window) Learn(x []float64) error {
 	if err := checkInput(x, w.d); err != nil {
@@ -235,14 +261,12 @@ func (w *Window) Learn(x []float64) error {
 	if m == w.w {
 		slot = w.head
 	}
-	// Kernel row of x against the window, with x in its slot. Entries are
-	// evaluated pair by pair with Kernel.Eval, which is symmetric to the
-	// last bit, so Restore can rebuild the same Gram matrix exactly.
+	// Kernel row of x against the window (the evicted point still in its
+	// slot), then k(x, x) in that slot. Restore rebuilds the Gram matrix
+	// with the same Rows.Row calls (see gramFromPoints), bit for bit.
 	n := max(m, slot+1)
 	row := w.krow[:n]
-	for j := range m {
-		row[j] = w.cfg.Kernel.Eval(w.ring.Point(j), x)
-	}
+	w.ring.Row(row, x, Norm2(x))
 	row[slot] = w.cfg.Kernel.Self(x)
 	for j, v := range row {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -252,6 +276,9 @@ func (w *Window) Learn(x []float64) error {
 	// Save what the insertion overwrites, then insert.
 	W := w.w
 	copy(w.saveRow[:n], w.gram[slot*W:slot*W+n])
+	for j, v := range row {
+		w.diff[j] = v - w.saveRow[j]
+	}
 	if m == W {
 		copy(w.savePt, w.ring.Point(slot))
 		w.ring.Set(slot, x)
@@ -263,15 +290,26 @@ func (w *Window) Learn(x []float64) error {
 	w.seen++
 	w.since++
 
-	var err error
+	iters := -1
 	switch {
 	case !w.ready && n >= w.k+1:
-		err = w.refresh(windowWarmIters, windowTol)
-	case w.ready && (w.seen%int64(w.cfg.Refresh) == 0 || n == W && m < W):
-		err = w.refresh(1, 0)
+		iters = windowWarmIters
+	case w.ready && (n == W && m < W || w.seen%int64(w.fullPeriod()) == 0):
+		iters = 1
+	case w.ready && w.seen%int64(w.cfg.Refresh) == 0:
+		iters = 0
 	}
-	if err != nil {
-		// Roll back the insertion.
+	if iters < 0 {
+		// No refresh: bring the images up to date in place (cannot fail).
+		w.updateImages(w.img, slot, n)
+		return nil
+	}
+	tol := 0.0
+	if !w.ready {
+		tol = windowTol
+	}
+	if err := w.refresh(iters, tol, slot, n); err != nil {
+		// Roll back the insertion (the images were not touched).
 		w.seen--
 		w.since--
 		w.setGramRow(slot, w.saveRow[:n])
@@ -286,6 +324,31 @@ func (w *Window) Learn(x []float64) error {
 	return nil
 }
 
+// fullPeriod is the number of observations between power steps of the
+// subspace iteration: the multiple of Config.Refresh nearest above W/2.
+func (w *Window) fullPeriod() int {
+	r := w.cfg.Refresh
+	return r * max(1, (w.w/2+r-1)/r)
+}
+
+// updateImages writes into dst the images P = K·V of the committed basis
+// rows for the Gram matrix after the change of row and column slot (row
+// now w.krow, the difference to the old row in w.diff, n = window size):
+// for i ≠ slot, Pᵢ += (Kᵢ,slot − old)·V_slot, and P_slot = K_slot·V.
+// dst may be w.img (in place); otherwise the rows of w.img are copied first.
+func (w *Window) updateImages(dst []float64, slot, n int) {
+	W, q := w.w, w.valid
+	if q == 0 {
+		return
+	}
+	if &dst[0] != &w.img[0] {
+		copy(dst[:q*W], w.img[:q*W])
+	}
+	bl := blas64.Implementation()
+	bl.Dger(q, n, 1, w.block[slot:], W, w.diff[:n], 1, dst, W)
+	bl.Dgemv(blas.NoTrans, q, n, 1, w.block, W, w.krow[:n], 1, 0, dst[slot:], W)
+}
+
 // setGramRow writes row (length ≥ slot+1, the window size) as row and
 // column slot of the Gram matrix.
 func (w *Window) setGramRow(slot int, row []float64) {
@@ -296,13 +359,13 @@ func (w *Window) setGramRow(slot int, row []float64) {
 	}
 }
 
-// Sync runs up to iters subspace iterations on the current window, stopping
-// early once the relative residual is below 1e-10, and publishes the result,
-// so the published components are the window's exact kernel PCA to that
-// accuracy (as of now). Use it before exporting a model or at checkpoints
-// when Refresh is large. It costs O(W²p) per iteration. It returns
-// ErrNotReady while the window holds fewer than k+1 points and ErrConfig
-// for iters < 1; on error the state is unchanged.
+// Sync runs up to iters subspace iterations (power steps) on the current
+// window, stopping early once the relative residual is below 1e-10, and
+// publishes the result, so the published components are the window's exact
+// kernel PCA to that accuracy (as of now). Use it before exporting a model
+// or at checkpoints when Refresh is large. It costs O(W²(p+k)) per
+// iteration. It returns ErrNotReady while the window holds fewer than k+1
+// points and ErrConfig for iters < 1; on error the state is unchanged.
 func (w *Window) Sync(iters int) error {
 	if iters < 1 {
 		return fmt.Errorf("%w: window: sync needs iters ≥ 1, got %d", ErrConfig, iters)
@@ -310,82 +373,132 @@ func (w *Window) Sync(iters int) error {
 	if w.ring.Len() < w.k+1 {
 		return fmt.Errorf("%w: window holds %d points, needs %d", ErrNotReady, w.ring.Len(), w.k+1)
 	}
-	return w.refresh(iters, windowTol)
+	return w.refresh(iters, windowTol, -1, 0)
 }
 
-// refresh runs between 1 and iters subspace iterations (stopping when the
-// residual falls below tol), commits the new basis and publishes the Ritz
-// pairs. On error nothing is changed.
-func (w *Window) refresh(iters int, tol float64) error {
+// refresh runs Rayleigh–Ritz on the committed basis (enlarged by augment)
+// with its exact images, then up to iters power steps (each with
+// Rayleigh–Ritz), stopping when the residual falls below tol, commits the
+// Ritz vectors as the new basis with their images and publishes the Ritz
+// pairs. slot ≥ 0 says that the images in w.img predate the change of that
+// Gram row (see updateImages; n is the window size). On error nothing is
+// changed.
+func (w *Window) refresh(iters int, tol float64, slot, n int) error {
 	rng := w.rng
-	next, pe, res, err := w.iterate(iters, tol)
+	pe, res, err := w.iterate(iters, tol, slot, n)
 	if err != nil {
 		w.rng = rng
 		return err
 	}
-	copy(w.block[:pe*w.w], next[:pe*w.w])
+	W, m := w.w, w.ring.Len()
+	fm := float64(m)
+	bl := blas64.Implementation()
+	copy(w.block[:pe*W], w.u[:pe*W])
 	copy(w.bval, w.theta[:pe])
 	w.valid = pe
 	w.resid = res
+	// P = K·u = K̃·u + (rᵀu/m)·1 for centred u.
+	for c := range pe {
+		pc := w.img[c*W : c*W+m]
+		copy(pc, w.s2[c*W:c*W+m])
+		mean := bl.Ddot(m, w.rsum, 1, w.u[c*W:c*W+m], 1) / fm
+		for j := range pc {
+			pc[j] += mean
+		}
+	}
 	w.publish()
 	return nil
 }
 
-// iterate runs the subspace iteration from a copy of the committed basis.
-// It leaves the Ritz vectors of the last iteration in w.u (rows, by
-// descending Ritz value w.theta) and returns the buffer that holds the next
-// basis, the number of basis rows pe and the relative residual of the last
-// iteration. It writes only scratch buffers and w.rng.
-func (w *Window) iterate(iters int, tol float64) ([]float64, int, float64, error) {
+// iterate runs the iteration from copies of the committed basis and its
+// images into scratch. It leaves the Ritz vectors of the last Rayleigh–Ritz
+// step in w.u and their images K̃u in w.s2 (rows, by descending Ritz value
+// w.theta), and returns the number of basis rows pe and the relative
+// residual of the last step. It writes only scratch buffers and w.rng.
+func (w *Window) iterate(iters int, tol float64, slot, n int) (int, float64, error) {
 	W, m := w.w, w.ring.Len()
 	pe := min(w.p, m-1)
-	src, dst := w.s1, w.s2
-	copy(src[:w.valid*W], w.block[:w.valid*W])
+	src, img := w.s1, w.z
+	valid := w.valid
 	w.rowSums(m)
-	// New rows (the window grew, or the first refresh): random, centred, orthonormal.
-	for c := w.valid; c < pe; c++ {
+	copy(src[:valid*W], w.block[:valid*W])
+	if slot >= 0 {
+		w.updateImages(img, slot, n)
+	} else {
+		copy(img[:valid*W], w.img[:valid*W])
+	}
+	for c := range valid {
+		centre(img[c*W : c*W+m]) // K̃v = H(Kv) for centred v
+	}
+	// New rows (the window grew, or the first refresh): random, centred,
+	// orthonormal, with images from the Gram matrix.
+	for c := valid; c < pe; c++ {
 		if !w.randomRow(src, c, m) {
-			return nil, 0, 0, fmt.Errorf("%w: window: cannot extend the basis to %d vectors", ErrNumerical, pe)
+			return 0, 0, fmt.Errorf("%w: window: cannot extend the basis to %d vectors", ErrNumerical, pe)
 		}
 	}
-	q := pe + w.augment(src, pe, m)
+	w.images(src, img, valid, pe, m)
+	q := pe + w.augment(src, img, pe, m)
 	var res float64
-	for it := 0; it < iters; it++ {
+	for it := 0; ; it++ {
 		var err error
-		res, err = w.step(src, dst, q, pe, m)
+		res, err = w.rayleighRitz(src, img, q, pe, m)
 		if err != nil {
-			return nil, 0, 0, err
+			return 0, 0, err
 		}
-		src, dst = dst, src
-		q = pe
-		if res <= tol {
+		if it == iters || res <= tol {
 			break
 		}
+		// Power step: the next basis is K̃u orthonormalised, with its
+		// images recomputed from the Gram matrix, which also washes out
+		// the rounding errors the updated images have gathered.
+		copy(src[:pe*W], w.s2[:pe*W])
+		for c := range pe {
+			if !w.orthRow(src, nil, c, m, windowMinNorm) && !w.randomRow(src, c, m) {
+				return 0, 0, fmt.Errorf("%w: window: basis vector %d collapsed", ErrNumerical, c)
+			}
+		}
+		w.images(src, img, 0, pe, m)
+		q = pe
 	}
-	return src, pe, res, nil
+	return pe, res, nil
+}
+
+// images writes K̃·v into img for the rows v of src in [r0, r1) (centred
+// over [0, m)), by the Gram matrix: O(m²(r1−r0)).
+func (w *Window) images(src, img []float64, r0, r1, m int) {
+	if r1 <= r0 {
+		return
+	}
+	W := w.w
+	bl := blas64.Implementation()
+	for i := range m {
+		bl.Dgemv(blas.NoTrans, r1-r0, m, 1, src[r0*W:], W, w.gram[i*W:i*W+m], 1, 0, img[r0*W+i:], W)
+	}
+	for c := r0; c < r1; c++ {
+		centre(img[c*W : c*W+m])
+	}
 }
 
 // rowSums writes the row sums of the window's Gram into w.rsum.
 func (w *Window) rowSums(m int) {
-	W := w.w
-	bl := blas64.Implementation()
-	for i := range m {
-		w.rsum[i] = bl.Ddot(m, w.gram[i*W:i*W+m], 1, w.ones, 1)
-	}
+	blas64.Implementation().Dgemv(blas.NoTrans, m, m, 1, w.gram, w.w, w.ones, 1, 0, w.rsum, 1)
 }
 
-// augment appends to the pe basis rows of src up to k extra rows: copies
-// of the leading basis rows whose entries at the window slots written since
-// the last refresh (still the coordinates of the evicted points, or zeros)
-// are replaced by their Nyström extension vⱼ = (K̃v)ⱼ/θ, θ the row's Ritz
-// value from the last refresh, orthonormalised against the rows before
-// them. Cost O(f·W·k) for f fresh slots. The Rayleigh–Ritz step then
-// chooses the best vectors in the enlarged span, so a poor extension (of a
-// vector far from convergence) cannot hurt, while a good one removes the
-// lag of the Ritz pairs behind the window. It returns the number of rows
-// added: none when no slot is fresh, more than half of the window is, or
-// the basis is new.
-func (w *Window) augment(src []float64, pe, m int) int {
+// augment appends to the pe basis rows of src up to k extra rows, with
+// their images in img: copies of the leading basis rows whose entries at
+// the window slots written since the last refresh (still the coordinates
+// of the evicted points, or zeros) are replaced by their Nyström extension
+// vⱼ = (K̃v⁰)ⱼ/θ, v⁰ the row with those entries zeroed and centred, θ the
+// row's Ritz value from the last refresh, orthonormalised against the rows
+// before them. The image of a row changed by δⱼ at slots j is
+// K̃v + Σⱼ δⱼ·H(Kₑⱼ − r/m) (r the row sums), O(f·W·k) for f fresh slots.
+// The Rayleigh–Ritz step then chooses the best vectors in the enlarged
+// span, so a poor extension (of a vector far from convergence) cannot
+// hurt, while a good one removes the lag of the Ritz pairs behind the
+// window. It returns the number of rows added: none when no slot is fresh,
+// more than half of the window is, or the basis is new.
+func (w *Window) augment(src, img []float64, pe, m int) int {
 	W := w.w
 	na := min(w.k, w.valid)
 	if na == 0 || w.since == 0 || 2*w.since > m {
@@ -402,69 +515,136 @@ func (w *Window) augment(src []float64, pe, m int) int {
 	}
 	bl := blas64.Implementation()
 	fm := float64(m)
-	aug := src[pe*W:]
+	aug, aimg := src[pe*W:], img[pe*W:]
+	old := w.oldSlots(m)
+	fresh := w.freshSlots(m)
 	for c := range na {
 		v := aug[c*W : c*W+m]
 		copy(v, src[c*W:c*W+m])
-		for j := range m {
-			if w.writtenAgo(j) < w.since {
-				v[j] = 0
-			}
+		for _, r := range fresh {
+			clear(v[r[0]:r[1]])
 		}
 		centre(v)
-		// avg[c] = rᵀ(Hv)/m, the mean of K(Hv); then (K̃v)ⱼ = Kⱼ·(Hv) − avg[c].
+		// avg[c] = rᵀv⁰/m, the mean of Kv⁰; then (K̃v⁰)ⱼ = Kⱼ·v⁰ − avg[c].
 		w.avg[c] = bl.Ddot(m, w.rsum, 1, v, 1) / fm
+		copy(aimg[c*W:c*W+m], img[c*W:c*W+m])
+		w.normU[c] = 0 // Σⱼ δⱼ
 	}
-	for j := range m {
-		if w.writtenAgo(j) >= w.since {
-			continue
+	// For the fresh slots j (contiguous rows of the Gram matrix):
+	// s2[c, j] = Kⱼ·v⁰_c, then the change δ_cj = (that − avg[c])/θ_c − v_cj
+	// of the entry, and the images gain Σⱼ δ_cj Kⱼ.
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b > a {
+			serialGemm(true, na, b-a, m, 1, aug, W, w.gram[a*W:], W, 0, w.s2[a:], W)
 		}
-		bl.Dgemv(blas.NoTrans, na, m, 1, aug, W, w.gram[j*W:j*W+m], 1, 0, w.tmp, 1)
+	}
+	for c := range na {
+		for _, r := range fresh {
+			for j := r[0]; j < r[1]; j++ {
+				delta := (w.s2[c*W+j]-w.avg[c])/w.bval[c] - src[c*W+j]
+				w.s2[c*W+j] = delta
+				w.normU[c] += delta
+			}
+		}
+	}
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b > a {
+			serialGemm(false, na, m, b-a, 1, w.s2[a:], W, w.gram[a*W:], W, 1, aimg, W)
+		}
+	}
+	for c := range na {
+		// The row is v with its fresh entries replaced by v + δ.
+		v := aug[c*W : c*W+m]
+		for _, r := range old {
+			copy(v[r[0]:r[1]], src[c*W+r[0]:c*W+r[1]])
+		}
+		for _, r := range fresh {
+			for j := r[0]; j < r[1]; j++ {
+				v[j] = src[c*W+j] + w.s2[c*W+j]
+			}
+		}
+		ai := aimg[c*W : c*W+m]
+		bl.Daxpy(m, -w.normU[c]/fm, w.rsum, 1, ai, 1)
+		centre(ai)
+	}
+	// Orthonormalise against the basis (two passes of block classical
+	// Gram–Schmidt), then against each other; drop rows in the span.
+	for c := range na {
+		w.tmp[c] = bl.Dnrm2(m, aug[c*W:c*W+m], 1)
+	}
+	cf := w.y[:na*pe]
+	for range 2 {
 		for c := range na {
-			aug[c*W+j] = (w.tmp[c] - w.avg[c]) / w.bval[c]
+			centre(aug[c*W : c*W+m])
 		}
+		serialGemm(true, na, pe, m, 1, aug, W, src, W, 0, cf, pe)
+		serialGemm(false, na, m, pe, -1, cf, pe, src, W, 1, aug, W)
+		serialGemm(false, na, m, pe, -1, cf, pe, img, W, 1, aimg, W)
 	}
-	// Orthonormalise against everything before; drop rows in the span.
 	added := 0
 	for c := range na {
 		r := pe + added
+		before := w.tmp[c]
 		if r != pe+c {
 			copy(src[r*W:r*W+m], src[(pe+c)*W:(pe+c)*W+m])
+			copy(img[r*W:r*W+m], img[(pe+c)*W:(pe+c)*W+m])
 		}
-		if w.orthRow(src, r, m) {
-			added++
+		v, vi := src[r*W:r*W+m], img[r*W:r*W+m]
+		for range 2 {
+			for o := pe; o < r; o++ {
+				g := bl.Ddot(m, src[o*W:o*W+m], 1, v, 1)
+				bl.Daxpy(m, -g, src[o*W:o*W+m], 1, v, 1)
+				bl.Daxpy(m, -g, img[o*W:o*W+m], 1, vi, 1)
+			}
 		}
+		after := bl.Dnrm2(m, v, 1)
+		if !(before > 0) || !(after > windowAugMin*before) || math.IsInf(before, 0) {
+			continue
+		}
+		bl.Dscal(m, 1/after, v, 1)
+		bl.Dscal(m, 1/after, vi, 1)
+		added++
 	}
 	return added
 }
 
-// step is one subspace iteration with Rayleigh–Ritz on the q orthonormal
-// rows of src: z = K̃·src; the top pe Ritz pairs of span(src) go to w.u and
-// w.theta (descending); dst receives the orthonormalised K̃·u, the next
-// basis of pe rows. It returns the relative residual max‖K̃u − θu‖/θ₁ of
-// the top k pairs.
-func (w *Window) step(src, dst []float64, q, pe, m int) (float64, error) {
+// serialGemm computes c = alpha·a·op(b) + beta·c for row-major a (m×kk) and
+// b (kk×n, or n×kk when bTrans) in blocks small enough that gonum's Dgemm
+// stays serial: a learner never starts goroutines.
+func serialGemm(bTrans bool, m, n, kk int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	const rows, cols = 64, 3 * 64
+	impl := blas64.Implementation()
+	tb := blas.NoTrans
+	if bTrans {
+		tb = blas.Trans
+	}
+	for i := 0; i < m; i += rows {
+		r := min(rows, m-i)
+		for j := 0; j < n; j += cols {
+			bj := b[j:]
+			if bTrans {
+				bj = b[j*ldb:]
+			}
+			impl.Dgemm(blas.NoTrans, tb, r, min(cols, n-j), kk, alpha, a[i*lda:], lda, bj, ldb, beta, c[i*ldc+j:], ldc)
+		}
+	}
+}
+
+// rayleighRitz computes the Ritz pairs of the q orthonormal rows of src
+// with their images img = K̃·src: the top pe Ritz vectors go to w.u, their
+// images to w.s2 and the values to w.theta (descending). It returns the
+// relative residual max‖K̃u − θu‖/θ₁ of the top k pairs.
+func (w *Window) rayleighRitz(src, img []float64, q, pe, m int) (float64, error) {
 	W := w.w
 	bl := blas64.Implementation()
-	z := w.z
-	// z = H K H src, row c of z is K̃ applied to row c of src.
-	for c := range q {
-		centre(src[c*W : c*W+m])
-	}
-	for i := range m {
-		bl.Dgemv(blas.NoTrans, q, m, 1, src, W, w.gram[i*W:i*W+m], 1, 0, z[i:], W)
-	}
-	for c := range q {
-		centre(z[c*W : c*W+m])
-	}
-	// T = src zᵀ (q×q, symmetric up to rounding).
+	// T = src imgᵀ (q×q, upper triangle).
 	t := w.t[:q*q]
 	for a := range q {
 		sa := src[a*W : a*W+m]
 		for b := a; b < q; b++ {
-			v := 0.5 * (bl.Ddot(m, sa, 1, z[b*W:b*W+m], 1) + bl.Ddot(m, src[b*W:b*W+m], 1, z[a*W:a*W+m], 1))
-			t[a*q+b] = v
-			t[b*q+a] = v
+			t[a*q+b] = bl.Ddot(m, sa, 1, img[b*W:b*W+m], 1)
 		}
 	}
 	theta := w.theta[:q]
@@ -477,26 +657,22 @@ func (w *Window) step(src, dst []float64, q, pe, m int) (float64, error) {
 		}
 	}
 	// Descending order: Ritz vector c uses eigenvector column q−1−c of t.
-	// u = Qᵀ src, dst = Qᵀ z, for the top pe.
+	// y (pe×q) holds those columns as rows; u = y·src, s2 = y·img.
+	y := w.y[:pe*q]
 	for c := range pe {
-		col := q - 1 - c
-		uc, dc := w.u[c*W:c*W+m], dst[c*W:c*W+m]
-		clear(uc)
-		clear(dc)
 		for r := range q {
-			g := t[r*q+col]
-			bl.Daxpy(m, g, src[r*W:r*W+m], 1, uc, 1)
-			bl.Daxpy(m, g, z[r*W:r*W+m], 1, dc, 1)
+			y[c*q+r] = t[r*q+q-1-c]
 		}
 	}
-	// Reverse theta to descending.
+	gemm(pe, m, q, y, q, src, W, w.u, W)
+	gemm(pe, m, q, y, q, img, W, w.s2, W)
 	for a, b := 0, q-1; a < b; a, b = a+1, b-1 {
 		theta[a], theta[b] = theta[b], theta[a]
 	}
 	// Residual of the top k pairs, relative to θ₁.
 	var res float64
 	for c := range w.k {
-		uc, dc := w.u[c*W:c*W+m], dst[c*W:c*W+m]
+		uc, dc := w.u[c*W:c*W+m], w.s2[c*W:c*W+m]
 		var s float64
 		for j, v := range dc {
 			e := v - theta[c]*uc[j]
@@ -509,19 +685,16 @@ func (w *Window) step(src, dst []float64, q, pe, m int) (float64, error) {
 	} else {
 		res = 0
 	}
-	// Orthonormalise dst in order, so that row c keeps following Ritz vector c.
-	for c := range pe {
-		if !w.orthRow(dst, c, m) && !w.randomRow(dst, c, m) {
-			return 0, fmt.Errorf("%w: window: basis vector %d collapsed", ErrNumerical, c)
-		}
-	}
 	return res, nil
 }
 
 // orthRow makes row c of b (over [0, m)) centred, orthogonal to rows 0..c−1
-// and of unit norm by two passes of modified Gram–Schmidt. It reports false
-// when the row is (numerically) in the span of the previous rows.
-func (w *Window) orthRow(b []float64, c, m int) bool {
+// and of unit norm by two passes of modified Gram–Schmidt, applying the
+// same linear combinations to the rows of img (the images K̃b, which
+// centring leaves unchanged) unless img is nil. It reports false when the
+// row is (numerically) in the span of the previous rows: when less than
+// minNorm of its norm remains.
+func (w *Window) orthRow(b, img []float64, c, m int, minNorm float64) bool {
 	W := w.w
 	bl := blas64.Implementation()
 	v := b[c*W : c*W+m]
@@ -533,14 +706,21 @@ func (w *Window) orthRow(b []float64, c, m int) bool {
 		centre(v)
 		for r := range c {
 			vr := b[r*W : r*W+m]
-			bl.Daxpy(m, -bl.Ddot(m, vr, 1, v, 1), vr, 1, v, 1)
+			g := bl.Ddot(m, vr, 1, v, 1)
+			bl.Daxpy(m, -g, vr, 1, v, 1)
+			if img != nil {
+				bl.Daxpy(m, -g, img[r*W:r*W+m], 1, img[c*W:c*W+m], 1)
+			}
 		}
 	}
 	after := bl.Dnrm2(m, v, 1)
-	if !(after > 1e-8*before) {
+	if !(after > minNorm*before) {
 		return false
 	}
 	bl.Dscal(m, 1/after, v, 1)
+	if img != nil {
+		bl.Dscal(m, 1/after, img[c*W:c*W+m], 1)
+	}
 	return true
 }
 
@@ -552,7 +732,7 @@ func (w *Window) randomRow(b []float64, c, m int) bool {
 		for j := range v {
 			v[j] = w.uniform()
 		}
-		if w.orthRow(b, c, m) {
+		if w.orthRow(b, nil, c, m, windowMinNorm) {
 			return true
 		}
 	}
@@ -585,14 +765,34 @@ func centre(v []float64) {
 	}
 }
 
-// writtenAgo returns how many observations ago window slot j was written
-// (0 for the newest point).
-func (w *Window) writtenAgo(j int) int {
-	m := w.ring.Len()
-	if m < w.w {
-		return m - 1 - j
+// oldSlots returns the window slots written before the last publish (at
+// least w.since observations ago) as up to two ranges [a, b) (empty ranges
+// have a = b).
+func (w *Window) oldSlots(m int) [2][2]int {
+	n := max(m-w.since, 0) // the n oldest points
+	start := 0
+	if m == w.w {
+		start = w.head
 	}
-	return ((w.head-1-j)%w.w + w.w) % w.w
+	end := start + n
+	if end <= w.w {
+		return [2][2]int{{start, end}, {0, 0}}
+	}
+	return [2][2]int{{start, w.w}, {0, end - w.w}}
+}
+
+// freshSlots returns the window slots written since the last publish (the
+// w.since newest points) as up to two ranges [a, b).
+func (w *Window) freshSlots(m int) [2][2]int {
+	f := min(w.since, m)
+	if m < w.w {
+		return [2][2]int{{m - f, m}, {0, 0}}
+	}
+	start := w.head - f
+	if start >= 0 {
+		return [2][2]int{{start, w.head}, {0, 0}}
+	}
+	return [2][2]int{{start + w.w, w.w}, {0, w.head}}
 }
 
 // publish freezes the Ritz pairs in w.u / w.theta as the published
@@ -661,22 +861,23 @@ func (w *Window) align(m int) bool {
 	normsU, normsV := w.normU, w.normV
 	clear(normsU)
 	clear(normsV)
+	bl := blas64.Implementation()
 	var shared int
-	for j := range min(m, pm) {
-		if w.writtenAgo(j) < w.since {
+	for _, r := range w.oldSlots(m) {
+		a, b := r[0], min(r[1], pm)
+		if b <= a {
 			continue
 		}
-		shared++
-		for i := range k {
-			ui := w.u[i*W+j]
-			normsU[i] += ui * ui
-			for l := range k {
-				w.cosm[i*k+l] += ui * w.vecs[l*W+j]
+		shared += b - a
+		for i0 := 0; i0 < k; i0 += 64 {
+			for l0 := 0; l0 < k; l0 += 64 {
+				bl.Dgemm(blas.NoTrans, blas.Trans, min(64, k-i0), min(64, k-l0), b-a, 1, w.u[i0*W+a:], W, w.vecs[l0*W+a:], W, 1, w.cosm[i0*k+l0:], k)
 			}
 		}
-		for l := range k {
-			v := w.vecs[l*W+j]
-			normsV[l] += v * v
+		for i := range k {
+			ui, vi := w.u[i*W+a:i*W+b], w.vecs[i*W+a:i*W+b]
+			normsU[i] += bl.Ddot(b-a, ui, 1, ui, 1)
+			normsV[i] += bl.Ddot(b-a, vi, 1, vi, 1)
 		}
 	}
 	if shared == 0 {
@@ -812,11 +1013,14 @@ func (w *Window) Model() (*Model, error) {
 //	          "rng" (generator state, bit pattern), "basis_rows" pe, "published" pm
 //	Scalars:  "pub_sum" 1ᵀK1 and "pub_trace" trace(K̃) of the published window, "residual"
 //	Matrices: "points" m×d (by slot), "basis" pe×m, "basis_values" 1×pe,
+//	          "basis_images" pe×m (K·basis, kept up to date by Learn),
 //	          "published_points" pm×d,
 //	          "vectors" k×pm, "eigenvalues" 1×k (of K̃, not /m),
 //	          "coefficients" pm×k, "offsets" 1×k
 //
-// The Gram matrix is not stored: Restore recomputes it from "points".
+// The Gram matrix is not stored: Restore recomputes it from "points" by
+// the same kernel-row evaluations as Learn (see gramFromPoints), so a
+// restored learner continues bit for bit like an uninterrupted one.
 func (w *Window) State() *State {
 	W, k, m, pm := w.w, w.k, w.ring.Len(), w.pub.Len()
 	s := newState(KindWindow, w.cfg, w.seen)
@@ -834,6 +1038,7 @@ func (w *Window) State() *State {
 	s.putMatrix("points", m, w.d, w.ring.Data())
 	s.putMatrix("basis", w.valid, m, packRows(w.block, w.valid, m, W))
 	s.putMatrix("basis_values", 1, w.valid, w.bval)
+	s.putMatrix("basis_images", w.valid, m, packRows(w.img, w.valid, m, W))
 	s.putMatrix("published_points", pm, w.d, w.pub.Data())
 	s.putMatrix("vectors", k, pm, packRows(w.vecs, k, pm, W))
 	s.putMatrix("eigenvalues", 1, k, w.eig)
@@ -862,8 +1067,9 @@ func packRows(a []float64, rows, cols, ld int) []float64 {
 // Restore replaces the state with s after checking it: header and config,
 // counters in range and consistent with Seen (the window fill is min(Seen,
 // W)), shapes and finiteness, an orthonormal centred basis, unit published
-// eigenvectors, descending non-negative eigenvalues and finite kernel
-// values. The Gram matrix is recomputed from the points (O(W²d)). On error
+// eigenvectors, descending non-negative eigenvalues, finite kernel values
+// and basis images equal to K·basis (to 1e-6 relative). The Gram matrix is
+// recomputed from the points (O(W²d + W²p)). On error
 // the learner is unchanged.
 func (w *Window) Restore(s *State) error {
 	r := &stateReader{s: s}
@@ -911,6 +1117,7 @@ func (w *Window) Restore(s *State) error {
 	points := r.matrix("points", m, d)
 	basis := r.matrix("basis", valid, m)
 	bval := r.matrix("basis_values", 1, valid)
+	bimg := r.matrix("basis_images", valid, m)
 	pubPts := r.matrix("published_points", pm, d)
 	vecs := r.matrix("vectors", k, pm)
 	eig := r.matrix("eigenvalues", 1, k)
@@ -955,23 +1162,28 @@ func (w *Window) Restore(s *State) error {
 	nw.seen = s.Seen
 	nw.ring.Reset(points, m)
 	nw.head = head
-	for j := range m {
-		pj := nw.ring.Point(j)
-		for i := range j {
-			v := nw.cfg.Kernel.Eval(nw.ring.Point(i), pj)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				r.fail("kernel value %v between points %d and %d", v, i, j)
+	if err := nw.gramFromPoints(); err != nil {
+		r.fail("%v", err)
+		return r.err
+	}
+	// The basis images must be K·basis (they are updated, not recomputed,
+	// so they hold rounding errors, and are kept bit for bit).
+	bl := blas64.Implementation()
+	for c := range valid {
+		pc := bimg[c*m : (c+1)*m]
+		var big float64
+		for i := range m {
+			v := bl.Ddot(m, nw.gram[i*W:i*W+m], 1, basis[c*m:(c+1)*m], 1)
+			big = max(big, math.Abs(v), math.Abs(nw.gram[i*W+i]))
+			nw.diff[i] = v
+		}
+		for i := range m {
+			if math.Abs(pc[i]-nw.diff[i]) > 1e-6*big {
+				r.fail("basis_images row %d entry %d is %v, want K·basis = %v", c, i, pc[i], nw.diff[i])
 				return r.err
 			}
-			nw.gram[i*W+j] = v
-			nw.gram[j*W+i] = v
 		}
-		v := nw.cfg.Kernel.Self(pj)
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			r.fail("kernel value %v of point %d with itself", v, j)
-			return r.err
-		}
-		nw.gram[j*W+j] = v
+		copy(nw.img[c*W:c*W+m], pc)
 	}
 	nw.since = since
 	nw.rng = rng
@@ -993,6 +1205,51 @@ func (w *Window) Restore(s *State) error {
 	nw.resid = resid
 	nw.version = uint64(version)
 	*w = *nw
+	return nil
+}
+
+// gramFromPoints fills the Gram matrix of the window points in w.ring
+// (with w.seen and w.head set) by the same arithmetic as Learn, so that the
+// result is identical to the Gram matrix Learn built: every entry
+// between two points was computed by Rows.Row for the later of the two,
+// against the window as it was then, and Rows.Row computes each entry
+// from that point's coordinates and cached norm at its slot (the rows are
+// independent), given the number of points in the set. So the points are
+// visited in the order they were learned, and for each the row is
+// evaluated against the current points with the set truncated to the
+// window fill at that time (the slot itself while the window was filling,
+// W afterwards); only the entries against older points are kept.
+func (w *Window) gramFromPoints() error {
+	W, m := w.w, w.ring.Len()
+	start := 0
+	if m == W {
+		start = w.head
+	}
+	view := *w.ring
+	for idx := range m {
+		s := (start + idx) % W
+		t := w.seen - int64(m) + int64(idx) // 0-based observation number of slot s
+		view.m = W
+		if t < int64(W) {
+			view.m = s
+		}
+		x := w.ring.Point(s)
+		row := view.Row(w.krow, x, Norm2(x))
+		for i := range idx {
+			j := (start + i) % W
+			v := row[j]
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("kernel value %v between points %d and %d", v, j, s)
+			}
+			w.gram[s*W+j] = v
+			w.gram[j*W+s] = v
+		}
+		v := w.cfg.Kernel.Self(x)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("kernel value %v of point %d with itself", v, s)
+		}
+		w.gram[s*W+s] = v
+	}
 	return nil
 }
 

@@ -102,8 +102,8 @@ func TestWindowDriftTracking(t *testing.T) {
 		}
 		sum := l.Summary(nil)
 		version[c] = sum.BasisVersion
-		t.Logf("row %5d: similarity %.6f, eigenvalues %.6g (batch %.6g), max rel error %.2g, residual %.1e, basis version %d",
-			c, rep.Similarity, sum.Eigenvalues, rep.RefEigenvalues, maxOf(rep.EigRelErr), l.Residual(), sum.BasisVersion)
+		t.Logf("row %5d: similarity %.6f (1 − similarity %.1e), eigenvalues %.6g (batch %.6g), max rel error %.2g, residual %.1e, basis version %d",
+			c, rep.Similarity, 1-rep.Similarity, sum.Eigenvalues, rep.RefEigenvalues, maxOf(rep.EigRelErr), l.Residual(), sum.BasisVersion)
 		want := 0.95
 		switch {
 		case c <= 10000 || c >= 15000:
@@ -179,5 +179,5 @@ func ExampleWindow() {
 	fmt.Printf("projection of (1, 0): %.3f\n", y)
 	// Output:
 	// stored 100, ready true, eigenvalues [0.2548 0.1335]
-	// projection of (1, 0): [0.786 0.105]
+	// projection of (1, 0): [0.786 -0.105]
 }

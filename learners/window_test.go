@@ -497,8 +497,8 @@ func TestWindowDeterministic(t *testing.T) {
 func TestWindowMemoryBytes(t *testing.T) {
 	l, _ := NewWindow(windowConfig(8, 5, 200, 2))
 	var floats int
-	for _, s := range [][]float64{l.ring.pts, l.ring.norms, l.pub.pts, l.pub.norms, l.gram, l.block, l.s1, l.s2, l.z, l.u,
-		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.ones, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV} {
+	for _, s := range [][]float64{l.ring.pts, l.ring.norms, l.pub.pts, l.pub.norms, l.gram, l.block, l.img, l.s1, l.s2, l.z, l.u,
+		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.diff, l.y, l.ones, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV} {
 		floats += cap(s)
 	}
 	if got := l.MemoryBytes(); got != 8*floats {
@@ -506,10 +506,10 @@ func TestWindowMemoryBytes(t *testing.T) {
 	}
 	learnAll(t, l, windowStream(2000, 8, 52), 8)
 	var after int
-	for _, s := range [][]float64{l.ring.pts, l.pub.pts, l.gram, l.block, l.s1, l.s2, l.z, l.u, l.vecs, l.coef} {
+	for _, s := range [][]float64{l.ring.pts, l.pub.pts, l.gram, l.block, l.img, l.s1, l.s2, l.z, l.u, l.vecs, l.coef} {
 		after += cap(s)
 	}
-	if want := 8 * (2*200*8 + 200*200 + 2*12*200 + 3*17*200 + 2*5*200); 8*after != want {
+	if want := 8 * (2*200*8 + 200*200 + 3*12*200 + 3*17*200 + 2*5*200); 8*after != want {
 		t.Fatalf("memory after 10× the window = %d, want %d", 8*after, want)
 	}
 }
