@@ -130,8 +130,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.rate > 0 {
 		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
 	}
-	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d rate=%s stream=%s\n",
-		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, rate, o.stream)
+	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d rate=%s stream=%s; GOGC=%s GOMEMLIMIT=%s\n",
+		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, rate, o.stream, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
 	var results []*phaseResult
 	phases := []string{"bare", "pipeline"}
 	switch o.mode {
@@ -987,4 +987,12 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 	if len(rs) == 2 && rs[0].rate() > 0 {
 		fmt.Fprintf(w, "ratio (b)/(a) msgs/s: %.3f\n", rs[1].rate()/rs[0].rate())
 	}
+}
+
+// envOr returns the environment variable name, or def when it is unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
 }
