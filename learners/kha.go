@@ -141,6 +141,7 @@ type KHA struct {
 	meanDiag  float64
 	floor     float64   // eigenvalue floor
 	chol      []float64 // b×b lower Cholesky factor of K_ε
+	invDiag   []float64 // b: 1/diag(chol)
 	a, m      []float64 // b×k: A and M = K_ε A
 	a2, m2    []float64 // b×k: the next A and M, swapped in on commit
 	c, u      []float64 // b: mean coefficients and mean kernel row
@@ -183,6 +184,7 @@ func NewKHA(cfg Config) (*KHA, error) {
 		cfg: cfg, d: d, k: k, b: b,
 		rows:    NewRows(cfg.Kernel, d, b),
 		chol:    make([]float64, b*b),
+		invDiag: make([]float64, b),
 		a:       make([]float64, b*k),
 		m:       make([]float64, b*k),
 		a2:      make([]float64, b*k),
@@ -211,15 +213,16 @@ func NewKHA(cfg Config) (*KHA, error) {
 
 // MemoryBytes returns the bytes held by the learner's arrays:
 //
-//	8·(B² + B·d + 5·B·k + 8·B + k² + 9·k)
+//	8·(B² + B·d + 5·B·k + 9·B + k² + 9·k)
 //
-// (the Cholesky factor of K_DD, the memorised points and their norms, A, M,
-// their next values and the reference basis, six B-vectors of means and
-// scratch, and the k-sized vectors), plus a fixed overhead of a few hundred
+// (the Cholesky factor of K_DD and the reciprocals of its diagonal, the
+// memorised points and their norms, A, M, their next values and the
+// reference basis, six B-vectors of means and scratch, and the k-sized
+// vectors), plus a fixed overhead of a few hundred
 // bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
-	return 8 * (b*b + b*d + 5*b*k + 8*b + k*k + 9*k)
+	return 8 * (b*b + b*d + 5*b*k + 9*b + k*k + 9*k)
 }
 
 // Kind returns "kha".
@@ -328,9 +331,65 @@ func (l *KHA) factor() error {
 	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, b, l.chol, b); !ok {
 		return fmt.Errorf("%w: kha: kernel matrix of the memorised set is not positive definite (jitter %v)", ErrNumerical, eps)
 	}
+	for j := range b {
+		l.invDiag[j] = 1 / l.chol[j*b+j]
+	}
 	l.meanDiag = diag
 	l.floor = khaLambdaFloor * diag
 	return nil
+}
+
+// khaSolveBlock is the block size of the triangular solves: the
+// off-diagonal blocks go through Dgemv (gonum's assembly kernels), the
+// diagonal blocks through short scalar loops.
+const khaSolveBlock = 32
+
+// solve overwrites x (length b) with K_ε⁻¹x = L⁻ᵀ(L⁻¹x), by blocked forward
+// and backward substitution (the same operations as two Dtrsv calls, in
+// another order of summation; gonum's Dtrsv is a scalar loop with one
+// accumulator, about five times slower).
+func (l *KHA) solve(x []float64) {
+	b, ch, inv := l.b, l.chol, l.invDiag
+	bl := blas64.Implementation()
+	// L w = x, block row by block row.
+	for i0 := 0; i0 < b; i0 += khaSolveBlock {
+		i1 := min(i0+khaSolveBlock, b)
+		if i0 > 0 {
+			bl.Dgemv(blas.NoTrans, i1-i0, i0, -1, ch[i0*b:], b, x[:i0], 1, 1, x[i0:i1], 1)
+		}
+		for i := i0; i < i1; i++ {
+			row := ch[i*b+i0 : i*b+i]
+			xb := x[i0:i]
+			var s0, s1 float64
+			j := 0
+			for ; j+1 < len(row); j += 2 {
+				s0 += row[j] * xb[j]
+				s1 += row[j+1] * xb[j+1]
+			}
+			if j < len(row) {
+				s0 += row[j] * xb[j]
+			}
+			x[i] = (x[i] - s0 - s1) * inv[i]
+		}
+	}
+	// Lᵀ s = w, block row by block row from the bottom: solve the diagonal
+	// block, then remove its contribution from the rows above.
+	for i1 := b; i1 > 0; {
+		i0 := max(0, i1-khaSolveBlock)
+		for i := i1 - 1; i >= i0; i-- {
+			xi := x[i] * inv[i]
+			x[i] = xi
+			row := ch[i*b+i0 : i*b+i]
+			xb := x[i0:i]
+			for j, v := range row {
+				xb[j] -= xi * v
+			}
+		}
+		if i0 > 0 {
+			bl.Dgemv(blas.Trans, i1-i0, i0, -1, ch[i0*b:], b, x[i0:i1], 1, 1, x[:i0], 1)
+		}
+		i1 = i0
+	}
 }
 
 // exactM writes K_ε·a = L(Lᵀa) into dst (both b×k).
@@ -344,10 +403,39 @@ func (l *KHA) exactM(dst, a []float64) {
 // orthonormalise makes the columns of a orthonormal in the RKHS metric
 // G = aᵀm (m = K_ε a), in order, updating a and m. It reports false when G
 // is not positive definite; a and m may then be partly modified.
+//
+// With the Cholesky factor G = LLᵀ, a ← a L⁻ᵀ and m ← m L⁻ᵀ; each row is
+// multiplied by the k×k inverse W = L⁻¹ (a row r becomes W r), which is
+// Gram–Schmidt in the RKHS. O(Bk²) in serial loops, no allocation.
 func (l *KHA) orthonormalise(a, m []float64) bool {
 	b, k, g := l.b, l.k, l.g
-	bl := blas64.Implementation()
-	bl.Dgemm(blas.Trans, blas.NoTrans, k, k, b, 1, a, k, m, k, 0, g, k)
+	// G = aᵀm, two rows of a and m at a time.
+	clear(g)
+	r := 0
+	for ; r+1 < b; r += 2 {
+		a0, a1 := a[r*k:(r+1)*k], a[(r+1)*k:(r+2)*k]
+		m0, m1 := m[r*k:(r+1)*k], m[(r+1)*k:(r+2)*k]
+		m1 = m1[:len(m0)]
+		for i := range k {
+			x0, x1 := a0[i], a1[i]
+			gi := g[i*k : (i+1)*k]
+			gi = gi[:len(m0)]
+			for j, v := range m0 {
+				gi[j] += x0*v + x1*m1[j]
+			}
+		}
+	}
+	if r < b {
+		a0, m0 := a[r*k:(r+1)*k], m[r*k:(r+1)*k]
+		for i := range k {
+			x0 := a0[i]
+			gi := g[i*k : (i+1)*k]
+			gi = gi[:len(m0)]
+			for j, v := range m0 {
+				gi[j] += x0 * v
+			}
+		}
+	}
 	for i := range k {
 		for j := range i {
 			v := (g[i*k+j] + g[j*k+i]) / 2
@@ -355,11 +443,12 @@ func (l *KHA) orthonormalise(a, m []float64) bool {
 		}
 	}
 	for _, v := range g {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !finite(v) {
 			return false
 		}
 	}
-	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, k, g, k); !ok {
+	lp := lapack.Implementation{}
+	if ok := lp.Dpotrf(blas.Lower, k, g, k); !ok {
 		return false
 	}
 	for i := range k {
@@ -367,8 +456,24 @@ func (l *KHA) orthonormalise(a, m []float64) bool {
 			return false
 		}
 	}
-	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, a, k)
-	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, m, k)
+	if ok := lp.Dtrtri(blas.Lower, blas.NonUnit, k, g, k); !ok {
+		return false
+	}
+	// Row by row, in place from the last entry: entry i of W r needs the
+	// entries j ≤ i of r, which are still the old ones.
+	for r := range b {
+		ar, mr := a[r*k:(r+1)*k], m[r*k:(r+1)*k]
+		mr = mr[:len(ar)]
+		for i := k - 1; i >= 0; i-- {
+			wi := g[i*k : i*k+i+1]
+			var sa, sm float64
+			for j, w := range wi {
+				sa += w * ar[j]
+				sm += w * mr[j]
+			}
+			ar[i], mr[i] = sa, sm
+		}
+	}
 	return true
 }
 
@@ -381,9 +486,8 @@ func (l *KHA) step(x []float64, t int64) error {
 	kxx := l.cfg.Kernel.Self(x)
 	s := l.s
 	copy(s, kr)
+	l.solve(s)
 	bl := blas64.Implementation()
-	bl.Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, b, l.chol, b, s, 1)
-	bl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, b, l.chol, b, s, 1)
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
@@ -418,21 +522,30 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.eta[i] = e * y[i]
 	}
 
+	// The update, with a running sum of every new entry: the sum is finite
+	// only if every entry is (a NaN or an infinity propagates; a finite
+	// sum can overflow only when entries approach 1e308, which is itself
+	// a failure), so no second pass over A and M is needed.
 	var check float64
+	eta := l.eta[:k]
+	y = y[:k]
 	for j := range b {
-		ar, mr := l.a[j*k:(j+1)*k], l.m[j*k:(j+1)*k]
-		a2, m2 := l.a2[j*k:(j+1)*k], l.m2[j*k:(j+1)*k]
-		var accA, accM float64
+		ar, mr := l.a[j*k:(j+1)*k:(j+1)*k], l.m[j*k:(j+1)*k:(j+1)*k]
+		a2, m2 := l.a2[j*k:(j+1)*k:(j+1)*k], l.m2[j*k:(j+1)*k:(j+1)*k]
+		ar, mr, a2, m2 = ar[:k], mr[:k], a2[:k], m2[:k]
+		var accA, accM, sum float64
 		pj, vj := s[j], l.v[j]
-		for i, ey := range l.eta {
+		for i, ey := range eta {
 			accA += ar[i] * y[i]
 			accM += mr[i] * y[i]
-			a2[i] = ar[i] + ey*(pj-accA)
-			m2[i] = mr[i] + ey*(vj-accM)
+			na := ar[i] + ey*(pj-accA)
+			nm := mr[i] + ey*(vj-accM)
+			a2[i], m2[i] = na, nm
+			sum += na + nm
 		}
-		check += accA + accM
+		check += sum
 	}
-	if math.IsNaN(check+pv+nkxx) || math.IsInf(check+pv+nkxx, 0) || !finiteAll(l.a2) || !finiteAll(l.m2) {
+	if !finite(check + pv + nkxx) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
 

@@ -16,7 +16,7 @@ func TestKHAInternals(t *testing.T) {
 	}
 	held := func() int {
 		n := len(l.rows.pts) + len(l.rows.norms) + len(l.chol) + len(l.g)
-		for _, v := range [][]float64{l.a, l.m, l.a2, l.m2, l.ref, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.sign, l.refSign, l.pubEig} {
+		for _, v := range [][]float64{l.invDiag, l.a, l.m, l.a2, l.m2, l.ref, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.sign, l.refSign, l.pubEig} {
 			n += cap(v)
 		}
 		return 8 * (n + cap(l.perm) + cap(l.refPerm))
