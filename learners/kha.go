@@ -342,7 +342,7 @@ func (l *KHA) factor() error {
 // khaSolveBlock is the block size of the triangular solves: the
 // off-diagonal blocks go through Dgemv (gonum's assembly kernels), the
 // diagonal blocks through short scalar loops.
-const khaSolveBlock = 32
+const khaSolveBlock = 16
 
 // solve overwrites x (length b) with K_ε⁻¹x = L⁻ᵀ(L⁻¹x), by blocked forward
 // and backward substitution (the same operations as two Dtrsv calls, in
@@ -522,29 +522,7 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.eta[i] = e * y[i]
 	}
 
-	// The update, with a running sum of every new entry: the sum is finite
-	// only if every entry is (a NaN or an infinity propagates; a finite
-	// sum can overflow only when entries approach 1e308, which is itself
-	// a failure), so no second pass over A and M is needed.
-	var check float64
-	eta := l.eta[:k]
-	y = y[:k]
-	for j := range b {
-		ar, mr := l.a[j*k:(j+1)*k:(j+1)*k], l.m[j*k:(j+1)*k:(j+1)*k]
-		a2, m2 := l.a2[j*k:(j+1)*k:(j+1)*k], l.m2[j*k:(j+1)*k:(j+1)*k]
-		ar, mr, a2, m2 = ar[:k], mr[:k], a2[:k], m2[:k]
-		var accA, accM, sum float64
-		pj, vj := s[j], l.v[j]
-		for i, ey := range eta {
-			accA += ar[i] * y[i]
-			accM += mr[i] * y[i]
-			na := ar[i] + ey*(pj-accA)
-			nm := mr[i] + ey*(vj-accM)
-			a2[i], m2[i] = na, nm
-			sum += na + nm
-		}
-		check += sum
-	}
+	check := l.update(s)
 	if !finite(check + pv + nkxx) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
@@ -575,6 +553,64 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.publish()
 	}
 	return nil
+}
+
+// update writes A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ) into a2 and the same
+// for M (with v in place of p) into m2, where l.eta holds ηₜᵢyᵢ, and
+// returns a sum of all the new entries. That sum is finite only if every
+// entry is (a NaN or an infinity propagates; a finite sum overflows only
+// when entries approach 10³⁰⁸, a failure anyway), so no second pass over
+// the new A and M is needed. Two rows at a time, so that the four prefix
+// sums Σ_{l≤i} yₗAⱼₗ are independent chains; the per-column sums of the
+// new entries go to l.g (free until the refresh).
+func (l *KHA) update(p []float64) float64 {
+	b, k := l.b, l.k
+	eta, y := l.eta[:k], l.y[:k]
+	col := l.g[:k]
+	clear(col)
+	j := 0
+	for ; j+1 < b; j += 2 {
+		a0, a1 := l.a[j*k:(j+1)*k], l.a[(j+1)*k:(j+2)*k]
+		m0, m1 := l.m[j*k:(j+1)*k], l.m[(j+1)*k:(j+2)*k]
+		n0, n1 := l.a2[j*k:(j+1)*k], l.a2[(j+1)*k:(j+2)*k]
+		o0, o1 := l.m2[j*k:(j+1)*k], l.m2[(j+1)*k:(j+2)*k]
+		a0, a1, m0, m1 = a0[:k], a1[:k], m0[:k], m1[:k]
+		n0, n1, o0, o1 = n0[:k], n1[:k], o0[:k], o1[:k]
+		p0, p1, v0, v1 := p[j], p[j+1], l.v[j], l.v[j+1]
+		var sa0, sa1, sm0, sm1 float64
+		for i, ey := range eta {
+			yi := y[i]
+			sa0 += a0[i] * yi
+			sa1 += a1[i] * yi
+			sm0 += m0[i] * yi
+			sm1 += m1[i] * yi
+			x0 := a0[i] + ey*(p0-sa0)
+			x1 := a1[i] + ey*(p1-sa1)
+			z0 := m0[i] + ey*(v0-sm0)
+			z1 := m1[i] + ey*(v1-sm1)
+			n0[i], n1[i], o0[i], o1[i] = x0, x1, z0, z1
+			col[i] += (x0 + x1) + (z0 + z1)
+		}
+	}
+	if j < b {
+		ar, mr := l.a[j*k:(j+1)*k], l.m[j*k:(j+1)*k]
+		an, mn := l.a2[j*k:(j+1)*k], l.m2[j*k:(j+1)*k]
+		ar, mr, an, mn = ar[:k], mr[:k], an[:k], mn[:k]
+		pj, vj := p[j], l.v[j]
+		var sa, sm float64
+		for i, ey := range eta {
+			sa += ar[i] * y[i]
+			sm += mr[i] * y[i]
+			x, z := ar[i]+ey*(pj-sa), mr[i]+ey*(vj-sm)
+			an[i], mn[i] = x, z
+			col[i] += x + z
+		}
+	}
+	var sum float64
+	for _, c := range col {
+		sum += c
+	}
+	return sum
 }
 
 // publish sorts the components by λ̂, aligns their signs with the basis of
