@@ -281,9 +281,10 @@ func (l *KHA) complete() error {
 		l.a[i] = rng.NormFloat64()
 	}
 	l.exactM(l.m, l.a)
-	if !l.orthonormalise(l.a, l.m) {
+	if !l.orthonormalise(l.a, l.m, l.a2, l.m2) {
 		return fmt.Errorf("%w: kha: initial directions are not independent in the RKHS", ErrNumerical)
 	}
+	l.a, l.a2, l.m, l.m2 = l.a2, l.a, l.m2, l.m
 	clear(l.c)
 	clear(l.u)
 	clear(l.lam)
@@ -302,9 +303,10 @@ func (l *KHA) complete() error {
 	}
 	if l.version == 0 {
 		// Fewer than R updates so far: publish the first basis now.
-		if !l.orthonormalise(l.a, l.m) {
+		if !l.orthonormalise(l.a, l.m, l.a2, l.m2) {
 			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
 		}
+		l.a, l.a2, l.m, l.m2 = l.a2, l.a, l.m2, l.m
 		l.publish()
 	}
 	return nil
@@ -400,46 +402,24 @@ func (l *KHA) exactM(dst, a []float64) {
 	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
 }
 
-// orthonormalise makes the columns of a orthonormal in the RKHS metric
-// G = aᵀm (m = K_ε a), in order, updating a and m. It reports false when G
-// is not positive definite; a and m may then be partly modified.
-//
-// With the Cholesky factor G = LLᵀ, a ← a L⁻ᵀ and m ← m L⁻ᵀ; each row is
-// multiplied by the k×k inverse W = L⁻¹ (a row r becomes W r), which is
-// Gram–Schmidt in the RKHS. O(Bk²) in serial loops, no allocation.
-func (l *KHA) orthonormalise(a, m []float64) bool {
+// orthonormalise writes into na and nm the columns of a and m made
+// orthonormal in the RKHS metric G = aᵀm (m = K_ε a), in order: with the
+// Cholesky factor G = LLᵀ and W = L⁻¹, na = a Wᵀ and nm = m Wᵀ, which is
+// Gram–Schmidt in the RKHS. It reports false, writing nothing, when G is
+// not positive definite. a and m are not modified. O(Bk²) through 3k
+// Dgemv calls (gonum's assembly kernels), no allocation.
+func (l *KHA) orthonormalise(a, m, na, nm []float64) bool {
 	b, k, g := l.b, l.k, l.g
-	// G = aᵀm, two rows of a and m at a time.
-	clear(g)
-	r := 0
-	for ; r+1 < b; r += 2 {
-		a0, a1 := a[r*k:(r+1)*k], a[(r+1)*k:(r+2)*k]
-		m0, m1 := m[r*k:(r+1)*k], m[(r+1)*k:(r+2)*k]
-		m1 = m1[:len(m0)]
-		for i := range k {
-			x0, x1 := a0[i], a1[i]
-			gi := g[i*k : (i+1)*k]
-			gi = gi[:len(m0)]
-			for j, v := range m0 {
-				gi[j] += x0*v + x1*m1[j]
-			}
-		}
-	}
-	if r < b {
-		a0, m0 := a[r*k:(r+1)*k], m[r*k:(r+1)*k]
-		for i := range k {
-			x0 := a0[i]
-			gi := g[i*k : (i+1)*k]
-			gi = gi[:len(m0)]
-			for j, v := range m0 {
-				gi[j] += x0 * v
-			}
-		}
+	bl := blas64.Implementation()
+	// The lower triangle of G: row i is a[:,i]ᵀ m[:, :i+1]. (aᵀm is
+	// symmetric up to the rounding drift between m and K_ε a, which the
+	// periodic exact recomputation of M removes.)
+	for i := range k {
+		bl.Dgemv(blas.Trans, b, i+1, 1, m, k, a[i:], k, 0, g[i*k:i*k+i+1], 1)
 	}
 	for i := range k {
 		for j := range i {
-			v := (g[i*k+j] + g[j*k+i]) / 2
-			g[i*k+j], g[j*k+i] = v, v
+			g[j*k+i] = g[i*k+j]
 		}
 	}
 	for _, v := range g {
@@ -459,20 +439,10 @@ func (l *KHA) orthonormalise(a, m []float64) bool {
 	if ok := lp.Dtrtri(blas.Lower, blas.NonUnit, k, g, k); !ok {
 		return false
 	}
-	// Row by row, in place from the last entry: entry i of W r needs the
-	// entries j ≤ i of r, which are still the old ones.
-	for r := range b {
-		ar, mr := a[r*k:(r+1)*k], m[r*k:(r+1)*k]
-		mr = mr[:len(ar)]
-		for i := k - 1; i >= 0; i-- {
-			wi := g[i*k : i*k+i+1]
-			var sa, sm float64
-			for j, w := range wi {
-				sa += w * ar[j]
-				sm += w * mr[j]
-			}
-			ar[i], mr[i] = sa, sm
-		}
+	// Column i of a Wᵀ is a[:, :i+1] W[i, :i+1]ᵀ.
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, a, k, g[i*k:i*k+i+1], 1, 0, na[i:], k)
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, m, k, g[i*k:i*k+i+1], 1, 0, nm[i:], k)
 	}
 	return true
 }
@@ -532,13 +502,18 @@ func (l *KHA) step(x []float64, t int64) error {
 	if sync {
 		l.exactM(l.m2, l.a2)
 	}
-	if refresh && !l.orthonormalise(l.a2, l.m2) {
-		return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
+	if refresh {
+		// The orthonormalised directions go straight into l.a and l.m
+		// (the old ones are no longer needed once this succeeds).
+		if !l.orthonormalise(l.a2, l.m2, l.a, l.m) {
+			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
+		}
+	} else {
+		l.a, l.a2 = l.a2, l.a
+		l.m, l.m2 = l.m2, l.m
 	}
 
 	// Commit.
-	l.a, l.a2 = l.a2, l.a
-	l.m, l.m2 = l.m2, l.m
 	l.c, l.c2 = l.c2, l.c
 	l.u, l.u2 = l.u2, l.u
 	l.lam, l.lam2 = l.lam2, l.lam
@@ -634,16 +609,23 @@ func (l *KHA) publish() {
 	}
 	changed := l.version == 0
 	if !changed {
+		// RKHS inner products ⟨ref_j, w_i⟩ = ref_jᵀ M_i of each published
+		// component with its reference, in one pass over the rows (l.g
+		// is free scratch here).
+		dots := l.g[:k]
+		clear(dots)
+		for r := range b {
+			rr, mr := l.ref[r*k:(r+1)*k], l.m[r*k:(r+1)*k]
+			for p, i := range l.perm {
+				dots[p] += rr[l.refPerm[p]] * mr[i]
+			}
+		}
 		for p := range k {
 			if l.perm[p] != l.refPerm[p] {
 				changed = true
 			}
 			i, j := l.perm[p], l.refPerm[p]
-			var dot float64
-			for r := range b {
-				dot += l.ref[r*k+j] * l.m[r*k+i]
-			}
-			cos := l.sign[i] * l.refSign[j] * dot
+			cos := l.sign[i] * l.refSign[j] * dots[p]
 			if cos < 0 {
 				l.sign[i] = -l.sign[i]
 				cos = -cos
