@@ -142,8 +142,9 @@ type KHA struct {
 	floor     float64   // eigenvalue floor
 	chol      []float64 // b×b lower Cholesky factor of K_ε
 	invDiag   []float64 // b: 1/diag(chol)
-	a, m      []float64 // b×k: A and M = K_ε A
-	a2, m2    []float64 // b×k: the next A and M, swapped in on commit
+	a, a2     []float64 // b×k: A and the next A
+	g, g2     []float64 // k×k: G = AᵀK_εA (tracked) and the next G
+	h, h2     []float64 // k×k: H = RᵀK_εA (R = ref, tracked) and the next H
 	c, u      []float64 // b: mean coefficients and mean kernel row
 	c2, u2    []float64 // b: the next c and u
 	lam, lam2 []float64 // k: eigenvalue estimates (internal order) and the next ones
@@ -161,8 +162,10 @@ type KHA struct {
 
 	// scratch
 	kr, s, v []float64 // b
+	ka       []float64 // b×k: K_ε A for the exact recomputations
 	y, eta   []float64 // k
-	g        []float64 // k×k
+	zr, acc  []float64 // k
+	w        []float64 // k×k
 }
 
 // NewKHA returns an empty kha learner for cfg. An empty cfg.Learner means
@@ -186,10 +189,16 @@ func NewKHA(cfg Config) (*KHA, error) {
 		chol:    make([]float64, b*b),
 		invDiag: make([]float64, b),
 		a:       make([]float64, b*k),
-		m:       make([]float64, b*k),
 		a2:      make([]float64, b*k),
-		m2:      make([]float64, b*k),
+		ka:      make([]float64, b*k),
 		ref:     make([]float64, b*k),
+		g:       make([]float64, k*k),
+		g2:      make([]float64, k*k),
+		h:       make([]float64, k*k),
+		h2:      make([]float64, k*k),
+		w:       make([]float64, k*k),
+		zr:      make([]float64, k),
+		acc:     make([]float64, k),
 		c:       make([]float64, b),
 		u:       make([]float64, b),
 		c2:      make([]float64, b),
@@ -206,7 +215,6 @@ func NewKHA(cfg Config) (*KHA, error) {
 		pubEig:  make([]float64, k),
 		perm:    make([]int, k),
 		refPerm: make([]int, k),
-		g:       make([]float64, k*k),
 	}
 	return l, nil
 }
@@ -222,7 +230,7 @@ func NewKHA(cfg Config) (*KHA, error) {
 // bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
-	return 8 * (b*b + b*d + 5*b*k + 9*b + k*k + 9*k)
+	return 8 * (b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k)
 }
 
 // Kind returns "kha".
@@ -280,11 +288,12 @@ func (l *KHA) complete() error {
 	for i := range l.a {
 		l.a[i] = rng.NormFloat64()
 	}
-	l.exactM(l.m, l.a)
-	if !l.orthonormalise(l.a, l.m, l.a2, l.m2) {
+	l.exactGram(l.g, nil, l.a)
+	clear(l.h)
+	if !l.orthonormalise(l.g, l.h, l.a, l.a2) {
 		return fmt.Errorf("%w: kha: initial directions are not independent in the RKHS", ErrNumerical)
 	}
-	l.a, l.a2, l.m, l.m2 = l.a2, l.a, l.m2, l.m
+	l.a, l.a2 = l.a2, l.a
 	clear(l.c)
 	clear(l.u)
 	clear(l.lam)
@@ -303,10 +312,10 @@ func (l *KHA) complete() error {
 	}
 	if l.version == 0 {
 		// Fewer than R updates so far: publish the first basis now.
-		if !l.orthonormalise(l.a, l.m, l.a2, l.m2) {
+		if !l.orthonormalise(l.g, l.h, l.a, l.a2) {
 			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
 		}
-		l.a, l.a2, l.m, l.m2 = l.a2, l.a, l.m2, l.m
+		l.a, l.a2 = l.a2, l.a
 		l.publish()
 	}
 	return nil
@@ -394,57 +403,140 @@ func (l *KHA) solve(x []float64) {
 	}
 }
 
-// exactM writes K_ε·a = L(Lᵀa) into dst (both b×k).
-func (l *KHA) exactM(dst, a []float64) {
-	copy(dst, a)
+// exactGram recomputes, from scratch, g = aᵀK_εa and, when h is not nil,
+// h = RᵀK_εa (R = l.ref), with K_ε a = L(Lᵀa) in l.ka: O(B²k).
+func (l *KHA) exactGram(g, h, a []float64) {
+	b, k := l.b, l.k
+	ka := l.ka
+	copy(ka, a)
 	bl := blas64.Implementation()
-	bl.Dtrmm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
-	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
-}
-
-// orthonormalise writes into na and nm the columns of a and m made
-// orthonormal in the RKHS metric G = aᵀm (m = K_ε a), in order: with the
-// Cholesky factor G = LLᵀ and W = L⁻¹, na = a Wᵀ and nm = m Wᵀ, which is
-// Gram–Schmidt in the RKHS. It reports false, writing nothing, when G is
-// not positive definite. a and m are not modified. O(Bk²) through 3k
-// Dgemv calls (gonum's assembly kernels), no allocation.
-func (l *KHA) orthonormalise(a, m, na, nm []float64) bool {
-	b, k, g := l.b, l.k, l.g
-	bl := blas64.Implementation()
-	// The lower triangle of G: row i is a[:,i]ᵀ m[:, :i+1]. (aᵀm is
-	// symmetric up to the rounding drift between m and K_ε a, which the
-	// periodic exact recomputation of M removes.)
+	bl.Dtrmm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, l.chol, b, ka, k)
+	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, k, 1, l.chol, b, ka, k)
 	for i := range k {
-		bl.Dgemv(blas.Trans, b, i+1, 1, m, k, a[i:], k, 0, g[i*k:i*k+i+1], 1)
+		bl.Dgemv(blas.Trans, b, k, 1, ka, k, a[i:], k, 0, g[i*k:(i+1)*k], 1)
 	}
 	for i := range k {
 		for j := range i {
-			g[j*k+i] = g[i*k+j]
+			v := (g[i*k+j] + g[j*k+i]) / 2
+			g[i*k+j], g[j*k+i] = v, v
 		}
 	}
-	for _, v := range g {
+	if h != nil {
+		for j := range k {
+			bl.Dgemv(blas.Trans, b, k, 1, ka, k, l.ref[j:], k, 0, h[j*k:(j+1)*k], 1)
+		}
+	}
+}
+
+// orthonormalise writes into na the columns of a made orthonormal in the
+// RKHS metric g = aᵀK_εa, in order: with the Cholesky factor g = LLᵀ and
+// W = L⁻¹, na = a Wᵀ, which is Gram–Schmidt in the RKHS. It then sets g to
+// the identity and h (the inner products RᵀK_εa with the reference basis)
+// to h Wᵀ. It reports false, writing nothing, when g is not positive
+// definite. a is not modified. O(Bk²) through k Dgemv calls (gonum's
+// assembly kernels) plus O(k³), no allocation.
+func (l *KHA) orthonormalise(g, h, a, na []float64) bool {
+	b, k, w := l.b, l.k, l.w
+	copy(w, g)
+	for _, v := range w {
 		if !finite(v) {
 			return false
 		}
 	}
 	lp := lapack.Implementation{}
-	if ok := lp.Dpotrf(blas.Lower, k, g, k); !ok {
+	if ok := lp.Dpotrf(blas.Lower, k, w, k); !ok {
 		return false
 	}
 	for i := range k {
-		if !(g[i*k+i] > 0) {
+		if !(w[i*k+i] > 0) {
 			return false
 		}
 	}
-	if ok := lp.Dtrtri(blas.Lower, blas.NonUnit, k, g, k); !ok {
+	if ok := lp.Dtrtri(blas.Lower, blas.NonUnit, k, w, k); !ok {
 		return false
 	}
 	// Column i of a Wᵀ is a[:, :i+1] W[i, :i+1]ᵀ.
+	bl := blas64.Implementation()
 	for i := range k {
-		bl.Dgemv(blas.NoTrans, b, i+1, 1, a, k, g[i*k:i*k+i+1], 1, 0, na[i:], k)
-		bl.Dgemv(blas.NoTrans, b, i+1, 1, m, k, g[i*k:i*k+i+1], 1, 0, nm[i:], k)
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, a, k, w[i*k:i*k+i+1], 1, 0, na[i:], k)
+	}
+	// h Wᵀ row by row, in place from the last entry (entry i needs the
+	// entries j ≤ i, still the old ones).
+	for r := range k {
+		hr := h[r*k : (r+1)*k]
+		for i := k - 1; i >= 0; i-- {
+			wi := w[i*k : i*k+i+1]
+			var sum float64
+			for j, wv := range wi {
+				sum += wv * hr[j]
+			}
+			hr[i] = sum
+		}
+	}
+	clear(g)
+	for i := range k {
+		g[i*k+i] = 1
 	}
 	return true
+}
+
+// track writes the next G and H into l.g2 and l.h2, in O(k²), from the
+// current ones and the step's y = Aᵀv (l.y), e = ηₜ∘y (l.eta), Rᵀv (l.zr)
+// and pv = pᵀv (see the type's documentation), and returns the sum of
+// their entries (finite only if every entry is).
+func (l *KHA) track(pv float64) float64 {
+	k := l.k
+	y, e, zr := l.y[:k], l.eta[:k], l.zr[:k]
+	var sum float64
+	// H' = H T + (Rᵀv) eᵀ, with (H T)ᵣᵢ = Hᵣᵢ − eᵢ Σ_{l≤i} Hᵣₗ yₗ.
+	for r := range k {
+		hr, nr := l.h[r*k:(r+1)*k], l.h2[r*k:(r+1)*k]
+		hr, nr = hr[:k], nr[:k]
+		z := zr[r]
+		var acc float64
+		for i, ei := range e {
+			acc += hr[i] * y[i]
+			v := hr[i] + ei*(z-acc)
+			nr[i] = v
+			sum += v
+		}
+	}
+	// X = G T into l.w.
+	x := l.w
+	for r := range k {
+		gr, xr := l.g[r*k:(r+1)*k], x[r*k:(r+1)*k]
+		gr, xr = gr[:k], xr[:k]
+		var acc float64
+		for i, ei := range e {
+			acc += gr[i] * y[i]
+			xr[i] = gr[i] - ei*acc
+		}
+	}
+	// G' = TᵀX + q eᵀ + e qᵀ + pv e eᵀ with q = Tᵀy, qᵢ = yᵢ − eᵢ Σ_{l≤i} yₗ²
+	// (q goes to l.zr, free now), (TᵀX)ᵢ꜀ = Xᵢ꜀ − eᵢ Σ_{l≤i} yₗ Xₗ꜀.
+	q, acc := zr, l.acc[:k]
+	clear(acc)
+	var yy float64
+	for i, ei := range e {
+		yi := y[i]
+		yy += yi * yi
+		q[i] = yi - ei*yy
+		xi, gi := x[i*k:(i+1)*k], l.g2[i*k:(i+1)*k]
+		xi, gi = xi[:k], gi[:k]
+		for c, xv := range xi {
+			acc[c] += yi * xv
+			gi[c] = xv - ei*acc[c]
+		}
+	}
+	g2 := l.g2
+	for i, ei := range e {
+		for c := range i + 1 {
+			v := (g2[i*k+c]+g2[c*k+i])/2 + q[i]*e[c] + ei*q[c] + pv*ei*e[c]
+			g2[i*k+c], g2[c*k+i] = v, v
+			sum += v
+		}
+	}
+	return sum
 }
 
 // step applies one Hebbian update for x, the observation number t+1 of the
@@ -474,6 +566,12 @@ func (l *KHA) step(x []float64, t int64) error {
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
+	if l.version > 0 {
+		// Rᵀv = RᵀK_εp, for H (unused before the first basis).
+		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, l.v, 1, 0, l.zr, 1)
+	} else {
+		clear(l.zr)
+	}
 
 	rho := max(1/n, 1/float64(b))
 	var norm float64
@@ -493,6 +591,8 @@ func (l *KHA) step(x []float64, t int64) error {
 	}
 
 	check := l.update(s)
+	// The next G and H in k-space (see the type's documentation).
+	check += l.track(pv)
 	if !finite(check + pv + nkxx) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
@@ -500,20 +600,21 @@ func (l *KHA) step(x []float64, t int64) error {
 	refresh := l.sinceRefresh+1 >= int64(l.cfg.Refresh)
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
-		l.exactM(l.m2, l.a2)
+		l.exactGram(l.g2, l.h2, l.a2)
 	}
 	if refresh {
-		// The orthonormalised directions go straight into l.a and l.m
-		// (the old ones are no longer needed once this succeeds).
-		if !l.orthonormalise(l.a2, l.m2, l.a, l.m) {
+		// The orthonormalised directions go straight into l.a (the old
+		// ones are no longer needed once this succeeds).
+		if !l.orthonormalise(l.g2, l.h2, l.a2, l.a) {
 			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
 		}
 	} else {
 		l.a, l.a2 = l.a2, l.a
-		l.m, l.m2 = l.m2, l.m
 	}
 
 	// Commit.
+	l.g, l.g2 = l.g2, l.g
+	l.h, l.h2 = l.h2, l.h
 	l.c, l.c2 = l.c2, l.c
 	l.u, l.u2 = l.u2, l.u
 	l.lam, l.lam2 = l.lam2, l.lam
@@ -530,55 +631,50 @@ func (l *KHA) step(x []float64, t int64) error {
 	return nil
 }
 
-// update writes A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ) into a2 and the same
-// for M (with v in place of p) into m2, where l.eta holds ηₜᵢyᵢ, and
-// returns a sum of all the new entries. That sum is finite only if every
-// entry is (a NaN or an infinity propagates; a finite sum overflows only
-// when entries approach 10³⁰⁸, a failure anyway), so no second pass over
-// the new A and M is needed. Two rows at a time, so that the four prefix
-// sums Σ_{l≤i} yₗAⱼₗ are independent chains; the per-column sums of the
-// new entries go to l.g (free until the refresh).
+// update writes A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ) into l.a2, where l.eta
+// holds eᵢ = ηₜᵢyᵢ, and returns the sum of the new entries. That sum is
+// finite only if every entry is (a NaN or an infinity propagates; a finite
+// sum overflows only when entries approach 10³⁰⁸, a failure anyway), so no
+// second pass over the new A is needed. Four rows at a time, so that the
+// prefix sums Σ_{l≤i} yₗAⱼₗ are independent chains; the per-column sums of
+// the new entries go to l.acc.
 func (l *KHA) update(p []float64) float64 {
 	b, k := l.b, l.k
-	eta, y := l.eta[:k], l.y[:k]
-	col := l.g[:k]
+	e, y := l.eta[:k], l.y[:k]
+	col := l.acc[:k]
 	clear(col)
 	j := 0
-	for ; j+1 < b; j += 2 {
-		a0, a1 := l.a[j*k:(j+1)*k], l.a[(j+1)*k:(j+2)*k]
-		m0, m1 := l.m[j*k:(j+1)*k], l.m[(j+1)*k:(j+2)*k]
-		n0, n1 := l.a2[j*k:(j+1)*k], l.a2[(j+1)*k:(j+2)*k]
-		o0, o1 := l.m2[j*k:(j+1)*k], l.m2[(j+1)*k:(j+2)*k]
-		a0, a1, m0, m1 = a0[:k], a1[:k], m0[:k], m1[:k]
-		n0, n1, o0, o1 = n0[:k], n1[:k], o0[:k], o1[:k]
-		p0, p1, v0, v1 := p[j], p[j+1], l.v[j], l.v[j+1]
-		var sa0, sa1, sm0, sm1 float64
-		for i, ey := range eta {
+	for ; j+3 < b; j += 4 {
+		a0, a1, a2, a3 := l.a[j*k:(j+1)*k], l.a[(j+1)*k:(j+2)*k], l.a[(j+2)*k:(j+3)*k], l.a[(j+3)*k:(j+4)*k]
+		n0, n1, n2, n3 := l.a2[j*k:(j+1)*k], l.a2[(j+1)*k:(j+2)*k], l.a2[(j+2)*k:(j+3)*k], l.a2[(j+3)*k:(j+4)*k]
+		a0, a1, a2, a3 = a0[:k], a1[:k], a2[:k], a3[:k]
+		n0, n1, n2, n3 = n0[:k], n1[:k], n2[:k], n3[:k]
+		p0, p1, p2, p3 := p[j], p[j+1], p[j+2], p[j+3]
+		var s0, s1, s2, s3 float64
+		for i, ei := range e {
 			yi := y[i]
-			sa0 += a0[i] * yi
-			sa1 += a1[i] * yi
-			sm0 += m0[i] * yi
-			sm1 += m1[i] * yi
-			x0 := a0[i] + ey*(p0-sa0)
-			x1 := a1[i] + ey*(p1-sa1)
-			z0 := m0[i] + ey*(v0-sm0)
-			z1 := m1[i] + ey*(v1-sm1)
-			n0[i], n1[i], o0[i], o1[i] = x0, x1, z0, z1
-			col[i] += (x0 + x1) + (z0 + z1)
+			s0 += a0[i] * yi
+			s1 += a1[i] * yi
+			s2 += a2[i] * yi
+			s3 += a3[i] * yi
+			x0 := a0[i] + ei*(p0-s0)
+			x1 := a1[i] + ei*(p1-s1)
+			x2 := a2[i] + ei*(p2-s2)
+			x3 := a3[i] + ei*(p3-s3)
+			n0[i], n1[i], n2[i], n3[i] = x0, x1, x2, x3
+			col[i] += (x0 + x1) + (x2 + x3)
 		}
 	}
-	if j < b {
-		ar, mr := l.a[j*k:(j+1)*k], l.m[j*k:(j+1)*k]
-		an, mn := l.a2[j*k:(j+1)*k], l.m2[j*k:(j+1)*k]
-		ar, mr, an, mn = ar[:k], mr[:k], an[:k], mn[:k]
-		pj, vj := p[j], l.v[j]
-		var sa, sm float64
-		for i, ey := range eta {
+	for ; j < b; j++ {
+		ar, an := l.a[j*k:(j+1)*k], l.a2[j*k:(j+1)*k]
+		ar, an = ar[:k], an[:k]
+		pj := p[j]
+		var sa float64
+		for i, ei := range e {
 			sa += ar[i] * y[i]
-			sm += mr[i] * y[i]
-			x, z := ar[i]+ey*(pj-sa), mr[i]+ey*(vj-sm)
-			an[i], mn[i] = x, z
-			col[i] += x + z
+			x := ar[i] + ei*(pj-sa)
+			an[i] = x
+			col[i] += x
 		}
 	}
 	var sum float64
@@ -592,7 +688,7 @@ func (l *KHA) update(p []float64) float64 {
 // the last version, moves the version on after a real change and publishes
 // the eigenvalues. The directions must be orthonormal (just refreshed).
 func (l *KHA) publish() {
-	b, k := l.b, l.k
+	k := l.k
 	if l.version == 0 {
 		for i := range k {
 			l.perm[i] = i
@@ -609,23 +705,13 @@ func (l *KHA) publish() {
 	}
 	changed := l.version == 0
 	if !changed {
-		// RKHS inner products ⟨ref_j, w_i⟩ = ref_jᵀ M_i of each published
-		// component with its reference, in one pass over the rows (l.g
-		// is free scratch here).
-		dots := l.g[:k]
-		clear(dots)
-		for r := range b {
-			rr, mr := l.ref[r*k:(r+1)*k], l.m[r*k:(r+1)*k]
-			for p, i := range l.perm {
-				dots[p] += rr[l.refPerm[p]] * mr[i]
-			}
-		}
 		for p := range k {
 			if l.perm[p] != l.refPerm[p] {
 				changed = true
 			}
+			// ⟨ref_j, w_i⟩ = H_ji, tracked in k-space.
 			i, j := l.perm[p], l.refPerm[p]
-			cos := l.sign[i] * l.refSign[j] * dots[p]
+			cos := l.sign[i] * l.refSign[j] * l.h[j*k+i]
 			if cos < 0 {
 				l.sign[i] = -l.sign[i]
 				cos = -cos
@@ -638,6 +724,7 @@ func (l *KHA) publish() {
 	if changed {
 		l.version++
 		copy(l.ref, l.a)
+		copy(l.h, l.g)
 		copy(l.refPerm, l.perm)
 		copy(l.refSign, l.sign)
 	}
@@ -779,7 +866,8 @@ func (l *KHA) State() *State {
 	s.Ints["since_sync"] = l.sinceSync
 	s.Scalars["kxx"] = l.kxx
 	s.putMatrix("coef", b, k, l.a)
-	s.putMatrix("gram_coef", b, k, l.m)
+	s.putMatrix("gram", k, k, l.g)
+	s.putMatrix("ref_gram", k, k, l.h)
 	s.putMatrix("ref", b, k, l.ref)
 	s.putMatrix("mean_coef", 1, b, l.c)
 	s.putMatrix("mean_row", 1, b, l.u)
@@ -828,7 +916,15 @@ func (l *KHA) Restore(s *State) error {
 	sinceSync := r.int("since_sync", 0, l.syncPeriod()-1)
 	kxx := r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
 	a := r.matrix("coef", b, k)
-	m := r.matrix("gram_coef", b, k)
+	var g, h, m []float64
+	if _, ok := s.Matrices["gram"]; !ok && s.Matrices["gram_coef"].Rows > 0 {
+		// A snapshot of an earlier version keeps M = K_εA instead of G
+		// and H: they are recomputed from it below.
+		m = r.matrix("gram_coef", b, k)
+	} else {
+		g = r.matrix("gram", k, k)
+		h = r.matrix("ref_gram", k, k)
+	}
 	ref := r.matrix("ref", b, k)
 	c := r.matrix("mean_coef", 1, b)
 	u := r.matrix("mean_row", 1, b)
@@ -855,6 +951,13 @@ func (l *KHA) Restore(s *State) error {
 	if !isPerm(perm, nl.perm) || !isPerm(refPerm, nl.refPerm) {
 		r.fail("perm %v or ref_perm %v is not a permutation of 0…%d", perm, refPerm, k-1)
 	}
+	for i := range k {
+		for j := range i {
+			if g != nil && g[i*k+j] != g[j*k+i] {
+				r.fail("gram is not symmetric: [%d][%d] = %v, [%d][%d] = %v", i, j, g[i*k+j], j, i, g[j*k+i])
+			}
+		}
+	}
 	if r.err != nil {
 		return r.err
 	}
@@ -867,8 +970,23 @@ func (l *KHA) Restore(s *State) error {
 	nl.sinceRefresh, nl.sinceSync = sinceRefresh, sinceSync
 	nl.kxx = kxx
 	copy(nl.a, a)
-	copy(nl.m, m)
 	copy(nl.ref, ref)
+	if m != nil {
+		bl := blas64.Implementation()
+		for i := range k {
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.a[i:], k, 0, nl.g[i*k:(i+1)*k], 1)
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.ref[i:], k, 0, nl.h[i*k:(i+1)*k], 1)
+		}
+		for i := range k {
+			for j := range i {
+				v := (nl.g[i*k+j] + nl.g[j*k+i]) / 2
+				nl.g[i*k+j], nl.g[j*k+i] = v, v
+			}
+		}
+	} else {
+		copy(nl.g, g)
+		copy(nl.h, h)
+	}
 	copy(nl.c, c)
 	copy(nl.u, u)
 	copy(nl.lam, lam)

@@ -11,8 +11,10 @@ import (
 )
 
 // TestKHAInternals checks MemoryBytes against the arrays actually held, that
-// they do not grow over 10·B observations, that M tracks K_ε A and that the
-// directions are orthonormal in the RKHS right after a refresh.
+// they do not grow over 10·B observations, that the directions are
+// orthonormal in the RKHS right after a refresh, and that G and H, tracked
+// in k-space, equal AᵀK_εA and RᵀK_εA computed from scratch between
+// refreshes.
 func TestKHAInternals(t *testing.T) {
 	cfg := Config{Learner: KindKHA, Dim: 2, Components: 3, Budget: 25, Refresh: 4, Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Seed: 3}
 	l, err := NewKHA(cfg)
@@ -20,8 +22,8 @@ func TestKHAInternals(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := func() int {
-		n := len(l.rows.pts) + len(l.rows.norms) + len(l.chol) + len(l.g)
-		for _, v := range [][]float64{l.invDiag, l.a, l.m, l.a2, l.m2, l.ref, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.sign, l.refSign, l.pubEig} {
+		n := len(l.rows.pts) + len(l.rows.norms) + len(l.chol)
+		for _, v := range [][]float64{l.invDiag, l.a, l.a2, l.ka, l.ref, l.g, l.g2, l.h, l.h2, l.w, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.zr, l.acc, l.sign, l.refSign, l.pubEig} {
 			n += cap(v)
 		}
 		return 8 * (n + cap(l.perm) + cap(l.refPerm))
@@ -39,12 +41,12 @@ func TestKHAInternals(t *testing.T) {
 	if got, want := held(), l.MemoryBytes(); got != want {
 		t.Fatalf("after 10·B observations arrays hold %d bytes, want %d", got, want)
 	}
-	exact := make([]float64, len(l.m))
-	l.exactM(exact, l.a)
 	b, k := l.b, l.k
-	for i := range exact {
-		if math.Abs(exact[i]-l.m[i]) > 1e-9*(1+math.Abs(exact[i])) {
-			t.Fatalf("M[%d] = %v, K_ε A = %v", i, l.m[i], exact[i])
+	for i := range k {
+		for j := range k {
+			if want := float64(min(1, max(0, 1-abs(i-j)))); l.g[i*k+j] != want {
+				t.Fatalf("after a refresh tracked G[%d][%d] = %v, want %v", i, j, l.g[i*k+j], want)
+			}
 		}
 	}
 	// G = Aᵀ K_DD A from kernel evaluations.
@@ -65,7 +67,24 @@ func TestKHAInternals(t *testing.T) {
 			}
 		}
 	}
+	// Between refreshes (and across a version change) the tracked G and H
+	// follow the exact ones.
+	gx, hx := make([]float64, k*k), make([]float64, k*k)
+	for n := 1; n <= 3*cfg.Refresh; n++ {
+		x[0], x[1] = math.Cos(float64(n)*1.3), 0.5*math.Sin(float64(n)*1.3)
+		if err := l.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+		l.exactGram(gx, hx, l.a)
+		for i := range gx {
+			if math.Abs(gx[i]-l.g[i]) > 1e-9 || math.Abs(hx[i]-l.h[i]) > 1e-9 {
+				t.Fatalf("%d steps after a refresh (since_refresh %d): tracked G %v H %v, exact G %v H %v", n, l.sinceRefresh, l.g, l.h, gx, hx)
+			}
+		}
+	}
 }
+
+func abs(i int) int { return max(i, -i) }
 
 // TestKHASolve checks the blocked solve against gonum's Dtrsv pair on a
 // well-conditioned and on a nearly singular kernel matrix (points on a
