@@ -68,21 +68,51 @@ const (
 // ηₜᵢ‖Pφ̃(x)‖² ≤ 1 (then ηₜᵢyᵢ² ≤ 1 for a unit wᵢ, the normalised-LMS
 // bound of Oja's rule); ‖Pφ̃(x)‖² = pᵀ(k_D(x) − u) costs O(B).
 //
-// The learner also keeps M = K_ε A, updated by the same rule in O(Bk), so the
-// RKHS Gram matrix of the directions G = AᵀK_εA = AᵀM costs O(Bk²). Every
-// R = Config.Refresh observations it re-orthonormalises the directions in
-// the RKHS metric (Cholesky G = LLᵀ, A ← A L⁻ᵀ, which is Gram–Schmidt and
-// keeps the order of the components), re-sorts the published components by
-// λ̂, aligns their signs with the previous basis and publishes the
-// eigenvalues. Every R·B observations M is recomputed exactly as L_K(L_Kᵀ A)
+// Writing eᵢ = ηₜᵢyᵢ and v = k_D(x) − u' (u' the new mean row, so that
+// K_ε p = v and pᵀv = ‖Pφ̃(x)‖²), the step is A ← A·T + p eᵀ with the k×k
+// matrix T = I − N, N_{li} = y_l eᵢ for l ≤ i. The learner does not keep
+// K_εA; it tracks, in k-space, the RKHS Gram matrix of the directions
+// G = AᵀK_εA and their inner products H = RᵀK_εA with the reference basis R
+// (the directions at the last basis version). Because AᵀK_εp = Aᵀv = y and
+// pᵀK_εp = pᵀv,
+//
+//	G ← TᵀG T + q eᵀ + e qᵀ + (pᵀv) e eᵀ,   q = Tᵀy,     H ← H T + (Rᵀv) eᵀ,
+//
+// each O(k²) (T is triangular with rank-one structure: the products are
+// prefix sums) after the O(Bk) product Rᵀv. Every R = Config.Refresh
+// observations the learner re-orthonormalises the directions in the RKHS
+// metric (Cholesky G = LLᵀ, A ← A L⁻ᵀ, H ← H L⁻ᵀ, G ← I, which is
+// Gram–Schmidt and keeps the order of the components: O(Bk²)), re-sorts
+// the published components by λ̂, aligns their signs with the reference
+// (cosines read off H) and publishes the eigenvalues. Every R·B
+// observations G and H are recomputed exactly from K_εA = L_K(L_KᵀA)
 // (O(B²k)) to remove rounding drift.
 //
-// Per observation Learn costs O(Bd) kernel evaluations, O(B²) for the two
-// triangular solves of s(x) = K_ε⁻¹k_D(x) (the projection on span(D) needs
-// them; it is the dominant term when B ≫ d), O(Bk + k²) for the update and
-// O(Bk²/R) amortised for the refreshes (plus O(Bk/R) for the exact
-// recomputation of M every R·B observations). Transform costs
+// Per observation Learn costs the kernel row (Bd and B exps), 2B² flops for
+// s(x) = K_ε⁻¹k_D(x) (forward and backward substitution with the Cholesky
+// factor L_K, blocked so that all but the 16×16 diagonal blocks go through
+// gonum's Dgemv), about 8Bk flops for y = Aᵀv, Rᵀv and the Sanger update
+// of A, O(k²) for the tracking, Bk(k+1)/R flops amortised for the
+// refreshes and O(Bk/R) for the exact recomputation. Transform costs
 // O(Bd + Bk). Neither allocates.
+//
+// The 2B² term cannot be avoided with an explicit A. The step adds
+// K_ε⁻¹v·eᵀ to A·T; from A before and after (T invertible, e ≠ 0) that
+// column is recovered in O(Bk), so keeping A costs at least one product of
+// K_ε⁻¹ with a vector known only now, which with a dense factor or inverse
+// is B² multiply–adds (2B² flops). y itself does not
+// need it (y = Aᵀv is O(Bk)); the memorised A does. Keeping
+// Ã = L_KᵀA instead, for which y = Ãᵀ(L_K⁻¹v), ‖Pφ̃(x)‖² =
+// ‖L_K⁻¹v‖² and Ã ← Ã T + (L_K⁻¹v) eᵀ, halves the term to one
+// substitution (B² flops), but Transform then needs A = L_K⁻ᵀÃ: either one
+// more substitution per Transform, no cheaper in a pipeline that learns
+// and projects every message, or a published A materialised every P
+// observations (B²k/P each), which lags the learner. So the learner keeps A
+// and pays the two substitutions. An explicit K_ε⁻¹ (one Dgemv) would cost
+// the same flops with much worse rounding: with the default jitter κ(K_ε)
+// reaches 10¹⁰ (points along a curve), and there the residuals
+// K_εs − k_D(x) of the explicit inverse were 10⁷–10¹⁰ times those of
+// substitution (10⁴ times with explicitly inverted diagonal blocks).
 //
 // # Warm-up
 //
@@ -120,15 +150,18 @@ const (
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
 //   - Scalars "kxx" (running mean of k(x,x));
-//   - Matrices "coef" (A, B×k), "gram_coef" (M = K_εA, B×k), "ref" (A at
-//     the last basis version, B×k), "mean_coef" (c, 1×B), "mean_row"
+//   - Matrices "coef" (A, B×k), "ref" (R: A at the last basis version,
+//     B×k), "gram" (G = AᵀK_εA, k×k, symmetric), "ref_gram" (H = RᵀK_εA,
+//     k×k), "mean_coef" (c, 1×B), "mean_row"
 //     (u, 1×B), "lambda" (λ̂ in internal order, 1×k, ≥ 0), "eigenvalues"
 //     (published, 1×k, ≥ 0, non-increasing), "perm" and "ref_perm" (published
 //     position → internal component, permutations of 0…k−1), "sign" and
 //     "ref_sign" (±1 per internal component).
 //
 // The Cholesky factor of K_ε is not stored: Restore recomputes it from the
-// points (O(B³)), which keeps snapshots at O(Bd + Bk) values.
+// points (O(B³)), which keeps snapshots at O(Bd + Bk) values. A state of an
+// earlier version, with "gram_coef" (K_εA, B×k) in place of "gram" and
+// "ref_gram", is still accepted: G and H are computed from it.
 //
 // A KHA is not safe for concurrent use.
 type KHA struct {
