@@ -254,13 +254,13 @@ func NewKHA(cfg Config) (*KHA, error) {
 
 // MemoryBytes returns the bytes held by the learner's arrays:
 //
-//	8·(B² + B·d + 5·B·k + 9·B + k² + 9·k)
+//	8·(B² + B·d + 4·B·k + 9·B + 5·k² + 11·k)
 //
-// (the Cholesky factor of K_DD and the reciprocals of its diagonal, the
-// memorised points and their norms, A, M, their next values and the
-// reference basis, six B-vectors of means and scratch, and the k-sized
-// vectors), plus a fixed overhead of a few hundred
-// bytes. It does not depend on the length of the stream.
+// (the Cholesky factor of K_ε and the reciprocals of its diagonal, the
+// memorised points and their norms; A, its next value, the reference basis
+// and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
+// values and a k×k scratch; the k-sized vectors), plus a fixed overhead of
+// a few hundred bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
 	return 8 * (b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k)

@@ -1,6 +1,7 @@
 package learners
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -162,5 +163,72 @@ func TestKHASolve(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKHARestoreLegacy restores a state in the earlier format (K_εA as
+// "gram_coef" instead of "gram" and "ref_gram") and checks that G and H are
+// recomputed from it and that the learner then goes on as the original.
+func TestKHARestoreLegacy(t *testing.T) {
+	cfg := Config{Learner: KindKHA, Dim: 2, Components: 3, Budget: 25, Refresh: 4, Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Seed: 3}
+	l, err := NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, 2)
+	feed := func(l *KHA, from, n int) {
+		for i := from; i < from+n; i++ {
+			x[0], x[1] = math.Cos(float64(i)*0.7), 0.5*math.Sin(float64(i)*0.7)+0.01*float64(i%7)
+			if err := l.Learn(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feed(l, 0, 3*cfg.Budget+2) // between refreshes
+	if l.sinceRefresh == 0 || l.version < 2 {
+		t.Fatalf("since_refresh %d, version %d: want a state between refreshes after a version change", l.sinceRefresh, l.version)
+	}
+	st := l.State()
+	g, h := make([]float64, 9), make([]float64, 9)
+	l.exactGram(g, h, l.a) // leaves K_εA in l.ka
+	delete(st.Matrices, "gram")
+	delete(st.Matrices, "ref_gram")
+	st.Matrices["gram_coef"] = Matrix{Rows: 25, Cols: 3, Data: slices.Clone(l.ka)}
+	r, err := NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(st); err != nil {
+		t.Fatalf("Restore of a legacy state: %v", err)
+	}
+	for i := range g {
+		if math.Abs(r.g[i]-l.g[i]) > 1e-9 || math.Abs(r.h[i]-l.h[i]) > 1e-9 {
+			t.Fatalf("restored G %v H %v, original G %v H %v", r.g, r.h, l.g, l.h)
+		}
+	}
+	feed(l, 1000, 30)
+	feed(r, 1000, 30)
+	dl, dr := make([]float64, 3), make([]float64, 3)
+	if _, err := l.Transform(dl, x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Transform(dr, x); err != nil {
+		t.Fatal(err)
+	}
+	for i := range dl {
+		if math.Abs(dl[i]-dr[i]) > 1e-8 {
+			t.Fatalf("after 30 more observations: original %v, restored from the legacy state %v", dl, dr)
+		}
+	}
+	// A state without G and without the legacy matrix is rejected, and
+	// so is an asymmetric G.
+	delete(st.Matrices, "gram_coef")
+	if err := r.Restore(st); err == nil {
+		t.Fatal("Restore accepted a state without gram")
+	}
+	st = l.State()
+	st.Matrices["gram"].Data[1] += 1e-3
+	if err := r.Restore(st); err == nil || !errors.Is(err, ErrState) {
+		t.Fatalf("Restore of an asymmetric gram: %v, want ErrState", err)
 	}
 }
