@@ -281,7 +281,7 @@ func (l *KHA) Seen() int64 { return l.seen }
 // ready tells whether Transform can project.
 func (l *KHA) ready() bool { return l.full && l.seen >= int64(l.k)+1 }
 
-// syncPeriod is the number of observations between exact recomputations of M.
+// syncPeriod is the number of observations between exact recomputations of G and H.
 func (l *KHA) syncPeriod() int64 { return int64(l.cfg.Refresh) * int64(l.b) }
 
 // Learn folds x into the state. The first B observations are stored; the
@@ -389,9 +389,10 @@ func (l *KHA) factor() error {
 const khaSolveBlock = 16
 
 // solve overwrites x (length b) with K_ε⁻¹x = L⁻ᵀ(L⁻¹x), by blocked forward
-// and backward substitution (the same operations as two Dtrsv calls, in
-// another order of summation; gonum's Dtrsv is a scalar loop with one
-// accumulator, about five times slower).
+// and backward substitution: the operations of two Dtrsv calls in another
+// order of summation, with the reciprocals of the diagonal instead of
+// divisions, and as accurate (TestKHASolve). gonum's Dtrsv is a scalar loop
+// with one accumulator, about three times slower at B = 128 and 512.
 func (l *KHA) solve(x []float64) {
 	b, ch, inv := l.b, l.chol, l.invDiag
 	bl := blas64.Implementation()
