@@ -68,21 +68,51 @@ const (
 // ηₜᵢ‖Pφ̃(x)‖² ≤ 1 (then ηₜᵢyᵢ² ≤ 1 for a unit wᵢ, the normalised-LMS
 // bound of Oja's rule); ‖Pφ̃(x)‖² = pᵀ(k_D(x) − u) costs O(B).
 //
-// The learner also keeps M = K_ε A, updated by the same rule in O(Bk), so the
-// RKHS Gram matrix of the directions G = AᵀK_εA = AᵀM costs O(Bk²). Every
-// R = Config.Refresh observations it re-orthonormalises the directions in
-// the RKHS metric (Cholesky G = LLᵀ, A ← A L⁻ᵀ, which is Gram–Schmidt and
-// keeps the order of the components), re-sorts the published components by
-// λ̂, aligns their signs with the previous basis and publishes the
-// eigenvalues. Every R·B observations M is recomputed exactly as L_K(L_Kᵀ A)
+// Writing eᵢ = ηₜᵢyᵢ and v = k_D(x) − u' (u' the new mean row, so that
+// K_ε p = v and pᵀv = ‖Pφ̃(x)‖²), the step is A ← A·T + p eᵀ with the k×k
+// matrix T = I − N, N_{li} = y_l eᵢ for l ≤ i. The learner does not keep
+// K_εA; it tracks, in k-space, the RKHS Gram matrix of the directions
+// G = AᵀK_εA and their inner products H = RᵀK_εA with the reference basis R
+// (the directions at the last basis version). Because AᵀK_εp = Aᵀv = y and
+// pᵀK_εp = pᵀv,
+//
+//	G ← TᵀG T + q eᵀ + e qᵀ + (pᵀv) e eᵀ,   q = Tᵀy,     H ← H T + (Rᵀv) eᵀ,
+//
+// each O(k²) (T is triangular with rank-one structure: the products are
+// prefix sums) after the O(Bk) product Rᵀv. Every R = Config.Refresh
+// observations the learner re-orthonormalises the directions in the RKHS
+// metric (Cholesky G = LLᵀ, A ← A L⁻ᵀ, H ← H L⁻ᵀ, G ← I, which is
+// Gram–Schmidt and keeps the order of the components: O(Bk²)), re-sorts
+// the published components by λ̂, aligns their signs with the reference
+// (cosines read off H) and publishes the eigenvalues. Every R·B
+// observations G and H are recomputed exactly from K_εA = L_K(L_KᵀA)
 // (O(B²k)) to remove rounding drift.
 //
-// Per observation Learn costs O(Bd) kernel evaluations, O(B²) for the two
-// triangular solves of s(x) = K_ε⁻¹k_D(x) (the projection on span(D) needs
-// them; it is the dominant term when B ≫ d), O(Bk + k²) for the update and
-// O(Bk²/R) amortised for the refreshes (plus O(Bk/R) for the exact
-// recomputation of M every R·B observations). Transform costs
+// Per observation Learn costs the kernel row (Bd and B exps), 2B² flops for
+// s(x) = K_ε⁻¹k_D(x) (forward and backward substitution with the Cholesky
+// factor L_K, blocked so that all but the 16×16 diagonal blocks go through
+// gonum's Dgemv), about 8Bk flops for y = Aᵀv, Rᵀv and the Sanger update
+// of A, O(k²) for the tracking, Bk(k+1)/R flops amortised for the
+// refreshes and O(Bk/R) for the exact recomputation. Transform costs
 // O(Bd + Bk). Neither allocates.
+//
+// The 2B² term cannot be avoided with an explicit A. The step adds
+// K_ε⁻¹v·eᵀ to A·T; from A before and after (T invertible, e ≠ 0) that
+// column is recovered in O(Bk), so keeping A costs at least one product of
+// K_ε⁻¹ with a vector known only now, which with a dense factor or inverse
+// is B² multiply–adds (2B² flops). y itself does not
+// need it (y = Aᵀv is O(Bk)); the memorised A does. Keeping
+// Ã = L_KᵀA instead, for which y = Ãᵀ(L_K⁻¹v), ‖Pφ̃(x)‖² =
+// ‖L_K⁻¹v‖² and Ã ← Ã T + (L_K⁻¹v) eᵀ, halves the term to one
+// substitution (B² flops), but Transform then needs A = L_K⁻ᵀÃ: either one
+// more substitution per Transform, no cheaper in a pipeline that learns
+// and projects every message, or a published A materialised every P
+// observations (B²k/P each), which lags the learner. So the learner keeps A
+// and pays the two substitutions. An explicit K_ε⁻¹ (one Dgemv) would cost
+// the same flops with much worse rounding: with the default jitter κ(K_ε)
+// reaches 10¹⁰ (points along a curve), and there the residuals
+// K_εs − k_D(x) of the explicit inverse were 10⁷–10¹⁰ times those of
+// substitution (10⁴ times with explicitly inverted diagonal blocks).
 //
 // # Warm-up
 //
@@ -120,15 +150,18 @@ const (
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
 //   - Scalars "kxx" (running mean of k(x,x));
-//   - Matrices "coef" (A, B×k), "gram_coef" (M = K_εA, B×k), "ref" (A at
-//     the last basis version, B×k), "mean_coef" (c, 1×B), "mean_row"
+//   - Matrices "coef" (A, B×k), "ref" (R: A at the last basis version,
+//     B×k), "gram" (G = AᵀK_εA, k×k, symmetric), "ref_gram" (H = RᵀK_εA,
+//     k×k), "mean_coef" (c, 1×B), "mean_row"
 //     (u, 1×B), "lambda" (λ̂ in internal order, 1×k, ≥ 0), "eigenvalues"
 //     (published, 1×k, ≥ 0, non-increasing), "perm" and "ref_perm" (published
 //     position → internal component, permutations of 0…k−1), "sign" and
 //     "ref_sign" (±1 per internal component).
 //
 // The Cholesky factor of K_ε is not stored: Restore recomputes it from the
-// points (O(B³)), which keeps snapshots at O(Bd + Bk) values.
+// points (O(B³)), which keeps snapshots at O(Bd + Bk) values. A state of an
+// earlier version, with "gram_coef" (K_εA, B×k) in place of "gram" and
+// "ref_gram", is still accepted: G and H are computed from it.
 //
 // A KHA is not safe for concurrent use.
 type KHA struct {
@@ -141,8 +174,10 @@ type KHA struct {
 	meanDiag  float64
 	floor     float64   // eigenvalue floor
 	chol      []float64 // b×b lower Cholesky factor of K_ε
-	a, m      []float64 // b×k: A and M = K_ε A
-	a2, m2    []float64 // b×k: the next A and M, swapped in on commit
+	invDiag   []float64 // b: 1/diag(chol)
+	a, a2     []float64 // b×k: A and the next A
+	g, g2     []float64 // k×k: G = AᵀK_εA (tracked) and the next G
+	h, h2     []float64 // k×k: H = RᵀK_εA (R = ref, tracked) and the next H
 	c, u      []float64 // b: mean coefficients and mean kernel row
 	c2, u2    []float64 // b: the next c and u
 	lam, lam2 []float64 // k: eigenvalue estimates (internal order) and the next ones
@@ -160,8 +195,10 @@ type KHA struct {
 
 	// scratch
 	kr, s, v []float64 // b
+	ka       []float64 // b×k: K_ε A for the exact recomputations
 	y, eta   []float64 // k
-	g        []float64 // k×k
+	zr, acc  []float64 // k
+	w        []float64 // k×k
 }
 
 // NewKHA returns an empty kha learner for cfg. An empty cfg.Learner means
@@ -183,11 +220,18 @@ func NewKHA(cfg Config) (*KHA, error) {
 		cfg: cfg, d: d, k: k, b: b,
 		rows:    NewRows(cfg.Kernel, d, b),
 		chol:    make([]float64, b*b),
+		invDiag: make([]float64, b),
 		a:       make([]float64, b*k),
-		m:       make([]float64, b*k),
 		a2:      make([]float64, b*k),
-		m2:      make([]float64, b*k),
+		ka:      make([]float64, b*k),
 		ref:     make([]float64, b*k),
+		g:       make([]float64, k*k),
+		g2:      make([]float64, k*k),
+		h:       make([]float64, k*k),
+		h2:      make([]float64, k*k),
+		w:       make([]float64, k*k),
+		zr:      make([]float64, k),
+		acc:     make([]float64, k),
 		c:       make([]float64, b),
 		u:       make([]float64, b),
 		c2:      make([]float64, b),
@@ -204,22 +248,22 @@ func NewKHA(cfg Config) (*KHA, error) {
 		pubEig:  make([]float64, k),
 		perm:    make([]int, k),
 		refPerm: make([]int, k),
-		g:       make([]float64, k*k),
 	}
 	return l, nil
 }
 
 // MemoryBytes returns the bytes held by the learner's arrays:
 //
-//	8·(B² + B·d + 5·B·k + 8·B + k² + 9·k)
+//	8·(B² + B·d + 4·B·k + 9·B + 5·k² + 11·k)
 //
-// (the Cholesky factor of K_DD, the memorised points and their norms, A, M,
-// their next values and the reference basis, six B-vectors of means and
-// scratch, and the k-sized vectors), plus a fixed overhead of a few hundred
-// bytes. It does not depend on the length of the stream.
+// (the Cholesky factor of K_ε and the reciprocals of its diagonal, the
+// memorised points and their norms; A, its next value, the reference basis
+// and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
+// values and a k×k scratch; the k-sized vectors), plus a fixed overhead of
+// a few hundred bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
-	return 8 * (b*b + b*d + 5*b*k + 8*b + k*k + 9*k)
+	return 8 * (b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k)
 }
 
 // Kind returns "kha".
@@ -237,7 +281,7 @@ func (l *KHA) Seen() int64 { return l.seen }
 // ready tells whether Transform can project.
 func (l *KHA) ready() bool { return l.full && l.seen >= int64(l.k)+1 }
 
-// syncPeriod is the number of observations between exact recomputations of M.
+// syncPeriod is the number of observations between exact recomputations of G and H.
 func (l *KHA) syncPeriod() int64 { return int64(l.cfg.Refresh) * int64(l.b) }
 
 // Learn folds x into the state. The first B observations are stored; the
@@ -277,10 +321,12 @@ func (l *KHA) complete() error {
 	for i := range l.a {
 		l.a[i] = rng.NormFloat64()
 	}
-	l.exactM(l.m, l.a)
-	if !l.orthonormalise(l.a, l.m) {
+	l.exactGram(l.g, nil, l.a)
+	clear(l.h)
+	if !l.orthonormalise(l.g, l.h, l.a, l.a2) {
 		return fmt.Errorf("%w: kha: initial directions are not independent in the RKHS", ErrNumerical)
 	}
+	l.a, l.a2 = l.a2, l.a
 	clear(l.c)
 	clear(l.u)
 	clear(l.lam)
@@ -299,9 +345,10 @@ func (l *KHA) complete() error {
 	}
 	if l.version == 0 {
 		// Fewer than R updates so far: publish the first basis now.
-		if !l.orthonormalise(l.a, l.m) {
+		if !l.orthonormalise(l.g, l.h, l.a, l.a2) {
 			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
 		}
+		l.a, l.a2 = l.a2, l.a
 		l.publish()
 	}
 	return nil
@@ -328,48 +375,202 @@ func (l *KHA) factor() error {
 	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, b, l.chol, b); !ok {
 		return fmt.Errorf("%w: kha: kernel matrix of the memorised set is not positive definite (jitter %v)", ErrNumerical, eps)
 	}
+	for j := range b {
+		l.invDiag[j] = 1 / l.chol[j*b+j]
+	}
 	l.meanDiag = diag
 	l.floor = khaLambdaFloor * diag
 	return nil
 }
 
-// exactM writes K_ε·a = L(Lᵀa) into dst (both b×k).
-func (l *KHA) exactM(dst, a []float64) {
-	copy(dst, a)
+// khaSolveBlock is the block size of the triangular solves: the
+// off-diagonal blocks go through Dgemv (gonum's assembly kernels), the
+// diagonal blocks through short scalar loops.
+const khaSolveBlock = 16
+
+// solve overwrites x (length b) with K_ε⁻¹x = L⁻ᵀ(L⁻¹x), by blocked forward
+// and backward substitution: the operations of two Dtrsv calls in another
+// order of summation, with the reciprocals of the diagonal instead of
+// divisions, and as accurate (TestKHASolve). gonum's Dtrsv is a scalar loop
+// with one accumulator, about three times slower at B = 128 and 512.
+func (l *KHA) solve(x []float64) {
+	b, ch, inv := l.b, l.chol, l.invDiag
 	bl := blas64.Implementation()
-	bl.Dtrmm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
-	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, l.b, l.k, 1, l.chol, l.b, dst, l.k)
+	// L w = x, block row by block row.
+	for i0 := 0; i0 < b; i0 += khaSolveBlock {
+		i1 := min(i0+khaSolveBlock, b)
+		if i0 > 0 {
+			bl.Dgemv(blas.NoTrans, i1-i0, i0, -1, ch[i0*b:], b, x[:i0], 1, 1, x[i0:i1], 1)
+		}
+		for i := i0; i < i1; i++ {
+			row := ch[i*b+i0 : i*b+i]
+			xb := x[i0:i]
+			var s0, s1 float64
+			j := 0
+			for ; j+1 < len(row); j += 2 {
+				s0 += row[j] * xb[j]
+				s1 += row[j+1] * xb[j+1]
+			}
+			if j < len(row) {
+				s0 += row[j] * xb[j]
+			}
+			x[i] = (x[i] - s0 - s1) * inv[i]
+		}
+	}
+	// Lᵀ s = w, block row by block row from the bottom: solve the diagonal
+	// block, then remove its contribution from the rows above.
+	for i1 := b; i1 > 0; {
+		i0 := max(0, i1-khaSolveBlock)
+		for i := i1 - 1; i >= i0; i-- {
+			xi := x[i] * inv[i]
+			x[i] = xi
+			row := ch[i*b+i0 : i*b+i]
+			xb := x[i0:i]
+			for j, v := range row {
+				xb[j] -= xi * v
+			}
+		}
+		if i0 > 0 {
+			bl.Dgemv(blas.Trans, i1-i0, i0, -1, ch[i0*b:], b, x[i0:i1], 1, 1, x[:i0], 1)
+		}
+		i1 = i0
+	}
 }
 
-// orthonormalise makes the columns of a orthonormal in the RKHS metric
-// G = aᵀm (m = K_ε a), in order, updating a and m. It reports false when G
-// is not positive definite; a and m may then be partly modified.
-func (l *KHA) orthonormalise(a, m []float64) bool {
-	b, k, g := l.b, l.k, l.g
+// exactGram recomputes, from scratch, g = aᵀK_εa and, when h is not nil,
+// h = RᵀK_εa (R = l.ref), with K_ε a = L(Lᵀa) in l.ka: O(B²k).
+func (l *KHA) exactGram(g, h, a []float64) {
+	b, k := l.b, l.k
+	ka := l.ka
+	copy(ka, a)
 	bl := blas64.Implementation()
-	bl.Dgemm(blas.Trans, blas.NoTrans, k, k, b, 1, a, k, m, k, 0, g, k)
+	bl.Dtrmm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, l.chol, b, ka, k)
+	bl.Dtrmm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, k, 1, l.chol, b, ka, k)
+	for i := range k {
+		bl.Dgemv(blas.Trans, b, k, 1, ka, k, a[i:], k, 0, g[i*k:(i+1)*k], 1)
+	}
 	for i := range k {
 		for j := range i {
 			v := (g[i*k+j] + g[j*k+i]) / 2
 			g[i*k+j], g[j*k+i] = v, v
 		}
 	}
-	for _, v := range g {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+	if h != nil {
+		for j := range k {
+			bl.Dgemv(blas.Trans, b, k, 1, ka, k, l.ref[j:], k, 0, h[j*k:(j+1)*k], 1)
+		}
+	}
+}
+
+// orthonormalise writes into na the columns of a made orthonormal in the
+// RKHS metric g = aᵀK_εa, in order: with the Cholesky factor g = LLᵀ and
+// W = L⁻¹, na = a Wᵀ, which is Gram–Schmidt in the RKHS. It then sets g to
+// the identity and h (the inner products RᵀK_εa with the reference basis)
+// to h Wᵀ. It reports false, writing nothing, when g is not positive
+// definite. a is not modified. O(Bk²) through k Dgemv calls (gonum's
+// assembly kernels) plus O(k³), no allocation.
+func (l *KHA) orthonormalise(g, h, a, na []float64) bool {
+	b, k, w := l.b, l.k, l.w
+	copy(w, g)
+	for _, v := range w {
+		if !finite(v) {
 			return false
 		}
 	}
-	if ok := (lapack.Implementation{}).Dpotrf(blas.Lower, k, g, k); !ok {
+	lp := lapack.Implementation{}
+	if ok := lp.Dpotrf(blas.Lower, k, w, k); !ok {
 		return false
 	}
 	for i := range k {
-		if !(g[i*k+i] > 0) {
+		if !(w[i*k+i] > 0) {
 			return false
 		}
 	}
-	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, a, k)
-	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, g, k, m, k)
+	if ok := lp.Dtrtri(blas.Lower, blas.NonUnit, k, w, k); !ok {
+		return false
+	}
+	// Column i of a Wᵀ is a[:, :i+1] W[i, :i+1]ᵀ.
+	bl := blas64.Implementation()
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, a, k, w[i*k:i*k+i+1], 1, 0, na[i:], k)
+	}
+	// h Wᵀ row by row, in place from the last entry (entry i needs the
+	// entries j ≤ i, still the old ones).
+	for r := range k {
+		hr := h[r*k : (r+1)*k]
+		for i := k - 1; i >= 0; i-- {
+			wi := w[i*k : i*k+i+1]
+			var sum float64
+			for j, wv := range wi {
+				sum += wv * hr[j]
+			}
+			hr[i] = sum
+		}
+	}
+	clear(g)
+	for i := range k {
+		g[i*k+i] = 1
+	}
 	return true
+}
+
+// track writes the next G and H into l.g2 and l.h2, in O(k²), from the
+// current ones and the step's y = Aᵀv (l.y), e = ηₜ∘y (l.eta), Rᵀv (l.zr)
+// and pv = pᵀv (see the type's documentation), and returns the sum of
+// their entries (finite only if every entry is).
+func (l *KHA) track(pv float64) float64 {
+	k := l.k
+	y, e, zr := l.y[:k], l.eta[:k], l.zr[:k]
+	var sum float64
+	// H' = H T + (Rᵀv) eᵀ, with (H T)ᵣᵢ = Hᵣᵢ − eᵢ Σ_{l≤i} Hᵣₗ yₗ.
+	for r := range k {
+		hr, nr := l.h[r*k:(r+1)*k], l.h2[r*k:(r+1)*k]
+		hr, nr = hr[:k], nr[:k]
+		z := zr[r]
+		var acc float64
+		for i, ei := range e {
+			acc += hr[i] * y[i]
+			v := hr[i] + ei*(z-acc)
+			nr[i] = v
+			sum += v
+		}
+	}
+	// X = G T into l.w.
+	x := l.w
+	for r := range k {
+		gr, xr := l.g[r*k:(r+1)*k], x[r*k:(r+1)*k]
+		gr, xr = gr[:k], xr[:k]
+		var acc float64
+		for i, ei := range e {
+			acc += gr[i] * y[i]
+			xr[i] = gr[i] - ei*acc
+		}
+	}
+	// G' = TᵀX + q eᵀ + e qᵀ + pv e eᵀ with q = Tᵀy, qᵢ = yᵢ − eᵢ Σ_{l≤i} yₗ²
+	// (q goes to l.zr, free now), (TᵀX)ᵢ꜀ = Xᵢ꜀ − eᵢ Σ_{l≤i} yₗ Xₗ꜀.
+	q, acc := zr, l.acc[:k]
+	clear(acc)
+	var yy float64
+	for i, ei := range e {
+		yi := y[i]
+		yy += yi * yi
+		q[i] = yi - ei*yy
+		xi, gi := x[i*k:(i+1)*k], l.g2[i*k:(i+1)*k]
+		xi, gi = xi[:k], gi[:k]
+		for c, xv := range xi {
+			acc[c] += yi * xv
+			gi[c] = xv - ei*acc[c]
+		}
+	}
+	g2 := l.g2
+	for i, ei := range e {
+		for c := range i + 1 {
+			v := (g2[i*k+c]+g2[c*k+i])/2 + q[i]*e[c] + ei*q[c] + pv*ei*e[c]
+			g2[i*k+c], g2[c*k+i] = v, v
+			sum += v
+		}
+	}
+	return sum
 }
 
 // step applies one Hebbian update for x, the observation number t+1 of the
@@ -381,9 +582,8 @@ func (l *KHA) step(x []float64, t int64) error {
 	kxx := l.cfg.Kernel.Self(x)
 	s := l.s
 	copy(s, kr)
+	l.solve(s)
 	bl := blas64.Implementation()
-	bl.Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, b, l.chol, b, s, 1)
-	bl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, b, l.chol, b, s, 1)
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
@@ -400,6 +600,12 @@ func (l *KHA) step(x []float64, t int64) error {
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
+	if l.version > 0 {
+		// Rᵀv = RᵀK_εp, for H (unused before the first basis).
+		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, l.v, 1, 0, l.zr, 1)
+	} else {
+		clear(l.zr)
+	}
 
 	rho := max(1/n, 1/float64(b))
 	var norm float64
@@ -418,36 +624,31 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.eta[i] = e * y[i]
 	}
 
-	var check float64
-	for j := range b {
-		ar, mr := l.a[j*k:(j+1)*k], l.m[j*k:(j+1)*k]
-		a2, m2 := l.a2[j*k:(j+1)*k], l.m2[j*k:(j+1)*k]
-		var accA, accM float64
-		pj, vj := s[j], l.v[j]
-		for i, ey := range l.eta {
-			accA += ar[i] * y[i]
-			accM += mr[i] * y[i]
-			a2[i] = ar[i] + ey*(pj-accA)
-			m2[i] = mr[i] + ey*(vj-accM)
-		}
-		check += accA + accM
-	}
-	if math.IsNaN(check+pv+nkxx) || math.IsInf(check+pv+nkxx, 0) || !finiteAll(l.a2) || !finiteAll(l.m2) {
+	check := l.update(s)
+	// The next G and H in k-space (see the type's documentation).
+	check += l.track(pv)
+	if !finite(check + pv + nkxx) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
 
 	refresh := l.sinceRefresh+1 >= int64(l.cfg.Refresh)
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
-		l.exactM(l.m2, l.a2)
+		l.exactGram(l.g2, l.h2, l.a2)
 	}
-	if refresh && !l.orthonormalise(l.a2, l.m2) {
-		return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
+	if refresh {
+		// The orthonormalised directions go straight into l.a (the old
+		// ones are no longer needed once this succeeds).
+		if !l.orthonormalise(l.g2, l.h2, l.a2, l.a) {
+			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
+		}
+	} else {
+		l.a, l.a2 = l.a2, l.a
 	}
 
 	// Commit.
-	l.a, l.a2 = l.a2, l.a
-	l.m, l.m2 = l.m2, l.m
+	l.g, l.g2 = l.g2, l.g
+	l.h, l.h2 = l.h2, l.h
 	l.c, l.c2 = l.c2, l.c
 	l.u, l.u2 = l.u2, l.u
 	l.lam, l.lam2 = l.lam2, l.lam
@@ -464,11 +665,64 @@ func (l *KHA) step(x []float64, t int64) error {
 	return nil
 }
 
+// update writes A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ) into l.a2, where l.eta
+// holds eᵢ = ηₜᵢyᵢ, and returns the sum of the new entries. That sum is
+// finite only if every entry is (a NaN or an infinity propagates; a finite
+// sum overflows only when entries approach 10³⁰⁸, a failure anyway), so no
+// second pass over the new A is needed. Four rows at a time, so that the
+// prefix sums Σ_{l≤i} yₗAⱼₗ are independent chains; the per-column sums of
+// the new entries go to l.acc.
+func (l *KHA) update(p []float64) float64 {
+	b, k := l.b, l.k
+	e, y := l.eta[:k], l.y[:k]
+	col := l.acc[:k]
+	clear(col)
+	j := 0
+	for ; j+3 < b; j += 4 {
+		a0, a1, a2, a3 := l.a[j*k:(j+1)*k], l.a[(j+1)*k:(j+2)*k], l.a[(j+2)*k:(j+3)*k], l.a[(j+3)*k:(j+4)*k]
+		n0, n1, n2, n3 := l.a2[j*k:(j+1)*k], l.a2[(j+1)*k:(j+2)*k], l.a2[(j+2)*k:(j+3)*k], l.a2[(j+3)*k:(j+4)*k]
+		a0, a1, a2, a3 = a0[:k], a1[:k], a2[:k], a3[:k]
+		n0, n1, n2, n3 = n0[:k], n1[:k], n2[:k], n3[:k]
+		p0, p1, p2, p3 := p[j], p[j+1], p[j+2], p[j+3]
+		var s0, s1, s2, s3 float64
+		for i, ei := range e {
+			yi := y[i]
+			s0 += a0[i] * yi
+			s1 += a1[i] * yi
+			s2 += a2[i] * yi
+			s3 += a3[i] * yi
+			x0 := a0[i] + ei*(p0-s0)
+			x1 := a1[i] + ei*(p1-s1)
+			x2 := a2[i] + ei*(p2-s2)
+			x3 := a3[i] + ei*(p3-s3)
+			n0[i], n1[i], n2[i], n3[i] = x0, x1, x2, x3
+			col[i] += (x0 + x1) + (x2 + x3)
+		}
+	}
+	for ; j < b; j++ {
+		ar, an := l.a[j*k:(j+1)*k], l.a2[j*k:(j+1)*k]
+		ar, an = ar[:k], an[:k]
+		pj := p[j]
+		var sa float64
+		for i, ei := range e {
+			sa += ar[i] * y[i]
+			x := ar[i] + ei*(pj-sa)
+			an[i] = x
+			col[i] += x
+		}
+	}
+	var sum float64
+	for _, c := range col {
+		sum += c
+	}
+	return sum
+}
+
 // publish sorts the components by λ̂, aligns their signs with the basis of
 // the last version, moves the version on after a real change and publishes
 // the eigenvalues. The directions must be orthonormal (just refreshed).
 func (l *KHA) publish() {
-	b, k := l.b, l.k
+	k := l.k
 	if l.version == 0 {
 		for i := range k {
 			l.perm[i] = i
@@ -489,12 +743,9 @@ func (l *KHA) publish() {
 			if l.perm[p] != l.refPerm[p] {
 				changed = true
 			}
+			// ⟨ref_j, w_i⟩ = H_ji, tracked in k-space.
 			i, j := l.perm[p], l.refPerm[p]
-			var dot float64
-			for r := range b {
-				dot += l.ref[r*k+j] * l.m[r*k+i]
-			}
-			cos := l.sign[i] * l.refSign[j] * dot
+			cos := l.sign[i] * l.refSign[j] * l.h[j*k+i]
 			if cos < 0 {
 				l.sign[i] = -l.sign[i]
 				cos = -cos
@@ -507,6 +758,7 @@ func (l *KHA) publish() {
 	if changed {
 		l.version++
 		copy(l.ref, l.a)
+		copy(l.h, l.g)
 		copy(l.refPerm, l.perm)
 		copy(l.refSign, l.sign)
 	}
@@ -648,7 +900,8 @@ func (l *KHA) State() *State {
 	s.Ints["since_sync"] = l.sinceSync
 	s.Scalars["kxx"] = l.kxx
 	s.putMatrix("coef", b, k, l.a)
-	s.putMatrix("gram_coef", b, k, l.m)
+	s.putMatrix("gram", k, k, l.g)
+	s.putMatrix("ref_gram", k, k, l.h)
 	s.putMatrix("ref", b, k, l.ref)
 	s.putMatrix("mean_coef", 1, b, l.c)
 	s.putMatrix("mean_row", 1, b, l.u)
@@ -697,7 +950,15 @@ func (l *KHA) Restore(s *State) error {
 	sinceSync := r.int("since_sync", 0, l.syncPeriod()-1)
 	kxx := r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
 	a := r.matrix("coef", b, k)
-	m := r.matrix("gram_coef", b, k)
+	var g, h, m []float64
+	if _, ok := s.Matrices["gram"]; !ok && s.Matrices["gram_coef"].Rows > 0 {
+		// A snapshot of an earlier version keeps M = K_εA instead of G
+		// and H: they are recomputed from it below.
+		m = r.matrix("gram_coef", b, k)
+	} else {
+		g = r.matrix("gram", k, k)
+		h = r.matrix("ref_gram", k, k)
+	}
 	ref := r.matrix("ref", b, k)
 	c := r.matrix("mean_coef", 1, b)
 	u := r.matrix("mean_row", 1, b)
@@ -724,6 +985,13 @@ func (l *KHA) Restore(s *State) error {
 	if !isPerm(perm, nl.perm) || !isPerm(refPerm, nl.refPerm) {
 		r.fail("perm %v or ref_perm %v is not a permutation of 0…%d", perm, refPerm, k-1)
 	}
+	for i := range k {
+		for j := range i {
+			if g != nil && g[i*k+j] != g[j*k+i] {
+				r.fail("gram is not symmetric: [%d][%d] = %v, [%d][%d] = %v", i, j, g[i*k+j], j, i, g[j*k+i])
+			}
+		}
+	}
 	if r.err != nil {
 		return r.err
 	}
@@ -736,8 +1004,23 @@ func (l *KHA) Restore(s *State) error {
 	nl.sinceRefresh, nl.sinceSync = sinceRefresh, sinceSync
 	nl.kxx = kxx
 	copy(nl.a, a)
-	copy(nl.m, m)
 	copy(nl.ref, ref)
+	if m != nil {
+		bl := blas64.Implementation()
+		for i := range k {
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.a[i:], k, 0, nl.g[i*k:(i+1)*k], 1)
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.ref[i:], k, 0, nl.h[i*k:(i+1)*k], 1)
+		}
+		for i := range k {
+			for j := range i {
+				v := (nl.g[i*k+j] + nl.g[j*k+i]) / 2
+				nl.g[i*k+j], nl.g[j*k+i] = v, v
+			}
+		}
+	} else {
+		copy(nl.g, g)
+		copy(nl.h, h)
+	}
 	copy(nl.c, c)
 	copy(nl.u, u)
 	copy(nl.lam, lam)

@@ -521,8 +521,8 @@ func TestKHAAllocs(t *testing.T) {
 
 func TestKHAMemoryBytes(t *testing.T) {
 	for _, c := range []struct{ b, d, k, want int }{
-		{30, 3, 3, 8 * (900 + 90 + 450 + 240 + 9 + 27)},
-		{200, 13, 5, 8 * (40000 + 2600 + 5000 + 1600 + 25 + 45)},
+		{30, 3, 3, 8 * (900 + 90 + 360 + 270 + 45 + 33)},
+		{200, 13, 5, 8 * (40000 + 2600 + 4000 + 1800 + 125 + 55)},
 	} {
 		cfg := khaTestConfig()
 		cfg.Budget, cfg.Dim, cfg.Components = c.b, c.d, c.k
