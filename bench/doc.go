@@ -5,5 +5,7 @@
 // figures and the commands that produced them.
 //
 // The package has no API of its own beyond process measurements shared by
-// its tests and tools: ProcessCPU and ProcessRSS.
+// its tests and tools: ProcessCPU, ProcessRSS, ProcessRunDelay (time the
+// process's threads waited in the OS run queue) and MachineCPU (CPU time of
+// the whole machine, to tell how much other processes used).
 package bench
