@@ -55,14 +55,28 @@ func init() {
 // solve and a symmetric rank-one update of the scatter's lower triangle)
 // plus the amortised refresh.
 //
+// The scatter's rank-one terms are deferred and folded in blocks: Learn
+// updates the weight, the mean and S·U at once (everything Transform,
+// Score, Summary and the admission rule read) and keeps the centred,
+// weighted coordinates √(g/scale)·(z − μ) of the last r = min(p, 16)
+// observations; S gains them as one rank-r symmetric update (a BLAS-3
+// product, about twice the rate of r rank-one updates) when r are
+// pending, and before anything reads or re-expresses S (a refresh, an
+// admission, an eviction, a rescaling). The result equals the one-row-
+// at-a-time update up to rounding; the pending block is part of the state,
+// so a restored learner continues bit-identically.
+//
 // # State names
 //
-// Ints: m, version, rng, since_refresh, ready, changes, clock. Scalars:
+// Ints: m, version, rng, since_refresh, ready, changes, clock, pending. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
 // P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S,
 // symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
 // values of the scatter), ref m×k (basis at the last version), A m×k,
-// a 1×m (= L⁻ᵀμ_ref), c 1×k.
+// a 1×m (= L⁻ᵀμ_ref), c 1×k, pending (r−1)×m (its first n rows, n the
+// int pending < r, are the scatter terms not yet folded into S, row i =
+// √αᵢ·(zᵢ − μᵢ₋₁), the others zero; the scatter is scale·(S + EᵀE) with E
+// those n rows).
 type IKPCA struct {
 	cfg     Config
 	d, k, b int // input dimension, components, budget
@@ -72,6 +86,8 @@ type IKPCA struct {
 	L              []float64 // b×b lower Cholesky factor of K_DD + εI (stride b)
 	P              []float64 // b×b (K_DD + εI)⁻¹, full symmetric storage (stride b)
 	S              []float64 // b×b scatter / scale, stride b; updates touch the lower triangle, mirror() completes it
+	pend           []float64 // r×b: rank-one terms of S not folded in yet (√α·dz rows, stride b)
+	np, r          int       // pending rows, block size
 	mu             []float64 // b: weighted mean of the coordinates
 	muRef          []float64 // b: the mean as of the last refresh (published model)
 	adm            []float64 // b: admission clock of each member (for fifo)
@@ -114,8 +130,10 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 	}
 	b, k, d := cfg.Budget, cfg.Components, cfg.Dim
 	p := min(b, k+max(k, 8))
+	r := min(p, 16)
 	l := &IKPCA{
-		cfg: cfg, d: d, k: k, b: b, p: p,
+		cfg: cfg, d: d, k: k, b: b, p: p, r: r,
+		pend:  make([]float64, r*b),
 		rows:  NewRows(cfg.Kernel, d, b),
 		L:     make([]float64, b*b),
 		P:     make([]float64, b*b),
@@ -151,15 +169,17 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 
 // MemoryBytes is the learner's fixed memory in bytes:
 //
-//	8·(B·d + 3·B² + B·(4p + 2k + 10) + p² + 2p + k + lwork)
+//	8·(B·d + 3·B² + B·(4p + 2k + r + 10) + p² + 2p + k + lwork)
 //
-// with p = min(B, k + max(k, 8)) the block size and lwork (≈ 34p) the
-// eigensolver's workspace: the dictionary, L, P = (K_DD+εI)⁻¹ and the
-// scatter (3B²), the block, S times it and two work copies (4Bp), A and the
-// version reference (2Bk) and vectors. It does not depend on the stream.
+// with p = min(B, k + max(k, 8)) the block size, r = min(p, 16) the number
+// of deferred scatter terms and lwork (≈ 34p) the eigensolver's workspace:
+// the dictionary, L, P = (K_DD+εI)⁻¹ and the scatter (3B²), the block, S
+// times it and two work copies (4Bp), A and the version reference (2Bk),
+// the pending scatter terms (Br) and vectors. It does not depend on the
+// stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	return 8 * (b*d + 3*b*b + b*(4*p+2*k+10) + p*p + 2*p + k + l.lwork)
+	return 8 * (b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork)
 }
 
 // Kind returns "ikpca".
@@ -212,6 +232,7 @@ func (l *IKPCA) Learn(x []float64) error {
 		if m == l.b {
 			j := l.victim(delta)
 			if j >= 0 {
+				l.flush() // the basis changes
 				l.evict(j, z)
 				m--
 				z = l.z[:m]
@@ -221,6 +242,7 @@ func (l *IKPCA) Learn(x []float64) error {
 			}
 		}
 		if m < l.b && delta > 0 {
+			l.flush()
 			l.append(x, kr, z, delta)
 			m++
 			z = l.z[:m]
@@ -535,6 +557,7 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 	if f != 1 {
 		l.sc *= f
 		if l.sc < 1e-150 {
+			l.flush()
 			scal(l.S, b, m, l.sc)
 			for i := range l.SU[:m*l.p] {
 				l.SU[i] *= l.sc
@@ -542,22 +565,43 @@ func (l *IKPCA) update(z []float64, kxx float64) {
 			l.sc = 1
 		}
 	}
-	dz := l.t1[:m]
+	dz := l.pend[l.np*b : l.np*b+m]
 	for i := range m {
 		dz[i] = z[i] - l.mu[i]
-	}
-	if g > 0 {
-		impl := blas64.Implementation()
-		impl.Dsyr(blas.Lower, m, g/l.sc, dz, 1, l.S, b)
-		// S·U gains (g/scale)·dz·(dzᵀU).
-		w := l.wv[:l.p]
-		impl.Dgemv(blas.Trans, m, l.p, 1, l.U, l.p, dz, 1, 0, w, 1)
-		impl.Dger(m, l.p, g/l.sc, dz, 1, w, 1, l.SU, l.p)
 	}
 	inv := 1 / l.w
 	for i := range m {
 		l.mu[i] += dz[i] * inv
 	}
+	if g > 0 {
+		// S·U gains (g/scale)·dz·(dzᵀU) now; S the term (g/scale)·dz·dzᵀ
+		// with the next block (kept as √(g/scale)·dz).
+		alpha := g / l.sc
+		impl := blas64.Implementation()
+		w := l.wv[:l.p]
+		impl.Dgemv(blas.Trans, m, l.p, 1, l.U, l.p, dz, 1, 0, w, 1)
+		impl.Dger(m, l.p, alpha, dz, 1, w, 1, l.SU, l.p)
+		sq := math.Sqrt(alpha)
+		for i := range dz {
+			dz[i] *= sq
+		}
+		l.np++
+		if l.np == l.r {
+			l.flush()
+		}
+	}
+}
+
+// flush folds the pending scatter terms into S (its lower triangle) as
+// one rank-n update S += EᵀE, E the n×m pending block. Every pending row
+// has the current length m: flush runs before anything changes the basis.
+func (l *IKPCA) flush() {
+	if l.np == 0 {
+		return
+	}
+	m, b := l.rows.Len(), l.b
+	blas64.Implementation().Dsyrk(blas.Lower, blas.Trans, m, l.np, 1, l.pend, b, 1, l.S, b)
+	l.np = 0
 }
 
 // mirror copies the lower triangle of the m×m scatter into the upper one,
@@ -689,6 +733,7 @@ func (l *IKPCA) refresh() {
 	if m == 0 || l.w == 0 {
 		return
 	}
+	l.flush()
 	impl := blas64.Implementation()
 	l.mirror()
 	q := min(p, m) // working block width
@@ -1071,6 +1116,14 @@ func (l *IKPCA) State() *State {
 	s.putMatrix("A", m, l.k, l.A)
 	s.putMatrix("a", 1, m, l.a)
 	s.putMatrix("c", 1, l.k, l.c)
+	// The pending block has a fixed shape (r−1)×m, rows from n on zero, so
+	// that the state's size does not depend on where in a block it is taken.
+	s.Ints["pending"] = int64(l.np)
+	pend := make([]float64, (l.r-1)*m)
+	for i := range l.np {
+		copy(pend[i*m:(i+1)*m], l.pend[i*b:i*b+m])
+	}
+	s.putMatrix("pending", l.r-1, m, pend)
 	return s
 }
 
@@ -1107,6 +1160,8 @@ func (l *IKPCA) Restore(s *State) error {
 	A := r.matrix("A", m, l.k)
 	a := r.matrix("a", 1, m)
 	c := r.matrix("c", 1, l.k)
+	np := int(r.int("pending", 0, int64(l.r-1)))
+	pend := r.matrix("pending", l.r-1, m)
 	if r.err == nil {
 		for i := range m {
 			if !(L[i*m+i] > 0) {
@@ -1131,6 +1186,10 @@ func (l *IKPCA) Restore(s *State) error {
 		copy(l.S[i*b:i*b+m], S[i*m:(i+1)*m])
 	}
 	l.rows.Reset(pts, m)
+	for i := range np {
+		copy(l.pend[i*b:i*b+m], pend[i*m:(i+1)*m])
+	}
+	l.np = np
 	for _, v := range []struct {
 		dst, src []float64
 	}{{l.adm, adm}, {l.mu, mu}, {l.muRef, muRef}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {

@@ -77,6 +77,7 @@ func TestIKPCACachedProducts(t *testing.T) {
 					t.Fatalf("%s after %d: %s = %g, recomputed %g", ev, i+1, what, got, want)
 				}
 			}
+			l.flush()
 			l.mirror()
 			var smax float64
 			for _, v := range l.S[:m*b] {
