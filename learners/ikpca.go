@@ -650,9 +650,11 @@ func gemmSerial(ta, tb blas.Transpose, m, n, kk int, a []float64, lda int, b []f
 	impl := blas64.Implementation()
 	for i := 0; i < m; i += rows {
 		r := min(rows, m-i)
-		ai := a[i*lda:]
+		var ai []float64
 		if ta == blas.Trans {
-			ai = a[i:]
+			ai = a[i:] // A is stored kk×m: its rows i… are columns i… of the storage
+		} else {
+			ai = a[i*lda:]
 		}
 		for j := 0; j < n; j += cols {
 			w := min(cols, n-j)

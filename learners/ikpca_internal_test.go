@@ -4,6 +4,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"gonum.org/v1/gonum/blas"
 )
 
 // TestIKPCAMemoryBytes checks the documented formula against the slices the
@@ -137,6 +139,59 @@ func TestIKPCACachedProducts(t *testing.T) {
 						want = 1
 					}
 					cmp("P·LLᵀ", v, want, 1)
+				}
+			}
+		}
+	}
+}
+
+// TestGemmSerial checks the blocked product against a plain triple loop for
+// every transpose combination, with more rows and columns than one block.
+func TestGemmSerial(t *testing.T) {
+	const m, n, kk = 70, 200, 5
+	val := func(i, j int) float64 { return math.Sin(float64(3*i+7*j) + 0.5) }
+	for _, ta := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+		for _, tb := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			// op(A) is m×kk, op(B) is kk×n; storage follows the transpose flags.
+			var a, b []float64
+			lda, ldb := kk, n
+			if ta == blas.Trans {
+				lda = m
+			}
+			if tb == blas.Trans {
+				ldb = kk
+			}
+			a = make([]float64, m*kk)
+			b = make([]float64, kk*n)
+			for i := range m {
+				for l := range kk {
+					if ta == blas.Trans {
+						a[l*lda+i] = val(i, l)
+					} else {
+						a[i*lda+l] = val(i, l)
+					}
+				}
+			}
+			for l := range kk {
+				for j := range n {
+					if tb == blas.Trans {
+						b[j*ldb+l] = val(l+100, j)
+					} else {
+						b[l*ldb+j] = val(l+100, j)
+					}
+				}
+			}
+			c := make([]float64, m*n)
+			gemmSerial(ta, tb, m, n, kk, a, lda, b, ldb, c, n)
+			for i := range m {
+				for j := range n {
+					var want float64
+					for l := range kk {
+						want += val(i, l) * val(l+100, j)
+					}
+					if math.Abs(c[i*n+j]-want) > 1e-12 {
+						t.Fatalf("ta=%c tb=%c: c[%d,%d] = %v, want %v", ta, tb, i, j, c[i*n+j], want)
+					}
 				}
 			}
 		}
