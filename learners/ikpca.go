@@ -626,47 +626,6 @@ func (l *IKPCA) mirrorFrom(j int) {
 	}
 }
 
-// gemm computes c = a·b (m×n, stride ldc) for row-major a (m×kk) and b
-// (kk×n) in blocks small enough that gonum's Dgemm stays serial: a learner
-// never starts goroutines.
-func gemm(m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
-	const rows, cols = 64, 3 * 64
-	impl := blas64.Implementation()
-	for i := 0; i < m; i += rows {
-		r := min(rows, m-i)
-		for j := 0; j < n; j += cols {
-			w := min(cols, n-j)
-			impl.Dgemm(blas.NoTrans, blas.NoTrans, r, w, kk, 1, a[i*lda:], lda, b[j:], ldb, 0, c[i*ldc+j:], ldc)
-		}
-	}
-}
-
-// gemmSerial computes c = op(a)·op(b) (m×n, stride ldc) for row-major a
-// and b, in column blocks narrow enough that gonum's Dgemm stays serial
-// (it goes parallel from four 64×64 blocks of c): a learner never starts
-// goroutines. Only m ≤ 64 is needed here (m = p ≤ 2k + … rows).
-func gemmSerial(ta, tb blas.Transpose, m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
-	const rows, cols = 64, 3 * 64
-	impl := blas64.Implementation()
-	for i := 0; i < m; i += rows {
-		r := min(rows, m-i)
-		var ai []float64
-		if ta == blas.Trans {
-			ai = a[i:] // A is stored kk×m: its rows i… are columns i… of the storage
-		} else {
-			ai = a[i*lda:]
-		}
-		for j := 0; j < n; j += cols {
-			w := min(cols, n-j)
-			bj := b[j:]
-			if tb == blas.Trans {
-				bj = b[j*ldb:]
-			}
-			impl.Dgemm(ta, tb, r, w, kk, 1, ai, lda, bj, ldb, 0, c[i*ldc+j:], ldc)
-		}
-	}
-}
-
 // transpose writes the r×c matrix a (stride lda) transposed into dst
 // (c×r, stride ldd).
 func transpose(dst []float64, ldd int, a []float64, lda, r, c int) {
@@ -766,7 +725,7 @@ func (l *IKPCA) refresh() {
 		yt, tt := l.y2[:p*m], l.y1[:p*m]
 		transpose(yt, m, l.SU, p, m, p)
 		l.orthonormalize(yt, m, p)
-		gemmSerial(blas.NoTrans, blas.NoTrans, p, m, m, yt, m, l.S, b, tt, m) // Tᵀ = YᵀS (S symmetric)
+		serialDgemm(blas.NoTrans, blas.NoTrans, p, m, m, 1, yt, m, l.S, b, 0, tt, m) // Tᵀ = YᵀS (S symmetric)
 		impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
 		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
 			return
@@ -782,8 +741,8 @@ func (l *IKPCA) refresh() {
 		// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
 		// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
 		sut := l.SU[:p*m]
-		gemmSerial(blas.Trans, blas.NoTrans, p, m, p, h, p, tt, m, sut, m)
-		gemmSerial(blas.Trans, blas.NoTrans, p, m, p, h, p, yt, m, tt, m)
+		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, tt, m, 0, sut, m)
+		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, yt, m, 0, tt, m)
 		ritz = l.y2[:m*p]
 		transpose(ritz, p, tt, m, p, m)
 		transpose(tt, p, sut, m, p, m)
@@ -813,7 +772,7 @@ func (l *IKPCA) refresh() {
 	copy(l.U[:m*p], ritz)
 	if m <= p {
 		// Exact branch: S·U from scratch (small).
-		gemm(m, p, m, l.S, b, l.U, p, l.SU, p)
+		serialDgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, l.SU, p)
 	}
 	wasReady := l.ready
 	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)

@@ -145,9 +145,10 @@ func TestIKPCACachedProducts(t *testing.T) {
 	}
 }
 
-// TestGemmSerial checks the blocked product against a plain triple loop for
-// every transpose combination, with more rows and columns than one block.
-func TestGemmSerial(t *testing.T) {
+// TestSerialDgemm checks the blocked product against a plain triple loop for
+// every transpose combination, with more rows and columns than one block (a transposed a with more than
+// 64 rows once panicked).
+func TestSerialDgemm(t *testing.T) {
 	const m, n, kk = 70, 200, 5
 	val := func(i, j int) float64 { return math.Sin(float64(3*i+7*j) + 0.5) }
 	for _, ta := range []blas.Transpose{blas.NoTrans, blas.Trans} {
@@ -182,7 +183,7 @@ func TestGemmSerial(t *testing.T) {
 				}
 			}
 			c := make([]float64, m*n)
-			gemmSerial(ta, tb, m, n, kk, a, lda, b, ldb, c, n)
+			serialDgemm(ta, tb, m, n, kk, 1, a, lda, b, ldb, 0, c, n)
 			for i := range m {
 				for j := range n {
 					var want float64

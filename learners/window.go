@@ -536,7 +536,7 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 	for _, r := range fresh {
 		a, b := r[0], r[1]
 		if b > a {
-			serialGemm(true, na, b-a, m, 1, aug, W, w.gram[a*W:], W, 0, w.s2[a:], W)
+			serialDgemm(blas.NoTrans, blas.Trans, na, b-a, m, 1, aug, W, w.gram[a*W:], W, 0, w.s2[a:], W)
 		}
 	}
 	for c := range na {
@@ -551,7 +551,7 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 	for _, r := range fresh {
 		a, b := r[0], r[1]
 		if b > a {
-			serialGemm(false, na, m, b-a, 1, w.s2[a:], W, w.gram[a*W:], W, 1, aimg, W)
+			serialDgemm(blas.NoTrans, blas.NoTrans, na, m, b-a, 1, w.s2[a:], W, w.gram[a*W:], W, 1, aimg, W)
 		}
 	}
 	for c := range na {
@@ -579,9 +579,9 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 		for c := range na {
 			centre(aug[c*W : c*W+m])
 		}
-		serialGemm(true, na, pe, m, 1, aug, W, src, W, 0, cf, pe)
-		serialGemm(false, na, m, pe, -1, cf, pe, src, W, 1, aug, W)
-		serialGemm(false, na, m, pe, -1, cf, pe, img, W, 1, aimg, W)
+		serialDgemm(blas.NoTrans, blas.Trans, na, pe, m, 1, aug, W, src, W, 0, cf, pe)
+		serialDgemm(blas.NoTrans, blas.NoTrans, na, m, pe, -1, cf, pe, src, W, 1, aug, W)
+		serialDgemm(blas.NoTrans, blas.NoTrans, na, m, pe, -1, cf, pe, img, W, 1, aimg, W)
 	}
 	added := 0
 	for c := range na {
@@ -608,28 +608,6 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 		added++
 	}
 	return added
-}
-
-// serialGemm computes c = alpha·a·op(b) + beta·c for row-major a (m×kk) and
-// b (kk×n, or n×kk when bTrans) in blocks small enough that gonum's Dgemm
-// stays serial: a learner never starts goroutines.
-func serialGemm(bTrans bool, m, n, kk int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	const rows, cols = 64, 3 * 64
-	impl := blas64.Implementation()
-	tb := blas.NoTrans
-	if bTrans {
-		tb = blas.Trans
-	}
-	for i := 0; i < m; i += rows {
-		r := min(rows, m-i)
-		for j := 0; j < n; j += cols {
-			bj := b[j:]
-			if bTrans {
-				bj = b[j*ldb:]
-			}
-			impl.Dgemm(blas.NoTrans, tb, r, min(cols, n-j), kk, alpha, a[i*lda:], lda, bj, ldb, beta, c[i*ldc+j:], ldc)
-		}
-	}
 }
 
 // rayleighRitz computes the Ritz pairs of the q orthonormal rows of src
@@ -664,8 +642,8 @@ func (w *Window) rayleighRitz(src, img []float64, q, pe, m int) (float64, error)
 			y[c*q+r] = t[r*q+q-1-c]
 		}
 	}
-	gemm(pe, m, q, y, q, src, W, w.u, W)
-	gemm(pe, m, q, y, q, img, W, w.s2, W)
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, src, W, 0, w.u, W)
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, img, W, 0, w.s2, W)
 	for a, b := 0, q-1; a < b; a, b = a+1, b-1 {
 		theta[a], theta[b] = theta[b], theta[a]
 	}
