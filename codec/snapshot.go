@@ -136,6 +136,7 @@ type wireConfig struct {
 	Admission    string     `msgpack:"admission"`
 	Eviction     string     `msgpack:"eviction"`
 	Tolerance    float64    `msgpack:"tolerance"`
+	SwapRatio    float64    `msgpack:"swap_ratio,omitempty"`
 	Coherence    float64    `msgpack:"coherence"`
 	Jitter       float64    `msgpack:"jitter"`
 	LearningRate float64    `msgpack:"learning_rate"`
@@ -223,7 +224,7 @@ func toWireState(s *learners.State) wireState {
 		Config: wireConfig{
 			Learner: c.Learner, Dim: c.Dim, Components: c.Components, Budget: c.Budget,
 			Kernel: wireKernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
-			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance,
+			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance, SwapRatio: c.SwapRatio,
 			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
 			Refresh: c.Refresh, Seed: c.Seed,
 		},
@@ -248,7 +249,7 @@ func fromWireState(w *wireState) (*learners.State, error) {
 		Config: learners.Config{
 			Learner: c.Learner, Dim: c.Dim, Components: c.Components, Budget: c.Budget,
 			Kernel: learners.Kernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
-			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance,
+			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance, SwapRatio: c.SwapRatio,
 			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
 			Refresh: c.Refresh, Seed: c.Seed,
 		},

@@ -145,6 +145,7 @@ type Learner struct {
 	Admission    string  `yaml:"admission"`
 	Eviction     string  `yaml:"eviction"`
 	Tolerance    float64 `yaml:"tolerance"`
+	SwapRatio    float64 `yaml:"swap_ratio"`
 	Coherence    float64 `yaml:"coherence"`
 	Jitter       float64 `yaml:"jitter"`
 	LearningRate float64 `yaml:"learning_rate"`
@@ -173,6 +174,7 @@ func (l Learner) Config() learners.Config {
 		Admission:    l.Admission,
 		Eviction:     l.Eviction,
 		Tolerance:    l.Tolerance,
+		SwapRatio:    l.SwapRatio,
 		Coherence:    l.Coherence,
 		Jitter:       l.Jitter,
 		LearningRate: l.LearningRate,

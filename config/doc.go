@@ -70,11 +70,12 @@
 //	pipelines[i].learner.admission        ald | coherence            ald
 //	pipelines[i].learner.eviction         lli | fifo | contribution  lli
 //	pipelines[i].learner.tolerance        ALD ν in (0, 1)            1e-3
+//	pipelines[i].learner.swap_ratio       lli hysteresis, ≥ 1        2
 //	pipelines[i].learner.coherence        μ₀ in (0, 1)               0.95
 //	pipelines[i].learner.jitter           in (0, 1)                  1e-10
 //	pipelines[i].learner.learning_rate    kha η₀                     0.1
 //	pipelines[i].learner.decay            kha t₀ (observations)      1000
-//	pipelines[i].learner.refresh          observations               ikpca 2k, window max(2k, W/40), kha max(1, k/2)
+//	pipelines[i].learner.refresh          observations               ikpca 2(k+max(k,8)), window max(2k, W/40), kha max(1, k/2)
 //	pipelines[i].learner.seed             uint64                     0
 //	pipelines[i].output.subject           template ({pipeline},{key}) kpca.out.{pipeline}.{key}
 //	pipelines[i].output.encoding          json | msgpack | ""        "" (the input's)

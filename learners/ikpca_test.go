@@ -53,6 +53,8 @@ func TestIKPCAConfigErrors(t *testing.T) {
 		{"unknown_eviction", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Eviction: "random"}, "eviction"},
 		{"unknown_admission", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Admission: "all"}, "admission"},
 		{"tolerance_1", learners.Config{Dim: 2, Components: 2, Kernel: rbf, Tolerance: 1}, "tolerance"},
+		{"swap_ratio_below_1", learners.Config{Dim: 2, Components: 2, Kernel: rbf, SwapRatio: 0.5}, "swap_ratio"},
+		{"swap_ratio_inf", learners.Config{Dim: 2, Components: 2, Kernel: rbf, SwapRatio: math.Inf(1)}, "swap_ratio"},
 		{"unknown_kernel", learners.Config{Dim: 2, Components: 2, Kernel: learners.Kernel{Name: "cosine"}}, "kernel"},
 		{"negative_gamma", learners.Config{Dim: 2, Components: 2, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: -1}}, "gamma"},
 	} {
@@ -204,26 +206,12 @@ func TestIKPCATracking(t *testing.T) {
 //
 //	go test ./learners -run TestIKPCATightBudget -v
 func TestIKPCATightBudget(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	const n, d, k = 1200, 4, 5
-	x := make([]float64, n*d)
-	for i := range n {
-		th := 2 * math.Pi * rng.Float64()
-		r := 1 + 0.1*rng.NormFloat64()
-		x[i*d] = 1.5 * r * math.Cos(th)
-		x[i*d+1] = 0.7 * r * math.Sin(th)
-		x[i*d+2] = 0.4 * rng.NormFloat64()
-		x[i*d+3] = 0.4 * rng.NormFloat64()
-	}
-	kern := learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
+	x, n, d, k, kern := tightRing()
 	ref, err := learners.FitBatch(kern, x, n, d, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
+	order := identity(n)
 	sims := map[string]float64{}
 	for _, ev := range []string{"lli", "fifo", "contribution"} {
 		for _, b := range []int{40, 160} {
@@ -255,5 +243,74 @@ func TestIKPCATightBudget(t *testing.T) {
 		if s < 0.5 {
 			t.Errorf("eviction %s, B=40: similarity %.4f, want a graceful degradation (≥ 0.5)", ev, s)
 		}
+	}
+}
+
+// tightRing returns the stream of TestIKPCATightBudget: 1,200 points of a
+// noisy ring in d = 4 that needs more than B = 40 dictionary points under
+// rbf γ = 1, with k = 5.
+func tightRing() (x []float64, n, d, k int, kern learners.Kernel) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	n, d, k = 1200, 4, 5
+	x = make([]float64, n*d)
+	for i := range n {
+		th := 2 * math.Pi * rng.Float64()
+		r := 1 + 0.1*rng.NormFloat64()
+		x[i*d] = 1.5 * r * math.Cos(th)
+		x[i*d+1] = 0.7 * r * math.Sin(th)
+		x[i*d+2] = 0.4 * rng.NormFloat64()
+		x[i*d+3] = 0.4 * rng.NormFloat64()
+	}
+	return x, n, d, k, learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
+}
+
+func identity(n int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	return order
+}
+
+// TestIKPCASwapRatio compares lli eviction without hysteresis (SwapRatio
+// 1) and with the default (2) on the tight-budget ring: the hysteresis must
+// admit fewer points (fewer swaps) and end closer to batch KPCA.
+//
+//	go test ./learners -run TestIKPCASwapRatio -v
+func TestIKPCASwapRatio(t *testing.T) {
+	x, n, d, k, kern := tightRing()
+	ref, err := learners.FitBatch(kern, x, n, d, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const b = 40
+	sim := map[float64]float64{}
+	adm := map[float64]int64{}
+	for _, ratio := range []float64{1, 0} { // 0: the default
+		l, err := learners.NewIKPCA(learners.Config{Dim: d, Components: k, Budget: b, Kernel: kern, SwapRatio: ratio})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamOnce(t, l, x, d, identity(n))
+		if err := l.Sync(100); err != nil {
+			t.Fatal(err)
+		}
+		m, err := l.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := kpcaeval.CompareFit(ref, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim[ratio], adm[ratio] = rep.Similarity, l.State().Ints["clock"]
+		t.Logf("swap_ratio %v (effective %v), B=%d: %d admissions (%d swaps), similarity %.4f",
+			ratio, l.Config().SwapRatio, b, adm[ratio], adm[ratio]-b, rep.Similarity)
+	}
+	if adm[0] >= adm[1] {
+		t.Errorf("default swap ratio admitted %d points, ratio 1 %d: want fewer swaps", adm[0], adm[1])
+	}
+	if sim[0] < sim[1] || sim[0] < 0.85 {
+		t.Errorf("similarity with the default swap ratio %.4f (ratio 1: %.4f), want ≥ ratio 1 and ≥ 0.85", sim[0], sim[1])
 	}
 }

@@ -115,6 +115,12 @@ type Config struct {
 	// Eviction is the dictionary eviction policy when full: "lli" (least
 	// linearly independent, default), "fifo" or "contribution".
 	Eviction string
+	// SwapRatio is the hysteresis of lli eviction: a full dictionary swaps
+	// its least independent member dⱼ for x only when x's residual is at
+	// least SwapRatio times dⱼ's, δ(x) ≥ SwapRatio/[K⁻¹]ⱼⱼ, so every swap
+	// raises log det K_DD by at least log SwapRatio. Must be ≥ 1; 1 swaps on
+	// any gain (the rule before this field existed). Default 2. ikpca only.
+	SwapRatio float64
 	// Tolerance is the ALD threshold ν relative to k(x,x): a point is admitted
 	// when δ = k(x,x) − ‖z‖² > ν·k(x,x). Default 1e-3.
 	Tolerance float64
@@ -151,6 +157,7 @@ const (
 const (
 	DefaultBudget       = 256
 	DefaultTolerance    = 1e-3
+	DefaultSwapRatio    = 2
 	DefaultCoherence    = 0.95
 	DefaultJitter       = 1e-10
 	DefaultLearningRate = 0.1
@@ -176,6 +183,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tolerance == 0 {
 		c.Tolerance = DefaultTolerance
+	}
+	if c.SwapRatio == 0 {
+		c.SwapRatio = DefaultSwapRatio
 	}
 	if c.Coherence == 0 {
 		c.Coherence = DefaultCoherence
@@ -245,6 +255,9 @@ func (c Config) Validate() error {
 	case "lli", "fifo", "contribution":
 	default:
 		bad("eviction", "unknown policy %q (want lli, fifo or contribution)", c.Eviction)
+	}
+	if !(c.SwapRatio >= 1) || math.IsInf(c.SwapRatio, 0) {
+		bad("swap_ratio", "must be ≥ 1 and finite, got %v", c.SwapRatio)
 	}
 	if !(c.Tolerance > 0 && c.Tolerance < 1) {
 		bad("tolerance", "must be in (0, 1), got %v", c.Tolerance)

@@ -43,6 +43,7 @@ type replayOptions struct {
 	seed                uint64
 	admission, eviction string
 	tolerance           float64
+	swapRatio           float64
 	refresh             int
 	learningRate, decay float64
 	progressEvery       time.Duration
@@ -95,6 +96,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.admission, "admission", "", "dictionary admission: ald (default) or coherence (ikpca)")
 	fs.StringVar(&o.eviction, "eviction", "", "dictionary eviction: lli (default), fifo or contribution (ikpca)")
 	fs.Float64Var(&o.tolerance, "tolerance", 0, "ALD threshold ν relative to k(x,x) (default 1e-3)")
+	fs.Float64Var(&o.swapRatio, "swap-ratio", 0, "lli eviction hysteresis: swap a member only for a point at least this many times more independent, ≥ 1 (default 2; ikpca)")
 	fs.IntVar(&o.refresh, "refresh", 0, "observations between refreshes of the published components (default: learner's)")
 	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.1)")
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
@@ -164,7 +166,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	cfg := learners.Config{
 		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
 		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
-		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance,
+		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
 		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
 	}
 	if o.kernel != learners.KernelPoly {
