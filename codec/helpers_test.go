@@ -55,7 +55,7 @@ func testState() *learners.State {
 		Config: learners.Config{
 			Learner: "ikpca", Dim: 3, Components: 2, Budget: 4,
 			Kernel: learners.Kernel{Name: "poly", Gamma: 0.25, Coef0: -1.5, Degree: 3},
-			Forget: 0.999, Admission: "ald", Eviction: "lli", Tolerance: 1e-3, SwapRatio: 3, Coherence: 0.95,
+			Forget: 0.999, Admission: "ald", Eviction: "lli", Tolerance: 1e-3, Coherence: 0.95,
 			Jitter: 1e-10, LearningRate: 0.05, Decay: 1000, Refresh: 1, Seed: 1<<63 + 5,
 		},
 		Seen: 123456789,
