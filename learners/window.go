@@ -141,6 +141,9 @@ type Window struct {
 	work                []float64 // LAPACK workspace
 	cosm                []float64 // k×k
 	normU, normV        []float64 // k
+	sm                  []float64 // 3pk + 3k²: the small matrices of rayleighRitzAug
+	gsum                []float64 // p+k
+	kept                []int     // k
 }
 
 // NewWindow returns an empty sliding-window learner. cfg.Learner must be
@@ -197,6 +200,9 @@ func NewWindow(cfg Config) (*Window, error) {
 		cosm:    make([]float64, k*k),
 		normU:   make([]float64, k),
 		normV:   make([]float64, k),
+		sm:      make([]float64, 3*p*k+3*k*k),
+		gsum:    make([]float64, p+k),
+		kept:    make([]int, k),
 	}
 	for i := range nw.ones {
 		nw.ones[i] = 1
@@ -217,14 +223,14 @@ func windowLwork(p int) int {
 // MemoryBytes is the memory held by a Window, in bytes: 8 bytes per float64
 // of W² (Gram) + 2W(d+1) (window and published points with norms)
 // + 3pW + 3(p+k)W (basis, its images and iteration buffers) + 2kW
-// (eigenvectors, coefficients) + 5W + d + (p+k)² + p(p+k) + (p+k) + p + k²
-// + 6k + lwork, with
+// (eigenvectors, coefficients) + 5W + d + (p+k)² + p(p+k) + 2(p+k) + p + 4k²
+// + 3pk + 7k + lwork (the last k are ints), with
 // p = min(2k+2, W−1) and lwork gonum's optimal Dsyev workspace for p+k (at
 // least 3(p+k)). At W = 2000, d = 8, k = 5 that is 33.7 MB (W = 256: 0.75 MB),
 // dominated by the Gram matrix.
 func (w *Window) MemoryBytes() int {
 	W, d, k, p := w.w, w.d, w.k, w.p
-	floats := W*W + 2*W*(d+1) + 3*p*W + 3*(p+k)*W + 2*k*W + 5*W + d + (p+k)*(p+k) + p*(p+k) + (p + k) + p + k*k + 6*k + len(w.work)
+	floats := W*W + 2*W*(d+1) + 3*p*W + 3*(p+k)*W + 2*k*W + 5*W + d + (p+k)*(p+k) + p*(p+k) + 2*(p+k) + p + 4*k*k + 3*p*k + 7*k + len(w.work)
 	return 8 * floats
 }
 
@@ -438,11 +444,15 @@ func (w *Window) iterate(iters int, tol float64, slot, n int) (int, float64, err
 		}
 	}
 	w.images(src, img, valid, pe, m)
-	q := pe + w.augment(src, img, pe, m)
+	na := w.augment(src, img, pe, m)
 	var res float64
 	for it := 0; ; it++ {
 		var err error
-		res, err = w.rayleighRitz(src, img, q, pe, m)
+		if it == 0 && na > 0 {
+			res, err = w.rayleighRitzAug(src, img, pe, na, m)
+		} else {
+			res, err = w.rayleighRitz(src, img, pe, pe, m)
+		}
 		if err != nil {
 			return 0, 0, err
 		}
@@ -459,7 +469,6 @@ func (w *Window) iterate(iters int, tol float64, slot, n int) (int, float64, err
 			}
 		}
 		w.images(src, img, 0, pe, m)
-		q = pe
 	}
 	return pe, res, nil
 }
@@ -485,19 +494,19 @@ func (w *Window) rowSums(m int) {
 	blas64.Implementation().Dgemv(blas.NoTrans, m, m, 1, w.gram, w.w, w.ones, 1, 0, w.rsum, 1)
 }
 
-// augment appends to the pe basis rows of src up to k extra rows, with
-// their images in img: copies of the leading basis rows whose entries at
-// the window slots written since the last refresh (still the coordinates
-// of the evicted points, or zeros) are replaced by their Nyström extension
-// vⱼ = (K̃v⁰)ⱼ/θ, v⁰ the row with those entries zeroed and centred, θ the
-// row's Ritz value from the last refresh, orthonormalised against the rows
-// before them. The image of a row changed by δⱼ at slots j is
-// K̃v + Σⱼ δⱼ·H(Kₑⱼ − r/m) (r the row sums), O(f·W·k) for f fresh slots.
-// The Rayleigh–Ritz step then chooses the best vectors in the enlarged
-// span, so a poor extension (of a vector far from convergence) cannot
-// hurt, while a good one removes the lag of the Ritz pairs behind the
-// window. It returns the number of rows added: none when no slot is fresh,
-// more than half of the window is, or the basis is new.
+// augment prepares up to k extra directions for the Rayleigh–Ritz step
+// (see rayleighRitzAug): for each leading basis row v (Ritz value θ from
+// the last refresh), the correction e = δ − (1ᵀδ/m)·1 that replaces v's
+// entries at the window slots written since the last refresh (still the
+// coordinates of the evicted points, or zeros) by their Nyström extension
+// vⱼ + δⱼ = (K̃v⁰)ⱼ/θ, v⁰ the row with those entries zeroed and centred.
+// It leaves δ in the fresh slots of the first rows of w.s2 and the images
+// K̃e = H(Kδ − (1ᵀδ/m)·r) (r the row sums) in the rows of img after pe,
+// and returns the number na of corrections. The products with v⁰ come
+// from the exact images: K_j·v⁰ = (Kv)_j − K_{j,F}·v_F + (1ᵀv_F/m)·r_j (F
+// the fresh slots), O(f²k); the images cost O(f·W·k) for f fresh slots.
+// It returns 0 when no slot is fresh, more than half of the window is,
+// or the basis is new.
 func (w *Window) augment(src, img []float64, pe, m int) int {
 	W := w.w
 	na := min(w.k, w.valid)
@@ -515,99 +524,255 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 	}
 	bl := blas64.Implementation()
 	fm := float64(m)
-	aug, aimg := src[pe*W:], img[pe*W:]
-	old := w.oldSlots(m)
 	fresh := w.freshSlots(m)
-	for c := range na {
-		v := aug[c*W : c*W+m]
-		copy(v, src[c*W:c*W+m])
-		for _, r := range fresh {
-			clear(v[r[0]:r[1]])
-		}
-		centre(v)
-		// avg[c] = rᵀv⁰/m, the mean of Kv⁰; then (K̃v⁰)ⱼ = Kⱼ·v⁰ − avg[c].
-		w.avg[c] = bl.Ddot(m, w.rsum, 1, v, 1) / fm
-		copy(aimg[c*W:c*W+m], img[c*W:c*W+m])
-		w.normU[c] = 0 // Σⱼ δⱼ
+	var rtot float64 // 1ᵀr
+	for _, v := range w.rsum[:m] {
+		rtot += v
 	}
-	// For the fresh slots j (contiguous rows of the Gram matrix):
-	// s2[c, j] = Kⱼ·v⁰_c, then the change δ_cj = (that − avg[c])/θ_c − v_cj
-	// of the entry, and the images gain Σⱼ δ_cj Kⱼ.
-	for _, r := range fresh {
-		a, b := r[0], r[1]
-		if b > a {
-			serialDgemm(blas.NoTrans, blas.Trans, na, b-a, m, 1, aug, W, w.gram[a*W:], W, 0, w.s2[a:], W)
-		}
-	}
+	d := w.s2
 	for c := range na {
+		v := src[c*W : c*W+m]
+		var sf, rf float64 // 1ᵀv_F, rᵀv_F
 		for _, r := range fresh {
 			for j := r[0]; j < r[1]; j++ {
-				delta := (w.s2[c*W+j]-w.avg[c])/w.bval[c] - src[c*W+j]
-				w.s2[c*W+j] = delta
-				w.normU[c] += delta
+				sf += v[j]
+				rf += w.rsum[j] * v[j]
+			}
+		}
+		s := sf / fm
+		// (K̃v⁰)ⱼ = img_j + rᵀv_F/m + s·(r_j − 1ᵀr/m) − K_{j,F}·v_F; the last
+		// term is added below.
+		for _, r := range fresh {
+			for j := r[0]; j < r[1]; j++ {
+				d[c*W+j] = img[c*W+j] + rf/fm + s*(w.rsum[j]-rtot/fm)
 			}
 		}
 	}
-	for _, r := range fresh {
-		a, b := r[0], r[1]
-		if b > a {
-			serialDgemm(blas.NoTrans, blas.NoTrans, na, m, b-a, 1, w.s2[a:], W, w.gram[a*W:], W, 1, aimg, W)
+	for _, ra := range fresh {
+		for _, rb := range fresh {
+			if ra[1] > ra[0] && rb[1] > rb[0] {
+				serialDgemm(blas.NoTrans, blas.NoTrans, na, ra[1]-ra[0], rb[1]-rb[0], -1, src[rb[0]:], W, w.gram[rb[0]*W+ra[0]:], W, 1, d[ra[0]:], W)
+			}
 		}
 	}
 	for c := range na {
-		// The row is v with its fresh entries replaced by v + δ.
-		v := aug[c*W : c*W+m]
-		for _, r := range old {
-			copy(v[r[0]:r[1]], src[c*W+r[0]:c*W+r[1]])
-		}
+		var sum float64
 		for _, r := range fresh {
 			for j := r[0]; j < r[1]; j++ {
-				v[j] = src[c*W+j] + w.s2[c*W+j]
+				delta := d[c*W+j]/w.bval[c] - src[c*W+j]
+				d[c*W+j] = delta
+				sum += delta
 			}
 		}
+		w.normU[c] = sum // 1ᵀδ
+		clear(img[(pe+c)*W : (pe+c)*W+m])
+	}
+	aimg := img[pe*W:]
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b > a {
+			serialDgemm(blas.NoTrans, blas.NoTrans, na, m, b-a, 1, d[a:], W, w.gram[a*W:], W, 1, aimg, W)
+		}
+	}
+	for c := range na {
 		ai := aimg[c*W : c*W+m]
 		bl.Daxpy(m, -w.normU[c]/fm, w.rsum, 1, ai, 1)
 		centre(ai)
 	}
-	// Orthonormalise against the basis (two passes of block classical
-	// Gram–Schmidt), then against each other; drop rows in the span.
-	for c := range na {
-		w.tmp[c] = bl.Dnrm2(m, aug[c*W:c*W+m], 1)
+	return na
+}
+
+// rayleighRitzAug is rayleighRitz on span(V, e₁…e_na), the pe orthonormal
+// rows V of src (images G = K̃V in img) and the corrections of augment,
+// without forming an orthonormal basis of the corrections explicitly: the
+// e are zero outside the f fresh slots up to a constant, so their inner
+// products with V and G and with each other cost O(f(p+k)k), and the
+// Gram–Schmidt step e⊥ = L⁻¹(e − CᵀV) (C = V·eᵀ, LLᵀ = eeᵀ − CᵀC by a
+// Cholesky factorisation that drops a correction whose part outside the
+// span is below windowAugMin of the norm of v + e) is applied to the
+// projected q×q matrix instead of to the vectors. The Ritz vectors are
+// then u = (y_V − gCᵀ)·V + g·e with g = y_Z·L⁻¹, and their images
+// (y_V − gCᵀ)·G + g·K̃e: O(W·p·(p+k)) in all.
+func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, error) {
+	W := w.w
+	fm := float64(m)
+	bl := blas64.Implementation()
+	fresh := w.freshSlots(m)
+	d := w.s2
+	sm := w.sm
+	cm, ave, rr := sm[:pe*na], sm[pe*na:2*pe*na], sm[2*pe*na:3*pe*na] // pe×na, stride na
+	o := 3 * pe * na
+	ee, aee, lo := sm[o:o+na*na], sm[o+na*na:o+2*na*na], sm[o+2*na*na:o+3*na*na] // na×na
+	gs, ks := w.gsum[:pe+na], w.kept[:na]
+	for r := range pe + na {
+		var s float64
+		for _, v := range img[r*W : r*W+m] {
+			s += v
+		}
+		gs[r] = s // ≈ 0: the images are centred
 	}
-	cf := w.y[:na*pe]
-	for range 2 {
-		for c := range na {
-			centre(aug[c*W : c*W+m])
-		}
-		serialDgemm(blas.NoTrans, blas.Trans, na, pe, m, 1, aug, W, src, W, 0, cf, pe)
-		serialDgemm(blas.NoTrans, blas.NoTrans, na, m, pe, -1, cf, pe, src, W, 1, aug, W)
-		serialDgemm(blas.NoTrans, blas.NoTrans, na, m, pe, -1, cf, pe, img, W, 1, aimg, W)
-	}
-	added := 0
-	for c := range na {
-		r := pe + added
-		before := w.tmp[c]
-		if r != pe+c {
-			copy(src[r*W:r*W+m], src[(pe+c)*W:(pe+c)*W+m])
-			copy(img[r*W:r*W+m], img[(pe+c)*W:(pe+c)*W+m])
-		}
-		v, vi := src[r*W:r*W+m], img[r*W:r*W+m]
-		for range 2 {
-			for o := pe; o < r; o++ {
-				g := bl.Ddot(m, src[o*W:o*W+m], 1, v, 1)
-				bl.Daxpy(m, -g, src[o*W:o*W+m], 1, v, 1)
-				bl.Daxpy(m, -g, img[o*W:o*W+m], 1, vi, 1)
-			}
-		}
-		after := bl.Dnrm2(m, v, 1)
-		if !(before > 0) || !(after > windowAugMin*before) || math.IsInf(before, 0) {
+	// C = V_F·δᵀ, AVE = G_F·δᵀ − gs·μᵀ, EE = δδᵀ − m·μμᵀ, AEE = δ·(K̃e)_Fᵀ − μ·gsᵀ.
+	clear(cm)
+	clear(ave)
+	clear(ee)
+	clear(aee)
+	for _, r := range fresh {
+		a, b := r[0], r[1]
+		if b <= a {
 			continue
 		}
-		bl.Dscal(m, 1/after, v, 1)
-		bl.Dscal(m, 1/after, vi, 1)
-		added++
+		serialDgemm(blas.NoTrans, blas.Trans, pe, na, b-a, 1, src[a:], W, d[a:], W, 1, cm, na)
+		serialDgemm(blas.NoTrans, blas.Trans, pe, na, b-a, 1, img[a:], W, d[a:], W, 1, ave, na)
+		serialDgemm(blas.NoTrans, blas.Trans, na, na, b-a, 1, d[a:], W, d[a:], W, 1, ee, na)
+		serialDgemm(blas.NoTrans, blas.Trans, na, na, b-a, 1, d[a:], W, img[pe*W+a:], W, 1, aee, na)
 	}
-	return added
+	mu := w.avg[:na]
+	for c := range na {
+		mu[c] = w.normU[c] / fm
+	}
+	for r := range pe {
+		for c := range na {
+			ave[r*na+c] -= gs[r] * mu[c]
+		}
+	}
+	for c := range na {
+		for c2 := range na {
+			ee[c*na+c2] -= fm * mu[c] * mu[c2]
+			aee[c*na+c2] -= mu[c] * gs[pe+c2]
+		}
+	}
+	// S = EE − CᵀC, factorised row by row; a row whose remaining norm is
+	// below windowAugMin·‖v + e‖ is dropped.
+	nk := 0
+	for c := range na {
+		before := 1 + 2*cm[c*na+c] + ee[c*na+c] // ‖v + e‖² (v unit, centred)
+		sc := lo[nk*na : nk*na+nk+1]
+		for t := range nk {
+			c2 := ks[t]
+			s := ee[c*na+c2]
+			for r := range pe {
+				s -= cm[r*na+c] * cm[r*na+c2]
+			}
+			for i := range t {
+				s -= sc[i] * lo[t*na+i]
+			}
+			sc[t] = s / lo[t*na+t]
+		}
+		after := ee[c*na+c]
+		for r := range pe {
+			after -= cm[r*na+c] * cm[r*na+c]
+		}
+		for t := range nk {
+			after -= sc[t] * sc[t]
+		}
+		if !(before > 0) || math.IsInf(before, 0) || !(after > windowAugMin*windowAugMin*before) {
+			continue
+		}
+		sc[nk] = math.Sqrt(after)
+		ks[nk] = c
+		nk++
+	}
+	if nk == 0 {
+		return w.rayleighRitz(src, img, pe, pe, m)
+	}
+	// Keep the columns of the kept corrections (in order, so in place).
+	for t, c := range ks[:nk] {
+		if t == c {
+			continue
+		}
+		for r := range pe {
+			cm[r*na+t] = cm[r*na+c]
+			ave[r*na+t] = ave[r*na+c]
+		}
+		copy(img[(pe+t)*W:(pe+t)*W+m], img[(pe+c)*W:(pe+c)*W+m])
+	}
+	for t, c := range ks[:nk] {
+		for t2, c2 := range ks[:nk] {
+			aee[t*na+t2] = aee[c*na+c2]
+		}
+	}
+	q := pe + nk
+	t := w.t[:q*q]
+	// AVV = V·Gᵀ (both triangles: it is also used below).
+	for a := range pe {
+		sa := src[a*W : a*W+m]
+		for b := a; b < pe; b++ {
+			v := bl.Ddot(m, sa, 1, img[b*W:b*W+m], 1)
+			t[a*q+b] = v
+			t[b*q+a] = v
+		}
+	}
+	// R = AVE − AVV·C (pe×nk); inner = AEE − CᵀAVE − AVEᵀC + CᵀAVV·C
+	// = AEE − AVEᵀC − CᵀR.
+	for r := range pe {
+		for c := range nk {
+			s := ave[r*na+c]
+			for b := range pe {
+				s -= t[r*q+b] * cm[b*na+c]
+			}
+			rr[r*na+c] = s
+		}
+	}
+	for c := range nk {
+		for c2 := c; c2 < nk; c2++ {
+			s := 0.5 * (aee[c*na+c2] + aee[c2*na+c])
+			for r := range pe {
+				s -= ave[r*na+c]*cm[r*na+c2] + cm[r*na+c]*rr[r*na+c2]
+			}
+			ee[c*na+c2] = s // ee is free now: inner, upper triangle
+			ee[c2*na+c] = s
+		}
+	}
+	// AVZ = R·L⁻ᵀ, AZZ = L⁻¹·inner·L⁻ᵀ.
+	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, pe, nk, 1, lo, na, rr, na)
+	bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, nk, nk, 1, lo, na, ee, na)
+	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, nk, nk, 1, lo, na, ee, na)
+	for r := range pe {
+		copy(t[r*q+pe:r*q+q], rr[r*na:r*na+nk])
+	}
+	for c := range nk {
+		for c2 := c; c2 < nk; c2++ {
+			t[(pe+c)*q+pe+c2] = ee[c*na+c2]
+		}
+	}
+	if err := w.ritzSolve(q, pe); err != nil {
+		return 0, err
+	}
+	// Coefficients: y = [y_V y_Z] (pe×q); g = y_Z·L⁻¹ (into rr, pe×nk);
+	// W_V = y_V − g·Cᵀ (into the first pe columns of y).
+	y := w.y[:pe*q]
+	for r := range pe {
+		copy(rr[r*na:r*na+nk], y[r*q+pe:r*q+q])
+	}
+	bl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, pe, nk, 1, lo, na, rr, na)
+	for r := range pe {
+		for b := range pe {
+			s := y[r*q+b]
+			for c := range nk {
+				s -= rr[r*na+c] * cm[b*na+c]
+			}
+			y[r*q+b] = s
+		}
+		copy(y[r*q+pe:r*q+q], rr[r*na:r*na+nk])
+	}
+	// u = W_V·V + g·e (e = δ on the fresh slots minus μ), s2 = y·[G; K̃e].
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, pe, 1, y, q, src, W, 0, w.u, W)
+	for r := range pe {
+		ur := w.u[r*W : r*W+m]
+		var shift float64
+		for tt, c := range ks[:nk] {
+			g := y[r*q+pe+tt]
+			shift += g * mu[c]
+			for _, f := range fresh {
+				bl.Daxpy(f[1]-f[0], g, d[c*W+f[0]:c*W+f[1]], 1, ur[f[0]:f[1]], 1)
+			}
+		}
+		for j := range ur {
+			ur[j] -= shift
+		}
+	}
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, img, W, 0, w.s2, W)
+	return w.ritzResidual(q, m), nil
 }
 
 // rayleighRitz computes the Ritz pairs of the q orthonormal rows of src
@@ -625,29 +790,45 @@ func (w *Window) rayleighRitz(src, img []float64, q, pe, m int) (float64, error)
 			t[a*q+b] = bl.Ddot(m, sa, 1, img[b*W:b*W+m], 1)
 		}
 	}
-	theta := w.theta[:q]
+	if err := w.ritzSolve(q, pe); err != nil {
+		return 0, err
+	}
+	y := w.y[:pe*q]
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, src, W, 0, w.u, W)
+	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, img, W, 0, w.s2, W)
+	return w.ritzResidual(q, m), nil
+}
+
+// ritzSolve diagonalises the q×q projected matrix in w.t (upper triangle)
+// and leaves the eigenvectors of the top pe eigenvalues as the rows of
+// w.y (pe×q) and the eigenvalues in w.theta, still ascending.
+func (w *Window) ritzSolve(q, pe int) error {
+	t, theta := w.t[:q*q], w.theta[:q]
 	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{Uplo: blas.Upper, N: q, Stride: q, Data: t}, theta, w.work, len(w.work)) {
-		return 0, fmt.Errorf("%w: window: Rayleigh–Ritz eigendecomposition failed", ErrNumerical)
+		return fmt.Errorf("%w: window: Rayleigh–Ritz eigendecomposition failed", ErrNumerical)
 	}
 	for _, v := range theta {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("%w: window: Ritz value %v", ErrNumerical, v)
+			return fmt.Errorf("%w: window: Ritz value %v", ErrNumerical, v)
 		}
 	}
 	// Descending order: Ritz vector c uses eigenvector column q−1−c of t.
-	// y (pe×q) holds those columns as rows; u = y·src, s2 = y·img.
 	y := w.y[:pe*q]
 	for c := range pe {
 		for r := range q {
 			y[c*q+r] = t[r*q+q-1-c]
 		}
 	}
-	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, src, W, 0, w.u, W)
-	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, img, W, 0, w.s2, W)
+	return nil
+}
+
+// ritzResidual puts w.theta in descending order and returns the relative
+// residual max‖K̃u − θu‖/θ₁ of the top k pairs in w.u, w.s2.
+func (w *Window) ritzResidual(q, m int) float64 {
+	W, theta := w.w, w.theta[:q]
 	for a, b := 0, q-1; a < b; a, b = a+1, b-1 {
 		theta[a], theta[b] = theta[b], theta[a]
 	}
-	// Residual of the top k pairs, relative to θ₁.
 	var res float64
 	for c := range w.k {
 		uc, dc := w.u[c*W:c*W+m], w.s2[c*W:c*W+m]
@@ -659,11 +840,9 @@ func (w *Window) rayleighRitz(src, img []float64, q, pe, m int) (float64, error)
 		res = max(res, math.Sqrt(s))
 	}
 	if theta[0] > 0 {
-		res /= theta[0]
-	} else {
-		res = 0
+		return res / theta[0]
 	}
-	return res, nil
+	return 0
 }
 
 // orthRow makes row c of b (over [0, m)) centred, orthogonal to rows 0..c−1

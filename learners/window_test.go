@@ -498,9 +498,10 @@ func TestWindowMemoryBytes(t *testing.T) {
 	l, _ := NewWindow(windowConfig(8, 5, 200, 2))
 	var floats int
 	for _, s := range [][]float64{l.ring.pts, l.ring.norms, l.pub.pts, l.pub.norms, l.gram, l.block, l.img, l.s1, l.s2, l.z, l.u,
-		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.diff, l.y, l.ones, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV} {
+		l.vecs, l.coef, l.off, l.eig, l.krow, l.rsum, l.saveRow, l.diff, l.y, l.ones, l.savePt, l.t, l.theta, l.tmp, l.avg, l.bval, l.work, l.cosm, l.normU, l.normV, l.sm, l.gsum} {
 		floats += cap(s)
 	}
+	floats += cap(l.kept) // ints, 8 bytes each
 	if got := l.MemoryBytes(); got != 8*floats {
 		t.Fatalf("MemoryBytes = %d, want %d (allocated)", got, 8*floats)
 	}
