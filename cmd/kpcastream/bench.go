@@ -25,6 +25,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 func init() {
@@ -504,10 +505,11 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 		}
 		go func() { <-pctx.Done(); pipeDone <- bp.stop() }()
 	default:
-		p, err := newBenchProcessor(o, nc, streamName, inSubj, outSubj)
+		p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj)
 		if err != nil {
 			return nil, err
 		}
+		defer cleanup()
 		go func() { pipeDone <- p.Run(pctx) }()
 		// Core NATS drops what is published before the subscription exists.
 		deadline := time.Now().Add(30 * time.Second)
@@ -709,11 +711,37 @@ func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) e
 }
 
 // newBenchProcessor builds the real pipeline: processor defaults except the
-// input (the bench stream, or core NATS), the learner and the output subject.
-func newBenchProcessor(o benchOptions, nc *nats.Conn, stream, in, out string) (*processor.Processor, error) {
+// input (the bench stream, or core NATS), the learner, the output subject,
+// and its KV buckets (snapshots, large states, checkpoints), which are
+// fresh for each run so that a run against a server that already saw one
+// (--nats-url) does not restore the last run's learners and skip its
+// messages. cleanup deletes them; call it after the processor stopped.
+func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, stream, in, out string) (p *processor.Processor, cleanup func(), err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	snapCfg := snapshot.Config{Bucket: "kpcastream-bench-snap-" + run, ObjectBucket: "kpcastream-bench-state-" + run}
+	ckpt := "kpcastream-bench-ckpt-" + run
+	cleanup = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = js.DeleteKeyValue(dctx, snapCfg.Bucket)
+		_ = js.DeleteObjectStore(dctx, snapCfg.ObjectBucket)
+		_ = js.DeleteKeyValue(dctx, ckpt)
+	}
+	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	store, err := snapshot.Open(octx, js, snapCfg)
+	cancel()
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("snapshot store: %w", err)
+	}
 	cfg := processor.Config{
-		Workers:     o.workers,
-		ServiceName: "kpcastream-bench",
+		Workers:          o.workers,
+		ServiceName:      "kpcastream-bench",
+		CheckpointBucket: ckpt,
 		Pipelines: []processor.PipelineConfig{{
 			Name:     "bench",
 			Input:    processor.InputConfig{Stream: stream, Subject: in},
@@ -722,7 +750,12 @@ func newBenchProcessor(o benchOptions, nc *nats.Conn, stream, in, out string) (*
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
 		}},
 	}
-	return processor.New(cfg, processor.Deps{Conn: nc})
+	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return p, cleanup, nil
 }
 
 // barePipeline is the pass-through baseline: what the processor does per
