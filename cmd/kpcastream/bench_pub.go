@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,11 @@ type ackPublisher struct {
 
 // newAckPublisher subscribes to a fresh inbox for the acknowledgements.
 func newAckPublisher(nc *nats.Conn, maxPending int) (*ackPublisher, error) {
-	p := &ackPublisher{nc: nc, inbox: nc.NewRespInbox(), slots: make(chan struct{}, maxPending)}
+	// "_INBOX.<6>.<6>": as long as PublishMsgAsync's reply subjects
+	// (prefix, 6-character publisher token, 6-character message token), so
+	// that every PUB and every PubAck is the same size on the wire.
+	tok := strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)
+	p := &ackPublisher{nc: nc, inbox: nats.InboxPrefix + tok[:6] + "." + tok[6:12], slots: make(chan struct{}, maxPending)}
 	sub, err := nc.Subscribe(p.inbox, p.ack)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to publish acks: %w", err)

@@ -104,6 +104,9 @@ func TestAckPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.close()
+	if len(p.inbox) != len("_INBOX.abcdef.ghijkl") || !strings.HasPrefix(p.inbox, "_INBOX.") {
+		t.Errorf("reply subject %q: want the shape of PublishMsgAsync's, _INBOX.<6>.<6>", p.inbox)
+	}
 	const n = 500
 	m := &nats.Msg{Header: nats.Header{"Content-Type": {"text/plain"}}}
 	for i := range n {
