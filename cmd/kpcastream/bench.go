@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -26,6 +25,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 func init() {
@@ -55,6 +55,7 @@ type benchOptions struct {
 	cpuprofile string
 	memprofile string
 	snapEvery  int
+	pace       time.Duration
 }
 
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
@@ -75,6 +76,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.stream, "stream", "ellipse", "synthetic data: ellipse (stationary: noisy ellipse in the first two coordinates) or gaussian (isotropic, every vector novel)")
 	fs.StringVar(&o.storage, "storage", "file", "JetStream storage of the input stream: file or memory")
 	fs.StringVar(&o.encoding, "encoding", "msgpack", "payload encoding: msgpack or json")
+	fs.DurationVar(&o.pace, "pace", 100*time.Microsecond, "at a fixed --rate, the generator wakes up at most once per this interval and sends the messages due by then (never early); 0: a wake-up per message")
 	fs.DurationVar(&o.progress, "progress", 200*time.Millisecond, "progress bar refresh on stderr (0 disables)")
 	fs.DurationVar(&o.timeout, "idle-timeout", 10*time.Second, "give up a phase when no output arrives for this long")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
@@ -192,6 +194,9 @@ func (o *benchOptions) check(nargs int) error {
 	if !(o.rate >= 0) || math.IsInf(o.rate, 0) {
 		bad("--rate must be ≥ 0, got %v", o.rate)
 	}
+	if o.pace < 0 {
+		bad("--pace must be ≥ 0")
+	}
 	if o.workers < 0 {
 		bad("--workers must be ≥ 0")
 	}
@@ -237,6 +242,7 @@ type phaseResult struct {
 	rss, peak           int64
 	p50, p99, p999, max time.Duration
 	pubRate             float64 // msgs/s of the (pre)publisher
+	pacing              string  // the generator's pacing summary (fixed rate only)
 }
 
 func (r *phaseResult) rate() float64 {
@@ -280,19 +286,17 @@ func (r *receiver) handle(m *nats.Msg) {
 	now := time.Now()
 	r.lastSeen.Store(now.UnixNano())
 	enc := codec.Msgpack
-	if ct := m.Header.Get(processor.HeaderContentType); ct != "" {
-		if e, err := codec.ParseEncoding(strings.TrimPrefix(ct, "application/")); err == nil {
-			enc = e
-		}
+	if m.Header.Get(processor.HeaderContentType) == codec.JSON.ContentType() {
+		enc = codec.JSON
 	}
-	out, err := codec.DecodeOutput(m.Data, enc)
+	id, ts, err := outputStamp(m.Data, enc)
 	if err != nil {
 		r.badOutputs.Add(1)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch out.ID {
+	switch string(id) {
 	case idWarmLast:
 		r.warmDone++
 	case idMeasured:
@@ -303,7 +307,7 @@ func (r *receiver) handle(m *nats.Msg) {
 			r.sched.start()
 		}
 		r.got++
-		lat := now.Sub(time.Unix(0, int64(out.TS*1e9)))
+		lat := now.Sub(time.Unix(0, int64(ts*1e9)))
 		r.hist.add(lat)
 		r.progress.Store(int64(r.got))
 		if r.got == r.want {
@@ -442,7 +446,7 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 		return nil, err
 	}
 
-	pjs, err := jetstream.New(pc, jetstream.WithPublishAsyncMaxPending(4096))
+	pjs, err := jetstream.New(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -464,8 +468,14 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 			cancel()
 		}()
 	}
-	pub := &benchPublisher{o: o, nc: pc, js: pjs, tag: tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
+	pub := &benchPublisher{o: o, nc: pc, tag: tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
 	pub.enc, _ = codec.ParseEncoding(o.encoding)
+	if !o.core {
+		if pub.acks, err = newAckPublisher(pc, 4096); err != nil {
+			return nil, err
+		}
+		defer pub.acks.close()
+	}
 
 	res := &phaseResult{name: name, expected: o.count}
 	if name == "pipeline" {
@@ -495,10 +505,11 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 		}
 		go func() { <-pctx.Done(); pipeDone <- bp.stop() }()
 	default:
-		p, err := newBenchProcessor(o, nc, streamName, inSubj, outSubj)
+		p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj)
 		if err != nil {
 			return nil, err
 		}
+		defer cleanup()
 		go func() { pipeDone <- p.Run(pctx) }()
 		// Core NATS drops what is published before the subscription exists.
 		deadline := time.Now().Add(30 * time.Second)
@@ -553,6 +564,7 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 			return nil, err
 		}
 		res.pubRate = float64(o.count) / time.Since(t0).Seconds()
+		res.pacing = pub.pacing
 	}
 	werr := waitFor(ctx, recv, o.timeout, func() bool {
 		select {
@@ -617,19 +629,25 @@ func waitFor(ctx context.Context, r *receiver, idle time.Duration, cond func() b
 }
 
 // benchPublisher publishes the synthetic stream: keys round-robin, each
-// observation with an ID marking its phase and TS = the publish time.
+// observation with an ID marking its phase and TS = the publish time. One
+// message, header and payload buffer serve the whole stream (core
+// publishes copy them into the connection's buffer before they return);
+// what goes on the wire per message is the same as with a fresh message:
+// subject, Content-Type header, payload, and (JetStream) a reply subject
+// for the PubAck.
 type benchPublisher struct {
-	o    benchOptions
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	tag  string
-	enc  codec.Encoding
-	data benchData
-	buf  []byte
+	o      benchOptions
+	nc     *nats.Conn
+	acks   *ackPublisher // JetStream input; nil for core NATS
+	tag    string
+	enc    codec.Encoding
+	data   benchData
+	msg    *nats.Msg
+	pacing string // summary of the last paced publish
 }
 
 // publish sends the warm-up messages (warm-up per key) or the measured
-// ones, at rate msgs/s (0: as fast as possible).
+// ones, at rate msgs/s (0: as fast as possible), paced by a pacer.
 func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) error {
 	o := p.o
 	n := o.count
@@ -640,13 +658,21 @@ func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) e
 	for k := range subjects {
 		subjects[k] = "bench." + p.tag + ".in.k" + strconv.Itoa(k)
 	}
+	if p.msg == nil {
+		p.msg = &nats.Msg{Header: nats.Header{processor.HeaderContentType: {p.enc.ContentType()}}}
+	}
+	m := p.msg
 	obs := []codec.Observation{{X: make([]float64, o.dim)}}
-	start := time.Now()
+	var pace *pacer
+	if rate > 0 {
+		var err error
+		if pace, err = newPacer(rate, o.pace); err != nil {
+			return err
+		}
+	}
 	for i := range n {
-		if rate > 0 && i%16 == 0 {
-			if d := time.Until(start.Add(time.Duration(float64(i) / rate * 1e9))); d > 0 {
-				time.Sleep(d)
-			}
+		if pace != nil {
+			pace.wait(i)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -660,43 +686,62 @@ func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) e
 			}
 		}
 		obs[0].TS = float64(time.Now().UnixNano()) / 1e9
-		var err error
-		p.buf, err = codec.EncodeObservations(p.buf[:0], p.enc, obs)
+		data, err := codec.EncodeObservations(m.Data[:0], p.enc, obs)
 		if err != nil {
 			return err
 		}
-		m := nats.NewMsg(subjects[i%o.keys])
-		m.Data = append([]byte(nil), p.buf...)
-		m.Header.Set(processor.HeaderContentType, p.enc.ContentType())
-		if o.core {
+		m.Subject, m.Data = subjects[i%o.keys], data
+		if p.acks == nil {
 			if err := p.nc.PublishMsg(m); err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
 			continue
 		}
-		if _, err := p.js.PublishMsgAsync(m); err != nil {
-			return fmt.Errorf("publish: %w", err)
+		if err := p.acks.publish(ctx, m); err != nil {
+			return err
 		}
 	}
-	if o.core {
+	if pace != nil {
+		p.pacing = pace.summary(n)
+	}
+	if p.acks == nil {
 		return p.nc.FlushTimeout(30 * time.Second)
 	}
-	select {
-	case <-p.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("publish: %d acks outstanding after 60s", p.js.PublishAsyncPending())
-	}
-	return nil
+	return p.acks.wait(ctx, 60*time.Second)
 }
 
 // newBenchProcessor builds the real pipeline: processor defaults except the
-// input (the bench stream, or core NATS), the learner and the output subject.
-func newBenchProcessor(o benchOptions, nc *nats.Conn, stream, in, out string) (*processor.Processor, error) {
+// input (the bench stream, or core NATS), the learner, the output subject,
+// and its KV buckets (snapshots, large states, checkpoints), which are
+// fresh for each run so that a run against a server that already saw one
+// (--nats-url) does not restore the last run's learners and skip its
+// messages. cleanup deletes them; call it after the processor stopped.
+func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, stream, in, out string) (p *processor.Processor, cleanup func(), err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	snapCfg := snapshot.Config{Bucket: "kpcastream-bench-snap-" + run, ObjectBucket: "kpcastream-bench-state-" + run}
+	ckpt := "kpcastream-bench-ckpt-" + run
+	cleanup = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = js.DeleteKeyValue(dctx, snapCfg.Bucket)
+		_ = js.DeleteObjectStore(dctx, snapCfg.ObjectBucket)
+		_ = js.DeleteKeyValue(dctx, ckpt)
+	}
+	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	store, err := snapshot.Open(octx, js, snapCfg)
+	cancel()
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("snapshot store: %w", err)
+	}
 	cfg := processor.Config{
-		Workers:     o.workers,
-		ServiceName: "kpcastream-bench",
+		Workers:          o.workers,
+		ServiceName:      "kpcastream-bench",
+		CheckpointBucket: ckpt,
 		Pipelines: []processor.PipelineConfig{{
 			Name:     "bench",
 			Input:    processor.InputConfig{Stream: stream, Subject: in},
@@ -705,7 +750,12 @@ func newBenchProcessor(o benchOptions, nc *nats.Conn, stream, in, out string) (*
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
 		}},
 	}
-	return processor.New(cfg, processor.Deps{Conn: nc})
+	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return p, cleanup, nil
 }
 
 // barePipeline is the pass-through baseline: what the processor does per
@@ -749,9 +799,14 @@ func (b *barePipeline) start(ctx context.Context) error {
 		}()
 	}
 	dispatch := func(m bareMsg) {
-		h := fnv.New32a()
-		h.Write([]byte(benchKey(m.subject)))
-		b.ins[h.Sum32()%uint32(len(b.ins))] <- m
+		// FNV-1a of the key, as the processor's dispatch computes it.
+		h := uint32(2166136261)
+		key := benchKey(m.subject)
+		for i := 0; i < len(key); i++ {
+			h ^= uint32(key[i])
+			h *= 16777619
+		}
+		b.ins[h%uint32(len(b.ins))] <- m
 	}
 	if b.stream == "" {
 		sub, err := b.nc.Subscribe(b.subject, func(m *nats.Msg) {
@@ -807,6 +862,11 @@ func (b *barePipeline) work(_ int, in <-chan bareMsg) {
 	z := make([]float64, b.o.components)
 	lim := codec.Limits{MaxBatch: processor.DefaultMaxBatch, MaxDim: b.o.dim}
 	enc, _ := codec.ParseEncoding(b.o.encoding)
+	// Like the processor's worker: one output message, header and payload
+	// buffer reused (a core publish copies them before it returns), and
+	// the output subject built once per key.
+	om := &nats.Msg{Header: nats.Header{jetstream.MsgIDHeader: {""}, processor.HeaderContentType: {""}}}
+	subjects := map[string]string{}
 	for m := range in {
 		var err error
 		obs, _, err = codec.DecodeObservations(obs, m.data, m.header.Get(processor.HeaderContentType), lim)
@@ -823,15 +883,19 @@ func (b *barePipeline) work(_ int, in <-chan bareMsg) {
 		key := benchKey(m.subject)
 		copy(z, obs[0].X)
 		out = codec.Output{ID: obs[0].ID, Key: key, Seq: m.seq, TS: obs[0].TS, Z: z}
-		data, err := codec.EncodeOutput(nil, enc, &out)
+		data, err := codec.EncodeOutput(om.Data[:0], enc, &out)
 		if err != nil {
 			b.failed.CompareAndSwap(nil, &err)
 			continue
 		}
-		om := nats.NewMsg(b.out + "." + key)
-		om.Data = data
-		om.Header.Set(jetstream.MsgIDHeader, "bench/"+key+"/"+strconv.FormatUint(m.seq, 10))
-		om.Header.Set(processor.HeaderContentType, enc.ContentType())
+		subj, ok := subjects[key]
+		if !ok {
+			subj = b.out + "." + key
+			subjects[key] = subj
+		}
+		om.Subject, om.Data = subj, data
+		om.Header[jetstream.MsgIDHeader][0] = "bench/" + key + "/" + strconv.FormatUint(m.seq, 10)
+		om.Header[processor.HeaderContentType][0] = enc.ContentType()
 		if err := b.nc.PublishMsg(om); err != nil {
 			b.failed.CompareAndSwap(nil, &err)
 		}
@@ -868,13 +932,18 @@ func (b *barePipeline) stop() error {
 	return nil
 }
 
-// benchKey returns the key token of "bench.<tag>.in.<key>".
+// benchKey returns the key token of "bench.<tag>.in.<key>" (the rest of
+// the subject after its third dot).
 func benchKey(subject string) string {
-	parts := strings.SplitN(subject, ".", 4)
-	if len(parts) < 4 {
-		return processor.SingleKey
+	rest := subject
+	for range 3 {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			return processor.SingleKey
+		}
+		rest = rest[i+1:]
 	}
-	return parts[3]
+	return rest
 }
 
 // progressBar draws "[=====>    ] 45% 4500/10000 12.3k msgs/s" on w.
@@ -981,6 +1050,11 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 	fmt.Fprintln(w, "contention over the measured window: other cpu % = CPU used by other processes (100 = one core);",
 		"runq = time this process's threads waited for a CPU (OS run queue) per second;",
 		"sched = goroutine wait for a P (Go scheduler); gc cpu % = GC CPU (100 = one core); gc stw = GC pauses in total")
+	for _, r := range rs {
+		if r.pacing != "" {
+			fmt.Fprintf(w, "%-9s %s\n", r.name, r.pacing)
+		}
+	}
 	if o.rate == 0 && !o.core {
 		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
 	}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natsembed"
+)
+
+// TestOutputStamp reads id and ts back from outputs written by
+// codec.EncodeOutput, in both encodings, and refuses damaged msgpack.
+func TestOutputStamp(t *testing.T) {
+	long := strings.Repeat("x", 300) // str16 in msgpack
+	z := make([]float64, 20)         // array16
+	for i := range z {
+		z[i] = float64(i) - 3.5
+	}
+	for _, out := range []codec.Output{
+		{ID: "m", Key: "k0", Seq: 1, TS: 1.7e9 + 0.123456, Z: []float64{1, 2}, SPE: 0.5, T2: 2, Explained: 0.9, BasisVersion: 3},
+		{ID: "w!", Key: strings.Repeat("k", 40), Seq: 1 << 40, TS: 12.5, Z: z, BasisVersion: 70000},
+		{ID: long, Key: "", Seq: 300, TS: -1, Z: nil, SPE: -2},
+		{ID: "", Key: "a", Seq: 1<<64 - 1, TS: 0, Z: []float64{}},
+	} {
+		for _, enc := range []codec.Encoding{codec.Msgpack, codec.JSON} {
+			data, err := codec.EncodeOutput(nil, enc, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, ts, err := outputStamp(data, enc)
+			if err != nil {
+				t.Fatalf("%v %q: %v", enc, out.ID, err)
+			}
+			if string(id) != out.ID || ts != out.TS {
+				t.Errorf("%v: got id %q ts %v, want %q %v", enc, id, ts, out.ID, out.TS)
+			}
+			if enc != codec.Msgpack {
+				continue
+			}
+			for n := range len(data) {
+				if _, _, err := outputStamp(data[:n], enc); err == nil {
+					t.Fatalf("%q: %d of %d bytes accepted", out.ID, n, len(data))
+				}
+			}
+			if _, _, err := outputStamp(append(data, 0), enc); err == nil || !strings.Contains(err.Error(), "trailing") {
+				t.Errorf("trailing byte: err %v", err)
+			}
+		}
+	}
+	for _, bad := range [][]byte{{0x91, 0x01}, {0x80}, {0x81, 0xa2, 'i', 'd', 0x01}, {0x81, 0xa1, 'x', 0xc1}} {
+		if _, _, err := outputStamp(bad, codec.Msgpack); err == nil {
+			t.Errorf("% x accepted", bad)
+		}
+	}
+	if !testing.Short() {
+		data, _ := codec.EncodeOutput(nil, codec.Msgpack, &codec.Output{ID: "m", TS: 1, Z: z})
+		if allocs := testing.AllocsPerRun(100, func() {
+			if _, _, err := outputStamp(data, codec.Msgpack); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("outputStamp allocates: %v allocs per run", allocs)
+		}
+	}
+}
+
+// TestAckPublisher publishes into a JetStream stream with one reused
+// message, header and payload buffer, waits for every PubAck, and checks
+// that the stream holds each payload as it was when it was published; a
+// subject no stream captures is reported as an error.
+func TestAckPublisher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, url, err := natsembed.StartEmbedded(ctx, natsembed.Options{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ACKPUB", Subjects: []string{"ackpub.>"}, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newAckPublisher(nc, 8) // fewer slots than messages: publish must wait for acks
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	if len(p.inbox) != len("_INBOX.abcdef.ghijkl") || !strings.HasPrefix(p.inbox, "_INBOX.") {
+		t.Errorf("reply subject %q: want the shape of PublishMsgAsync's, _INBOX.<6>.<6>", p.inbox)
+	}
+	const n = 500
+	m := &nats.Msg{Header: nats.Header{"Content-Type": {"text/plain"}}}
+	for i := range n {
+		m.Subject = "ackpub." + strconv.Itoa(i%3)
+		m.Data = fmt.Appendf(m.Data[:0], "payload %d", i)
+		if err := p.publish(ctx, m); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if err := p.wait(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.slots) != 0 {
+		t.Errorf("%d slots taken after wait", len(p.slots))
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, n)
+	}
+	for _, seq := range []uint64{1, 2, 250, n} {
+		raw, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := int(seq - 1)
+		if want := fmt.Sprintf("payload %d", i); string(raw.Data) != want || raw.Subject != "ackpub."+strconv.Itoa(i%3) ||
+			raw.Header.Get("Content-Type") != "text/plain" {
+			t.Errorf("seq %d: %q on %s (%v), want %q on ackpub.%d", seq, raw.Data, raw.Subject, raw.Header, want, i%3)
+		}
+	}
+
+	m.Subject = "nostream.here"
+	err = p.publish(ctx, m)
+	if err == nil {
+		err = p.wait(ctx, 10*time.Second)
+	}
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("publish to a subject without a stream: err %v, want a 503 status", err)
+	}
+}
+
+// TestPacer checks that the pacer never lets a message go before it is
+// due, keeps the rate, and wakes up at most once per quantum.
+func TestPacer(t *testing.T) {
+	if _, err := newPacer(0, 0); err == nil {
+		t.Error("rate 0 accepted")
+	}
+	if _, err := newPacer(1000, -time.Millisecond); err == nil {
+		t.Error("negative quantum accepted")
+	}
+	const rate, n = 20000.0, 400 // 20 ms
+	quantum := time.Millisecond
+	p, err := newPacer(rate, quantum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p.wait(i)
+		if now := time.Now(); now.Before(p.due(i)) {
+			t.Fatalf("message %d sent %v early", i, p.due(i).Sub(now))
+		}
+	}
+	elapsed := time.Since(p.start)
+	if min := p.due(n - 1).Sub(p.start); elapsed < min {
+		t.Errorf("400 messages in %v, want ≥ %v", elapsed, min)
+	}
+	if limit := int(elapsed/quantum) + 1; p.wakeups > limit {
+		t.Errorf("%d wake-ups in %v, want ≤ %d (one per quantum)", p.wakeups, elapsed, limit)
+	}
+	if p.wakeups == 0 || p.maxBurst < 2 {
+		t.Errorf("wake-ups %d, max burst %d: want bursts of ≈ 20", p.wakeups, p.maxBurst)
+	}
+	if s := p.summary(n); !strings.Contains(s, "messages per wake-up") {
+		t.Errorf("summary %q", s)
+	}
+}
