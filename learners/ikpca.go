@@ -27,7 +27,7 @@ func init() {
 // PCA of z: IKPCA keeps the forgetting-weighted mean μ and scatter S of the
 // z's exactly (Welford/Hall update, weights decaying by f per observation),
 // and publishes the top-k eigenvectors U of S/W, refreshed every
-// max(p, Config.Refresh·m/B) observations by one warm-started block
+// Config.Refresh observations (default 2p) by one warm-started block
 // subspace iteration with Rayleigh–Ritz (block p = min(B, k + max(k, 8));
 // S·U is kept up to date between refreshes, so a refresh costs one m×m×p
 // product). Centring is exact within span φ(D).
@@ -251,10 +251,11 @@ func (l *IKPCA) Learn(x []float64) error {
 	l.update(z, kxx)
 	l.seen++
 	l.since++
-	// Refresh every max(p, Refresh·m/B) observations: more often while the
-	// dictionary is small and the O(m²p) products are cheap (the O(p³)
-	// eigensolve sets the floor p), every Refresh once it is full.
-	if period := max(int64(l.p), int64(l.cfg.Refresh)*int64(m)/int64(l.b)); l.since >= period || !l.ready {
+	// Refresh every Config.Refresh observations, whatever the dictionary's
+	// size: a refresh costs O(m²p + mp² + p³), and while m is small its
+	// O(p³) part (the Rayleigh–Ritz eigensolve) outweighs the per-observation
+	// work, so refreshing more often then is not cheap.
+	if l.since >= int64(l.cfg.Refresh) || !l.ready {
 		l.refresh()
 	}
 	return nil

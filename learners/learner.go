@@ -136,10 +136,9 @@ type Config struct {
 	Decay float64
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
-	// (default 2p with the block size p = k + max(k, 8); proportionally
-	// more often while the dictionary fills) and window (default
-	// max(2k, W/40)), one
-	// re-orthonormalisation for kha (default max(1, k/2)). Learners with a Sync method can catch up on demand.
+	// (default 2p with the block size p = k + max(k, 8)) and window
+	// (default max(2k, W/40)), one re-orthonormalisation for kha (default
+	// max(1, k/2)). Learners with a Sync method can catch up on demand.
 	Refresh int
 	// Seed seeds the learner's random generator.
 	Seed uint64
