@@ -118,17 +118,7 @@ func TestIKPCAStationaryAccuracy(t *testing.T) {
 			}
 			// The published basis lags by up to Refresh observations (a
 			// tenth of these short files); Sync catches up before export.
-			if err := l.Sync(100); err != nil {
-				t.Fatal(err)
-			}
-			m, err := l.Model()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := kpcaeval.CompareFit(ref, m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, rep := syncedReport(t, l, ref)
 			t.Logf("%s: live similarity before Sync %.6f", ds.name, live.Similarity)
 			if live.Similarity < 0.95 {
 				t.Errorf("%s: live similarity %.5f, want ≥ 0.95", ds.name, live.Similarity)
@@ -220,17 +210,7 @@ func TestIKPCATightBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			streamOnce(t, l, x, d, order)
-			if err := l.Sync(100); err != nil {
-				t.Fatal(err)
-			}
-			m, err := l.Model()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := kpcaeval.CompareFit(ref, m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, rep := syncedReport(t, l, ref)
 			t.Logf("eviction %-12s B=%3d: similarity %.4f (gap %.3f)", ev, b, rep.Similarity, rep.Gap)
 			if b == 40 {
 				sims[ev] = rep.Similarity
@@ -292,17 +272,7 @@ func TestIKPCASwapRatio(t *testing.T) {
 			t.Fatal(err)
 		}
 		streamOnce(t, l, x, d, identity(n))
-		if err := l.Sync(100); err != nil {
-			t.Fatal(err)
-		}
-		m, err := l.Model()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := kpcaeval.CompareFit(ref, m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, rep := syncedReport(t, l, ref)
 		sim[ratio], adm[ratio] = rep.Similarity, l.State().Ints["clock"]
 		t.Logf("swap_ratio %v (effective %v), B=%d: %d admissions (%d swaps), similarity %.4f",
 			ratio, l.Config().SwapRatio, b, adm[ratio], adm[ratio]-b, rep.Similarity)
@@ -313,4 +283,22 @@ func TestIKPCASwapRatio(t *testing.T) {
 	if sim[0] < sim[1] || sim[0] < 0.85 {
 		t.Errorf("similarity with the default swap ratio %.4f (ratio 1: %.4f), want ≥ ratio 1 and ≥ 0.85", sim[0], sim[1])
 	}
+}
+
+// syncedReport brings l's published basis up to date (Sync) and compares
+// its model with the batch reference.
+func syncedReport(t *testing.T, l *learners.IKPCA, ref *learners.BatchFit) (*learners.Model, *kpcaeval.Report) {
+	t.Helper()
+	if err := l.Sync(100); err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := kpcaeval.CompareFit(ref, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, rep
 }
