@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/internal/natsembed"
+	"github.com/kpcastream/kpcastream/internal/natstest"
 )
 
 // TestOutputStamp reads id and ts back from outputs written by
@@ -81,20 +81,8 @@ func TestAckPublisher(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, url, err := natsembed.StartEmbedded(ctx, natsembed.Options{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, url)
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ACKPUB", Subjects: []string{"ackpub.>"}, Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
