@@ -134,3 +134,28 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		_, _ = DecodeManifest(frame(nil, kindManifest, ManifestVersion, data))
 	})
 }
+
+// FuzzOutputStamp: OutputStamp never panics, and on a payload it accepts
+// it agrees with the full msgpack decoder on id and ts.
+func FuzzOutputStamp(f *testing.F) {
+	for _, out := range []Output{{ID: "m", Key: "k", Seq: 3, TS: 1.5, Z: []float64{1, -2}}, {ID: "", TS: -1}} {
+		data, err := EncodeOutput(nil, Msgpack, &out)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, ts, err := OutputStamp(data, Msgpack)
+		if err != nil {
+			return
+		}
+		out, derr := DecodeOutput(data, Msgpack)
+		if derr != nil {
+			return // a map our walker accepts may still not fit the Output struct
+		}
+		if string(id) != out.ID || math.Float64bits(ts) != math.Float64bits(out.TS) {
+			t.Fatalf("stamp (%q, %v), decoder (%q, %v)", id, ts, out.ID, out.TS)
+		}
+	})
+}

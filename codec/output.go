@@ -253,3 +253,65 @@ func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 	}
 	return &out, nil
 }
+
+// OutputStamp returns the "id" and "ts" fields of an output payload without
+// decoding the rest, for a consumer that only routes or times outputs. A
+// msgpack map is walked in place without allocating (id aliases data; the
+// other fields are checked for well-formedness and skipped); JSON goes
+// through DecodeOutput. A payload that is not an output map, lacks id or
+// ts, or has trailing bytes gives ErrMalformed.
+func OutputStamp(data []byte, enc Encoding) (id []byte, ts float64, err error) {
+	if enc != Msgpack {
+		out, err := DecodeOutput(data, enc)
+		if err != nil {
+			return nil, 0, err
+		}
+		return []byte(out.ID), out.TS, nil
+	}
+	p := mpParser{d: obsDecoder{elem: -1}, b: data}
+	n, ok, err := p.length(true, "output")
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		c, _ := p.peek("output")
+		return nil, 0, p.d.fail(ErrMalformed, "output is %s, want a map", mpKind(c))
+	}
+	var haveID, haveTS bool
+	for range n {
+		key, ok, err := p.str("output key")
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			return nil, 0, p.d.fail(ErrMalformed, "output key at byte %d is not a string", p.i)
+		}
+		switch string(key) {
+		case "id":
+			if id, ok, err = p.str("output id"); err != nil {
+				return nil, 0, err
+			} else if !ok {
+				return nil, 0, p.d.fail(ErrMalformed, "output id is not a string")
+			}
+			haveID = true
+		case "ts":
+			if ts, ok, err = p.number("output ts"); err != nil {
+				return nil, 0, err
+			} else if !ok {
+				return nil, 0, p.d.fail(ErrMalformed, "output ts is not a number")
+			}
+			haveTS = true
+		default:
+			if err := p.skip(1); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	if p.i != len(p.b) {
+		return nil, 0, p.d.fail(ErrMalformed, "output: %d trailing bytes", len(p.b)-p.i)
+	}
+	if !haveID || !haveTS {
+		return nil, 0, p.d.fail(ErrMalformed, "output without id or ts")
+	}
+	return id, ts, nil
+}

@@ -177,3 +177,59 @@ func BenchmarkEncodeOutput(b *testing.B) {
 		}
 	}
 }
+
+// TestOutputStamp reads id and ts back from outputs written by
+// EncodeOutput, in both encodings, and refuses damaged msgpack.
+func TestOutputStamp(t *testing.T) {
+	long := strings.Repeat("x", 300) // str16 in msgpack
+	z := make([]float64, 20)         // array16
+	for i := range z {
+		z[i] = float64(i) - 3.5
+	}
+	for _, out := range []Output{
+		{ID: "m", Key: "k0", Seq: 1, TS: 1.7e9 + 0.123456, Z: []float64{1, 2}, SPE: 0.5, T2: 2, Explained: 0.9, BasisVersion: 3},
+		{ID: "w!", Key: strings.Repeat("k", 40), Seq: 1 << 40, TS: 12.5, Z: z, BasisVersion: 70000},
+		{ID: long, Key: "", Seq: 300, TS: -1, Z: nil, SPE: -2},
+		{ID: "", Key: "a", Seq: 1<<64 - 1, TS: 0, Z: []float64{}},
+	} {
+		for _, enc := range []Encoding{Msgpack, JSON} {
+			data, err := EncodeOutput(nil, enc, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, ts, err := OutputStamp(data, enc)
+			if err != nil {
+				t.Fatalf("%v %q: %v", enc, out.ID, err)
+			}
+			if string(id) != out.ID || ts != out.TS {
+				t.Errorf("%v: got id %q ts %v, want %q %v", enc, id, ts, out.ID, out.TS)
+			}
+			if enc != Msgpack {
+				continue
+			}
+			for n := range len(data) {
+				if _, _, err := OutputStamp(data[:n], enc); err == nil {
+					t.Fatalf("%q: %d of %d bytes accepted", out.ID, n, len(data))
+				}
+			}
+			if _, _, err := OutputStamp(append(data, 0), enc); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "trailing") {
+				t.Errorf("trailing byte: err %v", err)
+			}
+		}
+	}
+	for _, bad := range [][]byte{{0x91, 0x01}, {0x80}, {0x81, 0xa2, 'i', 'd', 0x01}, {0x81, 0xa1, 'x', 0xc1}} {
+		if _, _, err := OutputStamp(bad, Msgpack); err == nil {
+			t.Errorf("% x accepted", bad)
+		}
+	}
+	if !testing.Short() {
+		data, _ := EncodeOutput(nil, Msgpack, &Output{ID: "m", TS: 1, Z: z})
+		if allocs := testing.AllocsPerRun(100, func() {
+			if _, _, err := OutputStamp(data, Msgpack); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("OutputStamp allocates: %v allocs per run", allocs)
+		}
+	}
+}

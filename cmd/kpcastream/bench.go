@@ -289,7 +289,7 @@ func (r *receiver) handle(m *nats.Msg) {
 	if m.Header.Get(processor.HeaderContentType) == codec.JSON.ContentType() {
 		enc = codec.JSON
 	}
-	id, ts, err := outputStamp(m.Data, enc)
+	id, ts, err := codec.OutputStamp(m.Data, enc)
 	if err != nil {
 		r.badOutputs.Add(1)
 		return

@@ -11,65 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/natstest"
 )
-
-// TestOutputStamp reads id and ts back from outputs written by
-// codec.EncodeOutput, in both encodings, and refuses damaged msgpack.
-func TestOutputStamp(t *testing.T) {
-	long := strings.Repeat("x", 300) // str16 in msgpack
-	z := make([]float64, 20)         // array16
-	for i := range z {
-		z[i] = float64(i) - 3.5
-	}
-	for _, out := range []codec.Output{
-		{ID: "m", Key: "k0", Seq: 1, TS: 1.7e9 + 0.123456, Z: []float64{1, 2}, SPE: 0.5, T2: 2, Explained: 0.9, BasisVersion: 3},
-		{ID: "w!", Key: strings.Repeat("k", 40), Seq: 1 << 40, TS: 12.5, Z: z, BasisVersion: 70000},
-		{ID: long, Key: "", Seq: 300, TS: -1, Z: nil, SPE: -2},
-		{ID: "", Key: "a", Seq: 1<<64 - 1, TS: 0, Z: []float64{}},
-	} {
-		for _, enc := range []codec.Encoding{codec.Msgpack, codec.JSON} {
-			data, err := codec.EncodeOutput(nil, enc, &out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id, ts, err := outputStamp(data, enc)
-			if err != nil {
-				t.Fatalf("%v %q: %v", enc, out.ID, err)
-			}
-			if string(id) != out.ID || ts != out.TS {
-				t.Errorf("%v: got id %q ts %v, want %q %v", enc, id, ts, out.ID, out.TS)
-			}
-			if enc != codec.Msgpack {
-				continue
-			}
-			for n := range len(data) {
-				if _, _, err := outputStamp(data[:n], enc); err == nil {
-					t.Fatalf("%q: %d of %d bytes accepted", out.ID, n, len(data))
-				}
-			}
-			if _, _, err := outputStamp(append(data, 0), enc); err == nil || !strings.Contains(err.Error(), "trailing") {
-				t.Errorf("trailing byte: err %v", err)
-			}
-		}
-	}
-	for _, bad := range [][]byte{{0x91, 0x01}, {0x80}, {0x81, 0xa2, 'i', 'd', 0x01}, {0x81, 0xa1, 'x', 0xc1}} {
-		if _, _, err := outputStamp(bad, codec.Msgpack); err == nil {
-			t.Errorf("% x accepted", bad)
-		}
-	}
-	if !testing.Short() {
-		data, _ := codec.EncodeOutput(nil, codec.Msgpack, &codec.Output{ID: "m", TS: 1, Z: z})
-		if allocs := testing.AllocsPerRun(100, func() {
-			if _, _, err := outputStamp(data, codec.Msgpack); err != nil {
-				t.Fatal(err)
-			}
-		}); allocs != 0 {
-			t.Errorf("outputStamp allocates: %v allocs per run", allocs)
-		}
-	}
-}
 
 // TestAckPublisher publishes into a JetStream stream with one reused
 // message, header and payload buffer, waits for every PubAck, and checks
