@@ -11,7 +11,8 @@
 //   - Observations (input) are JSON or msgpack; see DecodeObservations for
 //     the accepted shapes.
 //   - Outputs are a map with the fields "id", "key", "seq", "ts", "z", "spe",
-//     "t2", "explained" and "basis_version", in JSON or msgpack.
+//     "t2", "explained" and "basis_version", in JSON or msgpack; see
+//     DecodeOutput, and OutputStamp for reading only id and ts.
 //   - Snapshots are a framed, versioned and checksummed envelope (magic
 //     "KPC", kind, version, CRC-32C, length) around a msgpack body; see
 //     EncodeSnapshot. Manifests (package snapshot's pointer to a large state
@@ -26,7 +27,8 @@
 // Allocation: DecodeObservations parses both encodings by hand (no
 // reflection) and, given back its previous result, decodes without
 // allocating except for ID strings; EncodeOutput appends to the caller's
-// buffer without allocating. Snapshots and models go through the msgpack
+// buffer without allocating, and OutputStamp reads a msgpack output's id
+// and ts in place without allocating. Snapshots and models go through the msgpack
 // and encoding/json libraries: they are rare and large.
 //
 // Versions: a decoder rejects envelope versions it does not know
