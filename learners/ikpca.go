@@ -41,9 +41,9 @@ func init() {
 //
 // When D is full, the eviction policy chooses a member j (lli: the member
 // best represented by the others, 1/[K⁻¹]ⱼⱼ smallest, and only if x's
-// residual δ is at least Config.SwapRatio times that member's; fifo: the oldest; contribution: the member whose
-// removal loses the least variance in the published components,
-// Σᵢ θᵢAⱼᵢ²/[K⁻¹]ⱼⱼ). Removing row j of L is re-triangularised with m−j
+// residual δ exceeds Config.SwapRatio times that member's; fifo: the
+// oldest; contribution: the member whose removal loses the least variance
+// in the published components, Σᵢ θᵢAⱼᵢ²/[K⁻¹]ⱼⱼ). Removing row j of L is re-triangularised with m−j
 // Givens rotations; the same rotations re-express μ, S, S·U and U in the
 // new basis, and the dropped coordinate is the mass along the removed
 // direction, all in O(B²).
@@ -312,12 +312,12 @@ func (l *IKPCA) victim(delta float64) int {
 				j, pmax = i, v
 			}
 		}
-		// Swap only when x's residual is SwapRatio times the member's
+		// Swap only when x's residual exceeds SwapRatio times the member's
 		// (1/Pⱼⱼ): log det K_DD then grows by at least log SwapRatio per
 		// swap, so on a stationary stream the swaps die out instead of
 		// trading members for marginal gains (each swap drops the scatter
 		// mass along the removed direction).
-		if pmax <= 0 || delta < l.cfg.SwapRatio/pmax {
+		if pmax <= 0 || delta <= l.cfg.SwapRatio/pmax {
 			return -1
 		}
 		return j

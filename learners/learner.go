@@ -116,9 +116,9 @@ type Config struct {
 	// linearly independent, default), "fifo" or "contribution".
 	Eviction string
 	// SwapRatio is the hysteresis of lli eviction: a full dictionary swaps
-	// its least independent member dⱼ for x only when x's residual is at
-	// least SwapRatio times dⱼ's, δ(x) ≥ SwapRatio/[K⁻¹]ⱼⱼ, so every swap
-	// raises log det K_DD by at least log SwapRatio. Must be ≥ 1; 1 swaps on
+	// its least independent member dⱼ for x only when x's residual exceeds
+	// SwapRatio times dⱼ's, δ(x) > SwapRatio/[K⁻¹]ⱼⱼ, so every swap raises
+	// log det K_DD by more than log SwapRatio. Must be ≥ 1; 1 swaps on
 	// any gain (the rule before this field existed). Default 2. ikpca only.
 	SwapRatio float64
 	// Tolerance is the ALD threshold ν relative to k(x,x): a point is admitted
