@@ -96,7 +96,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.admission, "admission", "", "dictionary admission: ald (default) or coherence (ikpca)")
 	fs.StringVar(&o.eviction, "eviction", "", "dictionary eviction: lli (default), fifo or contribution (ikpca)")
 	fs.Float64Var(&o.tolerance, "tolerance", 0, "ALD threshold ν relative to k(x,x) (default 1e-3)")
-	fs.Float64Var(&o.swapRatio, "swap-ratio", 0, "lli eviction hysteresis: swap a member only for a point at least this many times more independent, ≥ 1 (default 2; ikpca)")
+	fs.Float64Var(&o.swapRatio, "swap-ratio", 0, "lli eviction hysteresis: swap a member only for a point more than this many times as independent, ≥ 1 (default 2; ikpca)")
 	fs.IntVar(&o.refresh, "refresh", 0, "observations between refreshes of the published components (default: learner's)")
 	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.1)")
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
