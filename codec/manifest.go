@@ -18,6 +18,13 @@ type Manifest struct {
 	LastSeq uint64 `msgpack:"last_seq"`
 	// SnapshotVersion is the envelope version of the object.
 	SnapshotVersion int `msgpack:"snapshot_version"`
+	// Pipeline, Key and Epoch repeat the snapshot's identity and ownership
+	// epoch, so a reader can refuse a manifest of another key, or of a
+	// newer epoch, without fetching the object. Omitted when empty (as
+	// written by earlier versions).
+	Pipeline string `msgpack:"pipeline,omitempty"`
+	Key      string `msgpack:"key,omitempty"`
+	Epoch    uint64 `msgpack:"epoch,omitempty"`
 }
 
 // IsManifest reports whether data starts like a manifest envelope rather

@@ -24,6 +24,12 @@ type Snapshot struct {
 	Pipeline string
 	// LastSeq is the last input stream sequence applied to State.
 	LastSeq uint64
+	// Epoch is the ownership epoch of the key's partition under which the
+	// snapshot was written (0: written without fenced ownership, as by
+	// versions before partitions existed, or for a core NATS input). A
+	// processor refuses a snapshot written by a newer epoch than its own
+	// and claims one written by an older epoch before it changes the key.
+	Epoch uint64
 	// State is the learner's state.
 	State *learners.State
 }
@@ -83,6 +89,7 @@ type wireSnapshot struct {
 	Key      string    `msgpack:"key"`
 	Pipeline string    `msgpack:"pipeline"`
 	LastSeq  uint64    `msgpack:"last_seq"`
+	Epoch    uint64    `msgpack:"epoch,omitempty"`
 	State    wireState `msgpack:"state"`
 }
 
@@ -155,13 +162,14 @@ type wireKernel struct {
 // EncodeSnapshot encodes s in the snapshot envelope (version
 // SnapshotVersion): a 14-byte header (magic "KPCS", version, CRC-32C and
 // length of the body) and a msgpack body holding the key, pipeline, last
-// sequence and the State. Map keys are sorted, so equal snapshots give
+// sequence, epoch (omitted when 0, so snapshots of earlier versions keep
+// their bytes) and the State. Map keys are sorted, so equal snapshots give
 // equal bytes. s.State must not be nil.
 func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	if s == nil || s.State == nil {
 		return nil, fmt.Errorf("codec: encode snapshot: nil state")
 	}
-	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, State: toWireState(s.State)}
+	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, Epoch: s.Epoch, State: toWireState(s.State)}
 	body, err := marshalSorted(&w)
 	if err != nil {
 		return nil, fmt.Errorf("codec: encode snapshot: %w", err)
@@ -190,7 +198,7 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Key: w.Key, Pipeline: w.Pipeline, LastSeq: w.LastSeq, State: st}, nil
+	return &Snapshot{Key: w.Key, Pipeline: w.Pipeline, LastSeq: w.LastSeq, Epoch: w.Epoch, State: st}, nil
 }
 
 func marshalSorted(v any) ([]byte, error) {

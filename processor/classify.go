@@ -34,6 +34,15 @@ var errWaiting = errors.New("processor: waiting for an earlier message of the ke
 // the pipeline's.
 var errIncompatible = errors.New("processor: snapshot does not match the pipeline's learner config")
 
+// errFenced marks a write refused because this instance no longer owns the
+// partition: its ownership record moved to a newer epoch, a snapshot of a
+// newer epoch exists, or it failed to renew its ownership within
+// lease_ttl/2. The partition stops; its messages come back to the owner.
+var errFenced = errors.New("processor: partition fenced: ownership moved to a newer epoch or was not renewed in time")
+
+// errNoKey marks a read-only request for a key that has no learner.
+var errNoKey = errors.New("processor: no such key")
+
 func classifyAction(err error) action { a, _ := classify(err); return a }
 
 // classify sorts a processing error into an action and a short reason,
@@ -61,6 +70,8 @@ func classify(err error) (action, string) {
 		return actFatal, "config"
 	case errors.Is(err, errWaiting):
 		return actNak, "waiting"
+	case errors.Is(err, errFenced):
+		return actNak, "fenced"
 	}
 	return actNak, "transient"
 }

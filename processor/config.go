@@ -30,6 +30,8 @@ const (
 	DefaultSnapshotEvery    = 30 * time.Second
 	DefaultMaxKeys          = 1024
 	DefaultMaxBatch         = 1024
+	// MaxPartitions bounds PipelineConfig.Partitions.
+	MaxPartitions = 1024
 	// SingleKey is the partition key of a pipeline whose subject has no key token.
 	SingleKey = "_"
 )
@@ -99,6 +101,17 @@ type PipelineConfig struct {
 	MaxKeys int `yaml:"max_keys"`
 	// MaxBatch bounds the observations of one message (codec limit). Default 1024.
 	MaxBatch int `yaml:"max_batch"`
+	// Partitions splits a JetStream input into this many partitions, the
+	// unit of ownership and of the replay checkpoint: a partition is owned
+	// by one instance at a time (fenced by an epoch, see doc.go), and the
+	// instances alive share the partitions by rendezvous hashing. A key's
+	// partition is FNV-1a(key) mod Partitions, computed by the input
+	// stream's subject transform {{partition(n,…)}}, which appends the
+	// partition number as a last token to the stored subject. Fixed when
+	// the stream is created (create_stream creates it with the transform;
+	// an existing stream must have it). Default 1: no transform, the stream
+	// is one partition.
+	Partitions int `yaml:"partitions"`
 }
 
 // InputConfig is a pipeline's input: a JetStream stream (durable pull
@@ -272,8 +285,17 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	if p.MaxBatch == 0 {
 		p.MaxBatch = DefaultMaxBatch
 	}
+	if p.Partitions == 0 {
+		p.Partitions = 1
+	}
 	return p
 }
+
+// Values of Config.OnLeaseHeld (deprecated: accepted and ignored).
+const (
+	LeaseWait = "wait"
+	LeaseFail = "fail"
+)
 
 // Values of SnapshotPolicy.OnCorrupt.
 const (
@@ -425,6 +447,17 @@ func (p PipelineConfig) validate(path string) []error {
 	}
 	if p.MaxBatch < 1 {
 		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)
+	}
+	switch k := *p.KeyToken; {
+	case p.Partitions < 1 || p.Partitions > MaxPartitions:
+		bad("partitions", "must be in [1, %d], got %d", MaxPartitions, p.Partitions)
+	case p.Partitions == 1:
+	case p.Input.Stream == "":
+		bad("partitions", "%d partitions need a JetStream input (input.stream)", p.Partitions)
+	case strings.HasSuffix(p.Input.Subject, ">"):
+		bad("partitions", "%d partitions need an input.subject without '>' (the partition is appended as a last token), got %q", p.Partitions, p.Input.Subject)
+	case k < 0 || k >= len(toks) || toks[k] != "*":
+		bad("partitions", "%d partitions need a key_token that is a '*' token of input.subject", p.Partitions)
 	}
 	return errs
 }

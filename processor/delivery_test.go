@@ -236,17 +236,18 @@ func TestFindMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := p.pipes[0]
-	pl.track.deliver(1) // 1 delivered and settled, then 6 arrives after a gap
-	pl.track.release(1)
-	p.findMissing(ctx, pl, stream, 2, 6)
-	if c := pl.track.checkpoint(); c != 2 {
+	pt := p.newPartition(pl, 0, 1, 0, 1, time.Now())
+	pt.track.deliver(1) // 1 delivered and settled, then 6 arrives after a gap
+	pt.track.release(1)
+	pt.findMissing(ctx, stream, 2, 6)
+	if c := pt.track.checkpoint(); c != 2 {
 		t.Errorf("checkpoint: got %d, want 2 (the first missing message)", c)
 	}
 	got := map[uint64]string{}
-	for _, w := range p.workers {
+	for _, w := range pt.workers {
 		for len(w.in) > 0 {
 			it := <-w.in
-			if it.miss == nil || p.owner(it.miss.key) != w.id {
+			if it.miss == nil || pt.owner(it.miss.key) != w.id {
 				t.Fatalf("worker %d got %+v", w.id, it)
 			}
 			got[it.miss.seq] = it.miss.key

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -102,7 +103,9 @@ func TestDeadLetters(t *testing.T) {
 
 // TestStaleWorkerCannotOverwrite commits a newer snapshot behind the
 // processor's back: the processor's next save conflicts, it does not
-// overwrite, and it reloads the newer snapshot for the next message.
+// overwrite; the partition is fenced (it stops without further writes), is
+// taken again with a new epoch, claims the newer snapshot and skips what
+// it holds.
 func TestStaleWorkerCannotOverwrite(t *testing.T) {
 	e := newEnv(t)
 	pc := pipelineConfig("stale")
@@ -135,14 +138,24 @@ func TestStaleWorkerCannotOverwrite(t *testing.T) {
 	waitFor(t, 5*time.Second, "conflict", func() bool {
 		return metricValue(t, r.p.met.snapFailures.WithLabelValues(pc.Name, "conflict")) == 1
 	})
-	got, gotRev, err := e.store.Load(ctx, key)
-	if err != nil || got.LastSeq != 1000 || gotRev != newer {
-		t.Fatalf("after the conflict: last seq %v rev %d (%v), want the competing snapshot 1000 at rev %d", got, gotRev, err, newer)
-	}
-	// The next message reloads the newer snapshot, whose sequence covers it: skipped.
+	waitFor(t, 5*time.Second, "fenced", func() bool {
+		return metricValue(t, r.p.met.fenced.WithLabelValues(pc.Name)) == 1
+	})
+	// The partition is taken again (epoch 2), which claims the competing
+	// snapshot: same content, new epoch, a later revision.
+	waitFor(t, 5*time.Second, "claimed by epoch 2", func() bool {
+		got, gotRev, err := e.store.Load(ctx, key)
+		return err == nil && got.LastSeq == 1000 && got.Epoch == 2 && gotRev > newer
+	})
+	// Messages 3 and 4 (replayed from the checkpoint) and the next one are
+	// covered by the competing snapshot's sequence: skipped, not learned.
 	skipped := r.stats(pc.Name).Skipped
 	e.publish(t, subj, encodeObs(t, "json", xs[4], ""), "")
-	waitFor(t, 5*time.Second, "skip by the reloaded snapshot", func() bool { return r.stats(pc.Name).Skipped == skipped+1 })
+	waitFor(t, 5*time.Second, "skip by the claimed snapshot", func() bool { return r.stats(pc.Name).Skipped >= skipped+1 })
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if got, _, err := e.store.Load(ctx, key); err != nil || got.LastSeq != 1000 || got.State.Seen != snap.State.Seen {
+		t.Fatalf("final snapshot: %+v (%v), want the competing one (last seq 1000, %d seen)", got, err, snap.State.Seen)
+	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -292,9 +305,32 @@ func TestOperations(t *testing.T) {
 		s, _, err := e.store.Load(ctx, snapshot.JoinKey("ops", "m"))
 		return err == nil && s.State.Seen == 0
 	})
-	m, err := e.nc.Request("kpcastream.model", []byte(`{"pipeline":"nope","key":"m"}`), 5*time.Second)
-	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "500" {
-		t.Errorf("model of an unknown pipeline: %v %v", m, err)
+	for _, c := range []struct {
+		subject, body, code string
+	}{
+		{"kpcastream.model", `{"pipeline":"nope","key":"m"}`, "404"},
+		{"kpcastream.model", `{"pipeline":"ops","key":"never-seen"}`, "404"},
+		{"kpcastream.reset", `{"pipeline":"ops","key":"never-seen"}`, "404"},
+		{"kpcastream.snapshot", `{"pipeline":"ops","key":"never-seen"}`, "404"},
+		{"kpcastream.model", `{"pipeline":"ops"}`, "400"},
+		{"kpcastream.model", `{"pipeline":`, "400"},
+	} {
+		m, err := e.nc.Request(c.subject, []byte(c.body), 5*time.Second)
+		if err != nil || m.Header.Get(micro.ErrorCodeHeader) != c.code {
+			t.Errorf("%s %s: got %v %v, want error code %s", c.subject, c.body, m, err, c.code)
+		}
+	}
+	// Read-only requests and refusals created nothing.
+	if _, _, err := e.store.Load(context.Background(), snapshot.JoinKey("ops", "never-seen")); !errors.Is(err, snapshot.ErrNoSnapshot) {
+		t.Errorf("snapshot of a key only asked about: %v, want none", err)
+	}
+	if got := r.stats("ops").Learners; got != 1 {
+		t.Errorf("learners after requests for unknown keys: %d, want 1", got)
+	}
+	// The member's own endpoints answer for it alone.
+	if err := json.Unmarshal(req("kpcastream.i."+r.p.ID()+".stats", nil).Data, &stats); err != nil || len(stats) != 1 || stats[0].In != 6 ||
+		len(stats[0].Partitions) != 1 || stats[0].Partitions[0].Member != r.p.ID() {
+		t.Errorf("own stats: %+v, %v", stats, err)
 	}
 	ping, err := e.nc.Request("$SRV.PING.kpcastream", nil, 5*time.Second)
 	if err != nil || !strings.Contains(string(ping.Data), `"name":"kpcastream"`) {

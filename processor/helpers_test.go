@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,29 +188,46 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// drained reports whether the durable consumer has seen every message of
-// its stream acknowledged (ack floor at the stream's last sequence).
+// drained reports whether every partition's consumer (named
+// <durable>-p<n>-e<epoch>) has seen every message of its filter
+// acknowledged, and every partition has one.
 func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	t.Helper()
+	pc = pc.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := e.js.Stream(ctx, pc.Input.Stream)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	si, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("stream info: %v", err)
+	parts := map[string]bool{}
+	names := s.ConsumerNames(ctx)
+	var list []string
+	for n := range names.Name() {
+		list = append(list, n)
 	}
-	c, err := s.Consumer(ctx, pc.WithDefaults().Input.Durable)
-	if err != nil {
-		t.Fatalf("consumer: %v", err)
+	if err := names.Err(); err != nil {
+		t.Fatalf("consumer names: %v", err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatalf("consumer info: %v", err)
+	for _, n := range list {
+		if !strings.HasPrefix(n, pc.Input.Durable+"-p") {
+			continue
+		}
+		c, err := s.Consumer(ctx, n)
+		if err != nil {
+			return false // deleted meanwhile (a partition moved)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return false
+		}
+		if info.NumAckPending != 0 || info.NumPending != 0 {
+			return false
+		}
+		filter := info.Config.FilterSubject
+		parts[filter] = true
 	}
-	return info.NumAckPending == 0 && info.AckFloor.Stream >= si.State.LastSeq
+	return len(parts) == pc.Partitions
 }
 
 func (e *env) streamMsgs(t *testing.T, stream string) uint64 {

@@ -7,19 +7,22 @@ import (
 // metrics are the Prometheus collectors of a Processor. Labels are the
 // pipeline name and small fixed sets (result, reason); never keys.
 type metrics struct {
-	messages       *prometheus.CounterVec   // pipeline, result
-	outputs        *prometheus.CounterVec   // pipeline
-	deadLetters    *prometheus.CounterVec   // pipeline, reason
-	learnSeconds   *prometheus.HistogramVec // pipeline
-	activeLearners *prometheus.GaugeVec     // pipeline
-	storedPoints   *prometheus.GaugeVec     // pipeline
-	explained      *prometheus.GaugeVec     // pipeline
-	snapBytes      *prometheus.HistogramVec // pipeline
-	snapSeconds    *prometheus.HistogramVec // pipeline
-	snapFailures   *prometheus.CounterVec   // pipeline, reason
-	pending        *prometheus.GaugeVec     // pipeline
-	checkpoint     *prometheus.GaugeVec     // pipeline
-	publishErrors  *prometheus.CounterVec   // pipeline
+	messages        *prometheus.CounterVec   // pipeline, result
+	outputs         *prometheus.CounterVec   // pipeline
+	deadLetters     *prometheus.CounterVec   // pipeline, reason
+	learnSeconds    *prometheus.HistogramVec // pipeline
+	activeLearners  *prometheus.GaugeVec     // pipeline
+	storedPoints    *prometheus.GaugeVec     // pipeline
+	explained       *prometheus.GaugeVec     // pipeline
+	snapBytes       *prometheus.HistogramVec // pipeline
+	snapSeconds     *prometheus.HistogramVec // pipeline
+	snapFailures    *prometheus.CounterVec   // pipeline, reason
+	pending         *prometheus.GaugeVec     // pipeline
+	checkpoint      *prometheus.GaugeVec     // pipeline
+	publishErrors   *prometheus.CounterVec   // pipeline
+	partitionsOwned *prometheus.GaugeVec     // pipeline
+	takeovers       *prometheus.CounterVec   // pipeline
+	fenced          *prometheus.CounterVec   // pipeline
 }
 
 // Message results (label "result" of kpca_messages_total).
@@ -62,9 +65,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Stream sequence from which a restart replays the input."}, []string{"pipeline"}),
 		publishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_publish_errors_total",
 			Help: "Failed output publishes."}, []string{"pipeline"}),
+		partitionsOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_partitions_owned",
+			Help: "Partitions of the pipeline this instance runs."}, []string{"pipeline"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_partition_takeovers_total",
+			Help: "Partitions taken over from a member that stopped renewing them."}, []string{"pipeline"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_partitions_fenced_total",
+			Help: "Partitions this instance stopped because their ownership moved to a newer epoch or was not renewed in time."}, []string{"pipeline"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.activeLearners,
-		m.storedPoints, m.explained, m.snapBytes, m.snapSeconds, m.snapFailures, m.pending, m.checkpoint, m.publishErrors} {
+		m.storedPoints, m.explained, m.snapBytes, m.snapSeconds, m.snapFailures, m.pending, m.checkpoint, m.publishErrors,
+		m.partitionsOwned, m.takeovers, m.fenced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -83,6 +93,7 @@ type pipeMetrics struct {
 	storedPoints         prometheus.Gauge
 	explained            prometheus.Gauge
 	activeLearners       prometheus.Gauge
+	pending              prometheus.Gauge
 }
 
 func (m *metrics) forPipeline(name string) pipeMetrics {
@@ -95,6 +106,7 @@ func (m *metrics) forPipeline(name string) pipeMetrics {
 		storedPoints:   m.storedPoints.WithLabelValues(name),
 		explained:      m.explained.WithLabelValues(name),
 		activeLearners: m.activeLearners.WithLabelValues(name),
+		pending:        m.pending.WithLabelValues(name),
 	}
 }
 

@@ -2,10 +2,11 @@ package processor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
@@ -56,13 +56,10 @@ type Processor struct {
 	gatherer   prometheus.Gatherer
 	newLearner func(learners.Config) (learners.Learner, error)
 	pipes      []*pipeline
-	workers    []*worker
 	ready      atomic.Bool
-	inMu       sync.RWMutex // guards sends to worker inputs against closeWorkers
-	inClosed   bool
 	started    atomic.Bool
-	ckpt       jetstream.KeyValue
-	id         string // instance id, the owner of its leases
+	coord      *coordinator // nil without JetStream pipelines
+	id         string       // member id: random hex, unique per Processor
 }
 
 // pipeline is the run-time state of one PipelineConfig.
@@ -72,20 +69,30 @@ type pipeline struct {
 	limits codec.Limits
 	outEnc codec.Encoding // 0: the input's
 	outJS  bool
-	track  *tracker // nil for a core NATS input
-	lease  *lease   // held consumer lease (JetStream input, while running)
-	cc     jetstream.ConsumeContext
-	sub    *nats.Subscription
+	// parts are the partitions this instance runs, by number (nil: not
+	// here). A core NATS input has one, always here.
+	parts []atomic.Pointer[partition]
 	// coreSeq numbers core NATS messages (not durable across restarts).
 	coreSeq atomic.Uint64
 	stats   pipelineStats
 	met     pipeMetrics // children of the per-message collectors
 }
 
+// pendingSum is the consumers' pending count summed over the partitions
+// run here.
+func (pl *pipeline) pendingSum() uint64 {
+	var n uint64
+	for i := range pl.parts {
+		if pt := pl.parts[i].Load(); pt != nil {
+			n += pt.pending.Load()
+		}
+	}
+	return n
+}
+
 // pipelineStats are the counters reported by the stats endpoint.
 type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
-	Pending, Checkpoint                                 atomic.Uint64
 }
 
 // New checks cfg and returns a Processor; nothing is started before Run.
@@ -97,7 +104,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		return nil, errors.New("processor: deps.Conn is required")
 	}
 	cfg = cfg.WithDefaults()
-	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner, id: newInstanceID()}
+	p := &Processor{cfg: cfg, conn: deps.Conn, js: deps.JS, store: deps.Snapshots, log: deps.Logger, newLearner: deps.NewLearner, id: newMemberID()}
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
@@ -133,29 +140,36 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 				return nil, err
 			}
 		}
-		if pc.Input.Stream != "" {
-			pl.track = newTracker()
-		}
+		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
-	}
-	for i := range cfg.Workers {
-		p.workers = append(p.workers, newWorker(p, i))
 	}
 	return p, nil
 }
 
-// Ready reports whether the processor is connected and consuming.
+// newMemberID returns 16 random hex digits: a valid KV key and subject token.
+func newMemberID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ID returns the instance's member id (its heartbeat key and the owner
+// named in the partition records it holds).
+func (p *Processor) ID() string { return p.id }
+
+// Ready reports whether the processor is connected and running (as a
+// member: it may own no partition at the moment).
 func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected() }
 
-// Run sets up the streams and the checkpoint bucket, takes the lease of
-// each JetStream pipeline's durable consumer (waiting as a standby while
-// another instance holds one, see OnLeaseHeld), starts the consumers and
-// the micro service, then processes messages until ctx is cancelled or a
-// lease is lost. It then stops consuming (drain), lets the workers finish
-// their queued messages, writes final snapshots (unless the policy disables
-// them) and the checkpoints, each step bounded by ShutdownTimeout, releases
-// the leases and returns nil (also when ctx ends during the standby), or
-// the first fatal error. Run may be called once.
+// Run sets up the streams and the coordination bucket, starts the micro
+// service and the core NATS inputs, joins the members of the coordination
+// bucket and runs the JetStream partitions assigned to it (taking them
+// over as members come and go) until ctx is cancelled. It then stops every
+// partition gracefully — drain, finish queued messages, final snapshots
+// (unless the policy disables them), release the ownership record with the
+// final checkpoint — each step bounded by ShutdownTimeout, leaves, and
+// returns nil, or the first fatal error (an invalid learner
+// configuration). Run may be called once.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
@@ -166,77 +180,58 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ls := &leases{stop: make(chan struct{}), lost: make(chan error, len(p.pipes))}
-	defer p.releaseLeases(ls)
-	if err := p.acquireLeases(ctx, ls); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while standing by
-		}
-		return err
-	}
-	// The workers outlive ctx: they stop when their inputs are closed.
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
-	for _, w := range p.workers {
-		g.Go(func() error { return w.snapshotter(gctx) })
-		g.Go(func() error { return w.run(gctx) })
-	}
-	svc, err := p.startService(gctx)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	svc, err := p.startService(runCtx)
 	if err != nil {
-		p.closeWorkers()
-		_ = g.Wait()
 		return err
 	}
-	var consumeErr error
+	var wg sync.WaitGroup
+	errs := make(chan error, len(p.pipes)+1)
 	for _, pl := range p.pipes {
-		if consumeErr = p.startInput(gctx, pl); consumeErr != nil {
-			break
+		if pl.cfg.Input.Stream != "" {
+			continue
 		}
+		pt := p.newPartition(pl, 0, 0, 0, 0, time.Now())
+		pl.parts[0].Store(pt)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := pt.runCore(runCtx); err != nil {
+				errs <- err
+				stop()
+			}
+		}()
 	}
-	stopCkpt := make(chan struct{})
-	var ckptDone sync.WaitGroup
-	var leaseErr error
-	if consumeErr == nil {
-		p.ready.Store(true)
-		p.log.Info("running", zap.Int("pipelines", len(p.pipes)), zap.Int("workers", len(p.workers)))
-		ckptDone.Add(1)
-		g.Go(func() error { defer ckptDone.Done(); p.checkpointLoop(gctx, stopCkpt); return nil })
-		select {
-		case <-ctx.Done():
-		case <-gctx.Done():
-		case leaseErr = <-ls.lost:
-			p.log.Error("lease lost; stopping", zap.Error(leaseErr))
-		}
+	if p.coord != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.coord.run(runCtx); err != nil {
+				errs <- err
+				stop()
+			}
+		}()
 	}
-	// Shutdown.
+	p.ready.Store(true)
+	p.log.Info("running", zap.String("member", p.id), zap.Int("pipelines", len(p.pipes)))
+	<-runCtx.Done()
 	p.ready.Store(false)
 	p.log.Info("shutting down")
-	if svc != nil {
-		if err := svc.Stop(); err != nil {
-			p.log.Warn("stop micro service", zap.Error(err))
-		}
+	if err := svc.Stop(); err != nil {
+		p.log.Warn("stop micro service", zap.Error(err))
 	}
-	p.stopInputs()
-	close(stopCkpt)
-	ckptDone.Wait()
-	p.closeWorkers()
-	done := make(chan error, 1)
-	go func() { done <- g.Wait() }()
-	var runErr error
-	select {
-	case runErr = <-done:
-	case <-time.After(2*p.cfg.ShutdownTimeout + p.cfg.SnapshotTimeout):
-		runErr = errors.New("processor: workers did not stop in time")
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
 	}
-	if runErr == nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
-		p.writeCheckpoints(wctx)
-		cancel()
-	}
-	return errors.Join(consumeErr, runErr, leaseErr)
+	return errors.Join(all...)
 }
 
-// setup opens the snapshot store and the checkpoint bucket, and creates the
-// configured streams.
+// setup opens the snapshot store and the coordination bucket, and creates
+// the configured streams.
 func (p *Processor) setup(ctx context.Context) error {
 	if p.store == nil {
 		var st *snapshot.Store
@@ -251,26 +246,28 @@ func (p *Processor) setup(ctx context.Context) error {
 	}
 	for _, pl := range p.pipes {
 		pc := pl.cfg
-		if pc.Input.Stream != "" && p.ckpt == nil {
+		if pc.Input.Stream != "" && p.coord == nil {
 			replicas := p.cfg.CheckpointReplicas
 			if replicas == 0 {
 				replicas = max(1, p.store.Config().Replicas)
 			}
 			var kv jetstream.KeyValue
-			err := p.retry(ctx, "create checkpoint bucket", func(ctx context.Context) (err error) {
+			err := p.retry(ctx, "create coordination bucket", func(ctx context.Context) (err error) {
 				kv, err = p.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: p.cfg.CheckpointBucket,
-					Description: "kpcastream replay checkpoints", Replicas: replicas})
+					Description: "kpcastream members, partition ownership and replay checkpoints", Replicas: replicas})
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas): %w", p.cfg.CheckpointBucket, replicas, err)
+				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas), which holds the members, partition ownership and checkpoints: %w",
+					p.cfg.CheckpointBucket, replicas, err)
 			}
-			p.ckpt = kv
+			p.coord = newCoordinator(p, kv)
 		}
-		if pc.Input.Stream != "" && pc.Input.CreateStream {
+		if pc.Input.Stream != "" {
 			sc := jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject},
-				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes)}
-			if err := p.retry(ctx, "create input stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
+				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes),
+				SubjectTransform: partitionTransform(pc)}
+			if err := p.retry(ctx, "check input stream", func(ctx context.Context) error { return p.ensureInputStream(ctx, pc, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
 			}
 		}
@@ -310,7 +307,62 @@ func (p *Processor) setup(ctx context.Context) error {
 			pl.outJS = name != ""
 		}
 		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
-			zap.String("stream", pc.Input.Stream), zap.String("output", pc.Output.Subject), zap.Bool("output_jetstream", pl.outJS))
+			zap.String("stream", pc.Input.Stream), zap.Int("partitions", pc.Partitions), zap.String("output", pc.Output.Subject),
+			zap.Bool("output_jetstream", pl.outJS))
+	}
+	return nil
+}
+
+// partitionTransform is the input stream's subject transform of pc: nil
+// for one partition, else the subject with its wildcards kept and the
+// partition of the key token appended, e.g. "sensors.*.features" →
+// "sensors.{{wildcard(1)}}.features.{{partition(8,1)}}".
+func partitionTransform(pc PipelineConfig) *jetstream.SubjectTransformConfig {
+	if pc.Partitions <= 1 {
+		return nil
+	}
+	toks := strings.Split(pc.Input.Subject, ".")
+	keyWild := 0
+	wild := 0
+	for i, t := range toks {
+		if t == "*" {
+			wild++
+			if i == *pc.KeyToken {
+				keyWild = wild
+			}
+			toks[i] = fmt.Sprintf("{{wildcard(%d)}}", wild)
+		}
+	}
+	dest := strings.Join(toks, ".") + fmt.Sprintf(".{{partition(%d,%d)}}", pc.Partitions, keyWild)
+	return &jetstream.SubjectTransformConfig{Source: pc.Input.Subject, Destination: dest}
+}
+
+// ensureInputStream creates pc's input stream when create_stream says so,
+// and checks that the stream exists with the partition transform that
+// pc.Partitions needs.
+func (p *Processor) ensureInputStream(ctx context.Context, pc PipelineConfig, sc jetstream.StreamConfig) error {
+	st, err := p.js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && pc.Input.CreateStream {
+		if _, err = p.js.CreateStream(ctx, sc); err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = p.js.Stream(ctx, sc.Name)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	got := st.CachedInfo().Config.SubjectTransform
+	want := sc.SubjectTransform
+	switch {
+	case want == nil && got != nil && got.Source == pc.Input.Subject:
+		return fmt.Errorf("stream %s transforms %s to %s, but the pipeline has partitions: 1; set partitions to the stream's count",
+			sc.Name, got.Source, got.Destination)
+	case want != nil && (got == nil || got.Source != want.Source || got.Destination != want.Destination):
+		have := "no subject transform"
+		if got != nil {
+			have = fmt.Sprintf("the transform %s → %s", got.Source, got.Destination)
+		}
+		return fmt.Errorf("stream %s has %s; partitions: %d needs %s → %s (partitions are fixed when the stream is created: create a new stream with create_stream, see README, Scaling out)",
+			sc.Name, have, pc.Partitions, want.Source, want.Destination)
 	}
 	return nil
 }
@@ -390,202 +442,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	return err
 }
 
-// startInput starts consuming the input of pl.
-func (p *Processor) startInput(ctx context.Context, pl *pipeline) error {
-	pc := pl.cfg
-	if pc.Input.Stream == "" {
-		h := func(m *nats.Msg) {
-			seq := pl.coreSeq.Add(1)
-			p.dispatch(ctx, pl, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
-		}
-		var err error
-		if pc.Input.QueueGroup != "" {
-			pl.sub, err = p.conn.QueueSubscribe(pc.Input.Subject, pc.Input.QueueGroup, h)
-		} else {
-			pl.sub, err = p.conn.Subscribe(pc.Input.Subject, h)
-		}
-		if err != nil {
-			return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
-		}
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var cons jetstream.Consumer
-	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
-		cons, err = p.js.CreateOrUpdateConsumer(ctx, pc.Input.Stream, jetstream.ConsumerConfig{
-			Durable:       pc.Input.Durable,
-			FilterSubject: pc.Input.Subject,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       pc.Input.AckWait,
-			MaxAckPending: pc.Input.MaxAckPending,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("processor: pipeline %s: consumer: %w", pc.Name, err)
-	}
-	// Replay from the checkpoint: every message at or after it may be
-	// missing from the snapshots; workers skip what a key's snapshot holds.
-	var start uint64
-	if err := p.retry(sctx, "read checkpoint", func(ctx context.Context) (err error) {
-		start, err = p.readCheckpoint(ctx, pc)
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := p.retry(sctx, "reset consumer", func(ctx context.Context) error {
-		_, err := p.js.ResetConsumerToSequence(ctx, pc.Input.Stream, pc.Input.Durable, start)
-		return err
-	}); err != nil {
-		return fmt.Errorf("processor: pipeline %s: reset consumer to %d: %w", pc.Name, start, err)
-	}
-	var stream jetstream.Stream
-	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
-		stream, err = p.js.Stream(ctx, pc.Input.Stream)
-		return err
-	}); err != nil {
-		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
-	}
-	p.log.Info("consuming", zap.String("pipeline", pc.Name), zap.String("stream", pc.Input.Stream),
-		zap.String("consumer", pc.Input.Durable), zap.Uint64("from_seq", start))
-	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
-	pending := p.met.pending.WithLabelValues(pc.Name)
-	pl.cc, err = cons.Consume(func(m jetstream.Msg) {
-		d, ok := parseDelivery(m.Reply())
-		if !ok {
-			md, err := m.Metadata()
-			if err != nil {
-				p.log.Warn("message without metadata", zap.String("pipeline", pc.Name), zap.Error(err))
-				_ = m.Term()
-				return
-			}
-			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending}
-		}
-		pl.stats.Pending.Store(d.pending)
-		pending.Set(float64(d.pending))
-		if cs := d.consumer; cs > lastCons {
-			if next := pl.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.stream > next && next > 1 {
-				// Deliveries lastCons+1..cs-1 never arrived (lost with a
-				// connection); they come back after ack_wait. Their keys
-				// must wait for them, and the checkpoint must not pass them.
-				p.findMissing(ctx, pl, stream, next, d.stream)
-			}
-			lastCons = cs
-		}
-		pl.track.deliver(d.stream)
-		p.dispatch(ctx, pl, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m})
-	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			p.log.Warn("consume", zap.String("pipeline", pc.Name), zap.Error(err))
-		}))
-	if err != nil {
-		return fmt.Errorf("processor: pipeline %s: consume: %w", pc.Name, err)
-	}
-	return nil
-}
-
-// checkpointKey is the key of a pipeline's checkpoint: one per durable
-// consumer, so pipelines of the same name on other consumers (partitions)
-// keep their own.
-// findMissing registers the messages of pl's filter with stream sequences
-// in [from, to): first deliveries lost in transit. Each is held in the
-// tracker, and its key's worker makes later messages of the key wait.
-func (p *Processor) findMissing(ctx context.Context, pl *pipeline, stream jetstream.Stream, from, to uint64) {
-	pc := pl.cfg
-	n := 0
-	for seq := from; seq < to; {
-		gctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
-		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pc.Input.Subject))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			p.log.Error("cannot look up undelivered messages; their keys may skip them", zap.String("pipeline", pc.Name),
-				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
-			return
-		}
-		if m.Sequence >= to {
-			break
-		}
-		key := keyOf(m.Subject, *pc.KeyToken)
-		pl.track.missing(m.Sequence)
-		p.enqueue(ctx, p.workers[p.owner(key)], item{miss: &missing{pipe: pl, key: key, seq: m.Sequence}})
-		n++
-		seq = m.Sequence + 1
-	}
-	p.log.Warn("deliveries lost in transit; their keys wait for the redeliveries", zap.String("pipeline", pc.Name),
-		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
-}
-
-func checkpointKey(pc PipelineConfig) string {
-	return "checkpoint." + pc.Input.Stream + "." + pc.Input.Durable
-}
-
-// readCheckpoint returns the sequence to replay pc's stream from: its
-// checkpoint, else the one written under the pipeline's name by earlier
-// versions, else 1.
-func (p *Processor) readCheckpoint(ctx context.Context, pc PipelineConfig) (uint64, error) {
-	for _, key := range []string{checkpointKey(pc), pc.Name} {
-		e, err := p.ckpt.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("processor: pipeline %s: read checkpoint %s: %w", pc.Name, key, err)
-		}
-		v, err := strconv.ParseUint(string(e.Value()), 10, 64)
-		if err != nil || v == 0 {
-			return 0, fmt.Errorf("processor: pipeline %s: checkpoint %s holds %q, not a stream sequence", pc.Name, key, e.Value())
-		}
-		return v, nil
-	}
-	return 1, nil
-}
-
-// dispatch hands a message to the worker owning its key. It blocks while
-// that worker's queue is full (back-pressure). The message travels by
-// value in the channel: nothing is allocated per message here.
-func (p *Processor) dispatch(ctx context.Context, pl *pipeline, m inMsg) {
-	m.pipe = pl
-	m.key = keyOf(m.subject, *pl.cfg.KeyToken)
-	if !p.enqueue(ctx, p.workers[p.owner(m.key)], item{msg: m}) && m.js != nil {
-		// The workers are gone: leave the message for redelivery.
-		_ = m.js.Nak()
-	}
-}
-
-// enqueue hands it to w, blocking while w's queue is full; it reports false
-// when the workers are gone.
-func (p *Processor) enqueue(ctx context.Context, w *worker, it item) bool {
-	p.inMu.RLock()
-	defer p.inMu.RUnlock()
-	if p.inClosed {
-		return false
-	}
-	select {
-	case w.in <- it:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// owner returns the index of the worker owning key: FNV-1a of the key,
-// modulo the number of workers (computed inline: hash.Hash32 and the
-// []byte conversion would allocate per message).
-func (p *Processor) owner(key string) int {
-	const offset32, prime32 = 2166136261, 16777619
-	h := uint32(offset32)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= prime32
-	}
-	return int(h % uint32(len(p.workers)))
-}
-
 // keyOf returns the partition key of subject: its token tok ("_" when tok
 // is negative, the rest of the subject for a '>' filter token).
 func keyOf(subject string, tok int) string {
@@ -603,78 +459,4 @@ func keyOf(subject string, tok int) string {
 		return subject[:j]
 	}
 	return subject
-}
-
-// stopInputs drains every consumer and subscription, bounded by ShutdownTimeout.
-func (p *Processor) stopInputs() {
-	deadline := time.After(p.cfg.ShutdownTimeout)
-	for _, pl := range p.pipes {
-		switch {
-		case pl.cc != nil:
-			pl.cc.Drain()
-			select {
-			case <-pl.cc.Closed():
-			case <-deadline:
-				p.log.Warn("consumer drain timed out", zap.String("pipeline", pl.cfg.Name))
-				pl.cc.Stop()
-			}
-		case pl.sub != nil:
-			if err := pl.sub.Drain(); err != nil {
-				p.log.Warn("drain subscription", zap.String("pipeline", pl.cfg.Name), zap.Error(err))
-			}
-			for pl.sub.IsValid() {
-				select {
-				case <-deadline:
-					_ = pl.sub.Unsubscribe()
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		}
-	}
-}
-
-// closeWorkers closes the worker inputs: each worker then finishes its
-// queue, writes its final snapshots and returns.
-func (p *Processor) closeWorkers() {
-	p.inMu.Lock()
-	defer p.inMu.Unlock()
-	p.inClosed = true
-	for _, w := range p.workers {
-		close(w.in)
-	}
-}
-
-// checkpointLoop writes the checkpoints every CheckpointEvery until stop.
-func (p *Processor) checkpointLoop(ctx context.Context, stop <-chan struct{}) {
-	t := time.NewTicker(p.cfg.CheckpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			wctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
-			p.writeCheckpoints(wctx)
-			cancel()
-		}
-	}
-}
-
-// writeCheckpoints stores each JetStream pipeline's checkpoint when it moved.
-func (p *Processor) writeCheckpoints(ctx context.Context) {
-	for _, pl := range p.pipes {
-		if pl.track == nil || (pl.lease != nil && pl.lease.lost.Load()) {
-			continue // a lost lease: the new owner writes the checkpoints
-		}
-		c := pl.track.checkpoint()
-		if c == 0 || c == pl.stats.Checkpoint.Load() {
-			continue
-		}
-		if _, err := p.ckpt.Put(ctx, checkpointKey(pl.cfg), []byte(strconv.FormatUint(c, 10))); err != nil {
-			p.log.Warn("write checkpoint", zap.String("pipeline", pl.cfg.Name), zap.Uint64("seq", c), zap.Error(err))
-			continue
-		}
-		pl.stats.Checkpoint.Store(c)
-		p.met.checkpoint.WithLabelValues(pl.cfg.Name).Set(float64(c))
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 // Version is the micro service version.
@@ -24,7 +27,10 @@ type KeyRequest struct {
 	Key      string `json:"key"`
 }
 
-// PipelineStats is one pipeline's entry in the stats response.
+// PipelineStats is one pipeline's entry in the stats response. From
+// Processor.Stats the counters are this instance's; from the stats
+// endpoint they are summed over every member that answered (Instances),
+// and Partitions lists every partition run by one of them.
 type PipelineStats struct {
 	Pipeline     string `json:"pipeline"`
 	In           int64  `json:"in"`
@@ -35,7 +41,20 @@ type PipelineStats struct {
 	Naks         int64  `json:"naks"`
 	Learners     int64  `json:"learners"`
 	Pending      uint64 `json:"pending"`
-	Checkpoint   uint64 `json:"checkpoint"`
+	// Checkpoint is the lowest checkpoint of the partitions listed (the
+	// sequence from which a restart of all of them would replay).
+	Checkpoint uint64           `json:"checkpoint"`
+	Instances  int              `json:"instances"`
+	Partitions []PartitionStats `json:"partitions,omitempty"`
+}
+
+// PartitionStats describes one partition run by a member.
+type PartitionStats struct {
+	Partition  int    `json:"partition"`
+	Member     string `json:"member"`
+	Epoch      uint64 `json:"epoch,omitempty"`
+	Checkpoint uint64 `json:"checkpoint,omitempty"`
+	Pending    uint64 `json:"pending"`
 }
 
 // PipelineInfo is one pipeline's entry in the pipelines response.
@@ -43,7 +62,8 @@ type PipelineInfo struct {
 	Name       string `json:"name"`
 	Stream     string `json:"stream,omitempty"`
 	Subject    string `json:"subject"`
-	Consumer   string `json:"consumer,omitempty"`
+	Consumer   string `json:"consumer,omitempty"` // prefix of the partitions' consumers: <consumer>-p<n>-e<epoch>
+	Partitions int    `json:"partitions"`
 	KeyToken   int    `json:"key_token"`
 	Output     string `json:"output"`
 	OutputJS   bool   `json:"output_jetstream"`
@@ -54,18 +74,57 @@ type PipelineInfo struct {
 	Budget     int    `json:"budget"`
 	Kernel     string `json:"kernel"`
 	MaxKeys    int    `json:"max_keys"`
+	// Owners are the members owning each partition, as this instance last
+	// saw the coordination bucket ("" while a partition moves).
+	Owners []string `json:"owners,omitempty"`
 }
 
-// Stats returns the counters of every pipeline.
+// Stats returns this instance's counters of every pipeline.
 func (p *Processor) Stats() []PipelineStats {
 	out := make([]PipelineStats, len(p.pipes))
 	for i, pl := range p.pipes {
 		s := &pl.stats
-		out[i] = PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
+		ps := PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
 			Skipped: s.Skipped.Load(), DeadLettered: s.DeadLettered.Load(), Naks: s.Naks.Load(), Learners: s.Live.Load(),
-			Pending: s.Pending.Load(), Checkpoint: s.Checkpoint.Load()}
+			Instances: 1}
+		for n := range pl.parts {
+			pt := pl.parts[n].Load()
+			if pt == nil {
+				continue
+			}
+			c := pt.checkpoint.Load()
+			ps.Partitions = append(ps.Partitions, PartitionStats{Partition: n, Member: p.id, Epoch: pt.epoch, Checkpoint: c, Pending: pt.pending.Load()})
+			ps.Pending += pt.pending.Load()
+			if c != 0 && (ps.Checkpoint == 0 || c < ps.Checkpoint) {
+				ps.Checkpoint = c
+			}
+		}
+		out[i] = ps
 	}
 	return out
+}
+
+// mergeStats adds b's counters and partitions to a (same pipelines, same order).
+func mergeStats(a, b []PipelineStats) {
+	for i := range a {
+		if i >= len(b) || b[i].Pipeline != a[i].Pipeline {
+			continue
+		}
+		x, y := &a[i], &b[i]
+		x.In += y.In
+		x.Out += y.Out
+		x.Warming += y.Warming
+		x.Skipped += y.Skipped
+		x.DeadLettered += y.DeadLettered
+		x.Naks += y.Naks
+		x.Learners += y.Learners
+		x.Pending += y.Pending
+		x.Instances += y.Instances
+		if y.Checkpoint != 0 && (x.Checkpoint == 0 || y.Checkpoint < x.Checkpoint) {
+			x.Checkpoint = y.Checkpoint
+		}
+		x.Partitions = append(x.Partitions, y.Partitions...)
+	}
 }
 
 // Pipelines describes the configured pipelines.
@@ -74,23 +133,31 @@ func (p *Processor) Pipelines() []PipelineInfo {
 	for i, pl := range p.pipes {
 		c := pl.cfg
 		out[i] = PipelineInfo{Name: c.Name, Stream: c.Input.Stream, Subject: c.Input.Subject, Consumer: c.Input.Durable,
-			KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.outJS, DeadLetter: c.DeadLetter,
+			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.outJS, DeadLetter: c.DeadLetter,
 			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
 			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys}
+		if c.Input.Stream != "" && p.coord != nil {
+			for n := range c.Partitions {
+				o, _ := p.coord.owner(c, n)
+				out[i].Owners = append(out[i].Owners, o)
+			}
+		}
 	}
 	return out
 }
 
 // Model returns the JSON model export (codec.EncodeModel) of a key's
-// learner, loading it from its snapshot if it is not in memory.
+// learner, loading it from its snapshot if it is not in memory, on the
+// instance that owns the key's partition. A key with no learner and no
+// snapshot gives an error matching ErrNotFound.
 func (p *Processor) Model(ctx context.Context, pipeline, key string) ([]byte, error) {
 	r, err := p.control(ctx, "model", pipeline, key)
 	return r.data, err
 }
 
 // SnapshotNow hands over a snapshot of key (or, with key "", of every
-// changed key of the pipeline) and returns the number handed over. The
-// saves complete asynchronously.
+// changed key of the pipeline that this instance runs) and returns the
+// number handed over. The saves complete asynchronously.
 func (p *Processor) SnapshotNow(ctx context.Context, pipeline, key string) (int, error) {
 	if key != "" {
 		r, err := p.control(ctx, "snapshot", pipeline, key)
@@ -101,21 +168,55 @@ func (p *Processor) SnapshotNow(ctx context.Context, pipeline, key string) (int,
 		return 0, err
 	}
 	n := 0
-	for _, w := range p.workers {
-		r, err := p.send(ctx, w, &control{op: "snapshot", pipe: pl, reply: make(chan controlReply, 1)})
-		if err != nil {
-			return n, err
+	for i := range pl.parts {
+		pt := pl.parts[i].Load()
+		if pt == nil {
+			continue
 		}
-		n += r.n
+		for _, w := range pt.workers {
+			r, err := pt.send(ctx, w, &control{op: "snapshot", pipe: pl, reply: make(chan controlReply, 1)})
+			if err != nil {
+				return n, err
+			}
+			n += r.n
+		}
 	}
 	return n, nil
 }
 
 // Reset replaces key's learner by a fresh one and snapshots it, keeping the
 // key's last applied sequence (so a replay does not apply older messages).
+// A key with no learner and no snapshot gives an error matching ErrNotFound.
 func (p *Processor) Reset(ctx context.Context, pipeline, key string) error {
 	_, err := p.control(ctx, "reset", pipeline, key)
 	return err
+}
+
+// Errors of the control requests, matched with errors.Is; the micro
+// endpoints answer them with the Nats-Service-Error-Code in parentheses.
+var (
+	// ErrNotFound: unknown pipeline, or a key with no learner (404).
+	ErrNotFound = errors.New("not found")
+	// ErrBadRequest: a malformed request (400).
+	ErrBadRequest = errors.New("bad request")
+	// ErrUnavailable: the key's partition has no owner at the moment (it
+	// is moving), or this instance is not running (503). Retry.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// statusOf maps a control error to its service error code.
+func statusOf(err error) string {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, errNoKey):
+		return "404"
+	case errors.Is(err, ErrBadRequest):
+		return "400"
+	case errors.Is(err, snapshot.ErrConflict):
+		return "409"
+	case errors.Is(err, ErrUnavailable), errors.Is(err, errFenced), errors.Is(err, context.DeadlineExceeded):
+		return "503"
+	}
+	return "500"
 }
 
 func (p *Processor) pipeline(name string) (*pipeline, error) {
@@ -124,26 +225,120 @@ func (p *Processor) pipeline(name string) (*pipeline, error) {
 			return pl, nil
 		}
 	}
-	return nil, fmt.Errorf("processor: unknown pipeline %q", name)
+	return nil, fmt.Errorf("processor: %w: unknown pipeline %q", ErrNotFound, name)
 }
 
+// control runs a request on the worker of key, here or, forwarded, on the
+// member that owns the key's partition.
 func (p *Processor) control(ctx context.Context, op, pipeline, key string) (controlReply, error) {
+	return p.controlAt(ctx, op, pipeline, key, true)
+}
+
+func (p *Processor) controlAt(ctx context.Context, op, pipeline, key string, forward bool) (controlReply, error) {
 	pl, err := p.pipeline(pipeline)
 	if err != nil {
 		return controlReply{}, err
 	}
 	if key == "" {
-		return controlReply{}, errors.New("processor: key is required")
+		return controlReply{}, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
-	return p.send(ctx, p.workers[p.owner(key)], &control{op: op, pipe: pl, key: key, reply: make(chan controlReply, 1)})
+	n := partitionOf(key, pl.cfg.Partitions)
+	if pt := pl.parts[n].Load(); pt != nil {
+		return pt.send(ctx, pt.workers[pt.owner(key)], &control{op: op, pipe: pl, key: key, reply: make(chan controlReply, 1)})
+	}
+	if forward && p.coord != nil {
+		if owner, _ := p.coord.owner(pl.cfg, n); owner != "" && owner != p.id {
+			return p.forward(ctx, owner, op, KeyRequest{Pipeline: pipeline, Key: key})
+		}
+	}
+	return controlReply{}, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) has no running owner at the moment; retry",
+		ErrUnavailable, n, pipeline, key)
 }
 
-func (p *Processor) send(ctx context.Context, w *worker, c *control) (controlReply, error) {
+// instanceSubject is the subject of op on member id's own endpoints.
+func (p *Processor) instanceSubject(id, op string) string {
+	return p.cfg.ServiceName + ".i." + id + "." + op
+}
+
+// forward sends a key request to member id's own endpoint.
+func (p *Processor) forward(ctx context.Context, id, op string, kr KeyRequest) (controlReply, error) {
+	body, _ := json.Marshal(kr)
+	msg, err := p.conn.RequestWithContext(ctx, p.instanceSubject(id, op), body)
+	if err != nil {
+		return controlReply{}, fmt.Errorf("processor: %w: forward %s to member %s: %w", ErrUnavailable, op, id, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		desc := msg.Header.Get(micro.ErrorHeader)
+		switch code {
+		case "404":
+			return controlReply{}, fmt.Errorf("%w: %s", ErrNotFound, desc)
+		case "400":
+			return controlReply{}, fmt.Errorf("%w: %s", ErrBadRequest, desc)
+		case "409":
+			return controlReply{}, fmt.Errorf("%w: %s", snapshot.ErrConflict, desc)
+		case "503":
+			return controlReply{}, fmt.Errorf("%w: %s", ErrUnavailable, desc)
+		}
+		return controlReply{}, fmt.Errorf("processor: member %s: %s %s", id, code, desc)
+	}
+	r := controlReply{data: msg.Data}
+	if op == "snapshot" {
+		var v map[string]int
+		if json.Unmarshal(msg.Data, &v) == nil {
+			r.n = v["snapshots"]
+		}
+	}
+	return r, nil
+}
+
+// clusterStats sums the stats of every live member (asked on its own
+// endpoint; those that do not answer within the request's time are left
+// out) with this instance's.
+func (p *Processor) clusterStats(ctx context.Context) []PipelineStats {
+	out := p.Stats()
+	if p.coord == nil {
+		return out
+	}
+	p.coord.mu.Lock()
+	members := p.coord.alive(time.Now())
+	p.coord.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, 2*time.Second))
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range members {
+		if id == p.id {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, err := p.conn.RequestWithContext(ctx, p.instanceSubject(id, "stats"), nil)
+			if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" {
+				return
+			}
+			var st []PipelineStats
+			if json.Unmarshal(msg.Data, &st) != nil {
+				return
+			}
+			mu.Lock()
+			mergeStats(out, st)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i := range out {
+		slices.SortFunc(out[i].Partitions, func(a, b PartitionStats) int { return a.Partition - b.Partition })
+	}
+	return out
+}
+
+func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlReply, error) {
 	if err := func() error {
-		p.inMu.RLock()
-		defer p.inMu.RUnlock()
-		if !p.ready.Load() || p.inClosed {
-			return errors.New("processor: not running")
+		pt.inMu.RLock()
+		defer pt.inMu.RUnlock()
+		if !pt.p.ready.Load() || pt.inClosed {
+			return fmt.Errorf("processor: %w: partition %d of pipeline %s is stopping", ErrUnavailable, pt.num, pt.pipe.cfg.Name)
 		}
 		select {
 		case w.in <- item{ctl: c}:
@@ -174,7 +369,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 		}
 	default:
-		e, err := w.entry(ctx, c.pipe, c.key)
+		e, err := w.entryOf(ctx, c.pipe, c.key, false) // requests never create learners
 		if err != nil {
 			r.err = err
 			break
@@ -201,13 +396,13 @@ func (w *worker) control(ctx context.Context, c *control) {
 			if !e.dirty {
 				e.dirty, e.dirtyAt = true, time.Now()
 			}
-			if e.pipe.track != nil && e.dirtySeq == 0 && e.lastSeq > 0 {
+			if w.part.track != nil && e.dirtySeq == 0 && e.lastSeq > 0 {
 				e.dirtySeq = e.lastSeq
-				e.pipe.track.hold(e.lastSeq)
+				w.part.track.hold(e.lastSeq)
 			}
 			e.unsent = nil
 			w.saveSoon(e)
-			w.log.Info("key reset", zap.String("pipeline", c.pipe.cfg.Name), zap.String("key", c.key))
+			w.log.Info("key reset", zap.String("key", c.key))
 		}
 	}
 	c.reply <- r
@@ -223,19 +418,26 @@ func (w *worker) saveSoon(e *entry) {
 	}
 }
 
-// startService adds the micro service with endpoints stats, pipelines,
-// model, snapshot and reset under the subject prefix "<service_name>.".
+// startService adds the micro service. Its group "<service_name>" has the
+// endpoints stats (summed over the live members), pipelines, model,
+// snapshot and reset, served by any instance (one queue group): a key
+// request is forwarded to the member that owns the key's partition. The
+// group "<service_name>.i.<member>" has the same endpoints for this
+// instance alone (stats: its own counters; key requests: answered only
+// for partitions it runs). Errors carry Nats-Service-Error-Code 400 (bad
+// request), 404 (unknown pipeline or key), 409 (conflict), 503 (partition
+// moving or instance stopping: retry) or 500.
 func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 	svc, err := micro.AddService(p.conn, micro.Config{
 		Name: p.cfg.ServiceName, Version: Version,
 		Description:  "online kernel PCA stream processor",
+		Metadata:     map[string]string{"member": p.id},
 		StatsHandler: func(*micro.Endpoint) any { return p.Stats() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("processor: micro service: %w", err)
 	}
-	g := svc.AddGroup(p.cfg.ServiceName)
-	withKey := func(f func(context.Context, KeyRequest) (any, error)) micro.Handler {
+	handler := func(f func(context.Context, KeyRequest) (any, error)) micro.Handler {
 		return micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
 			var kr KeyRequest
 			if len(req.Data()) > 0 {
@@ -248,7 +450,7 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 			defer cancel()
 			v, err := f(ctx, kr)
 			if err != nil {
-				_ = req.Error("500", err.Error(), nil)
+				_ = req.Error(statusOf(err), err.Error(), nil)
 				return
 			}
 			if b, ok := v.([]byte); ok {
@@ -258,25 +460,47 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 			_ = req.RespondJSON(v)
 		})
 	}
-	eps := []struct {
+	type endpoint struct {
 		name string
 		h    func(context.Context, KeyRequest) (any, error)
-	}{
-		{"stats", func(context.Context, KeyRequest) (any, error) { return p.Stats(), nil }},
-		{"pipelines", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
-		{"model", func(ctx context.Context, kr KeyRequest) (any, error) { return p.Model(ctx, kr.Pipeline, kr.Key) }},
-		{"snapshot", func(ctx context.Context, kr KeyRequest) (any, error) {
-			n, err := p.SnapshotNow(ctx, kr.Pipeline, kr.Key)
-			return map[string]int{"snapshots": n}, err
-		}},
-		{"reset", func(ctx context.Context, kr KeyRequest) (any, error) {
-			return map[string]bool{"reset": true}, p.Reset(ctx, kr.Pipeline, kr.Key)
-		}},
 	}
-	for _, ep := range eps {
-		if err := g.AddEndpoint(ep.name, withKey(ep.h)); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("processor: micro endpoint %s: %w", ep.name, err)
+	keyOps := func(forward bool) []endpoint {
+		return []endpoint{
+			{"model", func(ctx context.Context, kr KeyRequest) (any, error) {
+				r, err := p.controlAt(ctx, "model", kr.Pipeline, kr.Key, forward)
+				return r.data, err
+			}},
+			{"snapshot", func(ctx context.Context, kr KeyRequest) (any, error) {
+				if kr.Key == "" {
+					n, err := p.SnapshotNow(ctx, kr.Pipeline, "")
+					return map[string]int{"snapshots": n}, err
+				}
+				r, err := p.controlAt(ctx, "snapshot", kr.Pipeline, kr.Key, forward)
+				return map[string]int{"snapshots": r.n}, err
+			}},
+			{"reset", func(ctx context.Context, kr KeyRequest) (any, error) {
+				_, err := p.controlAt(ctx, "reset", kr.Pipeline, kr.Key, forward)
+				return map[string]bool{"reset": true}, err
+			}},
+		}
+	}
+	shared := append([]endpoint{
+		{"stats", func(ctx context.Context, _ KeyRequest) (any, error) { return p.clusterStats(ctx), nil }},
+		{"pipelines", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
+	}, keyOps(true)...)
+	own := append([]endpoint{
+		{"stats", func(context.Context, KeyRequest) (any, error) { return p.Stats(), nil }},
+	}, keyOps(false)...)
+	for _, grp := range []struct {
+		prefix string
+		eps    []endpoint
+	}{{p.cfg.ServiceName, shared}, {p.cfg.ServiceName + ".i." + p.id, own}} {
+		g := svc.AddGroup(grp.prefix)
+		for _, ep := range grp.eps {
+			if err := g.AddEndpoint(ep.name, handler(ep.h), micro.WithEndpointMetadata(map[string]string{"member": p.id})); err != nil {
+				_ = svc.Stop()
+				return nil, fmt.Errorf("processor: micro endpoint %s.%s: %w", grp.prefix, ep.name, err)
+			}
 		}
 	}
 	return svc, nil

@@ -125,6 +125,7 @@ const jobSlots = 8
 // goroutine that saves the snapshots it hands over.
 type worker struct {
 	p       *Processor
+	part    *partition
 	id      int
 	log     *zap.Logger
 	in      chan item
@@ -134,30 +135,28 @@ type worker struct {
 	closing bool // jobs is closed
 	keys    map[entryKey]*entry
 	blocked map[entryKey][]block // per key, ascending; see waitFor
-	lru     []*list.List         // per pipeline, front = most recently used
-	quota   []int                // per pipeline
+	lru     *list.List           // front = most recently used
+	quota   int                  // learners this worker may hold
 	obs     []codec.Observation
 	res     applied
-	eig     [][]float64 // per pipeline
+	eig     []float64
 	buf     []byte
 	out     []*nats.Msg // reused by outputs
 }
 
-func newWorker(p *Processor, id int) *worker {
-	w := &worker{
-		p: p, id: id, log: p.log.With(zap.Int("worker", id)),
+func newWorker(pt *partition, id, quota int) *worker {
+	p := pt.p
+	return &worker{
+		p: p, part: pt, id: id, log: pt.log.With(zap.Int("worker", id)),
 		in:      make(chan item, p.cfg.QueueSize),
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
 		keys:    map[entryKey]*entry{},
 		blocked: map[entryKey][]block{},
+		lru:     list.New(),
+		quota:   quota,
+		eig:     make([]float64, pt.pipe.cfg.Learner.Components),
 	}
-	for _, pl := range p.pipes {
-		w.lru = append(w.lru, list.New())
-		w.quota = append(w.quota, max(1, pl.cfg.MaxKeys/p.cfg.Workers))
-		w.eig = append(w.eig, make([]float64, pl.cfg.Learner.Components))
-	}
-	return w
 }
 
 // run processes the worker's input until it is closed, then writes the
@@ -194,10 +193,8 @@ func (w *worker) run(ctx context.Context) error {
 
 func (w *worker) tickEvery() time.Duration {
 	d := time.Second
-	for _, pl := range w.p.pipes {
-		if e := pl.cfg.Snapshot.Every; e > 0 {
-			d = min(d, max(e/2, 10*time.Millisecond))
-		}
+	if e := w.part.pipe.cfg.Snapshot.Every; e > 0 {
+		d = min(d, max(e/2, 10*time.Millisecond))
 	}
 	return d
 }
@@ -215,7 +212,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		}
 	}()
 	ek := entryKey{pl.idx, m.key}
-	if pl.track != nil {
+	if w.part.track != nil {
 		// A key's messages are applied in stream order: one that comes
 		// before an unapplied earlier one (nak'ed, or lost in delivery)
 		// waits, or the earlier one would be skipped as already applied.
@@ -226,7 +223,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	}
 	e, err := w.entry(ctx, pl, m.key)
 	if err != nil {
-		if pl.track != nil && classifyAction(err) == actNak {
+		if w.part.track != nil && classifyAction(err) == actNak {
 			w.block(ek, m.seq, false)
 		}
 		return w.fail(ctx, m, err)
@@ -245,7 +242,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return nil
 		}
 	}
-	if pl.track != nil && m.seq <= e.lastSeq {
+	if w.part.track != nil && m.seq <= e.lastSeq {
 		w.ack(m, resultSkipped)
 		return nil
 	}
@@ -254,7 +251,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	start := time.Now()
-	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig[pl.idx])
+	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig)
 	pl.met.learnSeconds.Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
 		// Checked before learning: the learner is untouched.
@@ -273,7 +270,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return w.fail(ctx, m, err)
 		}
 		if err := w.publish(ctx, e, msgs); err != nil {
-			if pl.track != nil {
+			if w.part.track != nil {
 				// Kept until published: before the next message of the
 				// key, or on m's redelivery. No snapshot is taken meanwhile.
 				e.unsent = keepMsgs(msgs)
@@ -312,11 +309,11 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 
 // applied records that message seq changed e.
 func (w *worker) applied(e *entry, seq uint64) {
-	if e.pipe.track != nil {
+	if w.part.track != nil {
 		e.lastSeq = seq
 		if e.dirtySeq == 0 {
 			e.dirtySeq = seq
-			e.pipe.track.hold(seq)
+			w.part.track.hold(seq)
 		}
 	}
 	if !e.dirty {
@@ -324,7 +321,7 @@ func (w *worker) applied(e *entry, seq uint64) {
 		e.dirtyAt = time.Now()
 	}
 	e.since++
-	st := e.l.Summary(w.eig[e.pipe.idx]).Stored
+	st := e.l.Summary(w.eig).Stored
 	e.pipe.met.storedPoints.Add(float64(st - e.stored))
 	e.stored = st
 }
@@ -402,6 +399,9 @@ func (w *worker) sent(e *entry, n int) {
 // stream captures the output subject, else with core NATS.
 func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error {
 	for _, m := range msgs {
+		if !w.part.fence.ok() {
+			return fmt.Errorf("processor: publish %s: %w", m.Subject, errFenced)
+		}
 		if e.pipe.outJS {
 			pctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 			_, err := w.p.js.PublishMsg(pctx, m)
@@ -464,7 +464,7 @@ func (w *worker) expireBlocks() {
 			w.log.Error("gave up waiting for a message of a key; later messages go on without it", zap.String("pipeline", pl.cfg.Name),
 				zap.String("key", ek.key), zap.Uint64("seq", b.seq), zap.Duration("waited", time.Since(b.since)))
 			if b.missing {
-				pl.track.forget(b.seq)
+				w.part.track.forget(b.seq)
 			}
 			w.unblock(ek, b.seq)
 		}
@@ -478,14 +478,14 @@ func blockExpiry(pc PipelineConfig) time.Duration {
 
 // ack acknowledges a handled message.
 func (w *worker) ack(m *inMsg, result string) {
-	if m.pipe.track != nil {
+	if w.part.track != nil {
 		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
 	}
 	if m.js != nil {
 		if err := m.js.Ack(); err != nil {
 			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
 		}
-		m.pipe.track.release(m.seq)
+		w.part.track.release(m.seq)
 	}
 	if result == resultSkipped {
 		m.pipe.stats.Skipped.Add(1)
@@ -513,7 +513,7 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 		m.pipe.stats.Naks.Add(1)
 		w.p.met.messages.WithLabelValues(name, resultNak).Inc()
 		if m.js != nil {
-			m.pipe.track.nak(m.seq)
+			w.part.track.nak(m.seq)
 			if nerr := m.js.NakWithDelay(m.pipe.cfg.Input.NakDelay); nerr != nil {
 				w.log.Warn("nak", zap.Error(nerr))
 			}
@@ -521,7 +521,7 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 	case actFatal:
 		w.log.Error("fatal", zap.String("pipeline", name), zap.Error(err))
 		if m.js != nil {
-			m.pipe.track.nak(m.seq)
+			w.part.track.nak(m.seq)
 			_ = m.js.Nak()
 		}
 		return err
@@ -549,14 +549,14 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	if perr := w.p.conn.PublishMsg(dl); perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
 	}
-	if m.pipe.track != nil {
+	if w.part.track != nil {
 		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
 	}
 	if m.js != nil {
 		if terr := m.js.TermWithReason(reason); terr != nil {
 			w.log.Warn("term", zap.Error(terr))
 		}
-		m.pipe.track.release(m.seq)
+		w.part.track.release(m.seq)
 	}
 	m.pipe.stats.DeadLettered.Add(1)
 	w.p.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
@@ -567,26 +567,33 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 // creating a fresh learner) on first use and unloading the least recently
 // used learner when the worker's quota is full.
 func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, error) {
+	return w.entryOf(ctx, pl, key, true)
+}
+
+// entryOf is entry; with create false, a key with neither a loaded learner
+// nor a snapshot gives errNoKey instead of a fresh learner (read-only
+// requests never create learners).
+func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
 	ek := entryKey{pl.idx, key}
 	if e, ok := w.keys[ek]; ok {
 		if e.evicting {
 			e.evicting = false
-			e.elem = w.lru[pl.idx].PushFront(e)
+			e.elem = w.lru.PushFront(e)
 			w.live(pl, 1)
 		}
 		return e, nil
 	}
-	for w.lru[pl.idx].Len() >= w.quota[pl.idx] {
+	for w.lru.Len() >= w.quota {
 		if err := w.evict(ctx, pl); err != nil {
 			return nil, err
 		}
 	}
-	e, err := w.load(ctx, pl, key)
+	e, err := w.load(ctx, pl, key, create)
 	if err != nil {
 		return nil, err
 	}
 	w.keys[ek] = e
-	e.elem = w.lru[pl.idx].PushFront(e)
+	e.elem = w.lru.PushFront(e)
 	w.live(pl, 1)
 	return e, nil
 }
@@ -598,46 +605,107 @@ func (w *worker) live(pl *pipeline, d int) {
 
 func (w *worker) touch(e *entry) {
 	if e.elem != nil {
-		w.lru[e.pipe.idx].MoveToFront(e.elem)
+		w.lru.MoveToFront(e.elem)
 	}
 }
 
-// load reads key's snapshot, or builds a fresh learner if there is none.
-func (w *worker) load(ctx context.Context, pl *pipeline, key string) (*entry, error) {
+// load reads key's snapshot, or builds a fresh learner if there is none
+// (errNoKey when !create). In a JetStream partition it then fences the
+// key: a snapshot written by a newer epoch means this instance no longer
+// owns the partition (errFenced, and the partition stops); a missing one,
+// or one written by an older epoch, is claimed — written back with this
+// partition's epoch by compare-and-set on the revision read — before the
+// key applies anything, so a stale owner's later save of the key fails its
+// compare-and-set instead of overwriting acked work. A snapshot that names
+// another pipeline or key is refused as corrupt.
+func (w *worker) load(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
+	for attempt := 1; ; attempt++ {
+		e, claim, err := w.read(ctx, pl, key, create)
+		if err != nil || !claim {
+			return e, err
+		}
+		err = w.claim(ctx, e)
+		if errors.Is(err, snapshot.ErrConflict) && attempt < 3 {
+			// Written meanwhile (by a stale owner finishing, or a retried
+			// claim that landed): read it again.
+			pl.met.storedPoints.Sub(float64(e.stored))
+			continue
+		}
+		if err != nil {
+			pl.met.storedPoints.Sub(float64(e.stored))
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// read loads key's snapshot into a new entry (or a fresh learner), and
+// says whether the entry must be claimed for this partition's epoch.
+func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool) (*entry, bool, error) {
 	pc := pl.cfg
+	fenced := w.part.fence != nil
 	lctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
 	snap, rev, err := w.p.store.Load(lctx, snapshot.JoinKey(pc.Name, key))
+	if err == nil && (snap.Pipeline != pc.Name || snap.Key != key) {
+		err = fmt.Errorf("%w: the snapshot stored for pipeline %q key %q holds pipeline %q key %q (copied from another key?)",
+			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
+	}
+	if err == nil && fenced && snap.Epoch > w.part.epoch {
+		w.part.fence.revoke()
+		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
+			errFenced, key, pc.Name, snap.Epoch, w.part.epoch)
+	}
 	e := &entry{pipe: pl, key: key, rev: rev}
 	switch {
 	case errors.Is(err, snapshot.ErrNoSnapshot):
+		if !create {
+			return nil, false, fmt.Errorf("%w: pipeline %s has no learner for key %q", errNoKey, pc.Name, key)
+		}
 		e.rev = 0
 	case err == nil:
 		e.l, err = w.restore(pc, snap)
 		if err == nil {
 			e.lastSeq = snap.LastSeq
-			e.stored = e.l.Summary(w.eig[pl.idx]).Stored
+			e.stored = e.l.Summary(w.eig).Stored
 			pl.met.storedPoints.Add(float64(e.stored))
-			w.log.Debug("restored", zap.String("pipeline", pc.Name), zap.String("key", key),
-				zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev))
-			return e, nil
+			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
+				zap.Uint64("snapshot_epoch", snap.Epoch))
+			return e, fenced && snap.Epoch < w.part.epoch, nil
 		}
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):
 		w.p.met.snapFailures.WithLabelValues(pc.Name, "corrupt").Inc()
 		if pc.Snapshot.OnCorrupt != OnCorruptReset {
-			return nil, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; reset the key or set reset)", key, pc.Name, err)
+			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; delete the key's snapshot or set reset)", key, pc.Name, err)
 		}
-		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("pipeline", pc.Name), zap.String("key", key), zap.Error(err))
+		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("key", key), zap.Error(err))
 	default:
-		return nil, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
+		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
 	}
 	l, err := w.p.newLearner(pc.Learner)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e.l = l
-	return e, nil
+	return e, fenced, nil
+}
+
+// claim writes e's state back with this partition's epoch, by
+// compare-and-set on e.rev.
+func (w *worker) claim(ctx context.Context, e *entry) error {
+	if !w.part.fence.ok() {
+		return errFenced
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
+	defer cancel()
+	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State()}
+	rev, err := w.p.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
+	if err != nil {
+		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.part.epoch, err)
+	}
+	e.rev = rev
+	return nil
 }
 
 // restore rebuilds a learner from a snapshot taken with the pipeline's config.
@@ -663,12 +731,12 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 // if needed). It fails, unloading nothing, when the unsent outputs cannot
 // be published.
 func (w *worker) evict(ctx context.Context, pl *pipeline) error {
-	back := w.lru[pl.idx].Back()
+	back := w.lru.Back()
 	e := back.Value.(*entry)
 	if err := w.flushUnsent(ctx, e); err != nil {
 		return fmt.Errorf("processor: unload key %q: %w", e.key, err)
 	}
-	w.lru[pl.idx].Remove(back)
+	w.lru.Remove(back)
 	e.elem = nil
 	w.live(pl, -1)
 	if !e.dirty && !e.saving {
@@ -695,7 +763,7 @@ func (w *worker) drop(e *entry) {
 // A key with unsent outputs is not snapshotted: a snapshot holding their
 // message would make a restart skip it, and they would never be published.
 func (w *worker) maybeSnapshot(e *entry, force bool) {
-	if !e.dirty || e.saving || len(e.unsent) > 0 {
+	if !e.dirty || e.saving || len(e.unsent) > 0 || !w.part.fence.ok() {
 		return
 	}
 	sp := e.pipe.cfg.Snapshot
@@ -711,12 +779,12 @@ func (w *worker) maybeSnapshot(e *entry, force bool) {
 // (the caller made sure a slot is free).
 func (w *worker) handoff(e *entry) {
 	lastSeq := uint64(0)
-	if e.pipe.track != nil {
+	if w.part.track != nil {
 		lastSeq = e.lastSeq
 	}
 	j := &snapJob{
 		e:        e,
-		snap:     &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, State: e.l.State()},
+		snap:     &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, Epoch: w.part.epoch, State: e.l.State()},
 		rev:      e.rev,
 		dirtySeq: e.dirtySeq,
 	}
@@ -738,9 +806,23 @@ func (w *worker) landed(r snapResult) {
 	case r.err == nil:
 		e.rev = r.rev
 		if j.dirtySeq != 0 {
-			pl.track.release(j.dirtySeq)
+			w.part.track.release(j.dirtySeq)
 		}
 		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap.State)))
+	case errors.Is(r.err, errFenced) || (w.part.fence != nil && errors.Is(r.err, snapshot.ErrConflict)):
+		// This partition no longer owns the key (a newer epoch claimed it):
+		// stop writing; the partition stops and its new owner replays from
+		// the checkpoint. Nothing is dropped or reloaded here.
+		if errors.Is(r.err, snapshot.ErrConflict) {
+			w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
+			w.log.Error("snapshot conflict: a newer owner claimed the key; stopping the partition", zap.String("key", e.key),
+				zap.Uint64("rev", j.rev), zap.Error(r.err))
+		}
+		w.part.fence.revoke()
+		if j.dirtySeq != 0 {
+			w.part.track.release(j.dirtySeq)
+		}
+		return
 	case errors.Is(r.err, snapshot.ErrConflict):
 		// Someone else committed a newer snapshot of this key: we no longer
 		// own it. Forget the learner; the next message reloads the newer
@@ -749,14 +831,14 @@ func (w *worker) landed(r snapResult) {
 		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("pipeline", name),
 			zap.String("key", e.key), zap.Uint64("rev", j.rev), zap.Error(r.err))
 		if j.dirtySeq != 0 {
-			pl.track.release(j.dirtySeq)
+			w.part.track.release(j.dirtySeq)
 		}
 		if e.dirtySeq != 0 {
-			pl.track.release(e.dirtySeq)
+			w.part.track.release(e.dirtySeq)
 			e.dirtySeq = 0
 		}
 		if e.elem != nil {
-			w.lru[pl.idx].Remove(e.elem)
+			w.lru.Remove(e.elem)
 			e.elem = nil
 			w.live(pl, -1)
 		}
@@ -771,10 +853,10 @@ func (w *worker) landed(r snapResult) {
 		case e.dirtySeq == 0:
 			e.dirtySeq = j.dirtySeq
 		case j.dirtySeq < e.dirtySeq:
-			pl.track.release(e.dirtySeq)
+			w.part.track.release(e.dirtySeq)
 			e.dirtySeq = j.dirtySeq
 		default:
-			pl.track.release(j.dirtySeq)
+			w.part.track.release(j.dirtySeq)
 		}
 		if !e.dirty {
 			e.dirty, e.dirtyAt = true, time.Now()
@@ -836,7 +918,13 @@ func (w *worker) finish(ctx context.Context) error {
 	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
 	fctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if !w.part.fence.ok() {
+		deadline = time.Now() // fenced: no final outputs or snapshots
+	}
 	for _, e := range w.keys {
+		if !w.part.fence.ok() {
+			break
+		}
 		if err := w.flushUnsent(fctx, e); err != nil {
 			// Its message was nak'ed and its state is not snapshotted: the
 			// next start replays the key from its last snapshot.
@@ -881,6 +969,10 @@ func (w *worker) finish(ctx context.Context) error {
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
+		if !w.part.fence.ok() {
+			w.results <- snapResult{job: j, err: errFenced}
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 		start := time.Now()
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)

@@ -109,8 +109,9 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 	}
 	rev := e.Revision()
 	data := e.Value()
+	var m *codec.Manifest
 	if codec.IsManifest(data) {
-		m, err := codec.DecodeManifest(data)
+		m, err = codec.DecodeManifest(data)
 		if err != nil {
 			return nil, rev, fmt.Errorf("%w: key %q revision %d: %w", ErrCorrupt, key, rev, err)
 		}
@@ -133,6 +134,10 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 	snap, err := codec.DecodeSnapshot(data)
 	if err != nil {
 		return nil, rev, fmt.Errorf("%w: key %q revision %d: %w", ErrCorrupt, key, rev, err)
+	}
+	if m != nil && m.Key != "" && (m.Pipeline != snap.Pipeline || m.Key != snap.Key || m.Epoch != snap.Epoch) {
+		return nil, rev, fmt.Errorf("%w: key %q revision %d: manifest names pipeline %q key %q epoch %d, its object holds pipeline %q key %q epoch %d",
+			ErrCorrupt, key, rev, m.Pipeline, m.Key, m.Epoch, snap.Pipeline, snap.Key, snap.Epoch)
 	}
 	return snap, rev, nil
 }
@@ -182,6 +187,7 @@ func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev 
 	man, err := codec.EncodeManifest(&codec.Manifest{
 		Object: name, Digest: sha256.Sum256(data), Size: uint64(len(data)),
 		LastSeq: snap.LastSeq, SnapshotVersion: codec.SnapshotVersion,
+		Pipeline: snap.Pipeline, Key: snap.Key, Epoch: snap.Epoch,
 	})
 	if err != nil {
 		s.deleteObject(name)

@@ -1,0 +1,164 @@
+package processor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// This file holds the pure rules of fenced ownership: which member should
+// own a partition (rendezvous hashing), and what a member does about one
+// partition given what it sees in the coordination bucket. No I/O and no
+// clock: the coordinator passes the time in.
+
+// fnv32a is FNV-1a (32 bits) of s, the hash of nats-server's
+// {{partition(n,…)}} subject transform: a key's partition is
+// fnv32a(key) mod n, on the server and here.
+func fnv32a(s string) uint32 {
+	const offset32, prime32 = 2166136261, 16777619
+	h := uint32(offset32)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= prime32
+	}
+	return h
+}
+
+// partitionOf returns the partition of key among n, as the input stream's
+// subject transform computes it.
+func partitionOf(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(fnv32a(key) % uint32(n))
+}
+
+// rendezvousScore is the weight of member for partition part of pipeline:
+// FNV-1a (64 bits) of the three, finished with a 64-bit mixer so that
+// members whose ids share a prefix still get independent scores.
+func rendezvousScore(member, pipeline string, part int) uint64 {
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	mix := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime64
+		}
+		h ^= 0xff
+		h *= prime64
+	}
+	mix(member)
+	mix(pipeline)
+	mix(strconv.Itoa(part))
+	// splitmix64 finaliser.
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// rendezvous returns the member that should own partition part of
+// pipeline: the highest score (ties broken by the smaller id), or "" when
+// there is no member. When a member joins or leaves, only the partitions
+// whose winner changes move: about n/W of n partitions among W members.
+func rendezvous(members []string, pipeline string, part int) string {
+	best, bestScore := "", uint64(0)
+	for _, m := range members {
+		s := rendezvousScore(m, pipeline, part)
+		if best == "" || s > bestScore || (s == bestScore && m < best) {
+			best, bestScore = m, s
+		}
+	}
+	return best
+}
+
+// partRecord is the value of a partition's key in the coordination
+// bucket, "partitions.<pipeline>.<n>": its owner ("" once released), the
+// owner's epoch (bumped by every change of owner), and the checkpoint, the
+// input stream sequence from which the next owner replays. One
+// compare-and-set on this key orders renewals, takeovers, releases and
+// checkpoint writes.
+type partRecord struct {
+	Owner      string    `json:"owner"`
+	Epoch      uint64    `json:"epoch"`
+	Checkpoint uint64    `json:"checkpoint"`
+	Renewed    time.Time `json:"renewed,omitzero"` // the writer's clock; informative only
+}
+
+func (r partRecord) encode() []byte {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+func decodeRecord(v []byte) (partRecord, error) {
+	var r partRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, fmt.Errorf("processor: partition record %q: %w", v, err)
+	}
+	return r, nil
+}
+
+// partView is what a member knows of one partition's record.
+type partView struct {
+	exists bool       // the key holds a record
+	rec    partRecord // valid when exists
+	rev    uint64     // its revision (0: none)
+	seenAt time.Time  // when this member first saw rev (its own clock)
+}
+
+// ownAction is what a member does about one partition.
+type ownAction int
+
+const (
+	ownNone    ownAction = iota
+	ownTake              // create or take over the record with epoch+1 and start the partition
+	ownRelease           // stop the running partition gracefully and release the record
+	ownAbandon           // release a record this member owns but does not run
+)
+
+func (a ownAction) String() string {
+	return [...]string{"none", "take", "release", "abandon"}[a]
+}
+
+// decide returns what member self does about partition part of pipeline,
+// given the members it sees alive (self included), the partition's record
+// as it last saw it, whether it runs the partition, the time and the
+// ownership TTL:
+//
+//   - a running partition that rendezvous hashing now gives to another live
+//     member is released (graceful: drain, final snapshots, checkpoint);
+//   - a partition with no record, or a released one, is taken by the
+//     member it is assigned to;
+//   - a record held by another member is taken over by the assigned member
+//     only once it has not moved for ttl (its owner stopped renewing);
+//   - a record naming self that self does not run (it stopped the
+//     partition after failed renewals) is taken again with a new epoch, or
+//     abandoned to the assigned member.
+func decide(self string, alive []string, pipeline string, part int, v partView, running bool, now time.Time, ttl time.Duration) ownAction {
+	want := rendezvous(alive, pipeline, part)
+	if running {
+		if want != self && want != "" {
+			return ownRelease
+		}
+		return ownNone
+	}
+	switch {
+	case !v.exists || v.rec.Owner == "":
+		if want == self {
+			return ownTake
+		}
+	case v.rec.Owner == self:
+		if want == self {
+			return ownTake
+		}
+		return ownAbandon
+	default:
+		if want == self && now.Sub(v.seenAt) >= ttl {
+			return ownTake
+		}
+	}
+	return ownNone
+}

@@ -1,0 +1,373 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// The coordination bucket (checkpoint_bucket) holds
+//
+//	members.<id>               a heartbeat of each running instance, put every lease_ttl/3
+//	partitions.<pipeline>.<n>  the ownership record of each partition (partRecord, JSON)
+//
+// Every instance watches the bucket, sees the members alive (a heartbeat
+// seen within lease_ttl on its own clock) and the records, and applies
+// decide to each partition of each JetStream pipeline. See doc.go.
+
+// memberValue is the JSON value of a member's heartbeat.
+type memberValue struct {
+	ID      string    `json:"id"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Renewed time.Time `json:"renewed"`
+}
+
+func memberKey(id string) string { return "members." + id }
+
+func recordKey(pc PipelineConfig, n int) string {
+	return "partitions." + pc.Name + "." + strconv.Itoa(n)
+}
+
+// seen is a key's last revision and when this instance first saw it.
+type seen struct {
+	rev uint64
+	at  time.Time
+}
+
+// coordinator runs this instance's membership and partition ownership.
+type coordinator struct {
+	p       *Processor
+	kv      jetstream.KeyValue
+	started time.Time
+	log     *zap.Logger
+
+	mu      sync.Mutex
+	members map[string]seen
+	records map[string]partView
+	synced  bool // the watcher delivered the bucket's initial values
+
+	kick  chan struct{}
+	wg    sync.WaitGroup // partition goroutines
+	fatal chan error
+}
+
+func newCoordinator(p *Processor, kv jetstream.KeyValue) *coordinator {
+	return &coordinator{p: p, kv: kv, started: time.Now(), log: p.log.Named("coord"),
+		members: map[string]seen{}, records: map[string]partView{},
+		kick: make(chan struct{}, 1), fatal: make(chan error, 1)}
+}
+
+func (c *coordinator) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run heartbeats, watches the bucket and takes, releases and abandons
+// partitions until ctx ends; then it stops every partition it runs
+// gracefully (final snapshots, record released) and removes its
+// heartbeat. A partition's fatal error (invalid learner configuration) is
+// returned.
+func (c *coordinator) run(ctx context.Context) error {
+	p := c.p
+	c.heartbeat(ctx)
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); c.watch(wctx) }()
+
+	hb := time.NewTicker(max(p.cfg.LeaseTTL/3, 5*time.Millisecond))
+	defer hb.Stop()
+	tick := time.NewTicker(max(p.cfg.LeaseTTL/10, 5*time.Millisecond))
+	defer tick.Stop()
+	var fatal error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case fatal = <-c.fatal:
+			break loop
+		case <-hb.C:
+			c.heartbeat(ctx)
+		case <-tick.C:
+			c.evaluate(ctx)
+		case <-c.kick:
+			c.evaluate(ctx)
+		}
+	}
+	// Leave: stop every partition (graceful unless fenced), then the heartbeat.
+	for _, pl := range p.pipes {
+		for i := range pl.parts {
+			if pt := pl.parts[i].Load(); pt != nil {
+				pt.requestStop()
+			}
+		}
+	}
+	c.wg.Wait()
+	cancelWatch()
+	<-watchDone
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	if err := c.kv.Delete(dctx, memberKey(p.id)); err != nil {
+		c.log.Warn("remove heartbeat", zap.Error(err))
+	}
+	cancel()
+	if fatal == nil {
+		select {
+		case fatal = <-c.fatal:
+		default:
+		}
+	}
+	return fatal
+}
+
+// heartbeat puts this member's key.
+func (c *coordinator) heartbeat(ctx context.Context) {
+	p := c.p
+	host, _ := os.Hostname()
+	v, _ := json.Marshal(memberValue{ID: p.id, Host: host, PID: os.Getpid(), Started: c.started.UTC(), Renewed: time.Now().UTC()})
+	hctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, max(p.cfg.LeaseTTL/3, 100*time.Millisecond)))
+	defer cancel()
+	if _, err := c.kv.Put(hctx, memberKey(p.id), v); err != nil && ctx.Err() == nil {
+		c.log.Warn("heartbeat", zap.Error(err))
+	}
+}
+
+// watch follows the bucket's members and records until ctx ends; the
+// watcher (an ordered consumer) recovers from disconnections by itself.
+func (c *coordinator) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := c.kv.WatchFiltered(ctx, []string{"members.>", "partitions.>"})
+		if err != nil {
+			c.log.Warn("watch coordination bucket; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		for {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			select {
+			case <-ctx.Done():
+				_ = w.Stop()
+				return
+			case e, ok = <-w.Updates():
+			}
+			if !ok {
+				break
+			}
+			c.observe(e)
+			c.poke()
+		}
+		_ = w.Stop()
+	}
+}
+
+// observe records one watcher update (nil: the initial values are done).
+func (c *coordinator) observe(e jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if e == nil {
+		c.synced = true
+		return
+	}
+	del := e.Operation() != jetstream.KeyValuePut
+	switch k := e.Key(); {
+	case strings.HasPrefix(k, "members."):
+		id := strings.TrimPrefix(k, "members.")
+		if del {
+			delete(c.members, id)
+		} else if s, ok := c.members[id]; !ok || s.rev != e.Revision() {
+			c.members[id] = seen{rev: e.Revision(), at: now}
+		}
+	case strings.HasPrefix(k, "partitions."):
+		v := c.records[k]
+		if v.rev == e.Revision() {
+			return
+		}
+		v = partView{rev: e.Revision(), seenAt: now}
+		if !del {
+			r, err := decodeRecord(e.Value())
+			if err != nil {
+				c.log.Error("unreadable partition record; treated as released", zap.String("key", k), zap.Error(err))
+			} else {
+				v.exists, v.rec = true, r
+			}
+		}
+		c.records[k] = v
+	}
+}
+
+// alive returns the members whose heartbeat moved within lease_ttl, and
+// this member.
+func (c *coordinator) alive(now time.Time) []string {
+	out := []string{c.p.id}
+	for id, s := range c.members {
+		if id != c.p.id && now.Sub(s.at) < c.p.cfg.LeaseTTL {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// view returns this member's view of a record.
+func (c *coordinator) view(key string) partView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.records[key]
+}
+
+// Owner returns the owner named by a partition's record as this member
+// last saw it ("" when released or unknown).
+func (c *coordinator) owner(pc PipelineConfig, n int) (string, uint64) {
+	v := c.view(recordKey(pc, n))
+	if !v.exists {
+		return "", 0
+	}
+	return v.rec.Owner, v.rec.Epoch
+}
+
+// evaluate applies decide to every partition.
+func (c *coordinator) evaluate(ctx context.Context) {
+	p := c.p
+	c.mu.Lock()
+	if !c.synced {
+		c.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	alive := c.alive(now)
+	c.mu.Unlock()
+	for _, pl := range p.pipes {
+		if pl.cfg.Input.Stream == "" {
+			continue
+		}
+		for n := range pl.parts {
+			key := recordKey(pl.cfg, n)
+			v := c.view(key)
+			pt := pl.parts[n].Load()
+			switch decide(p.id, alive, pl.cfg.Name, n, v, pt != nil, now, p.cfg.LeaseTTL) {
+			case ownTake:
+				c.take(ctx, pl, n, v)
+			case ownRelease:
+				c.log.Info("partition assigned to another member; releasing it", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
+					zap.String("to", rendezvous(alive, pl.cfg.Name, n)))
+				pt.requestStop()
+			case ownAbandon:
+				rec := v.rec
+				rec.Owner, rec.Renewed = "", now.UTC()
+				uctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+				if _, err := c.kv.Update(uctx, key, rec.encode(), v.rev); err != nil && !isRevisionMismatch(err) {
+					c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// take writes the record {self, epoch+1, checkpoint} by compare-and-set on
+// the revision seen, and starts the partition.
+func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView) {
+	p := c.p
+	pc := pl.cfg
+	key := recordKey(pc, n)
+	tctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+	defer cancel()
+	rec := partRecord{Owner: p.id, Epoch: 1, Checkpoint: 1}
+	prev := "nobody"
+	if v.exists {
+		rec.Epoch, rec.Checkpoint = v.rec.Epoch+1, max(v.rec.Checkpoint, 1)
+		if v.rec.Owner != "" {
+			prev = v.rec.Owner
+		}
+	} else if pc.Partitions == 1 {
+		// Migration: the checkpoint of versions before partitions.
+		if cp, err := p.legacyCheckpoint(tctx, pc); err != nil {
+			c.log.Warn("read the checkpoint of an earlier version; not taking the partition yet", zap.String("pipeline", pc.Name), zap.Error(err))
+			return
+		} else if cp > 0 {
+			rec.Checkpoint = cp
+		}
+	}
+	rec.Renewed = time.Now().UTC()
+	granted := time.Now()
+	var rev uint64
+	var err error
+	if v.exists || v.rev != 0 {
+		rev, err = c.kv.Update(tctx, key, rec.encode(), v.rev)
+	} else {
+		rev, err = c.kv.Create(tctx, key, rec.encode())
+	}
+	if err != nil {
+		if !isRevisionMismatch(err) {
+			c.log.Warn("take partition", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
+		}
+		return
+	}
+	if prev != "nobody" && prev != p.id {
+		p.met.takeovers.WithLabelValues(pc.Name).Inc()
+		c.log.Warn("partition taken over from a member that stopped renewing it", zap.String("pipeline", pc.Name),
+			zap.Int("partition", n), zap.String("from", prev), zap.Uint64("epoch", rec.Epoch))
+	} else {
+		c.log.Info("partition taken", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Uint64("epoch", rec.Epoch),
+			zap.Uint64("checkpoint", rec.Checkpoint))
+	}
+	pt := p.newPartition(pl, n, rec.Epoch, rev, rec.Checkpoint, granted)
+	pl.parts[n].Store(pt)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		err := pt.run(ctx)
+		pl.parts[n].CompareAndSwap(pt, nil)
+		if err != nil {
+			if classifyAction(err) == actFatal {
+				select {
+				case c.fatal <- err:
+				default:
+				}
+			} else if !errors.Is(err, errFenced) {
+				c.log.Warn("partition stopped", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
+			}
+		}
+		c.poke()
+	}()
+}
+
+// legacyCheckpoint returns the replay checkpoint written by versions
+// before partitions for pc's durable consumer (0 when there is none).
+func (p *Processor) legacyCheckpoint(ctx context.Context, pc PipelineConfig) (uint64, error) {
+	for _, key := range []string{"checkpoint." + pc.Input.Stream + "." + pc.Input.Durable, pc.Name} {
+		e, err := p.coord.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseUint(string(e.Value()), 10, 64)
+		if err != nil || v == 0 {
+			return 0, fmt.Errorf("processor: pipeline %s: checkpoint %s holds %q, not a stream sequence", pc.Name, key, e.Value())
+		}
+		return v, nil
+	}
+	return 0, nil
+}

@@ -1,0 +1,541 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// fence says whether a partition's owner may still write. It is ok while
+// the ownership record was renewed less than lease_ttl/2 ago (measured on
+// the monotonic clock from the moment the renewal was sent, so a process
+// frozen with SIGSTOP finds it expired as soon as it runs again) and has
+// not been revoked (the record or a snapshot moved to a newer epoch).
+// Every output publish, snapshot save and checkpoint checks it; the
+// compare-and-set of each write is the fence proper, this check keeps a
+// stale owner from even trying. A nil fence (core NATS input) is always ok.
+type fence struct {
+	ttl     time.Duration
+	base    time.Time
+	lastOK  atomic.Int64 // time.Since(base) when the last successful renewal was sent
+	revoked atomic.Bool
+	lost    chan struct{} // closed by revoke
+	once    sync.Once
+}
+
+func newFence(ttl time.Duration, grantedAt time.Time) *fence {
+	f := &fence{ttl: ttl, base: time.Now(), lost: make(chan struct{})}
+	f.lastOK.Store(int64(grantedAt.Sub(f.base)))
+	return f
+}
+
+func (f *fence) ok() bool {
+	if f == nil {
+		return true
+	}
+	return !f.revoked.Load() && time.Since(f.base)-time.Duration(f.lastOK.Load()) < f.ttl/2
+}
+
+// renewed records a successful renewal sent at t.
+func (f *fence) renewed(t time.Time) { f.lastOK.Store(int64(t.Sub(f.base))) }
+
+// revoke stops every later write and wakes the partition's run loop.
+func (f *fence) revoke() {
+	if f == nil {
+		return
+	}
+	f.revoked.Store(true)
+	f.once.Do(func() { close(f.lost) })
+}
+
+// lostCh is closed when the fence is revoked (nil fence: never).
+func (f *fence) lostCh() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.lost
+}
+
+// partition is one partition of a pipeline run by this instance: its
+// input (a JetStream consumer named after the epoch, or a core NATS
+// subscription), its workers (each key of the partition belongs to one),
+// its replay tracker and its fence.
+type partition struct {
+	p      *Processor
+	pipe   *pipeline
+	num    int
+	epoch  uint64 // 0 for a core NATS input
+	filter string // input subject filter of this partition
+	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
+
+	track   *tracker // nil for a core NATS input
+	fence   *fence   // nil for a core NATS input
+	workers []*worker
+
+	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
+	inClosed bool
+
+	cc  jetstream.ConsumeContext
+	sub *nats.Subscription
+
+	rev        uint64 // revision of the ownership record; owned by the renewing goroutine
+	pending    atomic.Uint64
+	checkpoint atomic.Uint64 // last checkpoint written to the record
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed: stop gracefully and release
+	done     chan struct{} // closed when run returns
+	log      *zap.Logger
+}
+
+func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
+	pc := pl.cfg
+	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), filter: pc.Input.Subject,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if pc.Partitions > 1 {
+		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
+	}
+	pt.log = p.log.With(zap.String("pipeline", pc.Name), zap.Int("partition", num))
+	if pc.Input.Stream != "" {
+		pt.track = newTracker()
+		pt.fence = newFence(p.cfg.LeaseTTL, grantedAt)
+		pt.log = pt.log.With(zap.Uint64("epoch", epoch))
+		pt.checkpoint.Store(pt.start)
+	}
+	n := p.workersPerPartition(pc)
+	for i := range n {
+		pt.workers = append(pt.workers, newWorker(pt, i, p.quota(pc, n)))
+	}
+	return pt
+}
+
+// workersPerPartition is the number of worker goroutines of each partition
+// of pc: Workers spread over the partitions, at least one.
+func (p *Processor) workersPerPartition(pc PipelineConfig) int {
+	return max(1, (p.cfg.Workers+pc.Partitions-1)/pc.Partitions)
+}
+
+// quota is the number of learners one of n workers of a partition of pc
+// may hold: max_keys spread over the partitions and their workers.
+func (p *Processor) quota(pc PipelineConfig, n int) int {
+	perPart := (pc.MaxKeys + pc.Partitions - 1) / pc.Partitions
+	return max(1, perPart/n)
+}
+
+// consumerName is the JetStream consumer of partition num at epoch.
+func consumerName(pc PipelineConfig, num int, epoch uint64) string {
+	return fmt.Sprintf("%s-p%d-e%d", pc.Input.Durable, num, epoch)
+}
+
+// requestStop asks the partition to stop gracefully and release its record.
+func (pt *partition) requestStop() { pt.stopOnce.Do(func() { close(pt.stop) }) }
+
+// owner returns the index of the worker of key. Keys of one partition
+// share fnv32a(key) mod Partitions, so the worker is picked from the rest
+// of the hash: (fnv32a(key) / Partitions) mod workers.
+func (pt *partition) owner(key string) int {
+	h := fnv32a(key) / uint32(pt.pipe.cfg.Partitions)
+	return int(h % uint32(len(pt.workers)))
+}
+
+// dispatch hands a message to the worker owning its key. It blocks while
+// that worker's queue is full (back-pressure of this partition only). The
+// message travels by value in the channel: nothing is allocated here.
+func (pt *partition) dispatch(ctx context.Context, m inMsg) {
+	m.pipe = pt.pipe
+	m.key = keyOf(m.subject, *pt.pipe.cfg.KeyToken)
+	if !pt.enqueue(ctx, pt.workers[pt.owner(m.key)], item{msg: m}) && m.js != nil {
+		// The workers are gone: leave the message for redelivery.
+		_ = m.js.Nak()
+	}
+}
+
+// enqueue hands it to w, blocking while w's queue is full; it reports false
+// when the workers are gone.
+func (pt *partition) enqueue(ctx context.Context, w *worker, it item) bool {
+	pt.inMu.RLock()
+	defer pt.inMu.RUnlock()
+	if pt.inClosed {
+		return false
+	}
+	select {
+	case w.in <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// closeWorkers closes the worker inputs: each worker then finishes its
+// queue, writes its final snapshots (unless fenced) and returns.
+func (pt *partition) closeWorkers() {
+	pt.inMu.Lock()
+	defer pt.inMu.Unlock()
+	if pt.inClosed {
+		return
+	}
+	pt.inClosed = true
+	for _, w := range pt.workers {
+		close(w.in)
+	}
+}
+
+// startWorkers starts the workers and their snapshotters in g.
+func (pt *partition) startWorkers(g *errgroup.Group, ctx context.Context) {
+	for _, w := range pt.workers {
+		g.Go(func() error { return w.snapshotter(ctx) })
+		g.Go(func() error { return w.run(ctx) })
+	}
+}
+
+// waitWorkers closes the workers' inputs and waits for them, bounded.
+func (pt *partition) waitWorkers(g *errgroup.Group) error {
+	pt.closeWorkers()
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(2*pt.p.cfg.ShutdownTimeout + pt.p.cfg.SnapshotTimeout):
+		return fmt.Errorf("processor: pipeline %s partition %d: workers did not stop in time", pt.pipe.cfg.Name, pt.num)
+	}
+}
+
+// runCore runs a core NATS partition until ctx ends.
+func (pt *partition) runCore(ctx context.Context) error {
+	defer close(pt.done)
+	pc := pt.pipe.cfg
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	pt.startWorkers(g, gctx)
+	h := func(m *nats.Msg) {
+		seq := pt.pipe.coreSeq.Add(1)
+		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+	}
+	var err error
+	if pc.Input.QueueGroup != "" {
+		pt.sub, err = pt.p.conn.QueueSubscribe(pc.Input.Subject, pc.Input.QueueGroup, h)
+	} else {
+		pt.sub, err = pt.p.conn.Subscribe(pc.Input.Subject, h)
+	}
+	if err != nil {
+		_ = pt.waitWorkers(g)
+		return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-pt.stop:
+	case <-gctx.Done():
+	}
+	deadline := time.After(pt.p.cfg.ShutdownTimeout)
+	if err := pt.sub.Drain(); err != nil {
+		pt.log.Warn("drain subscription", zap.Error(err))
+	}
+	for pt.sub.IsValid() {
+		select {
+		case <-deadline:
+			_ = pt.sub.Unsubscribe()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return pt.waitWorkers(g)
+}
+
+// run runs a JetStream partition taken with the record at pt.rev: it
+// removes the consumers of earlier epochs, creates its own at the
+// checkpoint, consumes, and renews the record (with the checkpoint) every
+// renewEvery until ctx ends or a graceful stop is requested — then it
+// drains, lets the workers write their final snapshots and releases the
+// record with the final checkpoint — or until the fence is revoked (the
+// record moved, a newer epoch wrote a snapshot, or renewals failed for
+// lease_ttl/2) — then it stops at once and writes nothing more.
+func (pt *partition) run(ctx context.Context) (err error) {
+	defer close(pt.done)
+	pc := pt.pipe.cfg
+	p := pt.p
+	rctx, cancelRenew := context.WithCancel(context.WithoutCancel(ctx))
+	var renewing sync.WaitGroup
+	renewing.Add(1)
+	go func() { defer renewing.Done(); pt.renewLoop(rctx) }()
+	stopRenew := func() { cancelRenew(); renewing.Wait() }
+
+	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	pt.startWorkers(g, gctx)
+	if err := pt.consume(ctx, gctx); err != nil {
+		pt.fence.revoke() // give up this epoch; the record is taken again or by another member
+		stopRenew()
+		_ = pt.waitWorkers(g)
+		return err
+	}
+	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
+	defer p.met.partitionsOwned.WithLabelValues(pc.Name).Dec()
+	pt.log.Info("partition started", zap.String("consumer", consumerName(pc, pt.num, pt.epoch)),
+		zap.String("filter", pt.filter), zap.Uint64("from_seq", pt.start))
+	graceful := true
+	select {
+	case <-ctx.Done():
+	case <-pt.stop:
+	case <-gctx.Done():
+		err = context.Cause(gctx)
+	case <-pt.fence.lostCh():
+		graceful = false
+	}
+	if !graceful || !pt.fence.ok() {
+		p.met.fenced.WithLabelValues(pc.Name).Inc()
+		pt.fence.revoke()
+		pt.cc.Stop()
+		stopRenew()
+		werr := pt.waitWorkers(g)
+		pt.log.Warn("partition fenced: stopped without further writes; its new owner replays from the checkpoint")
+		return errors.Join(err, werr)
+	}
+	// Graceful: stop pulling, finish what was delivered, final snapshots.
+	pt.cc.Drain()
+	select {
+	case <-pt.cc.Closed():
+	case <-time.After(p.cfg.ShutdownTimeout):
+		pt.log.Warn("consumer drain timed out")
+		pt.cc.Stop()
+	}
+	werr := pt.waitWorkers(g)
+	stopRenew()
+	if werr == nil && pt.fence.ok() {
+		pt.release()
+	}
+	return errors.Join(err, werr)
+}
+
+// consume removes the consumers of earlier epochs of the partition and
+// starts consuming from pt.start with a consumer of its own.
+func (pt *partition) consume(ctx, gctx context.Context) error {
+	pc := pt.pipe.cfg
+	p := pt.p
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stream jetstream.Stream
+	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
+		stream, err = p.js.Stream(ctx, pc.Input.Stream)
+		return err
+	}); err != nil {
+		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
+	}
+	// Predecessors: the same partition's consumers of other epochs, and the
+	// single durable consumer of versions before partitions. Their pulls
+	// and acks die with them.
+	mine := consumerName(pc, pt.num, pt.epoch)
+	prefix := fmt.Sprintf("%s-p%d-e", pc.Input.Durable, pt.num)
+	if err := p.retry(sctx, "delete old consumers", func(ctx context.Context) error {
+		names := stream.ConsumerNames(ctx)
+		var old []string
+		for n := range names.Name() {
+			if n != mine && (strings.HasPrefix(n, prefix) || n == pc.Input.Durable) {
+				old = append(old, n)
+			}
+		}
+		if err := names.Err(); err != nil {
+			return err
+		}
+		for _, n := range old {
+			if err := stream.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			pt.log.Info("deleted the consumer of an earlier owner", zap.String("consumer", n))
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: delete earlier consumers: %w", pc.Name, pt.num, err)
+	}
+	if !pt.fence.ok() {
+		return errFenced
+	}
+	var cons jetstream.Consumer
+	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
+		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:           mine,
+			FilterSubject:     pt.filter,
+			AckPolicy:         jetstream.AckExplicitPolicy,
+			AckWait:           pc.Input.AckWait,
+			MaxAckPending:     pc.Input.MaxAckPending,
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       pt.start,
+			InactiveThreshold: max(time.Hour, 10*p.cfg.LeaseTTL),
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
+	}
+	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
+	pl := pt.pipe
+	pt.cc, err = cons.Consume(func(m jetstream.Msg) {
+		d, ok := parseDelivery(m.Reply())
+		if !ok {
+			md, err := m.Metadata()
+			if err != nil {
+				pt.log.Warn("message without metadata", zap.Error(err))
+				_ = m.Term()
+				return
+			}
+			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending}
+		}
+		pt.pending.Store(d.pending)
+		pl.met.pending.Set(float64(pl.pendingSum()))
+		if cs := d.consumer; cs > lastCons {
+			if next := pt.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.stream > next && next > 1 {
+				// Deliveries lastCons+1..cs-1 never arrived (lost with a
+				// connection); they come back after ack_wait. Their keys
+				// must wait for them, and the checkpoint must not pass them.
+				pt.findMissing(gctx, stream, next, d.stream)
+			}
+			lastCons = cs
+		}
+		pt.track.deliver(d.stream)
+		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m})
+	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			pt.log.Warn("consume", zap.Error(err))
+		}))
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: consume: %w", pc.Name, pt.num, err)
+	}
+	return nil
+}
+
+// findMissing registers the messages of the partition with stream
+// sequences in [from, to): first deliveries lost in transit. Each is held
+// in the tracker, and its key's worker makes later messages of the key wait.
+func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, from, to uint64) {
+	pc := pt.pipe.cfg
+	n := 0
+	for seq := from; seq < to; {
+		gctx, cancel := context.WithTimeout(ctx, pt.p.cfg.SnapshotTimeout)
+		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pt.filter))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			pt.log.Error("cannot look up undelivered messages; their keys may skip them",
+				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+			return
+		}
+		if m.Sequence >= to {
+			break
+		}
+		key := keyOf(m.Subject, *pc.KeyToken)
+		pt.track.missing(m.Sequence)
+		pt.enqueue(ctx, pt.workers[pt.owner(key)], item{miss: &missing{pipe: pt.pipe, key: key, seq: m.Sequence}})
+		n++
+		seq = m.Sequence + 1
+	}
+	pt.log.Warn("deliveries lost in transit; their keys wait for the redeliveries",
+		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
+}
+
+// renewEvery is the period of ownership renewals (each also writes the
+// checkpoint): lease_ttl/3, or checkpoint_every when shorter.
+func (p *Processor) renewEvery() time.Duration {
+	return max(min(p.cfg.LeaseTTL/3, p.cfg.CheckpointEvery), 5*time.Millisecond)
+}
+
+// renewLoop renews the ownership record until ctx ends or the fence is
+// revoked. A renewal that finds the record moved revokes the fence; so
+// does failing to renew for lease_ttl/2.
+func (pt *partition) renewLoop(ctx context.Context) {
+	t := time.NewTicker(pt.p.renewEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pt.fence.lostCh():
+			return
+		case <-t.C:
+		}
+		if !pt.fence.ok() {
+			pt.log.Error("ownership not renewed within lease_ttl/2; stopping the partition", zap.Duration("lease_ttl", pt.p.cfg.LeaseTTL))
+			pt.fence.revoke()
+			return
+		}
+		pt.renew(ctx)
+	}
+}
+
+// renew writes the record {owner, epoch, checkpoint} by compare-and-set on
+// pt.rev.
+func (pt *partition) renew(ctx context.Context) {
+	p := pt.p
+	c := pt.track.checkpoint()
+	if c == 0 {
+		c = pt.checkpoint.Load()
+	}
+	rec := partRecord{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, min(p.renewEvery(), p.cfg.SnapshotTimeout))
+	defer cancel()
+	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.encode(), pt.rev)
+	if err != nil && isRevisionMismatch(err) {
+		// A renewal whose reply was lost may have landed: adopt it if the
+		// record still names us at our epoch.
+		e, gerr := p.coord.kv.Get(rctx, recordKey(pt.pipe.cfg, pt.num))
+		if gerr == nil {
+			if r, derr := decodeRecord(e.Value()); derr == nil && r.Owner == p.id && r.Epoch == pt.epoch {
+				rev, err = e.Revision(), nil
+			} else {
+				pt.log.Warn("ownership record moved; stopping the partition without further writes",
+					zap.String("now_owner", r.Owner), zap.Uint64("now_epoch", r.Epoch))
+				pt.fence.revoke()
+				return
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			pt.log.Warn("renew ownership; retrying", zap.Error(err))
+		}
+		return
+	}
+	pt.rev = rev
+	pt.fence.renewed(sent)
+	if c != pt.checkpoint.Load() {
+		pt.checkpoint.Store(c)
+		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(c))
+	}
+}
+
+// release writes the final checkpoint with no owner, so the member the
+// partition is assigned to takes it at once, and deletes this epoch's
+// consumer. Called after the workers stopped, with the renewals stopped.
+func (pt *partition) release() {
+	p := pt.p
+	c := pt.track.checkpoint()
+	if c == 0 {
+		c = pt.checkpoint.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	rec := partRecord{Owner: "", Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	if _, err := p.coord.kv.Update(ctx, recordKey(pt.pipe.cfg, pt.num), rec.encode(), pt.rev); err != nil {
+		pt.log.Warn("release partition (another member takes it over after lease_ttl)", zap.Error(err))
+		return
+	}
+	pt.checkpoint.Store(c)
+	pt.log.Info("partition released", zap.Uint64("checkpoint", c))
+	if err := p.js.DeleteConsumer(ctx, pt.pipe.cfg.Input.Stream, consumerName(pt.pipe.cfg, pt.num, pt.epoch)); err != nil &&
+		!errors.Is(err, jetstream.ErrConsumerNotFound) {
+		pt.log.Debug("delete consumer", zap.Error(err))
+	}
+}
+
+func isRevisionMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
