@@ -3,7 +3,9 @@ package processor
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -60,19 +62,96 @@ func rendezvousScore(member, pipeline string, part int) uint64 {
 	return h
 }
 
-// rendezvous returns the member that should own partition part of
-// pipeline: the highest score (ties broken by the smaller id), or "" when
-// there is no member. When a member joins or leaves, only the partitions
-// whose winner changes move: about n/W of n partitions among W members.
-func rendezvous(members []string, pipeline string, part int) string {
-	best, bestScore := "", uint64(0)
-	for _, m := range members {
-		s := rendezvousScore(m, pipeline, part)
-		if best == "" || s > bestScore || (s == bestScore && m < best) {
-			best, bestScore = m, s
+// assignTargets returns the member each partition of pipeline should
+// belong to (index = partition), given the members alive (sorted) and the
+// current owner of each partition ("" when it has none or its owner is
+// not alive). It balances the load — every member gets ⌊n/W⌋ or ⌈n/W⌉
+// partitions — while moving as few partitions as it can: each member
+// keeps the partitions it owns up to its share (those it ranks highest by
+// rendezvous score first), and only the partitions left over are given,
+// each to the member with room that ranks it highest. So a join moves at
+// most ⌈n/W⌉ partitions (the newcomer's share) and a leave at most the
+// leaver's share, ⌈n/(W+1)⌉ ≤ ⌈n/W⌉+1, and members that see the same
+// bucket compute the same targets.
+func assignTargets(alive []string, pipeline string, owners []string) []string {
+	n, w := len(owners), len(alive)
+	target := make([]string, n)
+	if w == 0 {
+		return target
+	}
+	held := map[string][]int{}
+	isAlive := map[string]bool{}
+	for _, m := range alive {
+		isAlive[m] = true
+	}
+	for p, o := range owners {
+		if isAlive[o] {
+			held[o] = append(held[o], p)
 		}
 	}
-	return best
+	// Shares: ⌊n/w⌋ each, one more for n mod w members, given first to
+	// those holding the most (ties: smaller id), so a stable assignment
+	// stays put.
+	order := append([]string(nil), alive...)
+	slices.SortStableFunc(order, func(a, b string) int {
+		if d := len(held[b]) - len(held[a]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	share := map[string]int{}
+	for i, m := range order {
+		share[m] = n / w
+		if i < n%w {
+			share[m]++
+		}
+	}
+	var free []int
+	load := map[string]int{}
+	for _, m := range alive {
+		ps := held[m]
+		slices.SortStableFunc(ps, func(a, b int) int {
+			return cmpDesc(rendezvousScore(m, pipeline, a), rendezvousScore(m, pipeline, b))
+		})
+		for i, p := range ps {
+			if i < share[m] {
+				target[p] = m
+				load[m]++
+			} else {
+				free = append(free, p)
+			}
+		}
+	}
+	for p, o := range owners {
+		if !isAlive[o] {
+			free = append(free, p)
+		}
+	}
+	slices.Sort(free)
+	for _, p := range free {
+		best, bestScore := "", uint64(0)
+		for _, m := range alive {
+			if load[m] >= share[m] {
+				continue
+			}
+			if s := rendezvousScore(m, pipeline, p); best == "" || s > bestScore {
+				best, bestScore = m, s
+			}
+		}
+		target[p] = best
+		load[best]++
+	}
+	return target
+}
+
+func cmpDesc(a, b uint64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // partRecord is the value of a partition's key in the coordination
@@ -123,13 +202,13 @@ func (a ownAction) String() string {
 	return [...]string{"none", "take", "release", "abandon"}[a]
 }
 
-// decide returns what member self does about partition part of pipeline,
-// given the members it sees alive (self included), the partition's record
-// as it last saw it, whether it runs the partition, the time and the
-// ownership TTL:
+// decide returns what member self does about one partition, given the
+// member the partition is assigned to (assignTargets), the partition's
+// record as self last saw it, whether self runs the partition, the time
+// and the ownership TTL:
 //
-//   - a running partition that rendezvous hashing now gives to another live
-//     member is released (graceful: drain, final snapshots, checkpoint);
+//   - a running partition assigned to another member is released
+//     (graceful: drain, final snapshots, checkpoint);
 //   - a partition with no record, or a released one, is taken by the
 //     member it is assigned to;
 //   - a record held by another member is taken over by the assigned member
@@ -137,8 +216,7 @@ func (a ownAction) String() string {
 //   - a record naming self that self does not run (it stopped the
 //     partition after failed renewals) is taken again with a new epoch, or
 //     abandoned to the assigned member.
-func decide(self string, alive []string, pipeline string, part int, v partView, running bool, now time.Time, ttl time.Duration) ownAction {
-	want := rendezvous(alive, pipeline, part)
+func decide(self, want string, v partView, running bool, now time.Time, ttl time.Duration) ownAction {
 	if running {
 		if want != self && want != "" {
 			return ownRelease

@@ -260,16 +260,28 @@ func (c *coordinator) evaluate(ctx context.Context) {
 		if pl.cfg.Input.Stream == "" {
 			continue
 		}
+		views := make([]partView, len(pl.parts))
+		owners := make([]string, len(pl.parts))
+		for n := range pl.parts {
+			views[n] = c.view(recordKey(pl.cfg, n))
+			if views[n].exists {
+				owners[n] = views[n].rec.Owner
+			}
+			if pl.parts[n].Load() != nil {
+				owners[n] = p.id
+			}
+		}
+		targets := assignTargets(alive, pl.cfg.Name, owners)
 		for n := range pl.parts {
 			key := recordKey(pl.cfg, n)
-			v := c.view(key)
+			v := views[n]
 			pt := pl.parts[n].Load()
-			switch decide(p.id, alive, pl.cfg.Name, n, v, pt != nil, now, p.cfg.LeaseTTL) {
+			switch decide(p.id, targets[n], v, pt != nil, now, p.cfg.LeaseTTL) {
 			case ownTake:
 				c.take(ctx, pl, n, v)
 			case ownRelease:
 				c.log.Info("partition assigned to another member; releasing it", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
-					zap.String("to", rendezvous(alive, pl.cfg.Name, n)))
+					zap.String("to", targets[n]))
 				pt.requestStop()
 			case ownAbandon:
 				rec := v.rec
