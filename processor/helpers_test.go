@@ -80,6 +80,13 @@ func (e *env) startB(t testing.TB, cfg Config) *running {
 // startWith is start with the given learner constructor (nil: learners.New).
 func (e *env) startWith(t testing.TB, cfg Config, newLearner func(learners.Config) (learners.Learner, error)) *running {
 	t.Helper()
+	return e.startOn(t, cfg, newLearner, e.nc, e.js, nil)
+}
+
+// startOn is startWith on the connection nc, with an apply hook.
+func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config) (learners.Learner, error), nc *nats.Conn, js jetstream.JetStream,
+	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)) *running {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	if cfg.Workers == 0 {
 		cfg.Workers = 2
@@ -91,10 +98,20 @@ func (e *env) startWith(t testing.TB, cfg Config, newLearner func(learners.Confi
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
 	}
-	p, err := New(cfg, Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Logger: log, Registry: reg, NewLearner: newLearner})
+	store := e.store
+	if nc != e.nc {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		if store, err = snapshot.Open(ctx, js, snapshot.Config{}); err != nil {
+			t.Fatalf("open snapshot store: %v", err)
+		}
+	}
+	p, err := New(cfg, Deps{Conn: nc, JS: js, Snapshots: store, Logger: log, Registry: reg, NewLearner: newLearner})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	p.onApply = onApply
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

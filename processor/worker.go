@@ -259,6 +259,9 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	}
 	w.applied(e, m.seq)
 	w.unblock(ek, m.seq)
+	if w.p.onApply != nil {
+		w.p.onApply(pl.cfg.Name, w.part.num, w.part.epoch, m.key, m.seq)
+	}
 	if err != nil {
 		// A numerical failure may follow learned observations of a batch:
 		// the message counts as applied, and is dead-lettered.
