@@ -1,0 +1,499 @@
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natstest"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/kpcastream once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kpcastream-proctest")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kpcastream")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/kpcastream").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+const (
+	ttl        = time.Second
+	partitions = 4
+)
+
+var learnerCfg = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 16,
+	Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Forget: 0.99, Seed: 3}
+
+func config(url string) string {
+	return fmt.Sprintf(`
+nats: {url: %q}
+log: {level: info, format: json}
+http: {metrics_addr: "off"}
+workers: 2
+lease_ttl: %s
+checkpoint_every: 100ms
+shutdown_timeout: 5s
+pipelines:
+  - name: proc
+    partitions: %d
+    input: {stream: PIN, subject: "pin.*", create_stream: true, nak_delay: 100ms, ack_wait: 5s}
+    learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}, forget: 0.99, seed: 3}
+    output: {subject: "pout.{key}", stream: POUT, create_stream: true, encoding: json}
+    snapshot: {every_messages: 10, every: -1s}
+`, url, ttl, partitions)
+}
+
+// proc is one running "kpcastream run".
+type proc struct {
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func start(t *testing.T, cfgFile string) *proc {
+	t.Helper()
+	p := &proc{logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	p.cmd = exec.Command(binary(t), "run", "--config", cfgFile)
+	p.cmd.Stdout = lockedWriter{p.mu, p.logs}
+	p.cmd.Stderr = lockedWriter{p.mu, p.logs}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("logs of pid %d:\n%s", p.cmd.Process.Pid, tail(p.logs.String(), 60))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("pid %d exited with %v", p.cmd.Process.Pid, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("pid %d did not exit 30s after SIGTERM", p.cmd.Process.Pid)
+	}
+}
+
+// world is the server, a client and the workload of one test.
+type world struct {
+	t      *testing.T
+	js     jetstream.JetStream
+	coord  jetstream.KeyValue
+	cfg    string
+	keys   []string
+	data   map[string][][]float64
+	sent   map[string]int
+	nsent  int
+	rng    *rand.Rand
+	pubCtx context.Context
+}
+
+func newWorld(t *testing.T) *world {
+	if testing.Short() {
+		t.Skip("process-level fault test (builds and execs kpcastream; skipped under -short)")
+	}
+	binary(t)
+	_, url := natstest.RunServer(t)
+	_, js := natstest.Connect(t, url)
+	cfg := filepath.Join(t.TempDir(), "kpcastream.yaml")
+	if err := os.WriteFile(cfg, []byte(config(url)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, js: js, cfg: cfg, data: map[string][][]float64{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(11, 12))}
+	for i := range 12 {
+		k := fmt.Sprintf("key%d", i)
+		w.keys = append(w.keys, k)
+		w.data[k] = make([][]float64, 0, 200)
+	}
+	return w
+}
+
+// publish publishes n observations over the keys, each acked by the stream.
+func (w *world) publish(n int) {
+	t := w.t
+	for range n {
+		k := w.keys[w.rng.IntN(len(w.keys))]
+		a := w.rng.NormFloat64()
+		x := []float64{a + 0.1*w.rng.NormFloat64(), 2*a + 0.1*w.rng.NormFloat64(), w.rng.NormFloat64()}
+		w.data[k] = append(w.data[k], x)
+		b, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x, ID: fmt.Sprint(w.nsent)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = w.js.Publish(ctx, "pin."+k, b, jetstream.WithMsgID(fmt.Sprint("in-", w.nsent)))
+		cancel()
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		w.sent[k]++
+		w.nsent++
+	}
+}
+
+// bucket returns the coordination bucket once the workers created it.
+func (w *world) bucket() jetstream.KeyValue {
+	if w.coord == nil {
+		waitFor(w.t, 20*time.Second, "coordination bucket", func() bool {
+			kv, err := w.js.KeyValue(context.Background(), "kpcastream-checkpoints")
+			w.coord = kv
+			return err == nil
+		})
+	}
+	return w.coord
+}
+
+type record struct {
+	Owner      string `json:"owner"`
+	Epoch      uint64 `json:"epoch"`
+	Checkpoint uint64 `json:"checkpoint"`
+}
+
+// owners returns the record of each partition.
+func (w *world) owners() []record {
+	out := make([]record, partitions)
+	for i := range out {
+		e, err := w.bucket().Get(context.Background(), fmt.Sprintf("partitions.proc.%d", i))
+		if err == nil {
+			_ = json.Unmarshal(e.Value(), &out[i])
+		}
+	}
+	return out
+}
+
+// memberOf returns the member id of process pid (from its heartbeat).
+func (w *world) memberOf(pid int) string {
+	var id string
+	waitFor(w.t, 20*time.Second, fmt.Sprintf("heartbeat of pid %d", pid), func() bool {
+		keys, err := w.bucket().ListKeys(context.Background())
+		if err != nil {
+			return false
+		}
+		for k := range keys.Keys() {
+			if !strings.HasPrefix(k, "members.") {
+				continue
+			}
+			e, err := w.bucket().Get(context.Background(), k)
+			if err != nil {
+				continue
+			}
+			var v struct {
+				ID  string `json:"id"`
+				PID int    `json:"pid"`
+			}
+			if json.Unmarshal(e.Value(), &v) == nil && v.PID == pid {
+				id = v.ID
+			}
+		}
+		return id != ""
+	})
+	return id
+}
+
+func (w *world) count(who string) int {
+	n := 0
+	for _, r := range w.owners() {
+		if r.Owner == who {
+			n++
+		}
+	}
+	return n
+}
+
+// drained reports whether every partition's consumer acked everything.
+func (w *world) drained() bool {
+	ctx := context.Background()
+	s, err := w.js.Stream(ctx, "PIN")
+	if err != nil {
+		return false
+	}
+	parts := map[string]bool{}
+	names := s.ConsumerNames(ctx)
+	var list []string
+	for n := range names.Name() {
+		list = append(list, n)
+	}
+	for _, n := range list {
+		c, err := s.Consumer(ctx, n)
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(ctx)
+		if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
+			return false
+		}
+		parts[ci.Config.FilterSubject] = true
+	}
+	return len(parts) == partitions
+}
+
+// check compares every key's final snapshot with a reference learner fed
+// the key's observations in order, and the output stream with the outputs
+// the reference gives (one per observation of a ready learner).
+func (w *world) check() {
+	t := w.t
+	ctx := context.Background()
+	store, err := snapshot.Open(ctx, w.js, snapshot.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOut := 0
+	for _, k := range w.keys {
+		ref, err := learners.New(learnerCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := make([]float64, learnerCfg.Components)
+		for _, x := range w.data[k] {
+			if err := ref.Learn(x); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ref.Transform(z, x); err == nil {
+				wantOut++
+			}
+		}
+		snap, _, err := store.Load(ctx, snapshot.JoinKey("proc", k))
+		if err != nil {
+			t.Errorf("key %s: %v", k, err)
+			continue
+		}
+		if snap.State.Seen != int64(w.sent[k]) {
+			t.Errorf("key %s: learned %d observations, %d were published", k, snap.State.Seen, w.sent[k])
+		}
+		if !reflect.DeepEqual(snap.State, ref.State()) {
+			t.Errorf("key %s: state differs from an uninterrupted run", k)
+		}
+	}
+	s, err := w.js.Stream(ctx, "POUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(info.State.Msgs) != wantOut {
+		t.Errorf("output stream holds %d projections, want %d (one per observation of a ready learner)", info.State.Msgs, wantOut)
+	}
+	t.Logf("%d messages over %d keys: every state equals the uninterrupted run's; %d outputs", w.nsent, len(w.keys), info.State.Msgs)
+}
+
+// partitionOf is the partition of key: FNV-1a 32 mod partitions, as the
+// input stream's subject transform computes it.
+func partitionOf(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % partitions)
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKillOwner SIGKILLs the member owning the most partitions in the
+// middle of the stream; the other takes its partitions over after
+// lease_ttl and replays them from their checkpoints.
+func TestKillOwner(t *testing.T) {
+	w := newWorld(t)
+	a, b := start(t, w.cfg), start(t, w.cfg)
+	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
+	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
+	w.publish(300)
+	victim, survivor, sid := a, b, idb
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = victim.cmd.Process.Wait()
+	killed := time.Now()
+	w.publish(100)
+	waitFor(t, 20*time.Second, "survivor owns every partition", func() bool { return w.count(sid) == partitions })
+	took := time.Since(killed)
+	t.Logf("takeover after SIGKILL: %v (lease_ttl %v)", took.Round(time.Millisecond), ttl)
+	if took > 3*ttl {
+		t.Errorf("takeover took %v, more than 3 × lease_ttl", took)
+	}
+	w.publish(200)
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	survivor.stop(t)
+	w.check()
+}
+
+// TestPausedOwner freezes an owner with SIGSTOP past lease_ttl while
+// messages keep coming, lets the other member take its partitions over,
+// then resumes it with SIGCONT: the resumed zombie must write nothing
+// under its old epochs — no snapshot, no record — and the final state and
+// outputs must equal an uninterrupted run's.
+func TestPausedOwner(t *testing.T) {
+	w := newWorld(t)
+	a, b := start(t, w.cfg), start(t, w.cfg)
+	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
+	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
+	w.publish(200)
+	old := map[int]uint64{} // partitions of a, with a's epoch
+	for i, r := range w.owners() {
+		if r.Owner == ida {
+			old[i] = r.Epoch
+		}
+	}
+	// Watch every snapshot and record write from here on.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snaps, err := w.js.KeyValue(ctx, "kpcastream-snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var bad []string
+	watch := func(kv jetstream.KeyValue, check func(jetstream.KeyValueEntry) string) {
+		wt, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for e := range wt.Updates() {
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				if msg := check(e); msg != "" {
+					mu.Lock()
+					bad = append(bad, msg)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	w.publish(100)
+	waitFor(t, 20*time.Second, "b took a's partitions over", func() bool { return w.count(idb) == partitions })
+	t.Logf("takeover of a frozen owner: %v (lease_ttl %v)", time.Since(stopped).Round(time.Millisecond), ttl)
+	w.publish(100)
+	waitFor(t, 30*time.Second, "b drained the stream", w.drained)
+	taken := w.owners()
+	watch(snaps, func(e jetstream.KeyValueEntry) string {
+		if codec.IsManifest(e.Value()) {
+			return ""
+		}
+		s, err := codec.DecodeSnapshot(e.Value())
+		if err != nil {
+			return fmt.Sprintf("snapshot %s: %v", e.Key(), err)
+		}
+		i := partitionOf(s.Key)
+		if ep, ok := old[i]; ok && s.Epoch <= ep {
+			// An old epoch of one of a's partitions: only a could write it.
+			return fmt.Sprintf("snapshot of %s written by epoch %d after the takeover (partition %d now at epoch %d)", s.Key, s.Epoch, i, taken[i].Epoch)
+		}
+		return ""
+	})
+	watch(w.bucket(), func(e jetstream.KeyValueEntry) string {
+		if !strings.HasPrefix(e.Key(), "partitions.") {
+			return ""
+		}
+		var r record
+		_ = json.Unmarshal(e.Value(), &r)
+		if r.Owner == ida {
+			for i, ep := range old {
+				if e.Key() == fmt.Sprintf("partitions.proc.%d", i) && r.Epoch <= ep {
+					return fmt.Sprintf("record %s rewritten by the zombie at epoch %d", e.Key(), r.Epoch)
+				}
+			}
+		}
+		return ""
+	})
+	resumed := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// The resumed member finds its fences expired, stops its old
+	// partitions, rejoins and gets its share back under new epochs.
+	waitFor(t, 20*time.Second, "a rejoined with new epochs", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
+	t.Logf("zombie resumed; rebalanced after %v", time.Since(resumed).Round(time.Millisecond))
+	w.publish(100)
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	a.stop(t)
+	b.stop(t)
+	mu.Lock()
+	for _, m := range bad {
+		t.Error(m)
+	}
+	mu.Unlock()
+	w.check()
+}
