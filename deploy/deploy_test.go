@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,18 +10,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor"
 )
 
 // root is the repository root, relative to this package.
@@ -199,61 +205,134 @@ func loadConfig(t *testing.T, where, src string, flags map[string]string) *confi
 	return cfg
 }
 
-// partitions returns the partition count of the subject mapping in s.
-func partitions(t *testing.T, where, s string) int {
-	t.Helper()
-	m := regexp.MustCompile(`"sensors\.\*\.features":\s*"sensors\.\{\{partition\((\d+),\s*1\)\}\}\.\{\{wildcard\(1\)\}\}\.features"`).FindStringSubmatch(s)
-	if m == nil {
-		t.Fatalf("%s: no partition mapping for sensors.*.features", where)
+// transform is the subject transform the processor requires of the input
+// stream of a pipeline with pc.Partitions > 1 (processor.partitionTransform,
+// replicated here since it is unexported): the input subject with each '*'
+// written {{wildcard(i)}} and ".{{partition(N,k)}}" appended, k the wildcard
+// index of the key token. ok is false for one partition (no transform).
+func transform(pc processor.PipelineConfig) (src, dest string, ok bool) {
+	if pc.Partitions <= 1 {
+		return "", "", false
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	toks := strings.Split(pc.Input.Subject, ".")
+	keyWild, wild := 0, 0
+	for i, tok := range toks {
+		if tok == "*" {
+			wild++
+			if i == *pc.KeyToken {
+				keyWild = wild
+			}
+			toks[i] = fmt.Sprintf("{{wildcard(%d)}}", wild)
+		}
+	}
+	return pc.Input.Subject, strings.Join(toks, ".") + fmt.Sprintf(".{{partition(%d,%d)}}", pc.Partitions, keyWild), true
 }
 
-// checkWorkers checks that the worker configs cover the n partitions of the
-// mapping once each, with distinct pipeline names and durables, against
-// R3 streams and R3 snapshot buckets.
-func checkWorkers(t *testing.T, where string, cfgs []*config.Config, n int) {
+// streamFile decodes deploy/streams/<name>.json strictly, with the field
+// names of the nats CLI and server (those of jetstream.StreamConfig).
+func streamFile(t *testing.T, name string) jetstream.StreamConfig {
 	t.Helper()
-	if len(cfgs) != n {
-		t.Fatalf("%s: %d workers for %d partitions", where, len(cfgs), n)
+	dec := json.NewDecoder(bytes.NewReader(read(t, "deploy/streams/"+name+".json")))
+	dec.DisallowUnknownFields()
+	var sc jetstream.StreamConfig
+	if err := dec.Decode(&sc); err != nil {
+		t.Fatalf("deploy/streams/%s.json: %v", name, err)
 	}
-	subjects := map[string]bool{}
-	names := map[string]bool{}
-	for i, c := range cfgs {
-		if c.Snapshots.Replicas != 3 {
-			t.Errorf("%s: worker %d: snapshots.replicas %d, want 3", where, i, c.Snapshots.Replicas)
+	return sc
+}
+
+// checkWorker checks one worker config against the stream files: R3
+// snapshot buckets, an external NATS server, no stream created by the
+// worker, and for each JetStream pipeline an input stream of deploy/streams
+// whose subject transform is exactly the one its partition count needs.
+func checkWorker(t *testing.T, where string, c *config.Config) {
+	t.Helper()
+	if c.Snapshots.Replicas != 3 {
+		t.Errorf("%s: snapshots.replicas %d, want 3 (the checkpoint bucket with the partition records follows it)", where, c.Snapshots.Replicas)
+	}
+	if c.NATS.URL == "" {
+		t.Errorf("%s: no NATS URL: it would start an embedded server", where)
+	}
+	pc := c.ProcessorConfig().WithDefaults()
+	if pc.CheckpointReplicas != 0 && pc.CheckpointReplicas != 3 {
+		t.Errorf("%s: checkpoint_replicas %d, want 3", where, pc.CheckpointReplicas)
+	}
+	if len(pc.Pipelines) == 0 {
+		t.Fatalf("%s: no pipelines", where)
+	}
+	for _, p := range pc.Pipelines {
+		if p.Input.CreateStream || p.Output.CreateStream {
+			t.Errorf("%s: pipeline %s creates a stream: it would have 1 replica", where, p.Name)
 		}
-		if c.NATS.URL == "" {
-			t.Errorf("%s: worker %d: no NATS URL: it would start an embedded server", where, i)
+		if p.Input.Stream == "" {
+			t.Errorf("%s: pipeline %s reads core NATS: no partitions, no replay", where, p.Name)
+			continue
 		}
-		for _, p := range c.ProcessorConfig().WithDefaults().Pipelines {
-			if p.Input.CreateStream || p.Output.CreateStream {
-				t.Errorf("%s: pipeline %s creates a stream: it would have 1 replica", where, p.Name)
+		sc := streamFile(t, p.Input.Stream)
+		if !slices.Contains(sc.Subjects, p.Input.Subject) {
+			t.Errorf("%s: pipeline %s reads %s, which stream %s (subjects %v) does not capture as such", where, p.Name, p.Input.Subject, sc.Name, sc.Subjects)
+		}
+		src, dest, ok := transform(p)
+		got := sc.SubjectTransform
+		switch {
+		case !ok && got != nil:
+			t.Errorf("%s: pipeline %s has partitions: 1, but %s transforms %s → %s", where, p.Name, sc.Name, got.Source, got.Destination)
+		case ok && got == nil:
+			t.Errorf("%s: pipeline %s has partitions: %d, but %s has no subject transform; want %s → %s", where, p.Name, p.Partitions, sc.Name, src, dest)
+		case ok && (got.Source != src || got.Destination != dest):
+			t.Errorf("%s: pipeline %s has partitions: %d and needs the transform %s → %s; %s has %s → %s",
+				where, p.Name, p.Partitions, src, dest, sc.Name, got.Source, got.Destination)
+		}
+		if ok && got != nil {
+			m := regexp.MustCompile(`\{\{partition\((\d+),\d+\)\}\}`).FindStringSubmatch(got.Destination)
+			if m == nil {
+				t.Errorf("%s: the transform of %s has no {{partition(n,k)}}", where, sc.Name)
+			} else if n, _ := strconv.Atoi(m[1]); n != p.Partitions {
+				t.Errorf("%s: pipeline %s has partitions: %d, the transform of %s %d", where, p.Name, p.Partitions, sc.Name, n)
 			}
-			if names[p.Name] || names[p.Input.Durable] {
-				t.Errorf("%s: pipeline name or durable of %s used twice", where, p.Name)
-			}
-			names[p.Name], names[p.Input.Durable] = true, true
-			subjects[p.Input.Subject] = true
 		}
-	}
-	for p := range n {
-		if s := fmt.Sprintf("sensors.%d.*.features", p); !subjects[s] {
-			t.Errorf("%s: no worker consumes partition %d (%s); subjects %v", where, p, s, keys(subjects))
-		}
-	}
-	if len(subjects) != n {
-		t.Errorf("%s: subjects %v, want exactly the %d partitions", where, keys(subjects), n)
 	}
 }
 
-// TestCompose loads the config of each kpcastream service of
-// docker-compose.yml from the file it mounts, with the flags it passes.
+// sameConfig checks that every worker runs the same config, up to the NATS
+// URL (--nats-url differs between compose and Kubernetes).
+func sameConfig(t *testing.T, names []string, cfgs []*config.Config) {
+	t.Helper()
+	for i := 1; i < len(cfgs); i++ {
+		a, b := *cfgs[0], *cfgs[i]
+		a.NATS.URL, b.NATS.URL = "", ""
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s and %s differ: every worker must run the same config\n%+v\n%+v", names[0], names[i], a, b)
+		}
+	}
+}
+
+// graceNeeded is the longest graceful leave of a worker of cfg: each
+// partition (in parallel) drains its consumer (shutdown_timeout T),
+// finishes its queue and final snapshots (2T + snapshot_timeout) and
+// releases its record (T); then the heartbeat is removed (T), the HTTP
+// server stops (T) and the connection drains (T).
+func graceNeeded(cfg *config.Config) time.Duration {
+	pc := cfg.ProcessorConfig().WithDefaults()
+	return 7*pc.ShutdownTimeout + pc.SnapshotTimeout
+}
+
+// composeConfig loads deploy/compose/kpcastream.yaml, the file the cluster
+// test runs.
+func composeConfig(t *testing.T) *config.Config {
+	t.Helper()
+	u := "nats://n1:4222"
+	return loadConfig(t, "deploy/compose/kpcastream.yaml", string(read(t, "deploy/compose/kpcastream.yaml")), map[string]string{"nats-url": u})
+}
+
+// TestCompose loads the config of the kpcastream service of
+// docker-compose.yml from the file it mounts, with the flags it passes, and
+// checks that the service scales: no fixed host port, no per-replica
+// setting.
 func TestCompose(t *testing.T) {
 	doc := yamlDocs(t, "deploy/docker-compose.yml")[0]
 	services := get(t, doc, "services").(map[string]any)
-	var cfgs []*config.Config
+	var workers []string
 	nats := 0
 	for _, name := range keys(services) {
 		svc := services[name].(map[string]any)
@@ -276,8 +355,21 @@ func TestCompose(t *testing.T) {
 			}
 			continue
 		}
+		workers = append(workers, name)
 		if get(t, svc, "build", "dockerfile") != "Dockerfile" || get(t, svc, "build", "context") != ".." {
 			t.Errorf("service %s is not built from the repository's Dockerfile", name)
+		}
+		if svc["container_name"] != nil {
+			t.Errorf("service %s has a container_name: it cannot be scaled", name)
+		}
+		if ports, ok := svc["ports"]; ok {
+			for _, p := range strs(t, ports) {
+				// "9090" or "9090/tcp" (a random host port per replica), or a
+				// host port range "9090-9097:9090".
+				if host, _, ok := strings.Cut(strings.TrimPrefix(p, "127.0.0.1:"), ":"); ok && !strings.Contains(host, "-") {
+					t.Errorf("service %s publishes %q on a fixed host port: a second replica could not start", name, p)
+				}
+			}
 		}
 		flags := parseArgs(t, name, strs(t, get(t, svc, "command")))
 		var file string
@@ -286,19 +378,35 @@ func TestCompose(t *testing.T) {
 				file = src
 			}
 		}
-		if file == "" {
-			t.Fatalf("service %s: no volume mounts its --config %q", name, flags["config"])
+		if file != "./compose/kpcastream.yaml" {
+			t.Fatalf("service %s mounts %q at its --config %q, want ./compose/kpcastream.yaml (the file the cluster test runs)", name, file, flags["config"])
 		}
-		cfgs = append(cfgs, loadConfig(t, name+" ("+file+")", string(read(t, filepath.Join("deploy", file))), flags))
+		cfg := loadConfig(t, name+" ("+file+")", string(read(t, filepath.Join("deploy", file))), flags)
+		checkWorker(t, name, cfg)
+		grace, err := time.ParseDuration(fmt.Sprint(get(t, svc, "stop_grace_period")))
+		if err != nil {
+			t.Errorf("service %s: stop_grace_period: %v", name, err)
+		} else if need := graceNeeded(cfg); grace <= need {
+			t.Errorf("service %s: stop_grace_period %v ≤ the longest graceful leave %v", name, grace, need)
+		}
 	}
 	if nats != 3 {
 		t.Errorf("%d nats services, want 3", nats)
 	}
-	checkWorkers(t, "docker-compose.yml", cfgs, partitions(t, "deploy/nats/nats.conf", string(read(t, "deploy/nats/nats.conf"))))
+	if len(workers) != 1 {
+		t.Errorf("worker services %v: want one, scaled with --scale", workers)
+	}
+	if s := string(read(t, "deploy/nats/nats.conf")); regexp.MustCompile(`(?m)^\s*mappings\b`).MatchString(s) {
+		t.Error("deploy/nats/nats.conf maps subjects: the input stream's transform partitions the keys, a server mapping would rewrite the publish subjects")
+	}
+	if _, err := os.Stat(filepath.Join(root, "deploy/compose/kpcastream-p0.yaml")); err == nil {
+		t.Error("deploy/compose/kpcastream-p0.yaml is back: workers need no per-partition config")
+	}
 }
 
-// TestKubernetes loads every config of the ConfigMap with the flags of the
-// StatefulSet, checks the probes, and checks the memory limit against the
+// TestKubernetes loads the config of the ConfigMap with the flags of the
+// Deployment, checks that it is the compose config, checks the probes, the
+// grace period, the disruption budget, and the memory limit against the
 // learners' memory formula.
 func TestKubernetes(t *testing.T) {
 	var files map[string]any
@@ -310,53 +418,72 @@ func TestKubernetes(t *testing.T) {
 	if files == nil {
 		t.Fatal("deploy/k8s/configmap.yaml: no ConfigMap kpcastream-config")
 	}
-	var sts map[string]any
-	var svc map[string]any
+	if len(files) != 1 {
+		t.Errorf("ConfigMap kpcastream-config has files %v: want one, read by every pod", keys(files))
+	}
+	var dep, svc, pdb map[string]any
 	for _, d := range yamlDocs(t, "deploy/k8s/kpcastream.yaml") {
 		switch d["kind"] {
-		case "StatefulSet":
-			sts = d
+		case "Deployment", "StatefulSet":
+			if dep != nil {
+				t.Fatal("deploy/k8s/kpcastream.yaml: more than one workload")
+			}
+			dep = d
 		case "Service":
 			svc = d
+		case "PodDisruptionBudget":
+			pdb = d
 		}
 	}
-	if sts == nil || svc == nil {
-		t.Fatal("deploy/k8s/kpcastream.yaml: want a StatefulSet and a Service")
+	if dep == nil || svc == nil {
+		t.Fatal("deploy/k8s/kpcastream.yaml: want a Deployment (or StatefulSet) and a Service")
 	}
-	replicas := get(t, sts, "spec", "replicas").(int)
-	c := get(t, sts, "spec", "template", "spec", "containers", 0).(map[string]any)
-	flags := parseArgs(t, "StatefulSet", strs(t, get(t, c, "args")))
-	if !slices.ContainsFunc(get(t, c, "env").([]any), func(e any) bool {
-		m := e.(map[string]any)
-		return m["name"] == "POD_NAME" && get(t, m, "valueFrom", "fieldRef", "fieldPath") == "metadata.name"
-	}) {
-		t.Error("StatefulSet: no POD_NAME from metadata.name for $(POD_NAME)")
+	labels := get(t, dep, "spec", "template", "metadata", "labels").(map[string]any)
+	matches := func(sel any) bool {
+		for k, v := range sel.(map[string]any) {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
 	}
+	if !matches(get(t, dep, "spec", "selector", "matchLabels")) || !matches(get(t, svc, "spec", "selector")) {
+		t.Error("the workload's selector or the Service's does not match the pod labels")
+	}
+	if pdb != nil && !matches(get(t, pdb, "spec", "selector", "matchLabels")) {
+		t.Error("the PodDisruptionBudget's selector does not match the pod labels")
+	}
+	replicas := get(t, dep, "spec", "replicas").(int)
+	spec := get(t, dep, "spec", "template", "spec").(map[string]any)
+	c := get(t, spec, "containers", 0).(map[string]any)
+	args := strs(t, get(t, c, "args"))
+	if slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "$(") }) {
+		t.Errorf("workload args %v depend on the pod: every pod must run the same config", args)
+	}
+	flags := parseArgs(t, "workload", args)
 	mount := get(t, c, "volumeMounts", 0, "mountPath").(string)
-
-	var cfgs []*config.Config
-	for i := range replicas {
-		pod := fmt.Sprintf("%s-%d", get(t, sts, "metadata", "name"), i)
-		path := strings.ReplaceAll(flags["config"], "$(POD_NAME)", pod)
-		dir, file := filepath.Split(path)
-		if filepath.Clean(dir) != mount {
-			t.Fatalf("pod %s: --config %s is not in the ConfigMap mount %s", pod, path, mount)
-		}
-		src, ok := files[file].(string)
-		if !ok {
-			t.Fatalf("pod %s reads %s, which the ConfigMap lacks (it has %v)", pod, file, keys(files))
-		}
-		cfgs = append(cfgs, loadConfig(t, "ConfigMap "+file, src, flags))
+	dir, file := filepath.Split(flags["config"])
+	if filepath.Clean(dir) != mount {
+		t.Fatalf("--config %s is not in the ConfigMap mount %s", flags["config"], mount)
 	}
-	if len(files) != replicas {
-		t.Errorf("ConfigMap has %d files for %d replicas", len(files), replicas)
+	src, ok := files[file].(string)
+	if !ok {
+		t.Fatalf("pods read %s, which the ConfigMap lacks (it has %v)", file, keys(files))
 	}
-	checkWorkers(t, "k8s", cfgs, partitions(t, "deploy/k8s/nats-values.yaml", string(read(t, "deploy/k8s/nats-values.yaml"))))
+	cfg := loadConfig(t, "ConfigMap "+file, src, flags)
+	checkWorker(t, "k8s", cfg)
+	sameConfig(t, []string{"deploy/compose/kpcastream.yaml", "ConfigMap " + file}, []*config.Config{composeConfig(t), cfg})
+	pc := cfg.ProcessorConfig().WithDefaults()
+	for _, p := range pc.Pipelines {
+		if replicas > p.Partitions {
+			t.Errorf("%d replicas for %d partitions of pipeline %s: %d pods would idle", replicas, p.Partitions, p.Name, replicas-p.Partitions)
+		}
+	}
 
-	// Probes and ports.
-	port := strings.TrimPrefix(cfgs[0].HTTP.MetricsAddr, ":")
+	// Probes, ports and the grace period.
+	port := strings.TrimPrefix(cfg.HTTP.MetricsAddr, ":")
 	if get(t, c, "livenessProbe", "httpGet", "path") != "/healthz" || get(t, c, "readinessProbe", "httpGet", "path") != "/readyz" {
-		t.Error("StatefulSet: liveness must probe /healthz and readiness /readyz")
+		t.Error("liveness must probe /healthz and readiness /readyz")
 	}
 	if p := get(t, c, "ports", 0, "containerPort"); fmt.Sprint(p) != port {
 		t.Errorf("containerPort %v, want the metrics port %s", p, port)
@@ -364,24 +491,43 @@ func TestKubernetes(t *testing.T) {
 	if p := get(t, svc, "spec", "ports", 0, "port"); fmt.Sprint(p) != port {
 		t.Errorf("Service port %v, want the metrics port %s", p, port)
 	}
+	grace := time.Duration(get(t, spec, "terminationGracePeriodSeconds").(int)) * time.Second
+	if need := graceNeeded(cfg); grace <= need || grace <= 4*pc.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v ≤ the longest graceful leave %v", grace, need)
+	}
 
-	// Memory: base + live learners + snapshot copies in flight.
+	// Memory: base + live learners + snapshot copies in flight, for one pod
+	// owning every partition. Per partition the processor runs
+	// max(1, ⌈workers/N⌉) worker goroutines, each holding at most
+	// max(1, ⌈max_keys/N⌉ / goroutines) learners and 8 snapshot copies
+	// (processor.workersPerPartition, quota, jobSlots).
 	limit := quantity(t, get(t, c, "resources", "limits", "memory").(string))
 	request := quantity(t, get(t, c, "resources", "requests", "memory").(string))
-	for i, cfg := range cfgs {
-		need := int64(64 << 20)
-		pc := cfg.ProcessorConfig().WithDefaults()
-		for _, p := range pc.Pipelines {
-			perKey := learnerBytes(t, p.Learner)
-			need += int64(p.MaxKeys)*perKey + int64(pc.Workers)*8*perKey
-		}
-		t.Logf("worker %d: needs ≈ %.1f MiB; request %.0f MiB, limit %.0f MiB", i, float64(need)/(1<<20), float64(request)/(1<<20), float64(limit)/(1<<20))
-		if limit < need || request < need {
-			t.Errorf("worker %d: memory request %d / limit %d B below the formula's %d B", i, request, limit, need)
-		}
+	need := int64(64 << 20)
+	for _, p := range pc.Pipelines {
+		perKey := learnerBytes(t, p.Learner)
+		n := int64(p.Partitions)
+		wpp := max(1, (int64(pc.Workers)+n-1)/n)
+		quota := max(1, (int64(p.MaxKeys)+n-1)/n/wpp)
+		need += n*wpp*quota*perKey + n*wpp*8*perKey
+	}
+	t.Logf("a pod owning every partition needs ≈ %.1f MiB; request %.0f MiB, limit %.0f MiB", float64(need)/(1<<20), float64(request)/(1<<20), float64(limit)/(1<<20))
+	if limit < need || request < need {
+		t.Errorf("memory request %d / limit %d B below the formula's %d B", request, limit, need)
 	}
 	if limit < request {
 		t.Errorf("memory limit %d below request %d", limit, request)
+	}
+	for _, e := range get(t, c, "env").([]any) {
+		m := e.(map[string]any)
+		if m["name"] == "GOMEMLIMIT" {
+			if v := quantity(t, strings.TrimSuffix(fmt.Sprint(m["value"]), "B")); v >= limit || v < need {
+				t.Errorf("GOMEMLIMIT %v not in [need %d, limit %d)", m["value"], need, limit)
+			}
+		}
+	}
+	if s := string(read(t, "deploy/k8s/nats-values.yaml")); strings.Contains(s, "mappings") {
+		t.Error("deploy/k8s/nats-values.yaml maps subjects: the input stream's transform partitions the keys")
 	}
 }
 
@@ -424,18 +570,13 @@ func quantity(t *testing.T, s string) int64 {
 }
 
 // TestStreams decodes deploy/streams strictly and checks the retention
-// rules of deploy/README.md against the worker configs: limits retention,
+// rules of deploy/README.md against the worker config: limits retention,
 // R3, and windows longer than a snapshot period plus a checkpoint period
 // plus an ack wait.
 func TestStreams(t *testing.T) {
 	streams := map[string]jetstream.StreamConfig{}
 	for _, name := range []string{"SENSORS", "KPCA_OUT"} {
-		dec := json.NewDecoder(bytes.NewReader(read(t, "deploy/streams/"+name+".json")))
-		dec.DisallowUnknownFields()
-		var sc jetstream.StreamConfig
-		if err := dec.Decode(&sc); err != nil {
-			t.Fatalf("deploy/streams/%s.json: %v", name, err)
-		}
+		sc := streamFile(t, name)
 		if sc.Name != name || sc.Replicas != 3 || sc.Retention != jetstream.LimitsPolicy || sc.Storage != jetstream.FileStorage {
 			t.Errorf("%s: name %q replicas %d retention %v storage %v; want %s, 3, limits, file", name, sc.Name, sc.Replicas, sc.Retention, sc.Storage, name)
 		}
@@ -444,8 +585,7 @@ func TestStreams(t *testing.T) {
 		}
 		streams[name] = sc
 	}
-	cfg := loadConfig(t, "kpcastream-p0.yaml", string(read(t, "deploy/compose/kpcastream-p0.yaml")), nil)
-	pc := cfg.ProcessorConfig().WithDefaults()
+	pc := composeConfig(t).ProcessorConfig().WithDefaults()
 	for _, p := range pc.Pipelines {
 		// The longest a key's first unsnapshotted message waits for its
 		// snapshot, plus the checkpoint write, plus a redelivery.
@@ -456,6 +596,86 @@ func TestStreams(t *testing.T) {
 		if out := streams["KPCA_OUT"]; out.Duplicates < 2*span {
 			t.Errorf("KPCA_OUT duplicate window %v shorter than twice the replay span %v: replayed outputs would be published again", out.Duplicates, span)
 		}
+	}
+}
+
+// fnv32a is FNV-1a (32 bits), the hash of nats-server's {{partition(n,…)}}
+// transform.
+func fnv32a(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// TestSensorsTransform creates SENSORS from its file on an embedded
+// nats-server (one replica, no byte limit) and publishes to
+// sensors.<key>.features: the server must accept the transform and store
+// each message as sensors.<key>.features.<fnv32a(key) mod N>, the subject
+// partition p of the workers' consumers filters on
+// (sensors.*.features.<p>), with the key token where key_token says.
+func TestSensorsTransform(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Shutdown()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sc := streamFile(t, "SENSORS")
+	sc.Replicas, sc.MaxBytes = 1, -1
+	st, err := js.CreateStream(ctx, sc)
+	if err != nil {
+		t.Fatalf("create SENSORS from deploy/streams/SENSORS.json: %v", err)
+	}
+	if got := st.CachedInfo().Config.SubjectTransform; got == nil || *got != *sc.SubjectTransform {
+		t.Fatalf("server kept the transform %+v, file has %+v", got, sc.SubjectTransform)
+	}
+	var p processor.PipelineConfig
+	for _, q := range composeConfig(t).ProcessorConfig().WithDefaults().Pipelines {
+		if q.Input.Stream == "SENSORS" {
+			p = q
+		}
+	}
+	if p.Partitions < 2 {
+		t.Fatalf("no pipeline with partitions reads SENSORS")
+	}
+	seen := map[string]bool{}
+	for i := range 200 {
+		key := fmt.Sprintf("sensor-%d", i)
+		ack, err := js.Publish(ctx, "sensors."+key+".features", []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetMsg(ctx, ack.Sequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := strings.Split(m.Subject, ".")
+		part := strconv.Itoa(int(fnv32a(key) % uint32(p.Partitions)))
+		want := "sensors." + key + ".features." + part
+		if m.Subject != want || toks[*p.KeyToken] != key {
+			t.Fatalf("sensors.%s.features stored as %s, want %s (key token %d)", key, m.Subject, want, *p.KeyToken)
+		}
+		seen[part] = true
+	}
+	if len(seen) != p.Partitions {
+		t.Errorf("200 keys fell into %d of %d partitions", len(seen), p.Partitions)
 	}
 }
 
