@@ -233,8 +233,10 @@ func startWorker(t *testing.T, file, urls string) *worker {
 	if err != nil {
 		t.Fatalf("load deploy/compose/%s: %v", file, err)
 	}
-	// Snapshot and checkpoint often, so both happen around the outage.
+	// Snapshot and checkpoint often, so both happen around the outage;
+	// a short lease so that a crashed worker's partitions move quickly.
 	cfg.Processor.CheckpointEvery = 200 * time.Millisecond
+	cfg.Processor.LeaseTTL = 3 * time.Second
 	for i := range cfg.Pipelines {
 		cfg.Pipelines[i].Snapshot.EveryMessages = 25
 		cfg.Pipelines[i].Snapshot.Every = time.Second
@@ -334,20 +336,72 @@ func (pb *publisher) publish(t *testing.T, keys []string, count int) {
 	}
 }
 
-// TestClusterFailover runs the compose deployment (two partitioned workers,
-// R3 streams and KV) on a three-node cluster, shuts the input stream's
-// leader down in the middle of the stream, restarts it, and checks that
-// every message was applied exactly once: per key, the learner's Seen and
-// last sequence match what was published, and the projections form one
-// contiguous run of the key's sequences (after its warm-up), none twice.
-func TestClusterFailover(t *testing.T) {
+// streamLeader returns the index of the node leading stream name.
+func streamLeader(ctx context.Context, t *testing.T, c *cluster, js jetstream.JetStream, name string) int {
+	t.Helper()
+	var leader string
+	waitFor(t, 20*time.Second, "leader of "+name, func() bool {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			return false
+		}
+		leader = info.Cluster.Leader
+		return true
+	})
+	return c.index(leader)
+}
+
+// owned returns the number of partitions each worker runs.
+func owned(ws ...*worker) []int {
+	out := make([]int, len(ws))
+	for i, w := range ws {
+		for _, s := range w.p.Stats() {
+			out[i] += len(s.Partitions)
+		}
+	}
+	return out
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// outage stops node i, publishes meanwhile, and restarts it.
+func outage(t *testing.T, c *cluster, i int, pb *publisher, keys []string, n int) {
+	c.stop(i)
+	down := time.Now()
+	pb.publish(t, keys, n)
+	time.Sleep(1500 * time.Millisecond) // keep the node down a while
+	c.start(i)
+	t.Logf("%s down for %v", c.nodes[i].name, time.Since(down).Round(time.Millisecond))
+}
+
+// TestClusterElastic runs the compose deployment (identical workers
+// sharing the 8 partitions of deploy/compose/kpcastream.yaml; R3 streams
+// and KV) on a three-node cluster while the workers come and go: two
+// workers, a third joins mid-stream, one leaves gracefully while the
+// coordination bucket's leader is down, one crashes (connection cut: no
+// final snapshots, no release) while the input stream's leader is down,
+// and the survivor takes everything over. Every message must be applied
+// exactly once: per key, the learner's Seen and last sequence match what
+// was published, and the projections form one contiguous run of the key's
+// sequences (after its warm-up), none twice.
+func TestClusterElastic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster test (skipped under -short)")
 	}
 	start := time.Now()
 	c := newCluster(t)
 	_, adminJS := connect(t, c.urls(0), "admin", 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	defer cancel()
 	waitFor(t, 15*time.Second, "JetStream account info", func() bool {
 		_, err := adminJS.AccountInfo(ctx)
@@ -355,23 +409,19 @@ func TestClusterFailover(t *testing.T) {
 	})
 	in := createStream(ctx, t, adminJS, "SENSORS")
 	createStream(ctx, t, adminJS, "KPCA_OUT")
-	info, err := in.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Cluster == nil || info.Cluster.Leader == "" {
-		t.Fatalf("SENSORS has no leader: %+v", info.Cluster)
-	}
-	victim := c.index(info.Cluster.Leader)
+	first := streamLeader(ctx, t, c, adminJS, "SENSORS")
 
-	// Both workers connect to the victim first.
-	workers := []*worker{startWorker(t, "kpcastream-p0.yaml", c.urls(victim)), startWorker(t, "kpcastream-p1.yaml", c.urls(victim))}
-	for _, w := range workers {
-		if got := w.nc.ConnectedServerName(); got != c.nodes[victim].name {
-			t.Fatalf("worker %s connected to %s, want the stream leader %s", w.cfg.NATS.Name, got, c.nodes[victim].name)
-		}
+	w1 := startWorker(t, "kpcastream.yaml", c.urls(first))
+	w2 := startWorker(t, "kpcastream.yaml", c.urls(first+1))
+	pc := w1.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
+	if pc.Partitions < 4 {
+		t.Fatalf("deploy/compose/kpcastream.yaml has %d partitions; the test needs at least 4", pc.Partitions)
 	}
-	for _, b := range []string{workers[0].cfg.Snapshots.Bucket, processor.DefaultCheckpointBucket} {
+	waitFor(t, 20*time.Second, "w1 and w2 share the partitions", func() bool {
+		o := owned(w1, w2)
+		return sum(o) == pc.Partitions && o[0] > 0 && o[1] > 0
+	})
+	for _, b := range []string{w1.cfg.Snapshots.Bucket, processor.DefaultCheckpointBucket} {
 		kv, err := adminJS.KeyValue(ctx, b)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", b, err)
@@ -380,97 +430,108 @@ func TestClusterFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The checkpoint bucket follows snapshots.replicas (3 in the compose configs).
-		if got := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; got != workers[0].cfg.Snapshots.Replicas {
-			t.Errorf("KV bucket %s: %d replicas, want snapshots.replicas = %d", b, got, workers[0].cfg.Snapshots.Replicas)
+		// The checkpoint bucket follows snapshots.replicas (3 in the compose config).
+		if got := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; got != w1.cfg.Snapshots.Replicas {
+			t.Errorf("KV bucket %s: %d replicas, want snapshots.replicas = %d", b, got, w1.cfg.Snapshots.Replicas)
 		}
 	}
 
-	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
-	_, prodJS := connect(t, c.urls((victim+1)%3), "producer", 100*time.Millisecond)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}
+	_, prodJS := connect(t, c.urls(first+2), "producer", 100*time.Millisecond)
 	pb := &publisher{js: prodJS, rng: rand.New(rand.NewPCG(4, 2)), keyOf: map[uint64]string{}, per: map[string][]uint64{}}
-	pb.publish(t, keys, 320)
-	c.stop(victim)
-	down := time.Now()
-	t.Logf("stopped %s (SENSORS leader, the workers' server) after %d messages", c.nodes[victim].name, pb.n)
-	pb.publish(t, keys, 120)
-	time.Sleep(1500 * time.Millisecond) // keep the node down a while
-	pb.publish(t, keys, 120)
-	c.start(victim)
-	t.Logf("restarted %s after %v; %d messages published", c.nodes[victim].name, time.Since(down).Round(time.Millisecond), pb.n)
-	pb.publish(t, keys, 240)
-	const total = 800
+	pb.publish(t, keys, 200)
 
-	// Wait until both consumers have nothing pending or unacknowledged and
-	// have acknowledged their partition's last message. (NumPending alone
-	// is computed on the consumer leader's replica of the stream, which may
-	// lag behind after the restart.)
-	waitFor(t, 30*time.Second, "both consumers drained", func() bool {
-		for _, w := range workers {
-			pc := w.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
-			last, err := in.GetLastMsgForSubject(ctx, pc.Input.Subject)
-			if err != nil {
-				return false
-			}
-			cons, err := adminJS.Consumer(ctx, "SENSORS", pc.Input.Durable)
+	// A third worker joins: it gets its share, ⌊8/3⌋ or ⌈8/3⌉ partitions.
+	w3 := startWorker(t, "kpcastream.yaml", c.urls(first+2))
+	pb.publish(t, keys, 100)
+	waitFor(t, 20*time.Second, "w3 took its share", func() bool {
+		o := owned(w1, w2, w3)
+		return sum(o) == pc.Partitions && o[2] >= pc.Partitions/3
+	})
+	t.Logf("after the join: partitions per worker %v", owned(w1, w2, w3))
+
+	// w2 leaves gracefully while the coordination bucket's leader is down.
+	bucketLeader := streamLeader(ctx, t, c, adminJS, "KV_"+processor.DefaultCheckpointBucket)
+	left := make(chan error, 1)
+	go func() { left <- w2.stop() }()
+	outage(t, c, bucketLeader, pb, keys, 120)
+	if err := <-left; err != nil {
+		t.Fatalf("graceful stop of w2: %v", err)
+	}
+	waitFor(t, 30*time.Second, "w1 and w3 share the partitions", func() bool {
+		o := owned(w1, w3)
+		return sum(o) == pc.Partitions && o[0] > 0 && o[1] > 0
+	})
+	t.Logf("after the leave: partitions per worker %v", owned(w1, w3))
+	pb.publish(t, keys, 100)
+
+	// w1 crashes while the input stream's leader is down.
+	w1.nc.Close()
+	crashed := time.Now()
+	outage(t, c, streamLeader(ctx, t, c, adminJS, "SENSORS"), pb, keys, 120)
+	waitFor(t, 40*time.Second, "w3 took every partition over", func() bool { return owned(w3)[0] == pc.Partitions })
+	t.Logf("takeover after the crash: %v (lease_ttl %v)", time.Since(crashed).Round(time.Millisecond), w1.cfg.Processor.LeaseTTL)
+	_ = w1.stop()
+	pb.publish(t, keys, 160)
+	total := pb.n
+
+	// Wait until every partition's consumer has nothing pending or
+	// unacknowledged and has acknowledged its partition's last message.
+	// (NumPending alone is computed on the consumer leader's replica of the
+	// stream, which may lag behind after a restart.)
+	waitFor(t, 40*time.Second, "every partition drained", func() bool {
+		names := in.ConsumerNames(ctx)
+		var list []string
+		for n := range names.Name() {
+			list = append(list, n)
+		}
+		done := map[string]bool{}
+		for _, n := range list {
+			cons, err := in.Consumer(ctx, n)
 			if err != nil {
 				return false
 			}
 			ci, err := cons.Info(ctx)
-			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 || ci.AckFloor.Stream < last.Sequence {
+			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
 				return false
 			}
+			last, err := in.GetLastMsgForSubject(ctx, ci.Config.FilterSubject)
+			if err == nil && ci.AckFloor.Stream < last.Sequence {
+				return false
+			}
+			done[ci.Config.FilterSubject] = true
 		}
-		return true
+		return len(done) == pc.Partitions
 	})
-	for _, w := range workers {
-		if err := w.stop(); err != nil {
-			t.Fatalf("worker %s: Run: %v", w.cfg.NATS.Name, err)
-		}
-		t.Logf("worker %s stats: %+v", w.cfg.NATS.Name, w.p.Stats()[0])
+	if err := w3.stop(); err != nil {
+		t.Fatalf("w3: Run: %v", err)
 	}
+	t.Logf("w3 stats: %+v", w3.p.Stats()[0])
 
 	// Inputs: exactly total messages, sequences 1..total.
-	info, err = in.Info(ctx)
+	info, err := in.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != total || info.State.LastSeq != total || len(pb.keyOf) != total {
+	if int(info.State.Msgs) != total || int(info.State.LastSeq) != total || len(pb.keyOf) != total {
 		t.Fatalf("SENSORS holds %d messages (last seq %d), %d distinct acks; want %d", info.State.Msgs, info.State.LastSeq, len(pb.keyOf), total)
 	}
 
-	// Learner state: each key's final snapshot is in exactly one partition,
-	// with Seen equal to its message count and LastSeq its last sequence.
-	store, err := snapshot.Open(ctx, adminJS, workers[0].cfg.Snapshots.Config())
+	// Learner state: each key's final snapshot has Seen equal to its
+	// message count and LastSeq its last sequence.
+	store, err := snapshot.Open(ctx, adminJS, w1.cfg.Snapshots.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	perPartition := map[string]int{}
 	for _, key := range keys {
-		var found []string
-		for _, w := range workers {
-			name := w.cfg.Pipelines[0].Name
-			snap, _, err := store.Load(ctx, snapshot.JoinKey(name, key))
-			if errors.Is(err, snapshot.ErrNoSnapshot) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("load snapshot %s/%s: %v", name, key, err)
-			}
-			found = append(found, name)
-			perPartition[name]++
-			seqs := pb.per[key]
-			if snap.State.Seen != int64(len(seqs)) || snap.LastSeq != seqs[len(seqs)-1] {
-				t.Errorf("key %s (%s): Seen %d, LastSeq %d; want %d and %d", key, name, snap.State.Seen, snap.LastSeq, len(seqs), seqs[len(seqs)-1])
-			}
+		snap, _, err := store.Load(ctx, snapshot.JoinKey(pc.Name, key))
+		if err != nil {
+			t.Errorf("load snapshot %s/%s: %v", pc.Name, key, err)
+			continue
 		}
-		if len(found) != 1 {
-			t.Errorf("key %s has snapshots in %v, want exactly one partition", key, found)
-		}
-	}
-	for _, w := range workers {
-		if perPartition[w.cfg.Pipelines[0].Name] == 0 {
-			t.Errorf("partition %s got no key: the workers did not share the load", w.cfg.Pipelines[0].Name)
+		seqs := pb.per[key]
+		if snap.State.Seen != int64(len(seqs)) || snap.LastSeq != seqs[len(seqs)-1] {
+			t.Errorf("key %s: Seen %d, LastSeq %d; want %d and %d", key, snap.State.Seen, snap.LastSeq, len(seqs), seqs[len(seqs)-1])
 		}
 	}
 
@@ -493,21 +554,8 @@ func TestClusterFailover(t *testing.T) {
 			t.Errorf("projection for unknown key %q", key)
 		}
 	}
-
-	// The restarted node rejoined: SENSORS has two current followers.
-	waitFor(t, 15*time.Second, "SENSORS replicas current", func() bool {
-		info, err := in.Info(ctx)
-		if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-			return false
-		}
-		for _, r := range info.Cluster.Replicas {
-			if !r.Current || r.Offline {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("%d messages, %d keys, one node down for part of the stream: all applied once; %v", total, len(keys), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d messages, %d keys, workers joining, leaving and crashing while nodes were down: all applied once; %v",
+		total, len(keys), time.Since(start).Round(time.Millisecond))
 }
 
 // readOutputs reads KPCA_OUT and returns, per key, the input sequences of
