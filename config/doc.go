@@ -39,11 +39,11 @@
 //	queue_size                            messages per worker queue  64
 //	shutdown_timeout                      duration per shutdown step 10s
 //	service_name                          NATS micro service name    kpcastream
-//	checkpoint_bucket                     KV bucket of checkpoints   kpcastream-checkpoints
+//	checkpoint_bucket                     KV bucket of members, partition records, checkpoints  kpcastream-checkpoints
 //	checkpoint_every                      duration                   5s
 //	checkpoint_replicas                   replicas of the checkpoint bucket, 1..5  snapshots.replicas
-//	lease_ttl                             duration, ≥ 30ms (consumer lease, renewed every ttl/3)  10s
-//	on_lease_held                         wait (hot standby) | fail  wait
+//	lease_ttl                             duration, ≥ 30ms (partition ownership, renewed every ttl/3)  10s
+//	on_lease_held                         deprecated: accepted, ignored  wait
 //	snapshot_timeout                      duration per store call    10s
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required
 //	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)
@@ -92,4 +92,5 @@
 //	pipelines[i].snapshot.on_corrupt_snapshot  fail | reset          fail
 //	pipelines[i].max_keys                 live learners              1024
 //	pipelines[i].max_batch                observations per message   1024
+//	pipelines[i].partitions               1..1024 (JetStream input; fixed with the stream's transform)  1
 package config

@@ -11,12 +11,16 @@
 // errgroup held by Run. The NATS connection belongs to the caller, who
 // drains it after Run returns.
 //
-// A pipeline reads a JetStream stream through a durable pull consumer
-// (input.stream set) or a core NATS subject. The partition key is one
-// token of the subject (key_token, by default the first '*' of the filter).
-// Each key is owned by worker hash(key) mod workers; the consume callback
-// only hands the message to that worker over a bounded channel (back-
-// pressure). Per message the worker: loads the key's learner (snapshot or
+// A pipeline reads a JetStream stream (input.stream set) or a core NATS
+// subject. The partition key is one token of the subject (key_token, by
+// default the first '*' of the filter). A JetStream input is split into
+// Partitions partitions by the stream's subject transform (see Fenced
+// ownership); each partition run here has its own consumer, replay
+// tracker and ⌈workers/partitions⌉ worker goroutines, and each key of the
+// partition is owned by worker (fnv32a(key)/partitions) mod workers; the
+// consume callback only hands the message to that worker over a bounded
+// channel (back-pressure of that partition only). A core NATS input is one
+// partition, always run here. Per message the worker: loads the key's learner (snapshot or
 // fresh) on first use; skips the message if its stream sequence is at or
 // below the key's last applied one (replay after a restore); decodes;
 // checks every observation (dimension, finiteness) before learning any;
@@ -59,47 +63,62 @@
 // # Exactly-once state
 //
 // A snapshot records a key's state and last applied stream sequence. Each
-// JetStream pipeline also keeps a checkpoint in the checkpoint bucket: the
+// JetStream partition also keeps a checkpoint in the checkpoint bucket: the
 // lowest sequence whose effect may not be in a saved snapshot (deliveries
 // in flight or nak'ed, and each dirty key's first unsnapshotted sequence;
-// see tracker). On start the durable consumer is reset to the checkpoint,
-// and workers skip per key what the key's snapshot already holds, so after
+// see tracker). Workers skip per key what the key's snapshot already holds, so after
 // a crash the state is exactly that of an uninterrupted run. Replayed
 // outputs carry the same Nats-Msg-Id and are dropped by an output stream
-// whose duplicates window covers the replay. The checkpoint key is
-// "checkpoint.<stream>.<durable>": one per durable consumer, so partitions
-// may share a pipeline name (and its snapshot keys) as long as each has
-// its own durable and filter. (A checkpoint stored under the pipeline name
-// by earlier versions is read when the new key is missing.)
+// whose duplicates window covers the replay. The checkpoint is part of the
+// partition's ownership record (below); on taking a partition its new
+// consumer starts at the checkpoint.
 //
-// # One instance per consumer: leases
+// # Fenced ownership
 //
-// Before consuming, Run takes a lease on each JetStream pipeline's durable
-// consumer: the key "lease.<stream>.<durable>" of the checkpoint bucket,
-// holding the instance's id, renewed by compare-and-set every lease_ttl/3
-// and deleted when Run returns. A second instance finding the lease held
-// waits as a hot standby (on_lease_held "wait", the default; not ready,
-// consuming nothing) or returns an error ("fail", once it sees the holder
-// renew). The standby takes the lease when it is deleted, or when its
-// revision has not changed for lease_ttl (the holder died), with a
-// compare-and-set on that revision, so at most one standby wins; expiry is
-// measured on the standby's own clock, so clock skew does not matter. A
-// holder whose renewal fails because someone else took the lease stops:
-// Run returns an error, and writes no more checkpoints. Between a
-// holder's last renewal and its noticing the loss (at most lease_ttl/3
-// after the takeover) both may process; snapshot compare-and-set keeps
-// state from being overwritten, as for any stale worker.
+// With Partitions = N > 1 the input stream transforms the subject with
+// {{partition(N,k)}} of the key token (FNV-1a of the key mod N, the hash
+// partitionOf computes) appended as a last token; with N = 1 it has no
+// transform. Any number of instances run the same configuration. The
+// coordination bucket (checkpoint_bucket) holds a heartbeat
+// "members.<id>" of each instance, put every lease_ttl/3, and one record
+// "partitions.<pipeline>.<n>" per partition: {owner, epoch, checkpoint}.
+// Every instance watches the bucket and applies the pure rules of
+// assign.go: the members alive (heartbeat seen within lease_ttl on its own
+// clock) get balanced shares of the partitions, owners keeping theirs
+// (assignTargets), and decide says whether to take, release or abandon
+// each partition. Every change of a record is a compare-and-set on it:
+// the owner renews it with the current checkpoint every
+// min(lease_ttl/3, checkpoint_every); a member takes a released or
+// missing partition, or one whose record has not moved for lease_ttl, by
+// writing epoch+1. The new owner deletes the consumers of earlier epochs
+// (and the single durable consumer of earlier versions, whose checkpoint
+// "checkpoint.<stream>.<durable>" seeds a new single-partition record) and
+// creates its own, "<durable>-p<n>-e<epoch>", at the checkpoint.
+//
+// Every state write is fenced. A partition's fence is ok while its last
+// successful renewal was sent less than lease_ttl/2 ago (monotonic clock)
+// and no newer epoch was seen; publishes, snapshot saves and renewals
+// check it, and a failed check stops the partition without further
+// writes. Snapshots carry the writer's epoch: a worker loading a key
+// refuses a snapshot of a newer epoch (the partition stops) or one naming
+// another pipeline or key (corrupt), and claims a missing one or one of an
+// older epoch by writing it back with its own epoch (compare-and-set)
+// before it applies anything, so a stale owner's later save conflicts
+// instead of overwriting acked work; a save that conflicts also stops the
+// partition (it is never answered by reloading and dropping what was
+// acked). A graceful stop (Run's ctx cancelled, or the partition assigned
+// to another member) drains the consumer, finishes the queued messages,
+// writes the final snapshots and releases the record with the final
+// checkpoint. Core NATS inputs are not fenced (epoch 0; a conflicting save
+// unloads the key, which reloads the newer snapshot on its next message).
 //
 // Snapshots follow the policy (every N messages, every T, on shutdown, on
 // unload); the worker hands a State copy to its snapshotter goroutine and
-// never waits on the KV except to free a slot when unloading. A save that
-// fails with snapshot.ErrConflict means someone else committed a newer
-// snapshot of the key: the worker forgets its learner (it no longer owns
-// the key) and reloads the newer snapshot on the key's next message.
+// never waits on the KV except to free a slot when unloading.
 //
 // # Bounded memory
 //
-// Each worker holds at most max(1, max_keys/workers) learners per pipeline;
+// Each worker holds at most max(1, ⌈max_keys/partitions⌉/workers) learners;
 // the least recently used one is snapshotted and unloaded, and loaded again
 // on its next message. Per message, memory is bounded by max_batch and the
 // learner's dimension.
@@ -107,7 +126,10 @@
 // # Operations
 //
 // Handler serves /metrics, /healthz and /readyz. The micro service
-// (service_name, default "kpcastream") has endpoints <name>.stats,
-// <name>.pipelines, <name>.model, <name>.snapshot and <name>.reset; the
-// last three take {"pipeline":"…","key":"…"}.
+// (service_name, default "kpcastream") has endpoints <name>.stats (summed
+// over the live members), <name>.pipelines, <name>.model, <name>.snapshot
+// and <name>.reset; the last three take {"pipeline":"…","key":"…"} and are
+// forwarded to the member owning the key's partition. <name>.i.<member>.*
+// are one instance's own endpoints. Errors carry the service error codes
+// of statusOf: 400, 404, 409, 503, 500.
 package processor

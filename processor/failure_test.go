@@ -121,10 +121,10 @@ func TestStaleWorkerCannotOverwrite(t *testing.T) {
 	defer cancel()
 	var snap *codec.Snapshot
 	var rev uint64
-	waitFor(t, 5*time.Second, "first snapshot", func() bool {
+	waitFor(t, 5*time.Second, "snapshot after 2 messages", func() bool {
 		var err error
 		snap, rev, err = e.store.Load(ctx, key)
-		return err == nil
+		return err == nil && snap.LastSeq == 2
 	})
 	// Another worker commits a newer snapshot (it claims sequence 1000).
 	snap.LastSeq = 1000

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -205,9 +204,10 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// drained reports whether every partition's consumer (named
-// <durable>-p<n>-e<epoch>) has seen every message of its filter
-// acknowledged, and every partition has one.
+// drained reports whether every partition of pc has an owner whose
+// consumer (<durable>-p<n>-e<epoch>, the epoch of the partition's record)
+// has nothing pending or unacknowledged and has acknowledged the last
+// message of its filter.
 func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	t.Helper()
 	pc = pc.WithDefaults()
@@ -217,34 +217,33 @@ func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	parts := map[string]bool{}
-	names := s.ConsumerNames(ctx)
-	var list []string
-	for n := range names.Name() {
-		list = append(list, n)
+	kv, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		return false
 	}
-	if err := names.Err(); err != nil {
-		t.Fatalf("consumer names: %v", err)
-	}
-	for _, n := range list {
-		if !strings.HasPrefix(n, pc.Input.Durable+"-p") {
-			continue
-		}
-		c, err := s.Consumer(ctx, n)
+	for n := range pc.Partitions {
+		en, err := kv.Get(ctx, recordKey(pc, n))
 		if err != nil {
-			return false // deleted meanwhile (a partition moved)
+			return false
+		}
+		rec, err := decodeRecord(en.Value())
+		if err != nil || rec.Owner == "" {
+			return false
+		}
+		c, err := s.Consumer(ctx, consumerName(pc, n, rec.Epoch))
+		if err != nil {
+			return false
 		}
 		info, err := c.Info(ctx)
-		if err != nil {
+		if err != nil || info.NumAckPending != 0 || info.NumPending != 0 {
 			return false
 		}
-		if info.NumAckPending != 0 || info.NumPending != 0 {
+		last, err := s.GetLastMsgForSubject(ctx, info.Config.FilterSubject)
+		if err == nil && info.AckFloor.Stream < last.Sequence {
 			return false
 		}
-		filter := info.Config.FilterSubject
-		parts[filter] = true
 	}
-	return len(parts) == pc.Partitions
+	return true
 }
 
 func (e *env) streamMsgs(t *testing.T, stream string) uint64 {
