@@ -24,6 +24,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
+	"github.com/kpcastream/kpcastream/processor"
 )
 
 func init() {
@@ -47,6 +48,8 @@ type demoOptions struct {
 	driftEvery time.Duration
 	port       int
 	every      time.Duration
+	workers    int
+	partitions int
 }
 
 // demoConfig is the demo's pipeline; the fields are the same as in a
@@ -57,8 +60,10 @@ http: {metrics_addr: "off"}
 log: {level: warn}
 workers: 2
 checkpoint_every: 2s
+lease_ttl: 3s
 pipelines:
   - name: demo
+    partitions: %d
     input: {stream: DEMO, subject: demo.sensors.*.features, create_stream: true, max_ack_pending: 512}
     learner:
       kind: %s
@@ -89,14 +94,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.driftEvery, "drift-every", 15*time.Second, "the stream's structure changes abruptly this often")
 	fs.IntVar(&o.port, "port", 4222, "client port of the embedded NATS server (-1: any free port)")
 	fs.DurationVar(&o.every, "every", time.Second, "interval of the status line")
+	fs.IntVar(&o.workers, "workers", 1, "worker processes (members) to run in this process; they join one after the other and share the partitions")
+	fs.IntVar(&o.partitions, "partitions", 0, "partitions of the pipeline (default: 1 with one worker, 4 × workers with more)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
-	if o.rate < 1 || o.keys < 1 || o.dim < 4 || o.every <= 0 || o.driftEvery <= 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "kpcastream demo: want --rate ≥ 1, --keys ≥ 1, --dim ≥ 4, positive --every and --drift-every, no arguments")
+	if o.partitions == 0 {
+		o.partitions = 1
+		if o.workers > 1 {
+			o.partitions = 4 * o.workers
+		}
+	}
+	if o.rate < 1 || o.keys < 1 || o.dim < 4 || o.every <= 0 || o.driftEvery <= 0 || o.workers < 1 || o.partitions < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "kpcastream demo: want --rate ≥ 1, --keys ≥ 1, --dim ≥ 4, --workers ≥ 1, --partitions ≥ 1, positive --every and --drift-every, no arguments")
 		return errUsage
 	}
 	if o.duration > 0 {
@@ -120,7 +133,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	yml := fmt.Sprintf(demoConfig, url, o.learner, o.dim, o.components, o.budget, o.gamma, o.forget)
+	yml := fmt.Sprintf(demoConfig, url, o.partitions, o.learner, o.dim, o.components, o.budget, o.gamma, o.forget)
 	cfg, err := config.Read(strings.NewReader(yml), func(string) (string, bool) { return "", false }, config.Overrides{})
 	if err != nil {
 		return err
@@ -160,19 +173,32 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "kpcastream demo: embedded NATS with JetStream at %s\n", url)
 	fmt.Fprintf(stdout, "  input  demo.sensors.<key>.features (stream DEMO), %d keys, d=%d, %d msgs/s; the structure changes every %s\n", o.keys, o.dim, o.rate, o.driftEvery)
 	fmt.Fprintf(stdout, "  learner %s (B=%d, k=%d, rbf γ=%g, forget %g); outputs on kpca.out.demo.<key>\n", o.learner, o.budget, o.components, o.gamma, o.forget)
+	if o.workers > 1 {
+		fmt.Fprintf(stdout, "  %d workers share %d partitions; they join %s apart, and each change of owners is printed\n", o.workers, o.partitions, demoJoinEvery)
+	}
 	fmt.Fprintf(stdout, "  other programs can publish to and subscribe on this server while it runs; Ctrl-C stops\n\n")
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		err := serve(gctx, cfg, log)
-		if gctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("processor stopped")
-		}
-		return err
-	})
+	for i := range o.workers {
+		g.Go(func() error {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-time.After(time.Duration(i) * demoJoinEvery):
+			}
+			err := serve(gctx, cfg, log)
+			if gctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("processor stopped")
+			}
+			return err
+		})
+	}
+	if o.workers > 1 {
+		g.Go(func() error { return demoOwners(gctx, nc, o.every, stdout) })
+	}
 	g.Go(func() error { return demoPublish(gctx, js, &o, st) })
 	g.Go(func() error { return demoReport(gctx, nc, &o, st, stdout) })
 	err = g.Wait()
@@ -304,4 +330,46 @@ func demoEigenvalues(ctx context.Context, nc *nats.Conn, key string) []float64 {
 		return nil
 	}
 	return m.Eigenvalues
+}
+
+// demoJoinEvery is the delay between the starts of the demo's workers.
+const demoJoinEvery = 5 * time.Second
+
+// demoOwners prints which member owns each partition whenever it changes,
+// from the stats endpoint (summed over the members).
+func demoOwners(ctx context.Context, nc *nats.Conn, every time.Duration, w io.Writer) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	last := ""
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		msg, err := nc.RequestWithContext(rctx, "kpcastream.stats", nil)
+		cancel()
+		if err != nil || msg.Header.Get("Nats-Service-Error") != "" {
+			continue
+		}
+		var stats []processor.PipelineStats
+		if json.Unmarshal(msg.Data, &stats) != nil || len(stats) == 0 {
+			continue
+		}
+		members := map[string]int{}
+		for _, p := range stats[0].Partitions {
+			members[p.Member]++
+		}
+		var parts []string
+		for _, p := range stats[0].Partitions {
+			parts = append(parts, fmt.Sprintf("p%d→%s(e%d)", p.Partition, p.Member[:6], p.Epoch))
+		}
+		line := fmt.Sprintf("%d members: %s", len(members), strings.Join(parts, " "))
+		if line != last {
+			fmt.Fprintf(w, "%5.0fs owners  %s\n", time.Since(start).Seconds(), line)
+			last = line
+		}
+	}
 }
