@@ -655,7 +655,7 @@ func TestSensorsTransform(t *testing.T) {
 	if p.Partitions < 2 {
 		t.Fatalf("no pipeline with partitions reads SENSORS")
 	}
-	seen := map[string]bool{}
+	count := map[string]int{}
 	for i := range 200 {
 		key := fmt.Sprintf("sensor-%d", i)
 		ack, err := js.Publish(ctx, "sensors."+key+".features", []byte("x"))
@@ -672,10 +672,22 @@ func TestSensorsTransform(t *testing.T) {
 		if m.Subject != want || toks[*p.KeyToken] != key {
 			t.Fatalf("sensors.%s.features stored as %s, want %s (key token %d)", key, m.Subject, want, *p.KeyToken)
 		}
-		seen[part] = true
+		count[part]++
 	}
-	if len(seen) != p.Partitions {
-		t.Errorf("200 keys fell into %d of %d partitions", len(seen), p.Partitions)
+	if len(count) != p.Partitions {
+		t.Errorf("200 keys fell into %d of %d partitions", len(count), p.Partitions)
+	}
+	// Partition n's consumer filters on the input subject with n appended
+	// (processor.newPartition): it sees exactly that partition's messages.
+	for n := range p.Partitions {
+		part := strconv.Itoa(n)
+		cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "p" + part, FilterSubject: p.Input.Subject + "." + part, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatalf("consumer of partition %d: %v", n, err)
+		}
+		if got := cons.CachedInfo().NumPending; got != uint64(count[part]) {
+			t.Errorf("partition %d's consumer has %d messages pending, want %d", n, got, count[part])
+		}
 	}
 }
 
