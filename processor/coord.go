@@ -109,7 +109,14 @@ loop:
 			c.evaluate(ctx)
 		}
 	}
-	// Leave: stop every partition (graceful unless fenced), then the heartbeat.
+	// Leave: remove the heartbeat first, so the others assign this member's
+	// partitions elsewhere and take each one as soon as it is released;
+	// then stop every partition (graceful unless fenced).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	if err := c.kv.Delete(dctx, memberKey(p.id)); err != nil {
+		c.log.Warn("remove heartbeat", zap.Error(err))
+	}
+	cancel()
 	for _, pl := range p.pipes {
 		for i := range pl.parts {
 			if pt := pl.parts[i].Load(); pt != nil {
@@ -120,11 +127,6 @@ loop:
 	c.wg.Wait()
 	cancelWatch()
 	<-watchDone
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
-	if err := c.kv.Delete(dctx, memberKey(p.id)); err != nil {
-		c.log.Warn("remove heartbeat", zap.Error(err))
-	}
-	cancel()
 	if fatal == nil {
 		select {
 		case fatal = <-c.fatal:

@@ -441,6 +441,21 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
 }
 
+// stillOwned reports whether the partition's record still names this
+// owner at this epoch. Records never go back in epoch, so when it does, no
+// newer owner of this partition ever wrote: a snapshot with a higher
+// epoch comes from another partition layout (a pipeline whose partition
+// count changed) and may be claimed. When the record cannot be read it
+// reports false (the caller fences itself: the safe side).
+func (pt *partition) stillOwned(ctx context.Context) bool {
+	e, err := pt.p.coord.kv.Get(ctx, recordKey(pt.pipe.cfg, pt.num))
+	if err != nil {
+		return false
+	}
+	r, err := decodeRecord(e.Value())
+	return err == nil && r.Owner == pt.p.id && r.Epoch == pt.epoch
+}
+
 // renewEvery is the period of ownership renewals (each also writes the
 // checkpoint): lease_ttl/3, or checkpoint_every when shorter.
 func (p *Processor) renewEvery() time.Duration {
@@ -508,7 +523,7 @@ func (pt *partition) renew(ctx context.Context) {
 	pt.fence.renewed(sent)
 	if c != pt.checkpoint.Load() {
 		pt.checkpoint.Store(c)
-		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(c))
+		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(pt.pipe.minCheckpoint()))
 	}
 }
 

@@ -93,6 +93,20 @@ func (pl *pipeline) pendingSum() uint64 {
 	return n
 }
 
+// minCheckpoint is the lowest checkpoint of the partitions run here (the
+// kpca_checkpoint_sequence gauge): a restart of all of them replays from it.
+func (pl *pipeline) minCheckpoint() uint64 {
+	var low uint64
+	for i := range pl.parts {
+		if pt := pl.parts[i].Load(); pt != nil {
+			if c := pt.checkpoint.Load(); c != 0 && (low == 0 || c < low) {
+				low = c
+			}
+		}
+	}
+	return low
+}
+
 // pipelineStats are the counters reported by the stats endpoint.
 type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64

@@ -654,7 +654,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool
 		err = fmt.Errorf("%w: the snapshot stored for pipeline %q key %q holds pipeline %q key %q (copied from another key?)",
 			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
 	}
-	if err == nil && fenced && snap.Epoch > w.part.epoch {
+	if err == nil && fenced && snap.Epoch > w.part.epoch && !w.part.stillOwned(lctx) {
 		w.part.fence.revoke()
 		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
 			errFenced, key, pc.Name, snap.Epoch, w.part.epoch)
@@ -674,7 +674,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool
 			pl.met.storedPoints.Add(float64(e.stored))
 			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
 				zap.Uint64("snapshot_epoch", snap.Epoch))
-			return e, fenced && snap.Epoch < w.part.epoch, nil
+			// A snapshot of a newer epoch that stillOwned let through was
+			// written under another partition layout: claim it too.
+			return e, fenced && snap.Epoch != w.part.epoch, nil
 		}
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):
