@@ -31,6 +31,13 @@
 // and only then acks. Before a learner is ready the message is learned,
 // acked and counted as warming.
 //
+// The rules a worker follows for its keys — the order of a key's
+// messages, skipping by sequence, waiting for an unapplied earlier
+// message, unsent outputs first, the tracker's holds, when a snapshot is
+// due, what a landed save means, which key to unload — are keyCore
+// (core.go), a deterministic state machine with no I/O, tested by scripts
+// of events (core_test.go). The worker is the shell around it.
+//
 // # Failures
 //
 // classify sorts errors: bad input (codec ErrMalformed/ErrTooLarge/

@@ -363,7 +363,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 	switch {
 	case c.op == "snapshot" && c.key == "":
 		for _, e := range w.keys {
-			if e.pipe == c.pipe && e.dirty && len(e.unsent) == 0 {
+			if e.pipe == c.pipe && e.dirty && !e.unsent {
 				w.saveSoon(e)
 				r.n++
 			}
@@ -382,7 +382,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 			r.err = err
 		case "snapshot":
-			if e.dirty && len(e.unsent) == 0 {
+			if e.dirty && !e.unsent {
 				w.saveSoon(e)
 				r.n = 1
 			}
@@ -393,14 +393,8 @@ func (w *worker) control(ctx context.Context, c *control) {
 				break
 			}
 			e.l = l
-			if !e.dirty {
-				e.dirty, e.dirtyAt = true, time.Now()
-			}
-			if w.part.track != nil && e.dirtySeq == 0 && e.lastSeq > 0 {
-				e.dirtySeq = e.lastSeq
-				w.part.track.hold(e.lastSeq)
-			}
-			e.unsent = nil
+			w.core.reset(e.keyState, time.Now())
+			e.pending = nil
 			w.saveSoon(e)
 			w.log.Info("key reset", zap.String("key", c.key))
 		}

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -55,14 +54,6 @@ type missing struct {
 	seq  uint64
 }
 
-// block is an unapplied sequence of a key that later messages of the key
-// must wait for.
-type block struct {
-	seq     uint64
-	since   time.Time
-	missing bool // registered from a delivery gap (holds the tracker)
-}
-
 // control is a request from the micro service, answered on reply.
 type control struct {
 	op    string // "model", "snapshot", "reset"
@@ -77,38 +68,24 @@ type controlReply struct {
 	err  error
 }
 
-type entryKey struct {
-	pipe int
-	key  string
-}
-
-// entry is one loaded learner, owned by one worker.
+// entry is one loaded learner, owned by one worker: the core's state of
+// the key and what the shell keeps beside it.
 type entry struct {
-	pipe     *pipeline
-	key      string
-	l        learners.Learner
-	rev      uint64 // KV revision of the last saved or loaded snapshot
-	lastSeq  uint64 // last applied stream sequence
-	dirtySeq uint64 // first applied sequence since the last snapshot handoff (held in the tracker); 0 if clean
-	dirty    bool
-	since    int       // messages applied since the last snapshot handoff
-	dirtyAt  time.Time // when the entry became dirty
-	saving   bool      // a snapshot job is in flight
-	evicting bool      // unload when the in-flight snapshot lands
-	saveNow  bool      // a request (reset, snapshot) wants the state saved as soon as no job is in flight
-	elem     *list.Element
-	stored   int
-	unsent   []*nats.Msg // outputs of lastSeq not yet published
-	subject  string      // output subject of the key (expanded on first use)
-	corrupt  bool
+	*keyState
+	pipe    *pipeline
+	l       learners.Learner
+	rev     uint64 // KV revision of the last saved or loaded snapshot
+	stored  int
+	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
+	subject string      // output subject of the key (expanded on first use)
 }
 
 // snapJob is a snapshot handed from a worker to its snapshotter.
 type snapJob struct {
-	e        *entry
-	snap     *codec.Snapshot
-	rev      uint64
-	dirtySeq uint64
+	e    *entry
+	snap *codec.Snapshot
+	rev  uint64
+	job  job
 }
 
 type snapResult struct {
@@ -131,16 +108,11 @@ type worker struct {
 	in      chan item
 	jobs    chan *snapJob
 	results chan snapResult
-	flying  int
-	closing bool // jobs is closed
-	keys    map[entryKey]*entry
-	blocked map[entryKey][]block // per key, ascending; see waitFor
-	lru     *list.List           // front = most recently used
-	quota   int                  // learners this worker may hold
+	core    *keyCore
+	keys    map[string]*entry
 	obs     []codec.Observation
 	res     applied
 	eig     []float64
-	buf     []byte
 	out     []*nats.Msg // reused by outputs
 }
 
@@ -151,10 +123,8 @@ func newWorker(pt *partition, id, quota int) *worker {
 		in:      make(chan item, p.cfg.QueueSize),
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
-		keys:    map[entryKey]*entry{},
-		blocked: map[entryKey][]block{},
-		lru:     list.New(),
-		quota:   quota,
+		core:    newKeyCore(pt.track, pt.pipe.cfg.Snapshot, quota, jobSlots),
+		keys:    map[string]*entry{},
 		eig:     make([]float64, pt.pipe.cfg.Learner.Components),
 	}
 }
@@ -175,11 +145,11 @@ func (w *worker) run(ctx context.Context) error {
 				continue
 			}
 			if it.miss != nil {
-				w.block(entryKey{it.miss.pipe.idx, it.miss.key}, it.miss.seq, true)
+				w.core.block(it.miss.key, it.miss.seq, true, time.Now())
 				continue
 			}
 			if err := w.handle(ctx, &it.msg); err != nil {
-				w.closing = true
+				w.core.closing = true
 				close(w.jobs)
 				return err
 			}
@@ -211,38 +181,30 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
 		}
 	}()
-	ek := entryKey{pl.idx, m.key}
-	if w.part.track != nil {
-		// A key's messages are applied in stream order: one that comes
-		// before an unapplied earlier one (nak'ed, or lost in delivery)
-		// waits, or the earlier one would be skipped as already applied.
-		if bs := w.blocked[ek]; len(bs) > 0 && m.seq > bs[0].seq {
-			w.block(ek, m.seq, false)
-			return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, bs[0].seq, m.seq))
-		}
+	if wait, first := w.core.waits(m.key, m.seq, time.Now()); wait {
+		return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, first, m.seq))
 	}
 	e, err := w.entry(ctx, pl, m.key)
 	if err != nil {
-		if w.part.track != nil && classifyAction(err) == actNak {
-			w.block(ek, m.seq, false)
-		}
+		w.core.loadFailed(m.key, m.seq, classifyAction(err) == actNak, time.Now())
 		return w.fail(ctx, m, err)
 	}
-	w.touch(e)
-	if len(e.unsent) > 0 && m.seq >= e.lastSeq {
-		// The outputs of lastSeq (applied, nak'ed when their publish
-		// failed) go out before anything later of the key is applied: a
-		// later message would otherwise move lastSeq past them, and their
-		// redelivery would be skipped. m waits (nak) while they cannot.
+	w.core.touch(e.keyState)
+	switch w.core.admit(e.keyState, m.seq) {
+	case vFlush:
+		// m waits (nak) while the unsent outputs cannot go out.
 		if err := w.flushUnsent(ctx, e); err != nil {
 			return w.fail(ctx, m, err)
 		}
-		if m.seq == e.lastSeq {
+		if w.core.flushed(e.keyState, m.seq) {
 			w.ack(m, resultOK)
 			return nil
 		}
-	}
-	if w.part.track != nil && m.seq <= e.lastSeq {
+		if w.core.admit(e.keyState, m.seq) == vSkip {
+			w.ack(m, resultSkipped)
+			return nil
+		}
+	case vSkip:
 		w.ack(m, resultSkipped)
 		return nil
 	}
@@ -258,7 +220,6 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	w.applied(e, m.seq)
-	w.unblock(ek, m.seq)
 	if w.p.onApply != nil {
 		w.p.onApply(pl.cfg.Name, w.part.num, w.part.epoch, m.key, m.seq)
 	}
@@ -276,7 +237,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			if w.part.track != nil {
 				// Kept until published: before the next message of the
 				// key, or on m's redelivery. No snapshot is taken meanwhile.
-				e.unsent = keepMsgs(msgs)
+				e.pending, e.unsent = keepMsgs(msgs), true
 			}
 			return w.fail(ctx, m, err)
 		}
@@ -312,18 +273,7 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 
 // applied records that message seq changed e.
 func (w *worker) applied(e *entry, seq uint64) {
-	if w.part.track != nil {
-		e.lastSeq = seq
-		if e.dirtySeq == 0 {
-			e.dirtySeq = seq
-			w.part.track.hold(seq)
-		}
-	}
-	if !e.dirty {
-		e.dirty = true
-		e.dirtyAt = time.Now()
-	}
-	e.since++
+	w.core.applied(e.keyState, seq, time.Now())
 	st := e.l.Summary(w.eig).Stored
 	e.pipe.met.storedPoints.Add(float64(st - e.stored))
 	e.stored = st
@@ -378,17 +328,17 @@ func keepMsgs(msgs []*nats.Msg) []*nats.Msg {
 	return kept
 }
 
-// flushUnsent publishes the outputs e.unsent kept by a failed publish and
-// forgets them; on failure they are kept.
+// flushUnsent publishes the outputs kept by a failed publish and forgets
+// them; on failure they are kept.
 func (w *worker) flushUnsent(ctx context.Context, e *entry) error {
-	if len(e.unsent) == 0 {
+	if !e.unsent {
 		return nil
 	}
-	if err := w.publish(ctx, e, e.unsent); err != nil {
+	if err := w.publish(ctx, e, e.pending); err != nil {
 		return err
 	}
-	w.sent(e, len(e.unsent))
-	e.unsent = nil
+	w.sent(e, len(e.pending))
+	e.pending, e.unsent = nil, false
 	return nil
 }
 
@@ -423,54 +373,13 @@ func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error 
 	return nil
 }
 
-// block makes later messages of ek wait for seq.
-func (w *worker) block(ek entryKey, seq uint64, missing bool) {
-	bs := w.blocked[ek]
-	i := 0
-	for i < len(bs) && bs[i].seq < seq {
-		i++
-	}
-	if i < len(bs) && bs[i].seq == seq {
-		bs[i].missing = bs[i].missing || missing
-		return
-	}
-	w.blocked[ek] = append(bs[:i], append([]block{{seq: seq, since: time.Now(), missing: missing}}, bs[i:]...)...)
-}
-
-// unblock settles seq of ek.
-func (w *worker) unblock(ek entryKey, seq uint64) {
-	bs := w.blocked[ek]
-	for i := range bs {
-		if bs[i].seq == seq {
-			bs = append(bs[:i], bs[i+1:]...)
-			break
-		}
-	}
-	if len(bs) == 0 {
-		delete(w.blocked, ek)
-	} else {
-		w.blocked[ek] = bs
-	}
-}
-
 // expireBlocks forgets blocks older than blockExpiry: their message did not
 // come back (deleted from the stream by its limits, say), and the key must
 // not wait forever.
 func (w *worker) expireBlocks() {
-	for ek, bs := range w.blocked {
-		pl := w.p.pipes[ek.pipe]
-		ttl := blockExpiry(pl.cfg)
-		for _, b := range bs {
-			if time.Since(b.since) < ttl {
-				continue
-			}
-			w.log.Error("gave up waiting for a message of a key; later messages go on without it", zap.String("pipeline", pl.cfg.Name),
-				zap.String("key", ek.key), zap.Uint64("seq", b.seq), zap.Duration("waited", time.Since(b.since)))
-			if b.missing {
-				w.part.track.forget(b.seq)
-			}
-			w.unblock(ek, b.seq)
-		}
+	for _, x := range w.core.expire(time.Now(), blockExpiry(w.part.pipe.cfg)) {
+		w.log.Error("gave up waiting for a message of a key; later messages go on without it",
+			zap.String("key", x.key), zap.Uint64("seq", x.seq), zap.Duration("waited", x.waited))
 	}
 }
 
@@ -481,9 +390,7 @@ func blockExpiry(pc PipelineConfig) time.Duration {
 
 // ack acknowledges a handled message.
 func (w *worker) ack(m *inMsg, result string) {
-	if w.part.track != nil {
-		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
-	}
+	w.core.settled(m.key, m.seq)
 	if m.js != nil {
 		if err := m.js.Ack(); err != nil {
 			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
@@ -552,9 +459,7 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	if perr := w.p.conn.PublishMsg(dl); perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
 	}
-	if w.part.track != nil {
-		w.unblock(entryKey{m.pipe.idx, m.key}, m.seq)
-	}
+	w.core.settled(m.key, m.seq)
 	if m.js != nil {
 		if terr := m.js.TermWithReason(reason); terr != nil {
 			w.log.Warn("term", zap.Error(terr))
@@ -577,16 +482,13 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 // nor a snapshot gives errNoKey instead of a fresh learner (read-only
 // requests never create learners).
 func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
-	ek := entryKey{pl.idx, key}
-	if e, ok := w.keys[ek]; ok {
-		if e.evicting {
-			e.evicting = false
-			e.elem = w.lru.PushFront(e)
+	if e, ok := w.keys[key]; ok {
+		if w.core.revive(e.keyState) {
 			w.live(pl, 1)
 		}
 		return e, nil
 	}
-	for w.lru.Len() >= w.quota {
+	for w.core.full() {
 		if err := w.evict(ctx, pl); err != nil {
 			return nil, err
 		}
@@ -595,8 +497,8 @@ func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create b
 	if err != nil {
 		return nil, err
 	}
-	w.keys[ek] = e
-	e.elem = w.lru.PushFront(e)
+	w.keys[key] = e
+	w.core.add(e.keyState)
 	w.live(pl, 1)
 	return e, nil
 }
@@ -604,12 +506,6 @@ func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create b
 func (w *worker) live(pl *pipeline, d int) {
 	pl.stats.Live.Add(int64(d))
 	pl.met.activeLearners.Add(float64(d))
-}
-
-func (w *worker) touch(e *entry) {
-	if e.elem != nil {
-		w.lru.MoveToFront(e.elem)
-	}
 }
 
 // load reads key's snapshot, or builds a fresh learner if there is none
@@ -659,7 +555,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool
 		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
 			errFenced, key, pc.Name, snap.Epoch, w.part.epoch)
 	}
-	e := &entry{pipe: pl, key: key, rev: rev}
+	e := &entry{pipe: pl, keyState: &keyState{key: key}, rev: rev}
 	switch {
 	case errors.Is(err, snapshot.ErrNoSnapshot):
 		if !create {
@@ -736,21 +632,17 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 // if needed). It fails, unloading nothing, when the unsent outputs cannot
 // be published.
 func (w *worker) evict(ctx context.Context, pl *pipeline) error {
-	back := w.lru.Back()
-	e := back.Value.(*entry)
+	e := w.keys[w.core.victim().key]
 	if err := w.flushUnsent(ctx, e); err != nil {
 		return fmt.Errorf("processor: unload key %q: %w", e.key, err)
 	}
-	w.lru.Remove(back)
-	e.elem = nil
+	drop, save := w.core.unload(e.keyState)
 	w.live(pl, -1)
-	if !e.dirty && !e.saving {
+	switch {
+	case drop:
 		w.drop(e)
-		return nil
-	}
-	e.evicting = true
-	if e.dirty && !e.saving {
-		for w.flying >= jobSlots {
+	case save:
+		for w.core.flying >= jobSlots {
 			w.landed(<-w.results)
 		}
 		w.handoff(e)
@@ -760,22 +652,13 @@ func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 
 // drop forgets an unloaded entry.
 func (w *worker) drop(e *entry) {
-	delete(w.keys, entryKey{e.pipe.idx, e.key})
+	delete(w.keys, e.key)
 	e.pipe.met.storedPoints.Sub(float64(e.stored))
 }
 
-// maybeSnapshot hands e's snapshot over when the policy says so (or force).
-// A key with unsent outputs is not snapshotted: a snapshot holding their
-// message would make a restart skip it, and they would never be published.
+// maybeSnapshot hands e's snapshot over when it is due (or force).
 func (w *worker) maybeSnapshot(e *entry, force bool) {
-	if !e.dirty || e.saving || len(e.unsent) > 0 || !w.part.fence.ok() {
-		return
-	}
-	sp := e.pipe.cfg.Snapshot
-	due := force || e.saveNow ||
-		(sp.EveryMessages > 0 && e.since >= sp.EveryMessages) ||
-		(sp.Every > 0 && time.Since(e.dirtyAt) >= sp.Every)
-	if due && w.flying < jobSlots && !w.closing {
+	if w.core.due(e.keyState, time.Now(), force, w.part.fence.ok()) {
 		w.handoff(e)
 	}
 }
@@ -783,36 +666,26 @@ func (w *worker) maybeSnapshot(e *entry, force bool) {
 // handoff gives a copy of e's state to the snapshotter; it never blocks
 // (the caller made sure a slot is free).
 func (w *worker) handoff(e *entry) {
-	lastSeq := uint64(0)
-	if w.part.track != nil {
-		lastSeq = e.lastSeq
+	j := w.core.handoff(e.keyState)
+	w.jobs <- &snapJob{
+		e:    e,
+		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State()},
+		rev:  e.rev,
+		job:  j,
 	}
-	j := &snapJob{
-		e:        e,
-		snap:     &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, Epoch: w.part.epoch, State: e.l.State()},
-		rev:      e.rev,
-		dirtySeq: e.dirtySeq,
-	}
-	e.dirtySeq, e.dirty, e.since, e.saving, e.saveNow = 0, false, 0, true, false
-	w.flying++
-	w.jobs <- j
 }
 
 // landed applies a snapshot result to its entry.
 func (w *worker) landed(r snapResult) {
-	w.flying--
 	j := r.job
 	e := j.e
-	e.saving = false
 	pl := e.pipe
 	name := pl.cfg.Name
 	w.p.met.snapSeconds.WithLabelValues(name).Observe(r.dur.Seconds())
+	o := saved
 	switch {
 	case r.err == nil:
 		e.rev = r.rev
-		if j.dirtySeq != 0 {
-			w.part.track.release(j.dirtySeq)
-		}
 		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap.State)))
 	case errors.Is(r.err, errFenced) || (w.part.fence != nil && errors.Is(r.err, snapshot.ErrConflict)):
 		// This partition no longer owns the key (a newer epoch claimed it):
@@ -824,73 +697,40 @@ func (w *worker) landed(r snapResult) {
 				zap.Uint64("rev", j.rev), zap.Error(r.err))
 		}
 		w.part.fence.revoke()
-		if j.dirtySeq != 0 {
-			w.part.track.release(j.dirtySeq)
-		}
-		return
+		o = fenced
 	case errors.Is(r.err, snapshot.ErrConflict):
 		// Someone else committed a newer snapshot of this key: we no longer
 		// own it. Forget the learner; the next message reloads the newer
 		// snapshot and skips what it already holds.
 		w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
-		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("pipeline", name),
-			zap.String("key", e.key), zap.Uint64("rev", j.rev), zap.Error(r.err))
-		if j.dirtySeq != 0 {
-			w.part.track.release(j.dirtySeq)
-		}
-		if e.dirtySeq != 0 {
-			w.part.track.release(e.dirtySeq)
-			e.dirtySeq = 0
-		}
-		if e.elem != nil {
-			w.lru.Remove(e.elem)
-			e.elem = nil
+		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("key", e.key),
+			zap.Uint64("rev", j.rev), zap.Error(r.err))
+		o = conflict
+	default:
+		w.p.met.snapFailures.WithLabelValues(name, "error").Inc()
+		w.log.Warn("snapshot failed; will retry", zap.String("key", e.key), zap.Error(r.err))
+		o = failed
+	}
+	switch w.core.landed(e.keyState, j.job, o, time.Now()) {
+	case nextSave:
+		w.handoffWait(e)
+	case nextDrop:
+		w.drop(e)
+	case nextForget:
+		if w.core.forget(e.keyState) {
 			w.live(pl, -1)
 		}
 		w.drop(e)
-		return
-	default:
-		w.p.met.snapFailures.WithLabelValues(name, "error").Inc()
-		w.log.Warn("snapshot failed; will retry", zap.String("pipeline", name), zap.String("key", e.key), zap.Error(r.err))
-		// Still dirty: keep the oldest hold.
-		switch {
-		case j.dirtySeq == 0:
-		case e.dirtySeq == 0:
-			e.dirtySeq = j.dirtySeq
-		case j.dirtySeq < e.dirtySeq:
-			w.part.track.release(e.dirtySeq)
-			e.dirtySeq = j.dirtySeq
-		default:
-			w.part.track.release(j.dirtySeq)
-		}
-		if !e.dirty {
-			e.dirty, e.dirtyAt = true, time.Now()
-		}
-		if e.evicting {
-			w.handoffWait(e)
-		}
-		return
-	}
-	if e.evicting {
-		if e.dirty {
-			w.handoffWait(e)
-			return
-		}
-		w.drop(e)
-		return
-	}
-	if e.saveNow && e.dirty {
-		w.handoffWait(e)
 	}
 }
 
 // handoffWait hands e over, waiting for a free slot (not while e has
-// unsent outputs, see maybeSnapshot).
+// unsent outputs, see keyCore.due).
 func (w *worker) handoffWait(e *entry) {
-	if w.closing || len(e.unsent) > 0 {
+	if !w.core.canHandoff(e.keyState) {
 		return
 	}
-	for w.flying >= jobSlots {
+	for w.core.flying >= jobSlots {
 		w.landed(<-w.results)
 	}
 	if !e.saving && e.dirty {
@@ -910,7 +750,7 @@ func stateBytes(s *learners.State) int {
 func (w *worker) tick() {
 	w.expireBlocks()
 	for _, e := range w.keys {
-		if w.flying >= jobSlots {
+		if w.core.flying >= jobSlots {
 			return
 		}
 		w.maybeSnapshot(e, false)
@@ -940,7 +780,7 @@ func (w *worker) finish(ctx context.Context) error {
 	for time.Now().Before(deadline) {
 		waiting := false
 		for _, e := range w.keys {
-			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown || len(e.unsent) > 0 {
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown || e.unsent {
 				continue
 			}
 			if e.saving {
@@ -950,10 +790,10 @@ func (w *worker) finish(ctx context.Context) error {
 			w.handoffWait(e)
 			waiting = true
 		}
-		if !waiting && w.flying == 0 {
+		if !waiting && w.core.flying == 0 {
 			break
 		}
-		if w.flying == 0 {
+		if w.core.flying == 0 {
 			continue
 		}
 		select {
@@ -962,7 +802,7 @@ func (w *worker) finish(ctx context.Context) error {
 		case <-time.After(time.Until(deadline)):
 		}
 	}
-	w.closing = true
+	w.core.closing = true
 	close(w.jobs)
 	for r := range w.results {
 		w.landed(r)

@@ -1,0 +1,384 @@
+package processor
+
+import (
+	"container/list"
+	"time"
+)
+
+// keyCore holds the rules of one worker's keys, with no I/O: the order in
+// which a key's messages are applied (waiting for an earlier unapplied
+// one, skipping what a snapshot already holds, unsent outputs first), the
+// replay holds of the tracker, when a key's snapshot is due, what a
+// landed snapshot means for the key, and which key to unload when the
+// worker is full. The worker is the shell around it: it loads and saves
+// snapshots, runs the learner, publishes, acks, and tells the core what
+// happened; the core tells it what to do next. Time is passed in. A
+// keyCore is owned by one worker goroutine. The tracker it holds is safe
+// for concurrent use (the consume callback delivers into it).
+type keyCore struct {
+	track   *tracker // nil for a core NATS input: no sequences, no holds, no waiting
+	policy  SnapshotPolicy
+	quota   int // keys the worker may hold
+	slots   int // snapshot jobs that may be in flight
+	blocked map[string][]block // per key, ascending
+	lru     *list.List         // of *keyState, front = most recently used
+	flying  int                // snapshot jobs in flight
+	closing bool               // no more handoffs
+}
+
+// keyState is the core's part of one loaded key.
+type keyState struct {
+	key      string
+	lastSeq  uint64 // last applied stream sequence
+	dirtySeq uint64 // first applied sequence since the last snapshot handoff (held in the tracker); 0 if clean
+	dirty    bool
+	since    int       // messages applied since the last snapshot handoff
+	dirtyAt  time.Time // when the key became dirty
+	saving   bool      // a snapshot job is in flight
+	evicting bool      // unload when the in-flight snapshot lands
+	saveNow  bool      // a request (reset, snapshot) wants the state saved as soon as no job is in flight
+	unsent   bool      // outputs of lastSeq not yet published (the shell keeps them)
+	elem     *list.Element
+}
+
+// block is an unapplied sequence of a key that later messages of the key
+// must wait for.
+type block struct {
+	seq     uint64
+	since   time.Time
+	missing bool // registered from a delivery gap (holds the tracker)
+}
+
+func newKeyCore(track *tracker, policy SnapshotPolicy, quota, slots int) *keyCore {
+	return &keyCore{track: track, policy: policy, quota: quota, slots: slots,
+		blocked: map[string][]block{}, lru: list.New()}
+}
+
+// verdict is what to do with a message of a loaded key.
+type verdict int
+
+const (
+	vApply verdict = iota // decode, learn, publish, ack
+	vSkip                 // at or below the key's last applied sequence: ack as skipped
+	vFlush                // publish the key's unsent outputs first, then call flushed
+)
+
+// waits reports whether a message seq of key must wait for an earlier
+// unapplied message of the key (a nak'ed one, or one lost in delivery): a
+// key's messages are applied in stream order, or the earlier one would be
+// skipped as already applied. A waiting seq is blocked too.
+func (c *keyCore) waits(key string, seq uint64, now time.Time) (bool, uint64) {
+	if c.track == nil {
+		return false, 0
+	}
+	if bs := c.blocked[key]; len(bs) > 0 && seq > bs[0].seq {
+		c.block(key, seq, false, now)
+		return true, bs[0].seq
+	}
+	return false, 0
+}
+
+// admit says what to do with message seq of a loaded key.
+func (c *keyCore) admit(k *keyState, seq uint64) verdict {
+	if k.unsent && seq >= k.lastSeq {
+		// The outputs of lastSeq (applied, nak'ed when their publish
+		// failed) go out before anything later of the key is applied: a
+		// later message would otherwise move lastSeq past them, and their
+		// redelivery would be skipped.
+		return vFlush
+	}
+	if c.track != nil && seq <= k.lastSeq {
+		return vSkip
+	}
+	return vApply
+}
+
+// flushed records that the unsent outputs of k went out, and says what to
+// do with message seq next: its own outputs were those (ack it: done), or
+// admit it again.
+func (c *keyCore) flushed(k *keyState, seq uint64) (done bool) {
+	k.unsent = false
+	return seq == k.lastSeq
+}
+
+// add makes a key whose snapshot (or fresh learner) was just loaded the
+// most recently used.
+func (c *keyCore) add(k *keyState) {
+	k.elem = c.lru.PushFront(k)
+}
+
+// loadFailed records that key could not be loaded for message seq; a
+// transient failure makes the key's later messages wait for seq.
+func (c *keyCore) loadFailed(key string, seq uint64, transient bool, now time.Time) {
+	if c.track != nil && transient {
+		c.block(key, seq, false, now)
+	}
+}
+
+// revive puts a key being unloaded (its save in flight) back to use, as
+// the most recently used; it reports whether k was being unloaded (it
+// counts as live again).
+func (c *keyCore) revive(k *keyState) bool {
+	if !k.evicting {
+		return false
+	}
+	k.evicting = false
+	k.elem = c.lru.PushFront(k)
+	return true
+}
+
+// touch marks k as the most recently used.
+func (c *keyCore) touch(k *keyState) {
+	if k.elem != nil {
+		c.lru.MoveToFront(k.elem)
+	}
+}
+
+// full reports whether loading one more key needs another unloaded first.
+func (c *keyCore) full() bool { return c.lru.Len() >= c.quota }
+
+// victim returns the least recently used live key.
+func (c *keyCore) victim() *keyState {
+	if b := c.lru.Back(); b != nil {
+		return b.Value.(*keyState)
+	}
+	return nil
+}
+
+// unload takes k out of the LRU (after its unsent outputs went out). It
+// returns drop when k can be forgotten at once (clean, no save in
+// flight), save when its snapshot must be handed over first (then k is
+// forgotten when it lands, see landed), neither when a save is in flight.
+func (c *keyCore) unload(k *keyState) (drop, save bool) {
+	if k.elem != nil {
+		c.lru.Remove(k.elem)
+		k.elem = nil
+	}
+	if !k.dirty && !k.saving {
+		return true, false
+	}
+	k.evicting = true
+	return false, k.dirty && !k.saving
+}
+
+// forget removes k (after a conflicting save of a core NATS key: it
+// reloads the newer snapshot on its next message). It reports whether k
+// was live.
+func (c *keyCore) forget(k *keyState) (wasLive bool) {
+	if k.elem != nil {
+		c.lru.Remove(k.elem)
+		k.elem = nil
+		wasLive = true
+	}
+	return wasLive
+}
+
+// applied records that message seq changed k: it becomes k's last applied
+// sequence, the first one since the last snapshot is held in the tracker
+// (the checkpoint must not pass it until a snapshot holds it), and seq no
+// longer blocks the key.
+func (c *keyCore) applied(k *keyState, seq uint64, now time.Time) {
+	if c.track != nil {
+		k.lastSeq = seq
+		if k.dirtySeq == 0 {
+			k.dirtySeq = seq
+			c.track.hold(seq)
+		}
+	}
+	if !k.dirty {
+		k.dirty, k.dirtyAt = true, now
+	}
+	k.since++
+	c.unblock(k.key, seq)
+}
+
+// reset records that k's learner was replaced by a fresh one: dirty, and
+// saved as soon as possible (the shell calls saveSoon), keeping lastSeq.
+func (c *keyCore) reset(k *keyState, now time.Time) {
+	if !k.dirty {
+		k.dirty, k.dirtyAt = true, now
+	}
+	if c.track != nil && k.dirtySeq == 0 && k.lastSeq > 0 {
+		k.dirtySeq = k.lastSeq
+		c.track.hold(k.lastSeq)
+	}
+	k.unsent = false
+}
+
+// settled records that message seq of key was acked or terminated.
+func (c *keyCore) settled(key string, seq uint64) {
+	if c.track != nil {
+		c.unblock(key, seq)
+	}
+}
+
+// due reports whether k's snapshot should be handed over now: it changed,
+// no save is in flight, it has no unsent outputs (a snapshot holding their
+// message would make a restart skip them), the partition may still write,
+// a job slot is free, and the policy (every N messages, every T), a
+// request (saveNow) or force says so.
+func (c *keyCore) due(k *keyState, now time.Time, force, canWrite bool) bool {
+	if !k.dirty || k.saving || k.unsent || !canWrite || c.closing || c.flying >= c.slots {
+		return false
+	}
+	sp := c.policy
+	return force || k.saveNow ||
+		(sp.EveryMessages > 0 && k.since >= sp.EveryMessages) ||
+		(sp.Every > 0 && now.Sub(k.dirtyAt) >= sp.Every)
+}
+
+// job is what a snapshot handoff records: the last sequence the state
+// holds (0 for a core NATS input) and the sequence it releases from the
+// tracker when saved.
+type job struct {
+	lastSeq, dirtySeq uint64
+}
+
+// handoff marks k's state as handed over to the snapshotter.
+func (c *keyCore) handoff(k *keyState) job {
+	j := job{dirtySeq: k.dirtySeq}
+	if c.track != nil {
+		j.lastSeq = k.lastSeq
+	}
+	k.dirtySeq, k.dirty, k.since, k.saving, k.saveNow = 0, false, 0, true, false
+	c.flying++
+	return j
+}
+
+// outcome is how a snapshot save ended.
+type outcome int
+
+const (
+	saved    outcome = iota
+	failed           // transient: the key stays dirty and is saved again later
+	conflict         // core NATS input: a newer snapshot exists; forget the key, reload it on its next message
+	fenced           // JetStream partition: a newer owner claimed the key; stop writing
+)
+
+// next is what the shell does after a save landed.
+type next int
+
+const (
+	nextNone   next = iota
+	nextSave        // hand k's snapshot over again (waiting for a slot)
+	nextDrop        // forget k (it was being unloaded and is clean now)
+	nextForget      // forget k now and take it out of the LRU (conflict)
+)
+
+// landed applies the outcome of a save of k, and returns what the shell
+// does next.
+func (c *keyCore) landed(k *keyState, j job, o outcome, now time.Time) next {
+	c.flying--
+	k.saving = false
+	switch o {
+	case saved:
+		if j.dirtySeq != 0 {
+			c.track.release(j.dirtySeq)
+		}
+	case fenced:
+		if j.dirtySeq != 0 {
+			c.track.release(j.dirtySeq)
+		}
+		return nextNone
+	case conflict:
+		if j.dirtySeq != 0 {
+			c.track.release(j.dirtySeq)
+		}
+		if k.dirtySeq != 0 {
+			c.track.release(k.dirtySeq)
+			k.dirtySeq = 0
+		}
+		return nextForget
+	case failed:
+		// Still dirty: keep the oldest hold.
+		switch {
+		case j.dirtySeq == 0:
+		case k.dirtySeq == 0:
+			k.dirtySeq = j.dirtySeq
+		case j.dirtySeq < k.dirtySeq:
+			c.track.release(k.dirtySeq)
+			k.dirtySeq = j.dirtySeq
+		default:
+			c.track.release(j.dirtySeq)
+		}
+		if !k.dirty {
+			k.dirty, k.dirtyAt = true, now
+		}
+		if k.evicting {
+			return nextSave
+		}
+		return nextNone
+	}
+	if k.evicting {
+		if k.dirty {
+			return nextSave
+		}
+		return nextDrop
+	}
+	if k.saveNow && k.dirty {
+		return nextSave
+	}
+	return nextNone
+}
+
+// canHandoff reports whether a handoff of k waiting for a slot may go on.
+func (c *keyCore) canHandoff(k *keyState) bool {
+	return !c.closing && !k.unsent
+}
+
+// block makes later messages of key wait for seq.
+func (c *keyCore) block(key string, seq uint64, missing bool, now time.Time) {
+	bs := c.blocked[key]
+	i := 0
+	for i < len(bs) && bs[i].seq < seq {
+		i++
+	}
+	if i < len(bs) && bs[i].seq == seq {
+		bs[i].missing = bs[i].missing || missing
+		return
+	}
+	c.blocked[key] = append(bs[:i], append([]block{{seq: seq, since: now, missing: missing}}, bs[i:]...)...)
+}
+
+// unblock settles seq of key.
+func (c *keyCore) unblock(key string, seq uint64) {
+	bs := c.blocked[key]
+	for i := range bs {
+		if bs[i].seq == seq {
+			bs = append(bs[:i], bs[i+1:]...)
+			break
+		}
+	}
+	if len(bs) == 0 {
+		delete(c.blocked, key)
+	} else {
+		c.blocked[key] = bs
+	}
+}
+
+// expired is a block given up by expire.
+type expired struct {
+	key    string
+	seq    uint64
+	waited time.Duration
+}
+
+// expire forgets blocks older than ttl: their message did not come back
+// (deleted from the stream by its limits, say), and the key must not wait
+// forever. A missing delivery's hold is dropped from the tracker.
+func (c *keyCore) expire(now time.Time, ttl time.Duration) []expired {
+	var out []expired
+	for key, bs := range c.blocked {
+		for _, b := range bs {
+			if now.Sub(b.since) < ttl {
+				continue
+			}
+			out = append(out, expired{key: key, seq: b.seq, waited: now.Sub(b.since)})
+			if b.missing {
+				c.track.forget(b.seq)
+			}
+			c.unblock(key, b.seq)
+		}
+	}
+	return out
+}
