@@ -18,8 +18,8 @@ import (
 type keyCore struct {
 	track   *tracker // nil for a core NATS input: no sequences, no holds, no waiting
 	policy  SnapshotPolicy
-	quota   int // keys the worker may hold
-	slots   int // snapshot jobs that may be in flight
+	quota   int                // keys the worker may hold
+	slots   int                // snapshot jobs that may be in flight
 	blocked map[string][]block // per key, ascending
 	lru     *list.List         // of *keyState, front = most recently used
 	flying  int                // snapshot jobs in flight
