@@ -162,21 +162,37 @@ func (c *coordinator) watch(ctx context.Context) {
 			}
 			continue
 		}
+		// This member's own heartbeat comes through every lease_ttl/3: a
+		// watcher silent for lease_ttl is stale (its consumer is still
+		// recovering from a lost server, say) and is made anew, which
+		// delivers every current value again.
+		stale := time.NewTimer(c.p.cfg.LeaseTTL)
+	updates:
 		for {
-			var e jetstream.KeyValueEntry
-			var ok bool
 			select {
 			case <-ctx.Done():
+				stale.Stop()
 				_ = w.Stop()
 				return
-			case e, ok = <-w.Updates():
+			case <-stale.C:
+				c.log.Info("coordination watcher silent for lease_ttl; watching anew")
+				break updates
+			case e, ok := <-w.Updates():
+				if !ok {
+					break updates
+				}
+				c.observe(e)
+				c.poke()
+				if !stale.Stop() {
+					select {
+					case <-stale.C:
+					default:
+					}
+				}
+				stale.Reset(c.p.cfg.LeaseTTL)
 			}
-			if !ok {
-				break
-			}
-			c.observe(e)
-			c.poke()
 		}
+		stale.Stop()
 		_ = w.Stop()
 	}
 }
@@ -214,6 +230,16 @@ func (c *coordinator) observe(e jetstream.KeyValueEntry) {
 			}
 		}
 		c.records[k] = v
+	}
+}
+
+// refresh reads a record directly after a compare-and-set on it failed:
+// the watcher may not have delivered its latest revision yet (a write
+// whose reply was lost with a server, say).
+func (c *coordinator) refresh(ctx context.Context, key string) {
+	e, err := c.kv.Get(ctx, key)
+	if err == nil {
+		c.observe(e)
 	}
 }
 
@@ -289,8 +315,11 @@ func (c *coordinator) evaluate(ctx context.Context) {
 				rec := v.rec
 				rec.Owner, rec.Renewed = "", now.UTC()
 				uctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
-				if _, err := c.kv.Update(uctx, key, rec.encode(), v.rev); err != nil && !isRevisionMismatch(err) {
-					c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+				if _, err := c.kv.Update(uctx, key, rec.encode(), v.rev); err != nil {
+					if !isRevisionMismatch(err) {
+						c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+					}
+					c.refresh(uctx, key)
 				}
 				cancel()
 			}
@@ -335,6 +364,7 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView)
 		if !isRevisionMismatch(err) {
 			c.log.Warn("take partition", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
 		}
+		c.refresh(tctx, key)
 		return
 	}
 	if prev != "nobody" && prev != p.id {

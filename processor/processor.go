@@ -384,6 +384,12 @@ func (p *Processor) ensureInputStream(ctx context.Context, pc PipelineConfig, sc
 	return nil
 }
 
+// publishAttempt bounds one attempt of an output publish:
+// snapshot_timeout/5, at least 500ms.
+func (p *Processor) publishAttempt() time.Duration {
+	return max(p.cfg.SnapshotTimeout/5, 500*time.Millisecond)
+}
+
 // limitBytes maps a MaxBytes setting (0: no limit) to JetStream's (-1).
 func limitBytes(n int64) int64 {
 	if n == 0 {

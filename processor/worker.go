@@ -356,10 +356,7 @@ func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error 
 			return fmt.Errorf("processor: publish %s: %w", m.Subject, errFenced)
 		}
 		if e.pipe.outJS {
-			pctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
-			_, err := w.p.js.PublishMsg(pctx, m)
-			cancel()
-			if err != nil {
+			if err := w.publishJS(ctx, m); err != nil {
 				w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
 				return fmt.Errorf("processor: publish %s: %w", m.Subject, err)
 			}
@@ -371,6 +368,33 @@ func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error 
 		}
 	}
 	return nil
+}
+
+// publishJS publishes m with JetStream in attempts of publishAttempt(),
+// retried while the failure is transient, until the stream acknowledges m
+// or snapshot_timeout has passed. A retry is safe: the stream drops a
+// duplicate by its Nats-Msg-Id and acknowledges it. Short attempts bound
+// what a lost acknowledgement (a server restarted after storing the
+// message) costs the partition to one attempt instead of the whole
+// timeout.
+func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
+	deadline := time.Now().Add(w.p.cfg.SnapshotTimeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, min(w.p.publishAttempt(), max(time.Until(deadline), time.Millisecond)))
+		_, err := w.p.js.PublishMsg(pctx, m)
+		cancel()
+		if err == nil || !transientJS(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if !w.part.fence.ok() {
+			return errFenced
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // expireBlocks forgets blocks older than blockExpiry: their message did not

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
@@ -496,4 +499,164 @@ func TestPausedOwner(t *testing.T) {
 	}
 	mu.Unlock()
 	w.check()
+}
+
+// restartableServer is a nats-server with JetStream on a fixed loopback
+// port and store directory, so that it can be restarted in place.
+type restartableServer struct {
+	t    *testing.T
+	opts server.Options
+	s    *server.Server
+}
+
+func newRestartableServer(t *testing.T) *restartableServer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &restartableServer{t: t, opts: server.Options{ServerName: "restart", Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restartableServer) start() {
+	opts := r.opts
+	s, err := server.NewServer(&opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		r.t.Fatal("server not ready")
+	}
+	r.s = s
+}
+
+func (r *restartableServer) stop() {
+	if r.s != nil {
+		r.s.Shutdown()
+		r.s.WaitForShutdown()
+		r.s = nil
+	}
+}
+
+// TestServerRestart restarts the NATS server under a worker that owns
+// every partition while messages keep coming, and measures how long each
+// partition's outputs stop: the stall should be the outage plus a
+// reconnect and one publish attempt, not a publish timeout per lost
+// acknowledgement. Exactly-once is checked as in the other tests. With
+// lease_ttl 1s (the default here) the outage outlasts lease_ttl/2, so the
+// worker also fences and retakes its partitions;
+// KPCASTREAM_TEST_LEASE_TTL=10s measures the path without fencing.
+func TestServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level fault test (builds and execs kpcastream; skipped under -short)")
+	}
+	binary(t)
+	srv := newRestartableServer(t)
+	url := srv.s.ClientURL()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "kpcastream.yaml")
+	yml := strings.Replace(config(url), "nats: {", "nats: {reconnect_wait: 100ms, ", 1)
+	if v := os.Getenv("KPCASTREAM_TEST_LEASE_TTL"); v != "" {
+		yml = strings.Replace(yml, "lease_ttl: 1s", "lease_ttl: "+v, 1)
+	}
+	if err := os.WriteFile(cfg, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, js: js, cfg: cfg, data: map[string][][]float64{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(21, 22))}
+	for i := range 12 {
+		w.keys = append(w.keys, fmt.Sprintf("key%d", i))
+	}
+	p := start(t, cfg)
+	id := w.memberOf(p.cmd.Process.Pid)
+	waitFor(t, 20*time.Second, "the worker owns every partition", func() bool { return w.count(id) == partitions })
+
+	// Publish about 400 messages/s, retrying each (same message id)
+	// through the outage.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2500 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			k := w.keys[w.rng.IntN(len(w.keys))]
+			a := w.rng.NormFloat64()
+			x := []float64{a + 0.1*w.rng.NormFloat64(), 2*a + 0.1*w.rng.NormFloat64(), w.rng.NormFloat64()}
+			b, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x, ID: fmt.Sprint(w.nsent)}})
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				_, err := js.Publish(ctx, "pin."+k, b, jetstream.WithMsgID(fmt.Sprint("in-", w.nsent)))
+				cancel()
+				if err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			w.data[k] = append(w.data[k], x)
+			w.sent[k]++
+			w.nsent++
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	srv.stop()
+	down := time.Now()
+	time.Sleep(time.Second)
+	srv.start()
+	outage := time.Since(down)
+	time.Sleep(3 * time.Second)
+	close(stop)
+	<-done
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	p.stop(t)
+	w.check()
+
+	// Stall per partition: the largest gap between consecutive outputs of
+	// the partition's keys, as the output stream stored them.
+	ctx := context.Background()
+	s, err := js.Stream(ctx, "POUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[int]time.Time{}
+	gap := map[int]time.Duration{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part := partitionOf(strings.TrimPrefix(m.Subject, "pout."))
+		if prev, ok := last[part]; ok && m.Time.Sub(prev) > gap[part] {
+			gap[part] = m.Time.Sub(prev)
+		}
+		last[part] = m.Time
+	}
+	worst := time.Duration(0)
+	for _, g := range gap {
+		worst = max(worst, g)
+	}
+	t.Logf("server down %v: largest gap between outputs of one partition %v (per partition %v); stall beyond the outage %v",
+		outage.Round(time.Millisecond), worst.Round(time.Millisecond), gap, (worst - outage).Round(time.Millisecond))
 }
