@@ -35,7 +35,7 @@ var (
 )
 
 // binary builds cmd/kpcastream once per test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kpcastream-proctest")
@@ -100,7 +100,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func start(t *testing.T, cfgFile string) *proc {
+func start(t testing.TB, cfgFile string) *proc {
 	t.Helper()
 	p := &proc{logs: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	p.cmd = exec.Command(binary(t), "run", "--config", cfgFile)
@@ -131,7 +131,7 @@ func tail(s string, n int) string {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -148,7 +148,7 @@ func (p *proc) stop(t *testing.T) {
 
 // world is the server, a client and the workload of one test.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	js     jetstream.JetStream
 	coord  jetstream.KeyValue
 	cfg    string
@@ -358,7 +358,7 @@ func partitionOf(key string) int {
 	return int(h.Sum32() % partitions)
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
