@@ -381,3 +381,55 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	t.Fatalf("metric %v is neither a counter nor a gauge", m.Desc())
 	return 0
 }
+
+// TestCopiedSnapshotRefused copies key a's snapshot over key b's: b's
+// messages are refused (nak, reason corrupt_snapshot) with an error that
+// names what the snapshot holds, and b's learner is not loaded; a is
+// untouched.
+func TestCopiedSnapshotRefused(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("copy")
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	for i, x := range vectors(3, 4) {
+		e.publish(t, "in.copy.a", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, snapshot.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, _ := snapshot.EncodeKey(snapshot.JoinKey("copy", "a"))
+	kb, _ := snapshot.EncodeKey(snapshot.JoinKey("copy", "b"))
+	ea, err := kv.Get(ctx, ka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, kb, ea.Value()); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = r.p.store.Load(ctx, snapshot.JoinKey("copy", "b")) // the store itself reads it fine
+	if err != nil {
+		t.Fatalf("load of the copied bytes: %v", err)
+	}
+	r = e.start(t, Config{Pipelines: []PipelineConfig{pc}})
+	e.publish(t, "in.copy.b", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
+	waitFor(t, 5*time.Second, "refusal", func() bool { return r.stats(pc.Name).Naks >= 1 })
+	if n := r.stats(pc.Name).Learners; n != 0 {
+		t.Errorf("a learner was loaded from another key's snapshot (%d live)", n)
+	}
+	_, err = r.p.Model(ctx, "copy", "b")
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), `holds pipeline "copy" key "a"`) {
+		t.Errorf("model of b: %v, want a corrupt-snapshot error naming key a", err)
+	}
+	if m, err := r.p.Model(ctx, "copy", "a"); err != nil || len(m) == 0 {
+		t.Errorf("model of a: %v", err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
