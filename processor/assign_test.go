@@ -140,23 +140,30 @@ func TestFence(t *testing.T) {
 	if !f.ok() {
 		t.Fatal("a fresh fence is not ok")
 	}
-	time.Sleep(25 * time.Millisecond)
-	if f.ok() {
-		t.Fatal("fence ok 25ms after the last renewal with lease_ttl 40ms")
-	}
+	time.Sleep(10 * time.Millisecond)
 	f.renewed(time.Now())
+	time.Sleep(12 * time.Millisecond)
 	if !f.ok() {
-		t.Fatal("fence not ok right after a renewal")
+		t.Fatal("fence not ok 12ms after a renewal with lease_ttl 40ms")
 	}
-	f.revoke()
-	f.revoke() // idempotent
+	time.Sleep(15 * time.Millisecond)
 	if f.ok() {
-		t.Fatal("revoked fence ok")
+		t.Fatal("fence ok 27ms after the last renewal with lease_ttl 40ms")
+	}
+	f.renewed(time.Now()) // a late renewal does not bring it back
+	if f.ok() {
+		t.Fatal("an expired fence came back after a late renewal")
 	}
 	select {
 	case <-f.lostCh():
 	default:
-		t.Fatal("revoke did not close lost")
+		t.Fatal("expiry did not close lost")
+	}
+	g := newFence(time.Hour, time.Now())
+	g.revoke()
+	g.revoke() // idempotent
+	if g.ok() {
+		t.Fatal("revoked fence ok")
 	}
 	var none *fence
 	if !none.ok() || none.lostCh() != nil {

@@ -361,7 +361,7 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView)
 		rev, err = c.kv.Create(tctx, key, rec.encode())
 	}
 	if err != nil {
-		if !isRevisionMismatch(err) {
+		if !isRevisionMismatch(err) && p.conn.IsConnected() {
 			c.log.Warn("take partition", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
 		}
 		c.refresh(tctx, key)

@@ -39,11 +39,21 @@ func newFence(ttl time.Duration, grantedAt time.Time) *fence {
 	return f
 }
 
+// ok reports whether the partition may still write. The first call that
+// finds the last renewal lease_ttl/2 old revokes the fence for good, so a
+// partition never goes on after an expiry, even if a late renewal lands.
 func (f *fence) ok() bool {
 	if f == nil {
 		return true
 	}
-	return !f.revoked.Load() && time.Since(f.base)-time.Duration(f.lastOK.Load()) < f.ttl/2
+	if f.revoked.Load() {
+		return false
+	}
+	if time.Since(f.base)-time.Duration(f.lastOK.Load()) >= f.ttl/2 {
+		f.revoke()
+		return false
+	}
+	return true
 }
 
 // renewed records a successful renewal sent at t.
@@ -274,6 +284,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.revoke() // give up this epoch; the record is taken again or by another member
 		stopRenew()
 		_ = pt.waitWorkers(g)
+		pt.deleteConsumer()
 		return err
 	}
 	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
@@ -295,6 +306,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.cc.Stop()
 		stopRenew()
 		werr := pt.waitWorkers(g)
+		pt.deleteConsumer()
 		pt.log.Warn("partition fenced: stopped without further writes; its new owner replays from the checkpoint")
 		return errors.Join(err, werr)
 	}
@@ -495,13 +507,18 @@ func (pt *partition) renew(ctx context.Context) {
 	}
 	rec := partRecord{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
 	sent := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, min(p.renewEvery(), p.cfg.SnapshotTimeout))
+	// A renewal may take up to lease_ttl/2: the fence counts from when it
+	// was sent, so a slow success still extends it.
+	attempt := min(max(p.cfg.LeaseTTL/2, 5*time.Millisecond), p.cfg.SnapshotTimeout)
+	rctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.encode(), pt.rev)
 	if err != nil && isRevisionMismatch(err) {
 		// A renewal whose reply was lost may have landed: adopt it if the
 		// record still names us at our epoch.
-		e, gerr := p.coord.kv.Get(rctx, recordKey(pt.pipe.cfg, pt.num))
+		gctx, gcancel := context.WithTimeout(ctx, attempt)
+		defer gcancel()
+		e, gerr := p.coord.kv.Get(gctx, recordKey(pt.pipe.cfg, pt.num))
 		if gerr == nil {
 			if r, derr := decodeRecord(e.Value()); derr == nil && r.Owner == p.id && r.Epoch == pt.epoch {
 				rev, err = e.Revision(), nil
@@ -545,8 +562,18 @@ func (pt *partition) release() {
 	}
 	pt.checkpoint.Store(c)
 	pt.log.Info("partition released", zap.Uint64("checkpoint", c))
-	if err := p.js.DeleteConsumer(ctx, pt.pipe.cfg.Input.Stream, consumerName(pt.pipe.cfg, pt.num, pt.epoch)); err != nil &&
-		!errors.Is(err, jetstream.ErrConsumerNotFound) {
+	pt.deleteConsumer()
+}
+
+// deleteConsumer deletes this epoch's consumer, best effort: after a
+// release, or after a fenced stop (it is this epoch's own consumer, never
+// a newer owner's; a consumer left behind expires after its inactive
+// threshold, or is deleted by the partition's next owner).
+func (pt *partition) deleteConsumer() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(pt.p.cfg.ShutdownTimeout, 2*time.Second))
+	defer cancel()
+	err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.Input.Stream, consumerName(pt.pipe.cfg, pt.num, pt.epoch))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		pt.log.Debug("delete consumer", zap.Error(err))
 	}
 }
