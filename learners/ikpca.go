@@ -465,11 +465,14 @@ func (l *IKPCA) evict(j int, z []float64) {
 	for c := range k {
 		l.c[c] -= l.U[last*p+c] * l.muRef[last]
 	}
-	l.mmRef -= l.muRef[last] * l.muRef[last]
 	for i := range m {
 		l.S[last*b+i], l.S[i*b+last] = 0, 0
 	}
 	l.mu[last], l.muRef[last], z[last] = 0, 0, 0
+	// ‖μ_ref‖² by the same dot product as publishMean and Restore (O(B)),
+	// not by subtracting the dropped term: a restored learner then holds
+	// the same bits and its SPE equals the running learner's exactly.
+	l.mmRef = dot(l.muRef[:last], l.muRef[:last])
 	clear(l.U[last*p : m*p])
 	clear(l.SU[last*p : m*p])
 	clear(l.ref[last*k : m*k])
