@@ -112,8 +112,11 @@ type Config struct {
 	Forget float64
 	// Admission is the dictionary admission rule: "ald" (default) or "coherence".
 	Admission string
-	// Eviction is the dictionary eviction policy when full: "lli" (least
-	// linearly independent, default), "fifo" or "contribution".
+	// Eviction is the dictionary eviction policy when full: "centroid"
+	// (default: members move to the mean of the points they stand for and
+	// are replaced when they stand for nothing), "lli" (least linearly
+	// independent; the default before centroid), "fifo" or "contribution".
+	// ikpca only.
 	Eviction string
 	// SwapRatio is the hysteresis of lli eviction: a full dictionary swaps
 	// its least independent member dⱼ for x only when x's residual exceeds
@@ -152,6 +155,9 @@ const (
 	KindBatch  = "batch"
 )
 
+// EvictCentroid names the centroid eviction policy (see IKPCA).
+const EvictCentroid = "centroid"
+
 // Defaults.
 const (
 	DefaultBudget       = 256
@@ -178,7 +184,7 @@ func (c Config) withDefaults() Config {
 		c.Admission = "ald"
 	}
 	if c.Eviction == "" {
-		c.Eviction = "lli"
+		c.Eviction = EvictCentroid
 	}
 	if c.Tolerance == 0 {
 		c.Tolerance = DefaultTolerance
@@ -251,9 +257,9 @@ func (c Config) Validate() error {
 		bad("admission", "unknown rule %q (want ald or coherence)", c.Admission)
 	}
 	switch c.Eviction {
-	case "lli", "fifo", "contribution":
+	case EvictCentroid, "lli", "fifo", "contribution":
 	default:
-		bad("eviction", "unknown policy %q (want lli, fifo or contribution)", c.Eviction)
+		bad("eviction", "unknown policy %q (want centroid, lli, fifo or contribution)", c.Eviction)
 	}
 	if !(c.SwapRatio >= 1) || math.IsInf(c.SwapRatio, 0) {
 		bad("swap_ratio", "must be ≥ 1 and finite, got %v", c.SwapRatio)

@@ -44,6 +44,11 @@ type Options struct {
 	// ModelTol is the relative tolerance of Model().Transform against
 	// Transform. Default 1e-8.
 	ModelTol float64
+	// Optional names the State scalars that were added to a learner's
+	// state after snapshots of it existed: a State without them must
+	// restore (they are not required), while a NaN or ±Inf value is still
+	// rejected.
+	Optional []string
 	// HeapSlack is the heap growth in bytes tolerated between B and 10·B
 	// observations on top of the state's own size. Default 1 MiB.
 	HeapSlack uint64
@@ -336,6 +341,26 @@ func (s *suite) restore(t *testing.T) {
 		check(t, r)
 		resumed = r
 	})
+	t.Run("optional_missing", func(t *testing.T) {
+		// A State from before the optional scalars existed still restores.
+		if len(s.opts.Optional) == 0 {
+			return
+		}
+		old := CloneState(keep)
+		for _, name := range s.opts.Optional {
+			if _, ok := old.Scalars[name]; !ok {
+				t.Errorf("optional scalar %q is not in the state", name)
+			}
+			delete(old.Scalars, name)
+		}
+		r := s.new()
+		if err := r.Restore(old); err != nil {
+			t.Fatalf("Restore without %v: %v", s.opts.Optional, err)
+		}
+		if r.Seen() != l.Seen() {
+			t.Errorf("restored seen %d, want %d", r.Seen(), l.Seen())
+		}
+	})
 	t.Run("deep_copy", func(t *testing.T) {
 		// Scribbling on the State must not reach either learner.
 		for name, m := range st.Matrices {
@@ -443,7 +468,7 @@ type corruption struct {
 	f    func(*learners.State) *learners.State
 }
 
-func corruptions(st *learners.State) []corruption {
+func corruptions(st *learners.State, optional []string) []corruption {
 	cs := []corruption{
 		{"nil", func(*learners.State) *learners.State { return nil }},
 		{"version", func(s *learners.State) *learners.State { s.Version++; return s }},
@@ -476,8 +501,10 @@ func corruptions(st *learners.State) []corruption {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.Scalars)) {
+		if !slices.Contains(optional, name) {
+			cs = append(cs, corruption{"scalar/" + name + "/missing", func(s *learners.State) *learners.State { delete(s.Scalars, name); return s }})
+		}
 		cs = append(cs,
-			corruption{"scalar/" + name + "/missing", func(s *learners.State) *learners.State { delete(s.Scalars, name); return s }},
 			corruption{"scalar/" + name + "/nan", func(s *learners.State) *learners.State { s.Scalars[name] = math.NaN(); return s }},
 			corruption{"scalar/" + name + "/inf", func(s *learners.State) *learners.State { s.Scalars[name] = math.Inf(1); return s }},
 		)
@@ -494,7 +521,7 @@ func (s *suite) restoreCorrupt(t *testing.T) {
 	// restore would show.
 	target := s.warm(t, 3*s.opts.Warmup)
 	before := target.State()
-	for _, c := range corruptions(src) {
+	for _, c := range corruptions(src, s.opts.Optional) {
 		t.Run(c.name, func(t *testing.T) {
 			bad := c.f(CloneState(src))
 			if err := target.Restore(bad); !errors.Is(err, learners.ErrState) {
