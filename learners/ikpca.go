@@ -135,15 +135,17 @@ type IKPCA struct {
 	// (a member replaced by an admitted point) and moves (centroid).
 	dropped            float64
 	swapRate, moveRate float64
+	outside            float64 // running mean of the observations' ALD residual δ (mass outside the span)
 
 	// centroid policy only (nil otherwise)
-	cnt    []float64 // b: forgetting-weighted number of observations each member stands for, itself included
-	acc    []float64 // b×d: sum of the observations a member absorbed since its last move
-	accN   []float64 // b: their number
-	born   []float64 // b: aclock when the member was admitted
-	aclock int64     // observations absorbed by a member so far (the protection clock)
-	kself  []float64 // b: k(dⱼ,dⱼ)
-	xb     []float64 // d: scratch, a member's new position
+	cnt      []float64 // b: forgetting-weighted number of observations each member stands for, itself included
+	acc      []float64 // b×d: sum of the observations a member absorbed since its last move
+	accN     []float64 // b: their number
+	born     []float64 // b: aclock when the member was admitted
+	aclock   int64     // observations absorbed by a member so far (the protection clock)
+	lastMove int64     // Seen() at the last move
+	kself    []float64 // b: k(dⱼ,dⱼ)
+	xb       []float64 // d: scratch, a member's new position
 	// the dropped coordinate's statistics, carried into the member that
 	// takes its place (scratch between evict and append)
 	carry           bool
@@ -282,6 +284,7 @@ func (l *IKPCA) Learn(x []float64) error {
 		return fmt.Errorf("%w: dictionary coordinates are not finite", ErrNumerical)
 	}
 	delta := kxx - dot(z, z)
+	delta0 := delta
 
 	// From here on the state changes; nothing below can fail.
 	swapped, appended := false, false
@@ -311,6 +314,7 @@ func (l *IKPCA) Learn(x []float64) error {
 	}
 	l.update(z, kxx)
 	l.dropped *= l.cfg.Forget
+	l.outside += (math.Max(delta0, 0) - l.outside) / float64(min(l.seen+1, rateWindow))
 	l.swapRate = rate(l.swapRate, swapped, l.seen)
 	moved := false
 	if l.cnt != nil {
@@ -1166,6 +1170,7 @@ func (l *IKPCA) Score(dst, x []float64) ([]float64, Novelty, error) {
 // Σλᵢ / (E k(x,x) − ‖μ‖²) and the basis version.
 func (l *IKPCA) Summary(dst []float64) Summary {
 	s := Summary{BasisVersion: l.ver, Stored: l.rows.Len(), Ready: l.ready}
+	l.budgetFit(&s)
 	if !l.ready {
 		return s
 	}
@@ -1182,6 +1187,33 @@ func (l *IKPCA) Summary(dst []float64) Summary {
 		s.ExplainedVariance = math.Min(math.Max(sum/total, 0), 1)
 	}
 	return s
+}
+
+// budgetFit fills the budget-fit fields of s. O(B·r).
+func (l *IKPCA) budgetFit(s *Summary) {
+	if l.seen == 0 {
+		return
+	}
+	m, b := l.rows.Len(), l.b
+	// Scatter held: scale·trace(S + EᵀE), E the pending rows.
+	var held float64
+	for i := range m {
+		held += l.S[i*b+i]
+	}
+	for r := range l.np {
+		row := l.pend[r*b : r*b+m]
+		held += dot(row, row)
+	}
+	held *= l.sc
+	if t := l.dropped + held; t > 0 {
+		s.DroppedMass = math.Min(math.Max(l.dropped/t, 0), 1)
+	}
+	s.SwapsPer1000 = 1000 * l.swapRate
+	s.MovesPer1000 = 1000 * l.moveRate
+	if total := l.kxx/l.w - dot(l.mu[:m], l.mu[:m]); total > 0 {
+		s.OutsideSpan = math.Min(math.Max(l.outside/total, 0), 1)
+	}
+	s.BudgetAdvice = BudgetAdvice(m, b, s.OutsideSpan, s.SwapsPer1000)
 }
 
 // Model returns the portable export: points = the dictionary,
@@ -1219,6 +1251,7 @@ func (l *IKPCA) State() *State {
 	s.Scalars["dropped"] = l.dropped
 	s.Scalars["swap_rate"] = l.swapRate
 	s.Scalars["move_rate"] = l.moveRate
+	s.Scalars["outside"] = l.outside
 	s.putMatrix("points", m, l.d, l.rows.Data())
 	s.putMatrix("admitted", 1, m, l.adm)
 	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
@@ -1254,6 +1287,7 @@ func (l *IKPCA) State() *State {
 		s.putMatrix("born", 1, m, l.born)
 		s.putMatrix("kself", 1, m, l.kself)
 		s.Ints["absorb_clock"] = l.aclock
+		s.Ints["last_move"] = l.lastMove
 	}
 	return s
 }
@@ -1282,6 +1316,7 @@ func (l *IKPCA) Restore(s *State) error {
 	dropped := r.optionalScalar("dropped", 0, math.MaxFloat64)
 	swapRate := r.optionalScalar("swap_rate", 0, 1)
 	moveRate := r.optionalScalar("move_rate", 0, 1)
+	outside := r.optionalScalar("outside", 0, math.MaxFloat64)
 	pts := r.matrix("points", m, l.d)
 	adm := r.matrix("admitted", 1, m)
 	L := r.matrix("L", m, m)
@@ -1299,7 +1334,7 @@ func (l *IKPCA) Restore(s *State) error {
 	np := int(r.int("pending", 0, int64(l.r-1)))
 	pend := r.matrix("pending", l.r-1, m)
 	var cnt, acc, accN, born, kself []float64
-	var aclock int64
+	var aclock, lastMove int64
 	if l.cnt != nil {
 		cnt = r.matrix("weight_of", 1, m)
 		acc = r.matrix("absorbed", m, l.d)
@@ -1307,6 +1342,7 @@ func (l *IKPCA) Restore(s *State) error {
 		born = r.matrix("born", 1, m)
 		kself = r.matrix("kself", 1, m)
 		aclock = r.int("absorb_clock", 0, math.MaxInt64)
+		lastMove = r.int("last_move", 0, math.MaxInt64)
 	}
 	if r.err == nil {
 		for i := range m {
@@ -1343,7 +1379,7 @@ func (l *IKPCA) Restore(s *State) error {
 		clear(v.dst)
 		copy(v.dst, v.src)
 	}
-	l.dropped, l.swapRate, l.moveRate, l.aclock = dropped, swapRate, moveRate, aclock
+	l.dropped, l.swapRate, l.moveRate, l.outside, l.aclock, l.lastMove = dropped, swapRate, moveRate, outside, aclock, lastMove
 	l.seen, l.ver, l.rng = s.Seen, uint64(ver), uint64(rng)
 	l.since, l.changes, l.clock, l.ready = since, changes, clock, ready == 1
 	l.w, l.kxx, l.eps, l.sc = w, kxx, eps, sc
@@ -1368,6 +1404,13 @@ func finiteAll(v []float64) bool {
 // weights 1, 2, 4, 8, …: O(log N) moves each, each one an eviction and an
 // admission).
 const centroidStep = 1
+
+// moveGap is the least number of observations between two moves of the
+// centroid policy: a move costs about an eviction, and on a stream where
+// every point is novel the doubling schedule would otherwise move a member
+// on almost every message at first. A member that is due keeps absorbing
+// and moves at a later turn, further.
+const moveGap = 2
 
 // deadWeight is the weight at or below which a member of the centroid
 // policy may be replaced by a new point: 1 (it stands for nothing but
@@ -1424,9 +1467,10 @@ func (l *IKPCA) absorb(x, kr []float64, appended bool) bool {
 	axpy(1, x, l.acc[j*l.d:(j+1)*l.d])
 	l.accN[j]++
 	l.aclock++
-	if l.accN[j] < centroidStep*l.cnt[j] {
+	if l.accN[j] < centroidStep*l.cnt[j] || l.seen-l.lastMove < moveGap {
 		return false
 	}
+	l.lastMove = l.seen
 	return l.move(j)
 }
 

@@ -45,7 +45,7 @@ func TestIKPCAConformance(t *testing.T) {
 
 // ikpcaOptional are the ikpca state scalars added after its first
 // snapshots (the budget-fit figures).
-var ikpcaOptional = []string{"dropped", "swap_rate", "move_rate"}
+var ikpcaOptional = []string{"dropped", "swap_rate", "move_rate", "outside"}
 
 func TestIKPCAConfigErrors(t *testing.T) {
 	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1}
