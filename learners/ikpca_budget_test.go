@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,14 +29,18 @@ var oldPolicies = []string{"lli", "contribution", "fifo"}
 func TestIKPCABudgetSatellite(t *testing.T) {
 	s := loadSatellite(t)
 	order := shuffled(s.n, 1)
-	policies := append([]string{""}, oldPolicies...)
-	if testing.Short() {
-		policies = policies[:1]
-	}
 	for _, c := range []struct {
 		b    int
 		want float64
 	}{{100, 0.99}, {200, 0.995}} {
+		// The older policies at B = 100 only, and not under -short: at
+		// B = 200 fifo and contribution evict on every message and cost
+		// most of the test's time (their B = 200 figures are in the README,
+		// from go test -run TestIKPCABudgetSatellite with KPCASTREAM_ALL=1).
+		policies := []string{""}
+		if !testing.Short() && (c.b == 100 || os.Getenv("KPCASTREAM_ALL") == "1") {
+			policies = append(policies, oldPolicies...)
+		}
 		sims := map[string]float64{}
 		for _, ev := range policies {
 			l, err := learners.NewIKPCA(learners.Config{Dim: s.d, Components: s.k, Budget: c.b, Kernel: s.kern, Eviction: ev})
@@ -109,8 +114,9 @@ type driftCase struct {
 }
 
 // trackDrift replays c through ikpca (k = 5, forget 0.999) with the given
-// eviction and returns the similarity at each checkpoint.
-func trackDrift(t *testing.T, c driftCase, eviction string) []float64 {
+// eviction and returns the similarity at each of the checkpoints checks
+// (rows consumed, ascending).
+func trackDrift(t *testing.T, c driftCase, eviction string, checks []int) []float64 {
 	t.Helper()
 	const w = 2000
 	l, err := learners.NewIKPCA(learners.Config{Dim: c.d, Components: 5, Budget: c.budget, Kernel: c.kern, Forget: 0.999, Eviction: eviction})
@@ -123,7 +129,7 @@ func trackDrift(t *testing.T, c driftCase, eviction string) []float64 {
 		if err := l.Learn(c.x[i*c.d : (i+1)*c.d]); err != nil {
 			t.Fatal(err)
 		}
-		if next == len(c.checks) || i+1 != c.checks[next] {
+		if next == len(checks) || i+1 != checks[next] {
 			continue
 		}
 		next++
@@ -177,7 +183,7 @@ func TestIKPCABudgetDrift(t *testing.T) {
 			[]float64{0.99, 0.95, 0.95, 0.97}},
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
-			def := trackDrift(t, tc.c, "")
+			def := trackDrift(t, tc.c, "", tc.c.checks)
 			for i, want := range tc.want {
 				if def[i] < want {
 					t.Errorf("row %d: default similarity %.4f, want ≥ %.2f", tc.c.checks[i], def[i], want)
@@ -186,11 +192,13 @@ func TestIKPCABudgetDrift(t *testing.T) {
 			if testing.Short() {
 				return
 			}
+			// The older policies at the last checkpoint only (each batch
+			// reference costs a 2,000-row fit).
 			last := len(def) - 1
 			for _, ev := range oldPolicies {
-				old := trackDrift(t, tc.c, ev)
-				if old[last] > def[last] {
-					t.Errorf("row %d: %s reaches %.4f, above the default's %.4f", tc.c.checks[last], ev, old[last], def[last])
+				old := trackDrift(t, tc.c, ev, tc.c.checks[last:])
+				if old[0] > def[last] {
+					t.Errorf("row %d: %s reaches %.4f, above the default's %.4f", tc.c.checks[last], ev, old[0], def[last])
 				}
 			}
 		})
