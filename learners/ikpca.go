@@ -90,13 +90,16 @@ func init() {
 //
 // Ints: m, version, rng, since_refresh, ready, changes, clock, pending. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
-// P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S,
+// P m×m (= (K_DD+εI)⁻¹; not kept under centroid eviction), S m×m (scaled scatter: scatter = scale·S,
 // symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
 // values of the scatter), ref m×k (basis at the last version), A m×k,
 // a 1×m (= L⁻ᵀμ_ref), c 1×k, pending (r−1)×m (its first n rows, n the
 // int pending < r, are the scatter terms not yet folded into S, row i =
 // √αᵢ·(zᵢ − μᵢ₋₁), the others zero; the scatter is scale·(S + EᵀE) with E
-// those n rows).
+// those n rows). Budget fit (optional: snapshots from before them lack
+// them): scalars dropped, swap_rate, move_rate, outside. Centroid eviction
+// only: ints absorb_clock, last_move; matrices weight_of 1×m, absorbed
+// m×d, absorbed_n 1×m, born 1×m, kself 1×m.
 type IKPCA struct {
 	cfg     Config
 	d, k, b int // input dimension, components, budget
@@ -178,7 +181,6 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		pend:  make([]float64, r*b),
 		rows:  NewRows(cfg.Kernel, d, b),
 		L:     make([]float64, b*b),
-		P:     make([]float64, b*b),
 		S:     make([]float64, b*b),
 		mu:    make([]float64, b),
 		muRef: make([]float64, b),
@@ -202,7 +204,12 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		h:     make([]float64, p*p),
 		wv:    make([]float64, p),
 	}
+	if cfg.Eviction != EvictCentroid {
+		l.P = make([]float64, b*b)
+	}
 	if cfg.Eviction == EvictCentroid {
+		// centroid never reads (K_DD+εI)⁻¹ as a whole: it is not kept
+		// (evict solves for the one column it needs).
 		l.cnt = make([]float64, b)
 		l.acc = make([]float64, b*d)
 		l.accN = make([]float64, b)
@@ -227,15 +234,15 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 // of deferred scatter terms and lwork (≈ 34p) the eigensolver's workspace:
 // the dictionary, L, P = (K_DD+εI)⁻¹ and the scatter (3B²), the block, S
 // times it and two work copies (4Bp), A and the version reference (2Bk),
-// the pending scatter terms (Br) and vectors. The centroid policy adds
-// 8·(B·d + 5B + p + d): each member's sum of absorbed observations (B·d),
-// its weight, count, birth and k(dⱼ,dⱼ), and scratch. It does not depend
-// on the stream.
+// the pending scatter terms (Br) and vectors. The centroid policy keeps
+// no P (−B²) and adds B·d + 5B + p + d: each member's sum of absorbed
+// observations (B·d), its weight, count, birth and k(dⱼ,dⱼ), and scratch.
+// It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
 	n := b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork
 	if l.cnt != nil {
-		n += b*d + 5*b + p + d
+		n += b*d + 5*b + p + d - b*b
 	}
 	return 8 * n
 }
@@ -294,7 +301,7 @@ func (l *IKPCA) Learn(x []float64) error {
 			if j >= 0 {
 				l.flush() // the basis changes
 				l.carry = l.cnt != nil
-				l.evict(j, z)
+				l.evict(j, z, false)
 				swapped = true
 				m--
 				z = l.z[:m]
@@ -437,7 +444,7 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 	s := delta + l.eps
 	// P ← [[P + ttᵀ/s, −t/s], [−tᵀ/s, 1/s]] with t = P·k_D(x) = L⁻ᵀz
 	// (a triangular solve: half the work of the product with P).
-	if m > 0 {
+	if m > 0 && l.P != nil {
 		t := l.t1[:m]
 		copy(t, z)
 		trsvLowerT(m, l.L, b, t)
@@ -447,7 +454,9 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 			l.P[m*b+i] = -ti / s
 		}
 	}
-	l.P[m*b+m] = 1 / s
+	if l.P != nil {
+		l.P[m*b+m] = 1 / s
+	}
 	// L gains the row (zᵀ, √s); the new coordinate has no past mass.
 	copy(l.L[m*b:m*b+m], z)
 	l.L[m*b+m] = math.Sqrt(s)
@@ -508,12 +517,25 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 // with its last entry (the mass along the removed direction) dropped, so
 // Lᵀa = μ_ref and LᵀA = U_k keep holding without a triangular solve.
 // P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ is the inverse of the principal submatrix.
-func (l *IKPCA) evict(j int, z []float64) {
+// Without a kept P (centroid), column j is solved for from L (see colP);
+// haveCol tells that l.t1 already holds it.
+func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
-	pjj := l.P[j*b+j]
 	pj := l.t1[:m] // column j of P over Pⱼⱼ
-	for i := range m {
-		pj[i] = l.P[i*b+j] / pjj
+	var pjj float64
+	if l.P != nil {
+		pjj = l.P[j*b+j]
+		for i := range m {
+			pj[i] = l.P[i*b+j] / pjj
+		}
+	} else {
+		if !haveCol {
+			l.colP(j, pj)
+		}
+		pjj = pj[j]
+		for i := range pj {
+			pj[i] /= pjj
+		}
 	}
 	aj := l.a[j]
 	for i := range m {
@@ -527,9 +549,11 @@ func (l *IKPCA) evict(j int, z []float64) {
 		}
 		l.a[i] -= f * aj
 	}
-	removeIndex(l.P, b, m, j)
-	removeVecRow(pj, 1, m, j)
-	blas64.Implementation().Dger(m-1, m-1, -pjj, pj[:m-1], 1, pj[:m-1], 1, l.P, b)
+	if l.P != nil {
+		removeIndex(l.P, b, m, j)
+		removeVecRow(pj, 1, m, j)
+		blas64.Implementation().Dger(m-1, m-1, -pjj, pj[:m-1], 1, pj[:m-1], 1, l.P, b)
+	}
 	removeVecRow(l.A, k, m, j)
 	removeVecRow(l.a, 1, m, j)
 	removeVecRow(l.adm, 1, m, j)
@@ -633,6 +657,17 @@ func (l *IKPCA) evict(j int, z []float64) {
 	clear(l.L[last*b : last*b+m])
 	l.rows.Remove(j)
 	l.changes++
+}
+
+// colP writes column j of P = (K_DD+εI)⁻¹ = L⁻ᵀL⁻¹ into dst (length m):
+// u = L⁻¹eⱼ (zero above j: a solve of the trailing (m−j)² block), then
+// dst = L⁻ᵀu. Pⱼⱼ = ‖u‖² = dst[j]. O(B²), without P kept.
+func (l *IKPCA) colP(j int, dst []float64) {
+	m, b := len(dst), l.b
+	clear(dst)
+	dst[j] = 1
+	trsvLower(m-j, l.L[j*b+j:], b, dst[j:])
+	trsvLowerT(m, l.L, b, dst)
 }
 
 // rotateRowsChain applies the rotations (gc[i], gs[i]), i = from…to−1, in
@@ -1093,7 +1128,7 @@ func (l *IKPCA) random() float64 {
 func (l *IKPCA) refreshInverse() {
 	l.changes = 0
 	m, b := l.rows.Len(), l.b
-	if m == 0 {
+	if m == 0 || l.P == nil {
 		return
 	}
 	save := l.t1[:m] // the old diagonal, to restore P if potri fails
@@ -1255,7 +1290,9 @@ func (l *IKPCA) State() *State {
 	s.putMatrix("points", m, l.d, l.rows.Data())
 	s.putMatrix("admitted", 1, m, l.adm)
 	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
-	s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+	if l.P != nil {
+		s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+	}
 	S := packRows(l.S, m, m, b)
 	for i := range m { // canonical symmetric form (updates touch the lower triangle)
 		for j := range i {
@@ -1320,7 +1357,10 @@ func (l *IKPCA) Restore(s *State) error {
 	pts := r.matrix("points", m, l.d)
 	adm := r.matrix("admitted", 1, m)
 	L := r.matrix("L", m, m)
-	P := r.matrix("P", m, m)
+	var P []float64
+	if l.P != nil {
+		P = r.matrix("P", m, m)
+	}
 	S := r.matrix("S", m, m)
 	mu := r.matrix("mu", 1, m)
 	muRef := r.matrix("mu_ref", 1, m)
@@ -1364,7 +1404,9 @@ func (l *IKPCA) Restore(s *State) error {
 	clear(l.S)
 	for i := range m {
 		copy(l.L[i*b:i*b+m], L[i*m:(i+1)*m])
-		copy(l.P[i*b:i*b+m], P[i*m:(i+1)*m])
+		if l.P != nil {
+			copy(l.P[i*b:i*b+m], P[i*m:(i+1)*m])
+		}
 		copy(l.S[i*b:i*b+m], S[i*m:(i+1)*m])
 	}
 	l.rows.Reset(pts, m)
@@ -1503,15 +1545,17 @@ func (l *IKPCA) move(j int) bool {
 	}
 	// Residual with respect to the other members: δ(x) plus the square of
 	// x's coordinate along the removed direction, (P k_D(x))ⱼ/√Pⱼⱼ.
-	pjj := l.P[j*b+j]
-	tj := dot(l.P[j*b:j*b+m], kr)
+	pj := l.t1[:m]
+	l.colP(j, pj) // P has no copy kept under centroid
+	pjj := pj[j]
+	tj := dot(pj, kr)
 	if !(pjj > 0) || !(kxx-dot(z, z)+tj*tj/pjj > l.cfg.Tolerance*kxx) {
 		return false
 	}
 	born, w := l.born[j], l.cnt[j]
 	l.flush()
 	l.carry = true
-	l.evict(j, z)
+	l.evict(j, z, true)
 	m--
 	copy(l.kr[j:], l.kr[j+1:m+1])
 	z = l.z[:m]

@@ -124,7 +124,19 @@ func TestIKPCACachedProducts(t *testing.T) {
 				}
 				cmp("U_kᵀμ_ref", l.c[c], v, 1)
 			}
-			// P·(LLᵀ) = I.
+			// P·(LLᵀ) = I; without a kept P (centroid), for the columns
+			// colP solves for.
+			P := l.P
+			if P == nil {
+				P = make([]float64, b*b)
+				col := make([]float64, m)
+				for j := range m {
+					l.colP(j, col)
+					for r := range m {
+						P[r*b+j] = col[r]
+					}
+				}
+			}
 			for r := range m {
 				for c := range m {
 					var v float64
@@ -133,7 +145,7 @@ func TestIKPCACachedProducts(t *testing.T) {
 						for s := 0; s <= min(q, c); s++ {
 							kk += l.L[q*b+s] * l.L[c*b+s]
 						}
-						v += l.P[r*b+q] * kk
+						v += P[r*b+q] * kk
 					}
 					want := 0.0
 					if r == c {
