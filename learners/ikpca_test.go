@@ -23,6 +23,10 @@ func TestIKPCAConformance(t *testing.T) {
 		{"rbf_ald_centroid", learners.Config{Dim: 3, Components: 3, Budget: 24, Kernel: rbf, Seed: 3}},
 		{"rbf_ald_lli", learners.Config{Dim: 3, Components: 3, Budget: 24, Kernel: rbf, Seed: 3, Eviction: "lli"}},
 		{"rbf_ald_centroid_forget", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Eviction: learners.EvictCentroid, Forget: 0.99}},
+		// γ = 4 and f = 0.9: members are replaced (swaps with the dropped
+		// coordinate carried) as well as moved.
+		{"rbf_centroid_swaps", learners.Config{Dim: 3, Components: 2, Budget: 12, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 4}, Forget: 0.9}},
+		{"rbf_coherence_centroid", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Admission: "coherence", Coherence: 0.5}},
 		{"poly_centroid", learners.Config{Dim: 2, Components: 3, Budget: 10, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 3}, Eviction: learners.EvictCentroid}},
 		{"rbf_ald_fifo_forget", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Eviction: "fifo", Forget: 0.99}},
 		{"rbf_coherence_contribution", learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: rbf, Admission: "coherence", Coherence: 0.5, Eviction: "contribution"}},
