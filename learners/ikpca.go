@@ -138,7 +138,7 @@ type IKPCA struct {
 	// (a member replaced by an admitted point) and moves (centroid).
 	dropped            float64
 	swapRate, moveRate float64
-	outside            float64 // running mean of the observations' ALD residual δ (mass outside the span)
+	outside            float64 // running mean of the ALD residual δ the observations leave outside the span (0 for one that joined)
 
 	// centroid policy only (nil otherwise)
 	cnt      []float64 // b: forgetting-weighted number of observations each member stands for, itself included
@@ -321,7 +321,12 @@ func (l *IKPCA) Learn(x []float64) error {
 	}
 	l.update(z, kxx)
 	l.dropped *= l.cfg.Forget
-	l.outside += (math.Max(delta0, 0) - l.outside) / float64(min(l.seen+1, rateWindow))
+	// The residual a point leaves outside the span: none when it joined.
+	left := math.Max(delta0, 0)
+	if appended {
+		left = 0
+	}
+	l.outside += (left - l.outside) / float64(min(l.seen+1, rateWindow))
 	l.swapRate = rate(l.swapRate, swapped, l.seen)
 	moved := false
 	if l.cnt != nil {

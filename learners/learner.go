@@ -101,8 +101,9 @@ type Summary struct {
 	// MovesPer1000 is the number of members moved to the mean of the
 	// points they stand for per 1,000 messages (centroid eviction).
 	MovesPer1000 float64
-	// OutsideSpan is the mean ALD residual δ = ‖φ(x) − Π_D φ(x)‖² of the
-	// recent messages over the total feature-space variance: the share of
+	// OutsideSpan is the mean ALD residual δ = ‖φ(x) − Π_D φ(x)‖² that the
+	// recent messages leave outside the dictionary's span (0 for a message
+	// that joined it) over the total feature-space variance: the share of
 	// each new point's variance that the B stored points cannot express,
 	// in [0, 1].
 	OutsideSpan float64
