@@ -50,7 +50,7 @@ func init() {
 // direction (see append), so mean and scatter are the exact orthogonal
 // projection of the old statistics on the new span, in O(Bd + B²). A new
 // point x with an ALD residual above ν replaces a member only when one
-// stands for (almost) nothing — wⱼ ≤ 1, or with forgetting ≤ W/(e·B),
+// stands for (almost) nothing — wⱼ ≤ 1, or with forgetting wⱼ ≤ W/(e·B),
 // 1/e of the average share, reached about 1/(1−f) observations after it
 // stops absorbing — and is older than the protection period (min(1/(1−f),
 // 2B) absorbed observations), so that new members have time to gather
@@ -1461,14 +1461,14 @@ const moveGap = 2
 
 // deadWeight is the weight at or below which a member of the centroid
 // policy may be replaced by a new point: 1 (it stands for nothing but
-// itself) without forgetting; with forgetting, also 1/e of the average
+// itself) without forgetting; with forgetting, 1/e of the average
 // member's share W/B of the weight W ≈ 1/(1−f), which a member that stops
 // absorbing falls below within about 1/(1−f) observations.
 func (l *IKPCA) deadWeight() float64 {
 	if l.cfg.Forget == 1 {
 		return 1
 	}
-	return math.Max(1, l.w/(math.E*float64(l.b)))
+	return l.w / (math.E * float64(l.b))
 }
 
 // protection is the number of absorbed observations (each taken by some
