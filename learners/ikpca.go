@@ -481,7 +481,9 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 		// c·S_last,i and c²·S_last,last, S·U (U has no row for the new
 		// member) c·(S·U)_last. This is the orthogonal projection of the
 		// old statistics on the new span, so nothing else changes.
-		c := l.carryZ / math.Sqrt(s)
+		// |c| ≤ ‖e‖ < 1 for a positive definite kernel; the clamp only
+		// guards kernels that are not (sigmoid), where it could exceed 1.
+		c := math.Max(-1, math.Min(1, l.carryZ/math.Sqrt(s)))
 		for i := range m {
 			v := c * l.carryS[i]
 			l.S[m*b+i], l.S[i*b+m] = v, v
@@ -491,7 +493,7 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 		for i, v := range l.carrySU {
 			l.SU[m*l.p+i] = c * v
 		}
-		l.dropped -= c * c * l.carryS[m] * l.sc
+		l.dropped += (1 - c*c) * l.carryS[m] * l.sc
 		l.carry = false
 	}
 	if l.cnt != nil {
@@ -635,7 +637,9 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	for c := range k {
 		l.c[c] -= l.U[last*p+c] * l.muRef[last]
 	}
-	l.dropped += l.sc * l.S[last*b+last]
+	if !l.carry { // else append drops what the carry does not keep
+		l.dropped += l.sc * l.S[last*b+last]
+	}
 	if l.carry {
 		// Keep the dropped coordinate's statistics for append: its row
 		// of the scatter, its mean and its row of S·U without the term
