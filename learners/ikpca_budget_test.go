@@ -238,3 +238,41 @@ func TestIKPCABudgetAdvice(t *testing.T) {
 		t.Errorf("fifo B=30: advice %q dropped %v swaps %v, want too_small, > 0.05, > 900", sum.BudgetAdvice, sum.DroppedMass, sum.SwapsPer1000)
 	}
 }
+
+// TestIKPCAOldDefaultSnapshot: a snapshot taken under the old default
+// records eviction "lli" explicitly and has no budget-fit scalars; it
+// restores as an lli learner (a restored learner keeps its policy), and a
+// new learner's state records "centroid" explicitly in turn.
+func TestIKPCAOldDefaultSnapshot(t *testing.T) {
+	cfg := learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}}
+	old := cfg
+	old.Eviction = "lli"
+	l, err := learners.New(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, 3)
+	for i := range 100 {
+		if err := l.Learn(learnertest.Stream(x, 4, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := l.State()
+	for _, name := range ikpcaOptional {
+		delete(st.Scalars, name)
+	}
+	r, err := learners.Restore(st)
+	if err != nil {
+		t.Fatalf("restore of a pre-centroid lli snapshot: %v", err)
+	}
+	if got := r.(*learners.IKPCA).Config().Eviction; got != "lli" {
+		t.Errorf("restored eviction %q, want lli", got)
+	}
+	n, err := learners.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.State().Config.Eviction; got != learners.EvictCentroid {
+		t.Errorf("a new default learner's state records eviction %q, want %q", got, learners.EvictCentroid)
+	}
+}
