@@ -92,3 +92,77 @@ func BenchmarkTransform(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIKPCAEviction measures ikpca's Learn under every eviction
+// policy on the isotropic stream (every message novel: the budget binds
+// on every message), over the grid and at (B, d) = (500, 784), with the
+// number of dictionary changes (a swap's newcomer or a moved member) per
+// message. The cost of one eviction by itself is BenchmarkIKPCAEvictionCost
+// (internal).
+//
+//	go test ./learners -run '^$' -bench 'IKPCAEviction/' -benchmem
+func BenchmarkIKPCAEviction(b *testing.B) {
+	cells := append(benchCells[:2:2], struct{ b, d, k int }{500, 784, 16})
+	for _, ev := range []string{learners.EvictCentroid, "lli", "contribution", "fifo"} {
+		for _, c := range cells {
+			b.Run(fmt.Sprintf("%s/B%d_d%d_k%d", ev, c.b, c.d, c.k), func(b *testing.B) {
+				l, pool := benchIKPCA(b, ev, c.b, c.d, c.k)
+				clock0 := l.State().Ints["clock"]
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := l.Learn(pool[(2*c.b+i)%len(pool)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				// Admissions (a swap's newcomer or a moved member) per message.
+				b.ReportMetric(float64(l.State().Ints["clock"]-clock0)/float64(b.N), "changes/msg")
+			})
+		}
+	}
+}
+
+// benchIKPCA is benchLearner for ikpca with the given eviction policy.
+func benchIKPCA(b *testing.B, ev string, B, d, k int) (*learners.IKPCA, [][]float64) {
+	b.Helper()
+	l, err := learners.NewIKPCA(learners.Config{Dim: d, Components: k, Budget: B, Eviction: ev,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(d)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(42, uint64(d)))
+	pool := make([][]float64, 4096)
+	for i := range pool {
+		pool[i] = make([]float64, d)
+		for j := range pool[i] {
+			pool[i][j] = rng.NormFloat64()
+		}
+	}
+	for i := range 2 * B {
+		if err := l.Learn(pool[i%len(pool)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return l, pool
+}
+
+// BenchmarkIKPCAPlainLearn measures a Learn that admits nothing (the
+// observation is a dictionary member) on a full dictionary: the baseline
+// an eviction's cost is compared with.
+func BenchmarkIKPCAPlainLearn(b *testing.B) {
+	for _, c := range []struct{ b, d, k int }{{128, 8, 8}, {512, 64, 16}, {500, 784, 16}} {
+		b.Run(fmt.Sprintf("B%d_d%d_k%d", c.b, c.d, c.k), func(b *testing.B) {
+			l, pool := benchIKPCA(b, "fifo", c.b, c.d, c.k)
+			// pool[2B−1] was the last admission: a member now.
+			x := pool[2*c.b-1]
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := l.Learn(x); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -25,8 +25,10 @@
 //
 //   - ikpca (default): incremental eigenspace kernel PCA (Kim 2003 with Hall
 //     et al.'s mean update) in whitened Nyström coordinates of a budgeted
-//     dictionary, with ALD or coherence admission, pluggable eviction and an
-//     optional forgetting factor.
+//     dictionary, with ALD or coherence admission, pluggable eviction
+//     (default centroid: members move to the mean of the points they stand
+//     for) and an optional forgetting factor. Its Summary reports how well
+//     the budget fits the stream.
 //   - kha: Kashima's kernelised Oja/generalised Hebbian rule on a fixed
 //     memorised set of B points with KHA/et gains.
 //   - window: exact kernel PCA of the last W observations (sliding window).

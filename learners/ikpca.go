@@ -39,7 +39,27 @@ func init() {
 // the span, so it has no mass along any later member: the one-pass
 // dictionary loses at most ν·k(x,x) per observation while it fills.
 //
-// When D is full, the eviction policy chooses a member j (lli: the member
+// Centroid policy (the default). Each observation that does not join D is
+// absorbed by its nearest member (largest k(x,dⱼ)/√k(dⱼ,dⱼ)), which keeps
+// a forgetting-weighted weight wⱼ (the observations it stands for, itself
+// included) and the sum of what it absorbed since it last moved. Once that
+// sum weighs as much as its position, the member moves to the weighted
+// mean (online k-means with doubling steps: O(log N) moves per member):
+// the move is an eviction of dⱼ and an admission of the mean, and instead
+// of dropping the evicted coordinate it is projected on the new member's
+// direction (see append), so mean and scatter are the exact orthogonal
+// projection of the old statistics on the new span, in O(Bd + B²). A new
+// point x with an ALD residual above ν replaces a member only when one
+// stands for (almost) nothing — wⱼ ≤ 1, or with forgetting wⱼ ≤ W/(e·B),
+// 1/e of the average share, reached about 1/(1−f) observations after it
+// stops absorbing — and is older than the protection period (min(1/(1−f),
+// 2B) absorbed observations), so that new members have time to gather
+// their share; otherwise x is absorbed. Landmarks at the centres of the
+// points they represent capture more of the covariance than raw rows do
+// (Nyström with k-means landmarks), and members whose region the stream
+// has left are the ones that go.
+//
+// When D is full, the other eviction policies choose a member j (lli: the member
 // best represented by the others, 1/[K⁻¹]ⱼⱼ smallest, and only if x's
 // residual δ exceeds Config.SwapRatio times that member's; fifo: the
 // oldest; contribution: the member whose removal loses the least variance
@@ -70,13 +90,16 @@ func init() {
 //
 // Ints: m, version, rng, since_refresh, ready, changes, clock, pending. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
-// P m×m (= (K_DD+εI)⁻¹), S m×m (scaled scatter: scatter = scale·S,
+// P m×m (= (K_DD+εI)⁻¹; not kept under centroid eviction), S m×m (scaled scatter: scatter = scale·S,
 // symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
 // values of the scatter), ref m×k (basis at the last version), A m×k,
 // a 1×m (= L⁻ᵀμ_ref), c 1×k, pending (r−1)×m (its first n rows, n the
 // int pending < r, are the scatter terms not yet folded into S, row i =
 // √αᵢ·(zᵢ − μᵢ₋₁), the others zero; the scatter is scale·(S + EᵀE) with E
-// those n rows).
+// those n rows). Budget fit (optional: snapshots from before them lack
+// them): scalars dropped, swap_rate, move_rate, outside. Centroid eviction
+// only: ints absorb_clock, last_move; matrices weight_of 1×m, absorbed
+// m×d, absorbed_n 1×m, born 1×m, kself 1×m.
 type IKPCA struct {
 	cfg     Config
 	d, k, b int // input dimension, components, budget
@@ -110,6 +133,28 @@ type IKPCA struct {
 	clock          int64 // admissions so far (fifo order)
 	ready          bool
 
+	// Budget fit, all policies: the scatter mass dropped by evictions
+	// (forgetting-weighted like the scatter), and running rates of swaps
+	// (a member replaced by an admitted point) and moves (centroid).
+	dropped            float64
+	swapRate, moveRate float64
+	outside            float64 // running mean of the ALD residual δ the observations leave outside the span (0 for one that joined)
+
+	// centroid policy only (nil otherwise)
+	cnt      []float64 // b: forgetting-weighted number of observations each member stands for, itself included
+	acc      []float64 // b×d: sum of the observations a member absorbed since its last move
+	accN     []float64 // b: their number
+	born     []float64 // b: aclock when the member was admitted
+	aclock   int64     // observations absorbed by a member so far (the protection clock)
+	lastMove int64     // Seen() at the last move
+	kself    []float64 // b: k(dⱼ,dⱼ)
+	xb       []float64 // d: scratch, a member's new position
+	// the dropped coordinate's statistics, carried into the member that
+	// takes its place (scratch between evict and append)
+	carry           bool
+	carryZ, carryMu float64
+	carryS, carrySU []float64 // b, p
+
 	// scratch, never part of the state
 	kr, z, t1 []float64 // b
 	y1, y2    []float64 // b×p
@@ -136,7 +181,6 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		pend:  make([]float64, r*b),
 		rows:  NewRows(cfg.Kernel, d, b),
 		L:     make([]float64, b*b),
-		P:     make([]float64, b*b),
 		S:     make([]float64, b*b),
 		mu:    make([]float64, b),
 		muRef: make([]float64, b),
@@ -160,6 +204,21 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		h:     make([]float64, p*p),
 		wv:    make([]float64, p),
 	}
+	if cfg.Eviction != EvictCentroid {
+		l.P = make([]float64, b*b)
+	}
+	if cfg.Eviction == EvictCentroid {
+		// centroid never reads (K_DD+εI)⁻¹ as a whole: it is not kept
+		// (evict solves for the one column it needs).
+		l.cnt = make([]float64, b)
+		l.acc = make([]float64, b*d)
+		l.accN = make([]float64, b)
+		l.born = make([]float64, b)
+		l.kself = make([]float64, b)
+		l.xb = make([]float64, d)
+		l.carryS = make([]float64, b)
+		l.carrySU = make([]float64, p)
+	}
 	var q [1]float64
 	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
 	l.lwork = max(int(q[0]), 3*p)
@@ -175,11 +234,17 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 // of deferred scatter terms and lwork (≈ 34p) the eigensolver's workspace:
 // the dictionary, L, P = (K_DD+εI)⁻¹ and the scatter (3B²), the block, S
 // times it and two work copies (4Bp), A and the version reference (2Bk),
-// the pending scatter terms (Br) and vectors. It does not depend on the
-// stream.
+// the pending scatter terms (Br) and vectors. The centroid policy keeps
+// no P (−B²) and adds B·d + 5B + p + d: each member's sum of absorbed
+// observations (B·d), its weight, count, birth and k(dⱼ,dⱼ), and scratch.
+// It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	return 8 * (b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork)
+	n := b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork
+	if l.cnt != nil {
+		n += b*d + 5*b + p + d - b*b
+	}
+	return 8 * n
 }
 
 // Kind returns "ikpca".
@@ -226,14 +291,18 @@ func (l *IKPCA) Learn(x []float64) error {
 		return fmt.Errorf("%w: dictionary coordinates are not finite", ErrNumerical)
 	}
 	delta := kxx - dot(z, z)
+	delta0 := delta
 
 	// From here on the state changes; nothing below can fail.
+	swapped, appended := false, false
 	if l.admit(kxx, delta, kr) {
 		if m == l.b {
 			j := l.victim(delta)
 			if j >= 0 {
 				l.flush() // the basis changes
-				l.evict(j, z)
+				l.carry = l.cnt != nil
+				l.evict(j, z, false)
+				swapped = true
 				m--
 				z = l.z[:m]
 				copy(l.kr[j:], l.kr[j+1:m+1])
@@ -243,12 +312,27 @@ func (l *IKPCA) Learn(x []float64) error {
 		}
 		if m < l.b && delta > 0 {
 			l.flush()
-			l.append(x, kr, z, delta)
+			l.append(x, kr, z, delta, kxx)
+			appended = true
 			m++
 			z = l.z[:m]
 		}
+		l.carry = false
 	}
 	l.update(z, kxx)
+	l.dropped *= l.cfg.Forget
+	// The residual a point leaves outside the span: none when it joined.
+	left := math.Max(delta0, 0)
+	if appended {
+		left = 0
+	}
+	l.outside += (left - l.outside) / float64(min(l.seen+1, rateWindow))
+	l.swapRate = rate(l.swapRate, swapped, l.seen)
+	moved := false
+	if l.cnt != nil {
+		moved = l.absorb(x, kr, appended)
+	}
+	l.moveRate = rate(l.moveRate, moved, l.seen)
 	l.seen++
 	l.since++
 	// Refresh every Config.Refresh observations, whatever the dictionary's
@@ -259,6 +343,22 @@ func (l *IKPCA) Learn(x []float64) error {
 		l.refresh()
 	}
 	return nil
+}
+
+// rateWindow is the number of observations over which Summary's swap and
+// move rates are averaged.
+const rateWindow = 1000
+
+// rate folds one observation's event into a running rate per observation:
+// the plain mean over the first rateWindow observations (seen of them
+// before this one), an exponential average over about rateWindow after.
+func rate(r float64, event bool, seen int64) float64 {
+	a := 1 / float64(min(seen+1, rateWindow))
+	v := 0.0
+	if event {
+		v = 1
+	}
+	return r + a*(v-r)
 }
 
 // admit applies the admission rule to an observation with residual delta.
@@ -283,6 +383,22 @@ func (l *IKPCA) admit(kxx, delta float64, kr []float64) bool {
 func (l *IKPCA) victim(delta float64) int {
 	m, b := l.rows.Len(), l.b
 	switch l.cfg.Eviction {
+	case EvictCentroid:
+		// The member that stands for the fewest observations, if that is at
+		// most itself (weight ≤ 1: it absorbed nothing, or what it absorbed
+		// has been forgotten), among members older than the protection
+		// period: a new member needs time to gather the points it stands for.
+		j, best := -1, l.deadWeight()
+		age := float64(l.aclock - l.protection())
+		for i := range m {
+			if l.born[i] > age {
+				continue
+			}
+			if w := l.cnt[i] + l.accN[i]; w <= best {
+				j, best = i, w
+			}
+		}
+		return j
 	case "fifo":
 		j := 0
 		for i := 1; i < m; i++ {
@@ -324,13 +440,16 @@ func (l *IKPCA) victim(delta float64) int {
 	}
 }
 
-// append adds x (kernel row kr, coordinates z, residual delta) as member m.
-func (l *IKPCA) append(x, kr, z []float64, delta float64) {
+// append adds x (kernel row kr, coordinates z, residual delta, k(x,x) =
+// kxx) as member m. When l.carry is set (an eviction just dropped
+// coordinate m, see evict), the dropped coordinate's statistics are
+// projected onto the new member's direction instead of starting at zero.
+func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 	m, b := l.rows.Len(), l.b
 	s := delta + l.eps
 	// P ← [[P + ttᵀ/s, −t/s], [−tᵀ/s, 1/s]] with t = P·k_D(x) = L⁻ᵀz
 	// (a triangular solve: half the work of the product with P).
-	if m > 0 {
+	if m > 0 && l.P != nil {
 		t := l.t1[:m]
 		copy(t, z)
 		trsvLowerT(m, l.L, b, t)
@@ -340,7 +459,9 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 			l.P[m*b+i] = -ti / s
 		}
 	}
-	l.P[m*b+m] = 1 / s
+	if l.P != nil {
+		l.P[m*b+m] = 1 / s
+	}
 	// L gains the row (zᵀ, √s); the new coordinate has no past mass.
 	copy(l.L[m*b:m*b+m], z)
 	l.L[m*b+m] = math.Sqrt(s)
@@ -350,6 +471,35 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 	l.mu[m], l.muRef[m], l.a[m] = 0, 0, 0
 	clear(l.U[m*l.p : (m+1)*l.p])
 	clear(l.SU[m*l.p : (m+1)*l.p])
+	if l.carry {
+		// The dropped coordinate was the unit direction qⱼ of the removed
+		// member orthogonal to the others; the new one is
+		// e = (φ(x) − Π φ(x))/√s with Π the projection on the others, and
+		// ⟨qⱼ, e⟩ = c = z_last/√s (z_last: x's coordinate along qⱼ, kept by
+		// evict). Projecting every past coordinate on e multiplies the
+		// dropped coordinate by c: the mean gains c·μ_last, the scatter
+		// c·S_last,i and c²·S_last,last, S·U (U has no row for the new
+		// member) c·(S·U)_last. This is the orthogonal projection of the
+		// old statistics on the new span, so nothing else changes.
+		// |c| ≤ ‖e‖ < 1 for a positive definite kernel; the clamp only
+		// guards kernels that are not (sigmoid), where it could exceed 1.
+		c := math.Max(-1, math.Min(1, l.carryZ/math.Sqrt(s)))
+		for i := range m {
+			v := c * l.carryS[i]
+			l.S[m*b+i], l.S[i*b+m] = v, v
+		}
+		l.S[m*b+m] = c * c * l.carryS[m]
+		l.mu[m] = c * l.carryMu
+		for i, v := range l.carrySU {
+			l.SU[m*l.p+i] = c * v
+		}
+		l.dropped += (1 - c*c) * l.carryS[m] * l.sc
+		l.carry = false
+	}
+	if l.cnt != nil {
+		l.cnt[m], l.accN[m], l.born[m], l.kself[m] = 1, 0, float64(l.aclock), kxx
+		clear(l.acc[m*l.d : (m+1)*l.d])
+	}
 	clear(l.A[m*l.k : (m+1)*l.k])
 	clear(l.ref[m*l.k : (m+1)*l.k])
 	l.rows.Append(x)
@@ -374,12 +524,25 @@ func (l *IKPCA) append(x, kr, z []float64, delta float64) {
 // with its last entry (the mass along the removed direction) dropped, so
 // Lᵀa = μ_ref and LᵀA = U_k keep holding without a triangular solve.
 // P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ is the inverse of the principal submatrix.
-func (l *IKPCA) evict(j int, z []float64) {
+// Without a kept P (centroid), column j is solved for from L (see colP);
+// haveCol tells that l.t1 already holds it.
+func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
-	pjj := l.P[j*b+j]
 	pj := l.t1[:m] // column j of P over Pⱼⱼ
-	for i := range m {
-		pj[i] = l.P[i*b+j] / pjj
+	var pjj float64
+	if l.P != nil {
+		pjj = l.P[j*b+j]
+		for i := range m {
+			pj[i] = l.P[i*b+j] / pjj
+		}
+	} else {
+		if !haveCol {
+			l.colP(j, pj)
+		}
+		pjj = pj[j]
+		for i := range pj {
+			pj[i] /= pjj
+		}
 	}
 	aj := l.a[j]
 	for i := range m {
@@ -393,12 +556,21 @@ func (l *IKPCA) evict(j int, z []float64) {
 		}
 		l.a[i] -= f * aj
 	}
-	removeIndex(l.P, b, m, j)
-	removeVecRow(pj, 1, m, j)
-	blas64.Implementation().Dger(m-1, m-1, -pjj, pj[:m-1], 1, pj[:m-1], 1, l.P, b)
+	if l.P != nil {
+		removeIndex(l.P, b, m, j)
+		removeVecRow(pj, 1, m, j)
+		blas64.Implementation().Dger(m-1, m-1, -pjj, pj[:m-1], 1, pj[:m-1], 1, l.P, b)
+	}
 	removeVecRow(l.A, k, m, j)
 	removeVecRow(l.a, 1, m, j)
 	removeVecRow(l.adm, 1, m, j)
+	if l.cnt != nil {
+		removeVecRow(l.cnt, 1, m, j)
+		removeVecRow(l.acc, l.d, m, j)
+		removeVecRow(l.accN, 1, m, j)
+		removeVecRow(l.born, 1, m, j)
+		removeVecRow(l.kself, 1, m, j)
+	}
 
 	// Delete row j of L and restore triangularity with Givens rotations on
 	// columns (i, i+1), i = j…m−2, computed row by row (row i needs the
@@ -465,17 +637,46 @@ func (l *IKPCA) evict(j int, z []float64) {
 	for c := range k {
 		l.c[c] -= l.U[last*p+c] * l.muRef[last]
 	}
-	l.mmRef -= l.muRef[last] * l.muRef[last]
+	if !l.carry { // else append drops what the carry does not keep
+		l.dropped += l.sc * l.S[last*b+last]
+	}
+	if l.carry {
+		// Keep the dropped coordinate's statistics for append: its row
+		// of the scatter, its mean and its row of S·U without the term
+		// of U's dropped row, (S·U)_last − S_last,last·U_last.
+		copy(l.carryS[:m], l.S[last*b:last*b+m])
+		l.carryMu = l.mu[last]
+		l.carryZ = z[last]
+		sll := l.S[last*b+last]
+		for c := range p {
+			l.carrySU[c] = l.SU[last*p+c] - sll*l.U[last*p+c]
+		}
+	}
 	for i := range m {
 		l.S[last*b+i], l.S[i*b+last] = 0, 0
 	}
 	l.mu[last], l.muRef[last], z[last] = 0, 0, 0
+	// ‖μ_ref‖² by the same dot product as publishMean and Restore (O(B)),
+	// not by subtracting the dropped term: a restored learner then holds
+	// the same bits and its SPE equals the running learner's exactly.
+	l.mmRef = dot(l.muRef[:last], l.muRef[:last])
 	clear(l.U[last*p : m*p])
 	clear(l.SU[last*p : m*p])
 	clear(l.ref[last*k : m*k])
 	clear(l.L[last*b : last*b+m])
 	l.rows.Remove(j)
 	l.changes++
+}
+
+// colP writes column j of P = (K_DD+εI)⁻¹ = L⁻ᵀL⁻¹ into dst (length m):
+// u = L⁻¹eⱼ (zero above j: a solve of the trailing (m−j)² block), then
+// dst = L⁻ᵀu. Pⱼⱼ = ‖u‖² = dst[j]. O(B²), without P kept.
+func (l *IKPCA) colP(j int, dst []float64) {
+	m, b := len(dst), l.b
+	clear(dst)
+	dst[j] = 1
+	trsvLower(m-j, l.L[j*b+j:], b, dst[j:])
+	trsvLowerT(m, l.L, b, dst)
 }
 
 // rotateRowsChain applies the rotations (gc[i], gs[i]), i = from…to−1, in
@@ -936,7 +1137,7 @@ func (l *IKPCA) random() float64 {
 func (l *IKPCA) refreshInverse() {
 	l.changes = 0
 	m, b := l.rows.Len(), l.b
-	if m == 0 {
+	if m == 0 || l.P == nil {
 		return
 	}
 	save := l.t1[:m] // the old diagonal, to restore P if potri fails
@@ -1013,6 +1214,7 @@ func (l *IKPCA) Score(dst, x []float64) ([]float64, Novelty, error) {
 // Σλᵢ / (E k(x,x) − ‖μ‖²) and the basis version.
 func (l *IKPCA) Summary(dst []float64) Summary {
 	s := Summary{BasisVersion: l.ver, Stored: l.rows.Len(), Ready: l.ready}
+	l.budgetFit(&s)
 	if !l.ready {
 		return s
 	}
@@ -1029,6 +1231,33 @@ func (l *IKPCA) Summary(dst []float64) Summary {
 		s.ExplainedVariance = math.Min(math.Max(sum/total, 0), 1)
 	}
 	return s
+}
+
+// budgetFit fills the budget-fit fields of s. O(B·r).
+func (l *IKPCA) budgetFit(s *Summary) {
+	if l.seen == 0 {
+		return
+	}
+	m, b := l.rows.Len(), l.b
+	// Scatter held: scale·trace(S + EᵀE), E the pending rows.
+	var held float64
+	for i := range m {
+		held += l.S[i*b+i]
+	}
+	for r := range l.np {
+		row := l.pend[r*b : r*b+m]
+		held += dot(row, row)
+	}
+	held *= l.sc
+	if t := l.dropped + held; t > 0 {
+		s.DroppedMass = math.Min(math.Max(l.dropped/t, 0), 1)
+	}
+	s.SwapsPer1000 = 1000 * l.swapRate
+	s.MovesPer1000 = 1000 * l.moveRate
+	if total := l.kxx/l.w - dot(l.mu[:m], l.mu[:m]); total > 0 {
+		s.OutsideSpan = math.Min(math.Max(l.outside/total, 0), 1)
+	}
+	s.BudgetAdvice = BudgetAdvice(m, b, s.OutsideSpan, s.SwapsPer1000)
 }
 
 // Model returns the portable export: points = the dictionary,
@@ -1063,10 +1292,16 @@ func (l *IKPCA) State() *State {
 	s.Scalars["kxx_sum"] = l.kxx
 	s.Scalars["eps"] = l.eps
 	s.Scalars["scale"] = l.sc
+	s.Scalars["dropped"] = l.dropped
+	s.Scalars["swap_rate"] = l.swapRate
+	s.Scalars["move_rate"] = l.moveRate
+	s.Scalars["outside"] = l.outside
 	s.putMatrix("points", m, l.d, l.rows.Data())
 	s.putMatrix("admitted", 1, m, l.adm)
 	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
-	s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+	if l.P != nil {
+		s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+	}
 	S := packRows(l.S, m, m, b)
 	for i := range m { // canonical symmetric form (updates touch the lower triangle)
 		for j := range i {
@@ -1091,6 +1326,15 @@ func (l *IKPCA) State() *State {
 		copy(pend[i*m:(i+1)*m], l.pend[i*b:i*b+m])
 	}
 	s.putMatrix("pending", l.r-1, m, pend)
+	if l.cnt != nil {
+		s.putMatrix("weight_of", 1, m, l.cnt)
+		s.putMatrix("absorbed", m, l.d, l.acc)
+		s.putMatrix("absorbed_n", 1, m, l.accN)
+		s.putMatrix("born", 1, m, l.born)
+		s.putMatrix("kself", 1, m, l.kself)
+		s.Ints["absorb_clock"] = l.aclock
+		s.Ints["last_move"] = l.lastMove
+	}
 	return s
 }
 
@@ -1113,10 +1357,19 @@ func (l *IKPCA) Restore(s *State) error {
 	kxx := r.scalar("kxx_sum", -math.MaxFloat64, math.MaxFloat64)
 	eps := r.scalar("eps", 0, math.MaxFloat64)
 	sc := r.scalar("scale", 1e-300, math.MaxFloat64)
+	// Budget-fit figures added later: a snapshot taken before has none
+	// (they restart at 0).
+	dropped := r.optionalScalar("dropped", 0, math.MaxFloat64)
+	swapRate := r.optionalScalar("swap_rate", 0, 1)
+	moveRate := r.optionalScalar("move_rate", 0, 1)
+	outside := r.optionalScalar("outside", 0, math.MaxFloat64)
 	pts := r.matrix("points", m, l.d)
 	adm := r.matrix("admitted", 1, m)
 	L := r.matrix("L", m, m)
-	P := r.matrix("P", m, m)
+	var P []float64
+	if l.P != nil {
+		P = r.matrix("P", m, m)
+	}
 	S := r.matrix("S", m, m)
 	mu := r.matrix("mu", 1, m)
 	muRef := r.matrix("mu_ref", 1, m)
@@ -1129,6 +1382,17 @@ func (l *IKPCA) Restore(s *State) error {
 	c := r.matrix("c", 1, l.k)
 	np := int(r.int("pending", 0, int64(l.r-1)))
 	pend := r.matrix("pending", l.r-1, m)
+	var cnt, acc, accN, born, kself []float64
+	var aclock, lastMove int64
+	if l.cnt != nil {
+		cnt = r.matrix("weight_of", 1, m)
+		acc = r.matrix("absorbed", m, l.d)
+		accN = r.matrix("absorbed_n", 1, m)
+		born = r.matrix("born", 1, m)
+		kself = r.matrix("kself", 1, m)
+		aclock = r.int("absorb_clock", 0, math.MaxInt64)
+		lastMove = r.int("last_move", 0, math.MaxInt64)
+	}
 	if r.err == nil {
 		for i := range m {
 			if !(L[i*m+i] > 0) {
@@ -1149,7 +1413,9 @@ func (l *IKPCA) Restore(s *State) error {
 	clear(l.S)
 	for i := range m {
 		copy(l.L[i*b:i*b+m], L[i*m:(i+1)*m])
-		copy(l.P[i*b:i*b+m], P[i*m:(i+1)*m])
+		if l.P != nil {
+			copy(l.P[i*b:i*b+m], P[i*m:(i+1)*m])
+		}
 		copy(l.S[i*b:i*b+m], S[i*m:(i+1)*m])
 	}
 	l.rows.Reset(pts, m)
@@ -1159,10 +1425,12 @@ func (l *IKPCA) Restore(s *State) error {
 	l.np = np
 	for _, v := range []struct {
 		dst, src []float64
-	}{{l.adm, adm}, {l.mu, mu}, {l.muRef, muRef}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c}} {
+	}{{l.adm, adm}, {l.mu, mu}, {l.muRef, muRef}, {l.U, U}, {l.SU, SU}, {l.th, th}, {l.ref, ref}, {l.A, A}, {l.a, a}, {l.c, c},
+		{l.cnt, cnt}, {l.acc, acc}, {l.accN, accN}, {l.born, born}, {l.kself, kself}} {
 		clear(v.dst)
 		copy(v.dst, v.src)
 	}
+	l.dropped, l.swapRate, l.moveRate, l.outside, l.aclock, l.lastMove = dropped, swapRate, moveRate, outside, aclock, lastMove
 	l.seen, l.ver, l.rng = s.Seen, uint64(ver), uint64(rng)
 	l.since, l.changes, l.clock, l.ready = since, changes, clock, ready == 1
 	l.w, l.kxx, l.eps, l.sc = w, kxx, eps, sc
@@ -1178,5 +1446,134 @@ func finiteAll(v []float64) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// centroidStep is ρ of the centroid policy: a member moves to the mean of
+// what it stands for once the observations it absorbed since its last move
+// weigh ρ times its current position's weight (a member thus moves at
+// weights 1, 2, 4, 8, …: O(log N) moves each, each one an eviction and an
+// admission).
+const centroidStep = 1
+
+// moveGap is the least number of observations between two moves of the
+// centroid policy: a move costs about an eviction, and on a stream where
+// every point is novel the doubling schedule would otherwise move a member
+// on almost every message at first. A member that is due keeps absorbing
+// and moves at a later turn, further.
+const moveGap = 2
+
+// deadWeight is the weight at or below which a member of the centroid
+// policy may be replaced by a new point: 1 (it stands for nothing but
+// itself) without forgetting; with forgetting, 1/e of the average
+// member's share W/B of the weight W ≈ 1/(1−f), which a member that stops
+// absorbing falls below within about 1/(1−f) observations.
+func (l *IKPCA) deadWeight() float64 {
+	if l.cfg.Forget == 1 {
+		return 1
+	}
+	return l.w / (math.E * float64(l.b))
+}
+
+// protection is the number of absorbed observations (each taken by some
+// member) for which a new member of the centroid policy cannot be evicted:
+// about the forgetting horizon 1/(1−f), at most 2B (with f = 1, 2B): time
+// for it to gather its share of the points. Counting absorptions rather
+// than observations keeps the members admitted while the dictionary fills
+// (when nothing is absorbed) from all coming of age at once.
+func (l *IKPCA) protection() int64 {
+	if f := l.cfg.Forget; f < 1 {
+		return min(int64(math.Ceil(1/(1-f))), 2*int64(l.b))
+	}
+	return 2 * int64(l.b)
+}
+
+// absorb is the centroid policy's step after an observation x that did not
+// become a member (appended false): the member nearest to x in feature
+// space (largest k(x,dⱼ)/√k(dⱼ,dⱼ), from x's kernel row kr) absorbs it,
+// and moves to the weighted mean of its position and what it absorbed when
+// that has grown by centroidStep. It decays every member's weight by f
+// and reports whether a member moved.
+func (l *IKPCA) absorb(x, kr []float64, appended bool) bool {
+	m := l.rows.Len()
+	if f := l.cfg.Forget; f != 1 {
+		for i := range m {
+			l.cnt[i] *= f
+		}
+	}
+	if appended || m == 0 {
+		return false
+	}
+	j, best := -1, math.Inf(-1)
+	for i, v := range kr[:m] {
+		if ks := l.kself[i]; ks > 0 {
+			if s := v / math.Sqrt(ks); s > best {
+				j, best = i, s
+			}
+		}
+	}
+	if j < 0 {
+		return false
+	}
+	axpy(1, x, l.acc[j*l.d:(j+1)*l.d])
+	l.accN[j]++
+	l.aclock++
+	if l.accN[j] < centroidStep*l.cnt[j] || l.seen-l.lastMove < moveGap {
+		return false
+	}
+	l.lastMove = l.seen
+	return l.move(j)
+}
+
+// move replaces member j by the weighted mean of its position (weight
+// cntⱼ) and the accN observations it absorbed (sum acc): an eviction of j
+// whose dropped coordinate is carried into the new point's direction (see
+// append), so the mean and scatter are re-expressed exactly by their
+// orthogonal projection on the new span; cost O(Bd + B²). The member stays
+// where it is when the new point is within the admission tolerance of the
+// other members' span (it would add no direction).
+func (l *IKPCA) move(j int) bool {
+	d, b := l.d, l.b
+	m := l.rows.Len()
+	w0, wa := l.cnt[j], l.accN[j]
+	x := l.xb
+	pt, acc := l.rows.Point(j), l.acc[j*d:(j+1)*d]
+	for i := range x {
+		x[i] = (w0*pt[i] + acc[i]) / (w0 + wa)
+	}
+	clear(acc)
+	l.accN[j] = 0
+	l.cnt[j] = w0 + wa
+	kxx := l.cfg.Kernel.Self(x)
+	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	z := l.z[:m]
+	copy(z, kr)
+	trsvLower(m, l.L, b, z)
+	if !finite(kxx) || !finiteAll(z) {
+		return false
+	}
+	// Residual with respect to the other members: δ(x) plus the square of
+	// x's coordinate along the removed direction, (P k_D(x))ⱼ/√Pⱼⱼ.
+	pj := l.t1[:m]
+	l.colP(j, pj) // P has no copy kept under centroid
+	pjj := pj[j]
+	tj := dot(pj, kr)
+	if !(pjj > 0) || !(kxx-dot(z, z)+tj*tj/pjj > l.cfg.Tolerance*kxx) {
+		return false
+	}
+	born, w := l.born[j], l.cnt[j]
+	l.flush()
+	l.carry = true
+	l.evict(j, z, true)
+	m--
+	copy(l.kr[j:], l.kr[j+1:m+1])
+	z = l.z[:m]
+	delta := kxx - dot(z, z)
+	if !(delta > 0) {
+		l.carry = false
+		return true
+	}
+	l.append(x, l.kr[:m], z, delta, kxx)
+	l.born[m], l.cnt[m] = born, w
 	return true
 }

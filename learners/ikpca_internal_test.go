@@ -14,6 +14,7 @@ func TestIKPCAMemoryBytes(t *testing.T) {
 	for _, cfg := range []Config{
 		{Dim: 3, Components: 2, Budget: 16, Kernel: Kernel{Name: KernelRBF, Gamma: 1}},
 		{Dim: 7, Components: 5, Budget: 40, Kernel: Kernel{Name: KernelRBF, Gamma: 0.3}, Eviction: "fifo"},
+		{Dim: 5, Components: 3, Budget: 20, Kernel: Kernel{Name: KernelRBF, Gamma: 0.3}, Eviction: "lli"},
 	} {
 		l, err := NewIKPCA(cfg)
 		if err != nil {
@@ -50,7 +51,7 @@ func TestIKPCAMemoryBytes(t *testing.T) {
 // incrementally (S·U, A = L⁻ᵀU_k, a = L⁻ᵀμ, P = (LLᵀ)⁻¹) against direct
 // recomputation, through admissions, evictions (every policy) and forgetting.
 func TestIKPCACachedProducts(t *testing.T) {
-	for _, ev := range []string{"lli", "fifo", "contribution"} {
+	for _, ev := range []string{"lli", "fifo", "contribution", EvictCentroid} {
 		cfg := Config{Dim: 4, Components: 3, Budget: 24, Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Eviction: ev, Forget: 0.995}
 		l, err := NewIKPCA(cfg)
 		if err != nil {
@@ -123,7 +124,19 @@ func TestIKPCACachedProducts(t *testing.T) {
 				}
 				cmp("U_kᵀμ_ref", l.c[c], v, 1)
 			}
-			// P·(LLᵀ) = I.
+			// P·(LLᵀ) = I; without a kept P (centroid), for the columns
+			// colP solves for.
+			P := l.P
+			if P == nil {
+				P = make([]float64, b*b)
+				col := make([]float64, m)
+				for j := range m {
+					l.colP(j, col)
+					for r := range m {
+						P[r*b+j] = col[r]
+					}
+				}
+			}
 			for r := range m {
 				for c := range m {
 					var v float64
@@ -132,7 +145,7 @@ func TestIKPCACachedProducts(t *testing.T) {
 						for s := 0; s <= min(q, c); s++ {
 							kk += l.L[q*b+s] * l.L[c*b+s]
 						}
-						v += l.P[r*b+q] * kk
+						v += P[r*b+q] * kk
 					}
 					want := 0.0
 					if r == c {
@@ -196,5 +209,89 @@ func TestSerialDgemm(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestIKPCACentroidMovesKeepStatistics checks the centroid policy's moves
+// against exact statistics: with the linear kernel and B = d, the members
+// span all of ℝᵈ, so after any number of moves (each an eviction whose
+// dropped coordinate is projected on the moved member's direction) the
+// mean and scatter held in coordinates must still be the sample mean and
+// scatter of every observation, mapped back through v = Dᵀ L⁻ᵀ z.
+func TestIKPCACentroidMovesKeepStatistics(t *testing.T) {
+	const d, n = 3, 400
+	l, err := NewIKPCA(Config{Dim: d, Components: 2, Budget: d, Kernel: Kernel{Name: KernelLinear}, Eviction: EvictCentroid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := uint64(11)
+	next := func() float64 {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return float64(rng>>11)/(1<<53)*2 - 1
+	}
+	var mean [d]float64
+	var scat [d][d]float64
+	x := make([]float64, d)
+	for i := range n {
+		for j := range x {
+			x[j] = next() + float64(j)
+		}
+		// Welford: mean and scatter of the observations so far.
+		var dx [d]float64
+		for j := range x {
+			dx[j] = x[j] - mean[j]
+			mean[j] += dx[j] / float64(i+1)
+		}
+		for a := range d {
+			for b := range d {
+				scat[a][b] += dx[a] * (x[b] - mean[b])
+			}
+		}
+		if err := l.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.moveRate == 0 || l.rows.Len() != d {
+		t.Fatalf("no moves (rate %v) or dictionary of %d, want moves and %d members", l.moveRate, l.rows.Len(), d)
+	}
+	l.flush()
+	l.mirror()
+	m, b := l.rows.Len(), l.b
+	// M = Dᵀ L⁻ᵀ (d×m): column i maps coordinate i to ℝᵈ.
+	M := make([]float64, d*m)
+	col := make([]float64, m)
+	for i := range m {
+		clear(col)
+		col[i] = 1
+		trsvLowerT(m, l.L, b, col)
+		for r := range m {
+			pt := l.rows.Point(r)
+			for a := range d {
+				M[a*m+i] += pt[a] * col[r]
+			}
+		}
+	}
+	for a := range d {
+		var v float64
+		for i := range m {
+			v += M[a*m+i] * l.mu[i]
+		}
+		if math.Abs(v-mean[a]) > 1e-9 {
+			t.Errorf("mean[%d] = %.12g, sample mean %.12g", a, v, mean[a])
+		}
+		for c := range d {
+			var v float64
+			for i := range m {
+				for j := range m {
+					v += M[a*m+i] * l.sc * l.S[i*b+j] * M[c*m+j]
+				}
+			}
+			if math.Abs(v-scat[a][c]) > 1e-8*float64(n) {
+				t.Errorf("scatter[%d][%d] = %.12g, sample scatter %.12g", a, c, v, scat[a][c])
+			}
+		}
+	}
+	if tr := scat[0][0] + scat[1][1] + scat[2][2]; math.Abs(l.dropped) > 1e-8*tr {
+		t.Errorf("dropped mass %g, want 0 up to rounding of the scatter's trace %g (the span is all of ℝᵈ)", l.dropped, tr)
 	}
 }

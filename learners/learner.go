@@ -86,6 +86,62 @@ type Summary struct {
 	Stored int
 	// Ready tells whether Transform would succeed.
 	Ready bool
+
+	// How well the budget B fits the stream (ikpca; zero values and an
+	// empty advice for the other kinds). The rates are averaged over the
+	// last ~1,000 messages (over all of them before that).
+	//
+	// DroppedMass is the fraction of the scatter (feature-space variance
+	// within the dictionary's span, forgetting-weighted) that evictions and
+	// moves have dropped so far: dropped / (dropped + held), in [0, 1].
+	DroppedMass float64
+	// SwapsPer1000 is the number of members replaced by a new point per
+	// 1,000 messages.
+	SwapsPer1000 float64
+	// MovesPer1000 is the number of members moved to the mean of the
+	// points they stand for per 1,000 messages (centroid eviction).
+	MovesPer1000 float64
+	// OutsideSpan is the mean ALD residual δ = ‖φ(x) − Π_D φ(x)‖² that the
+	// recent messages leave outside the dictionary's span (0 for a message
+	// that joined it) over the total feature-space variance: the share of
+	// each new point's variance that the B stored points cannot express,
+	// in [0, 1].
+	OutsideSpan float64
+	// BudgetAdvice is "ok", "tight" or "too_small" (see BudgetAdvice), ""
+	// when the learner cannot judge.
+	BudgetAdvice string
+}
+
+// Budget advice values of Summary.BudgetAdvice.
+const (
+	// AdviceOK: the dictionary is not full, or its span holds at least 90 %
+	// of the new points' variance and fewer than 5 % of the messages
+	// replace a member.
+	AdviceOK = "ok"
+	// AdviceTight: the span misses 10–25 % of the new points' variance, or
+	// 5–50 % of the messages replace a member; the top components are
+	// usually still accurate when the residual is noise, but a larger B
+	// would be safer.
+	AdviceTight = "tight"
+	// AdviceTooSmall: the span misses at least 25 % of the new points'
+	// variance, or at least every other message replaces a member: raise B.
+	AdviceTooSmall = "too_small"
+)
+
+// BudgetAdvice turns the budget-fit figures of a learner whose dictionary
+// holds stored of budget points into AdviceOK, AdviceTight or
+// AdviceTooSmall. The thresholds are heuristics, documented on the
+// constants; the figures themselves are in Summary.
+func BudgetAdvice(stored, budget int, outsideSpan, swapsPer1000 float64) string {
+	switch {
+	case stored < budget:
+		return AdviceOK
+	case outsideSpan >= 0.25 || swapsPer1000 >= 500:
+		return AdviceTooSmall
+	case outsideSpan >= 0.10 || swapsPer1000 >= 50:
+		return AdviceTight
+	}
+	return AdviceOK
 }
 
 // Config configures any learner. The zero value of an optional field means
@@ -112,8 +168,11 @@ type Config struct {
 	Forget float64
 	// Admission is the dictionary admission rule: "ald" (default) or "coherence".
 	Admission string
-	// Eviction is the dictionary eviction policy when full: "lli" (least
-	// linearly independent, default), "fifo" or "contribution".
+	// Eviction is the dictionary eviction policy when full: "centroid"
+	// (default: members move to the mean of the points they stand for and
+	// are replaced when they stand for nothing), "lli" (least linearly
+	// independent; the default before centroid), "fifo" or "contribution".
+	// ikpca only.
 	Eviction string
 	// SwapRatio is the hysteresis of lli eviction: a full dictionary swaps
 	// its least independent member dⱼ for x only when x's residual exceeds
@@ -152,6 +211,9 @@ const (
 	KindBatch  = "batch"
 )
 
+// EvictCentroid names the centroid eviction policy (see IKPCA).
+const EvictCentroid = "centroid"
+
 // Defaults.
 const (
 	DefaultBudget       = 256
@@ -178,7 +240,7 @@ func (c Config) withDefaults() Config {
 		c.Admission = "ald"
 	}
 	if c.Eviction == "" {
-		c.Eviction = "lli"
+		c.Eviction = EvictCentroid
 	}
 	if c.Tolerance == 0 {
 		c.Tolerance = DefaultTolerance
@@ -251,9 +313,9 @@ func (c Config) Validate() error {
 		bad("admission", "unknown rule %q (want ald or coherence)", c.Admission)
 	}
 	switch c.Eviction {
-	case "lli", "fifo", "contribution":
+	case EvictCentroid, "lli", "fifo", "contribution":
 	default:
-		bad("eviction", "unknown policy %q (want lli, fifo or contribution)", c.Eviction)
+		bad("eviction", "unknown policy %q (want centroid, lli, fifo or contribution)", c.Eviction)
 	}
 	if !(c.SwapRatio >= 1) || math.IsInf(c.SwapRatio, 0) {
 		bad("swap_ratio", "must be ≥ 1 and finite, got %v", c.SwapRatio)

@@ -115,6 +115,15 @@ func (r *stateReader) scalar(name string, lo, hi float64) float64 {
 	return v
 }
 
+// optionalScalar is scalar for a value that older states may lack: a
+// missing one reads as 0 (which must lie in [lo, hi]).
+func (r *stateReader) optionalScalar(name string, lo, hi float64) float64 {
+	if _, ok := r.s.Scalars[name]; !ok {
+		return 0
+	}
+	return r.scalar(name, lo, hi)
+}
+
 // matrix returns the named matrix's data, checking its shape and finiteness.
 // The returned slice is the state's own; copy it before keeping it.
 func (r *stateReader) matrix(name string, rows, cols int) []float64 {

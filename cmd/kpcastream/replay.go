@@ -94,7 +94,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	})
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the learner's random generator")
 	fs.StringVar(&o.admission, "admission", "", "dictionary admission: ald (default) or coherence (ikpca)")
-	fs.StringVar(&o.eviction, "eviction", "", "dictionary eviction: lli (default), fifo or contribution (ikpca)")
+	fs.StringVar(&o.eviction, "eviction", "", "dictionary eviction: centroid (default), lli, fifo or contribution (ikpca)")
 	fs.Float64Var(&o.tolerance, "tolerance", 0, "ALD threshold ν relative to k(x,x) (default 1e-3)")
 	fs.Float64Var(&o.swapRatio, "swap-ratio", 0, "lli eviction hysteresis: swap a member only for a point more than this many times as independent, ≥ 1 (default 2; ikpca)")
 	fs.IntVar(&o.refresh, "refresh", 0, "observations between refreshes of the published components (default: learner's)")
@@ -443,7 +443,27 @@ func (p *progress) Update(fed int64, l learners.Learner) {
 func (p *progress) Done(fed int64, l learners.Learner) {
 	if p.every > 0 {
 		p.print(fed, l)
+		if line := budgetLine(l.Summary(p.eig)); line != "" {
+			fmt.Fprintln(p.w, line)
+		}
 	}
+}
+
+// budgetLine describes how well the budget fits the stream, from the
+// learner's Summary; "" for a learner that does not judge it.
+func budgetLine(s learners.Summary) string {
+	if s.BudgetAdvice == "" {
+		return ""
+	}
+	line := fmt.Sprintf("replay: budget %s: stored %d, outside span %.3f, dropped mass %.3f, swaps %.1f and moves %.1f per 1000 rows",
+		s.BudgetAdvice, s.Stored, s.OutsideSpan, s.DroppedMass, s.SwapsPer1000, s.MovesPer1000)
+	switch s.BudgetAdvice {
+	case learners.AdviceTight:
+		line += " (a larger --budget would be safer)"
+	case learners.AdviceTooSmall:
+		line += " (raise --budget)"
+	}
+	return line
 }
 
 func (p *progress) print(fed int64, l learners.Learner) {

@@ -40,6 +40,9 @@ func TestReplayDriftStream(t *testing.T) {
 	if !strings.Contains(stderr, "replay: 20000 rows") {
 		t.Errorf("stderr has no final progress line:\n%s", stderr)
 	}
+	if !strings.Contains(stderr, "replay: budget ok: stored ") {
+		t.Errorf("stderr has no budget line with the advice ok (B = 200 holds the drift stream):\n%s", stderr)
+	}
 	x, n, d, _, err := learnertest.LoadCSV(data, []string{"phase"})
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,11 @@ type Options struct {
 	// ModelTol is the relative tolerance of Model().Transform against
 	// Transform. Default 1e-8.
 	ModelTol float64
+	// Optional names the State scalars that were added to a learner's
+	// state after snapshots of it existed: a State without them must
+	// restore (they are not required), while a NaN or ±Inf value is still
+	// rejected.
+	Optional []string
 	// HeapSlack is the heap growth in bytes tolerated between B and 10·B
 	// observations on top of the state's own size. Default 1 MiB.
 	HeapSlack uint64
@@ -146,6 +151,7 @@ func Check(t *testing.T, newLearner func() learners.Learner, opts Options) {
 	t.Run("pure", s.pure)
 	t.Run("bad_input", s.badInput)
 	t.Run("restore", s.restore)
+	t.Run("restore_bitexact", s.restoreBitExact)
 	t.Run("restore_corrupt", s.restoreCorrupt)
 	t.Run("allocs", s.allocs)
 	t.Run("memory", s.memory)
@@ -335,6 +341,26 @@ func (s *suite) restore(t *testing.T) {
 		check(t, r)
 		resumed = r
 	})
+	t.Run("optional_missing", func(t *testing.T) {
+		// A State from before the optional scalars existed still restores.
+		if len(s.opts.Optional) == 0 {
+			return
+		}
+		old := CloneState(keep)
+		for _, name := range s.opts.Optional {
+			if _, ok := old.Scalars[name]; !ok {
+				t.Errorf("optional scalar %q is not in the state", name)
+			}
+			delete(old.Scalars, name)
+		}
+		r := s.new()
+		if err := r.Restore(old); err != nil {
+			t.Fatalf("Restore without %v: %v", s.opts.Optional, err)
+		}
+		if r.Seen() != l.Seen() {
+			t.Errorf("restored seen %d, want %d", r.Seen(), l.Seen())
+		}
+	})
 	t.Run("deep_copy", func(t *testing.T) {
 		// Scribbling on the State must not reach either learner.
 		for name, m := range st.Matrices {
@@ -371,13 +397,78 @@ func (s *suite) restore(t *testing.T) {
 	})
 }
 
+// restoreBitExact takes over from a running learner after every one of B
+// observations (State → Restore into a fresh learner, as a new owner does)
+// and checks that the restored learner's outputs equal the running one's
+// bit for bit: Score (projection, SPE, T²) and Summary right after the
+// restore, and again after both learn the same next observations. A value
+// the learner derives on Restore differently from how it maintains it
+// while running (an incremental update against a recomputation) shows up
+// here as a last-bit difference.
+func (s *suite) restoreBitExact(t *testing.T) {
+	l := s.warm(t, 0)
+	probes := s.probes()
+	k := l.Components()
+	same := func(t *testing.T, step int, what string, a, b learners.Learner, x []float64) bool {
+		t.Helper()
+		ya, na, ea := a.Score(make([]float64, k), x)
+		yb, nb, eb := b.Score(make([]float64, k), x)
+		if (ea == nil) != (eb == nil) {
+			t.Errorf("step %d, %s: Score errors differ: restored %v, running %v", step, what, eb, ea)
+			return false
+		}
+		if ea != nil {
+			return true
+		}
+		for i := range ya {
+			if math.Float64bits(ya[i]) != math.Float64bits(yb[i]) {
+				t.Errorf("step %d, %s: restored projection %v, running %v", step, what, yb, ya)
+				return false
+			}
+		}
+		if math.Float64bits(na.SPE) != math.Float64bits(nb.SPE) || math.Float64bits(na.T2) != math.Float64bits(nb.T2) {
+			t.Errorf("step %d, %s: restored novelty %+v, running %+v (SPE bits %x, %x)", step, what, nb, na,
+				math.Float64bits(nb.SPE), math.Float64bits(na.SPE))
+			return false
+		}
+		sa, sb := a.Summary(nil), b.Summary(nil)
+		if !slices.Equal(sa.Eigenvalues, sb.Eigenvalues) || !reflect.DeepEqual(sa, sb) {
+			t.Errorf("step %d, %s: restored summary %+v, running %+v", step, what, sb, sa)
+			return false
+		}
+		return true
+	}
+	next := s.opts.Warmup // the next observation of the stream
+	for step := range s.opts.Budget {
+		r := s.new()
+		if err := r.Restore(l.State()); err != nil {
+			t.Fatalf("step %d: Restore: %v", step, err)
+		}
+		ok := true
+		for i, x := range probes {
+			ok = ok && same(t, step, fmt.Sprintf("probe %d after restore", i), l, r, x)
+		}
+		for j := range 3 {
+			x := s.obs(next)
+			s.feed(t, l, next, next+1)
+			s.feed(t, r, next, next+1)
+			next++
+			ok = ok && same(t, step, fmt.Sprintf("observation %d learned after restore", j), l, r, x)
+			ok = ok && same(t, step, fmt.Sprintf("probe 0 after learning %d more", j+1), l, r, probes[0])
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
 // corruption is a named change that must make a State unrestorable.
 type corruption struct {
 	name string
 	f    func(*learners.State) *learners.State
 }
 
-func corruptions(st *learners.State) []corruption {
+func corruptions(st *learners.State, optional []string) []corruption {
 	cs := []corruption{
 		{"nil", func(*learners.State) *learners.State { return nil }},
 		{"version", func(s *learners.State) *learners.State { s.Version++; return s }},
@@ -410,8 +501,10 @@ func corruptions(st *learners.State) []corruption {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.Scalars)) {
+		if !slices.Contains(optional, name) {
+			cs = append(cs, corruption{"scalar/" + name + "/missing", func(s *learners.State) *learners.State { delete(s.Scalars, name); return s }})
+		}
 		cs = append(cs,
-			corruption{"scalar/" + name + "/missing", func(s *learners.State) *learners.State { delete(s.Scalars, name); return s }},
 			corruption{"scalar/" + name + "/nan", func(s *learners.State) *learners.State { s.Scalars[name] = math.NaN(); return s }},
 			corruption{"scalar/" + name + "/inf", func(s *learners.State) *learners.State { s.Scalars[name] = math.Inf(1); return s }},
 		)
@@ -428,7 +521,7 @@ func (s *suite) restoreCorrupt(t *testing.T) {
 	// restore would show.
 	target := s.warm(t, 3*s.opts.Warmup)
 	before := target.State()
-	for _, c := range corruptions(src) {
+	for _, c := range corruptions(src, s.opts.Optional) {
 		t.Run(c.name, func(t *testing.T) {
 			bad := c.f(CloneState(src))
 			if err := target.Restore(bad); !errors.Is(err, learners.ErrState) {
