@@ -68,7 +68,7 @@
 //	pipelines[i].learner.kernel.coef0     poly/sigmoid offset        0
 //	pipelines[i].learner.forget           factor in (0, 1]           1 (no forgetting)
 //	pipelines[i].learner.admission        ald | coherence            ald
-//	pipelines[i].learner.eviction         lli | fifo | contribution  lli
+//	pipelines[i].learner.eviction         centroid | lli | fifo | contribution  centroid
 //	pipelines[i].learner.tolerance        ALD ν in (0, 1)            1e-3
 //	pipelines[i].learner.swap_ratio       lli hysteresis, ≥ 1        2
 //	pipelines[i].learner.coherence        μ₀ in (0, 1)               0.95

@@ -21,6 +21,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -431,5 +432,69 @@ func TestCopiedSnapshotRefused(t *testing.T) {
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRestoreKeepsBudgetPolicy restores snapshots taken with another
+// budget policy (eviction lli, as under the earlier default) into a
+// pipeline whose eviction is the default: the key goes on with its own
+// policy. A snapshot whose learner differs otherwise (the budget) is
+// refused.
+func TestRestoreKeepsBudgetPolicy(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("policy")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 12,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	save := func(key string, lc learners.Config) *learners.State {
+		l, err := learners.New(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range vectors(17, 30) {
+			if err := l.Learn(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := l.State()
+		if _, err := e.store.Save(ctx, snapshot.JoinKey(pc.Name, key), &codec.Snapshot{Key: key, Pipeline: pc.Name, State: st}, 0); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	old := pc.Learner
+	old.Eviction = "lli"
+	save("old", old)
+	other := pc.Learner
+	other.Budget = 13
+	save("other", other)
+	r := e.startWith(t, Config{Pipelines: []PipelineConfig{pc}}, nil)
+	e.publish(t, "in.policy.old", encodeObs(t, "json", []float64{0.1, 0.2, 0.3}, ""), "")
+	e.publish(t, "in.policy.other", encodeObs(t, "json", []float64{0.1, 0.2, 0.3}, ""), "")
+	waitFor(t, 5*time.Second, "old applied, other refused", func() bool {
+		s := r.stats(pc.Name)
+		return s.Out+s.Warming >= 1 && s.Naks >= 1
+	})
+	m, err := r.p.Model(ctx, pc.Name, "old")
+	if err != nil {
+		t.Fatalf("model of the restored key: %v", err)
+	}
+	model, err := codec.DecodeModel(m)
+	if err != nil || model.Seen != 31 {
+		t.Fatalf("restored key: %+v %v, want 31 observations seen", model, err)
+	}
+	if b := r.stats(pc.Name).Budget; len(b) != 1 || b["ok"]+b["tight"]+b["too_small"] != 1 {
+		t.Errorf("budget advice of the loaded learners: %v, want one learner counted", b)
+	}
+	if _, err := r.p.Model(ctx, pc.Name, "other"); !errors.Is(err, errIncompatible) {
+		t.Errorf("snapshot with another budget: %v, want %v", err, errIncompatible)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := e.store.Load(ctx, snapshot.JoinKey(pc.Name, "old"))
+	if err != nil || snap.State.Config.Eviction != "lli" || snap.State.Seen != 31 {
+		t.Errorf("saved state of the old key: eviction %q seen %d (%v), want lli and 31", snap.State.Config.Eviction, snap.State.Seen, err)
 	}
 }

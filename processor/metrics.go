@@ -23,6 +23,7 @@ type metrics struct {
 	partitionsOwned *prometheus.GaugeVec     // pipeline
 	takeovers       *prometheus.CounterVec   // pipeline
 	fenced          *prometheus.CounterVec   // pipeline
+	budget          *prometheus.GaugeVec     // pipeline, advice
 }
 
 // Message results (label "result" of kpca_messages_total).
@@ -71,10 +72,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Partitions taken over from a member that stopped renewing them."}, []string{"pipeline"}),
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_partitions_fenced_total",
 			Help: "Partitions this instance stopped because their ownership moved to a newer epoch or was not renewed in time."}, []string{"pipeline"}),
+		budget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_budget_learners",
+			Help: "Loaded learners by the budget advice of their last message (ok, tight, too_small: the budget B is too small for the stream)."}, []string{"pipeline", "advice"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.activeLearners,
 		m.storedPoints, m.explained, m.snapBytes, m.snapSeconds, m.snapFailures, m.pending, m.checkpoint, m.publishErrors,
-		m.partitionsOwned, m.takeovers, m.fenced} {
+		m.partitionsOwned, m.takeovers, m.fenced, m.budget} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -110,6 +110,19 @@ func (pl *pipeline) minCheckpoint() uint64 {
 // pipelineStats are the counters reported by the stats endpoint.
 type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
+	// Budget advice of the loaded learners' last message.
+	AdviceOK, AdviceTight, AdviceTooSmall atomic.Int64
+}
+
+// adviceCount returns the counter of a budget advice.
+func (pl *pipeline) adviceCount(advice string) *atomic.Int64 {
+	switch advice {
+	case learners.AdviceTight:
+		return &pl.stats.AdviceTight
+	case learners.AdviceTooSmall:
+		return &pl.stats.AdviceTooSmall
+	}
+	return &pl.stats.AdviceOK
 }
 
 // New checks cfg and returns a Processor; nothing is started before Run.

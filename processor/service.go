@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -46,6 +47,9 @@ type PipelineStats struct {
 	Checkpoint uint64           `json:"checkpoint"`
 	Instances  int              `json:"instances"`
 	Partitions []PartitionStats `json:"partitions,omitempty"`
+	// Budget counts the loaded learners by the budget advice of their last
+	// message ("ok", "tight", "too_small"; see learners.BudgetAdvice).
+	Budget map[string]int64 `json:"budget,omitempty"`
 }
 
 // PartitionStats describes one partition run by a member.
@@ -87,6 +91,14 @@ func (p *Processor) Stats() []PipelineStats {
 		ps := PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
 			Skipped: s.Skipped.Load(), DeadLettered: s.DeadLettered.Load(), Naks: s.Naks.Load(), Learners: s.Live.Load(),
 			Instances: 1}
+		for _, a := range []string{learners.AdviceOK, learners.AdviceTight, learners.AdviceTooSmall} {
+			if n := pl.adviceCount(a).Load(); n != 0 {
+				if ps.Budget == nil {
+					ps.Budget = map[string]int64{}
+				}
+				ps.Budget[a] = n
+			}
+		}
 		for n := range pl.parts {
 			pt := pl.parts[n].Load()
 			if pt == nil {
@@ -124,6 +136,12 @@ func mergeStats(a, b []PipelineStats) {
 			x.Checkpoint = y.Checkpoint
 		}
 		x.Partitions = append(x.Partitions, y.Partitions...)
+		for a, n := range y.Budget {
+			if x.Budget == nil {
+				x.Budget = map[string]int64{}
+			}
+			x.Budget[a] += n
+		}
 	}
 }
 

@@ -78,6 +78,7 @@ type entry struct {
 	stored  int
 	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
 	subject string      // output subject of the key (expanded on first use)
+	advice  string      // budget advice of the last message (Summary.BudgetAdvice)
 }
 
 // snapJob is a snapshot handed from a worker to its snapshotter.
@@ -274,9 +275,27 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 // applied records that message seq changed e.
 func (w *worker) applied(e *entry, seq uint64) {
 	w.core.applied(e.keyState, seq, time.Now())
-	st := e.l.Summary(w.eig).Stored
-	e.pipe.met.storedPoints.Add(float64(st - e.stored))
-	e.stored = st
+	sum := e.l.Summary(w.eig)
+	e.pipe.met.storedPoints.Add(float64(sum.Stored - e.stored))
+	e.stored = sum.Stored
+	w.setAdvice(e, sum.BudgetAdvice)
+}
+
+// setAdvice moves e between the budget-advice counts ("" leaves them).
+func (w *worker) setAdvice(e *entry, advice string) {
+	if advice == e.advice {
+		return
+	}
+	pl := e.pipe
+	if e.advice != "" {
+		w.p.met.budget.WithLabelValues(pl.cfg.Name, e.advice).Dec()
+		pl.adviceCount(e.advice).Add(-1)
+	}
+	if advice != "" {
+		w.p.met.budget.WithLabelValues(pl.cfg.Name, advice).Inc()
+		pl.adviceCount(advice).Add(1)
+	}
+	e.advice = advice
 }
 
 // outputs encodes the outputs of the last apply as NATS messages. The
@@ -638,10 +657,22 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 	if snap.State == nil {
 		return nil, fmt.Errorf("%w: empty state", learners.ErrState)
 	}
+	lc := pc.Learner
 	if got, want := snap.State.Config.WithDefaults(), pc.Learner.WithDefaults(); got != want {
-		return nil, fmt.Errorf("%w: snapshot has %+v, pipeline has %+v", errIncompatible, got, want)
+		// The budget policy (eviction, swap_ratio) is the learner's own: a
+		// key keeps its snapshot's until it is reset, so that a changed
+		// default or setting never refuses existing keys. Anything else
+		// that differs refuses the snapshot.
+		alt := want
+		alt.Eviction, alt.SwapRatio = got.Eviction, got.SwapRatio
+		if alt != got {
+			return nil, fmt.Errorf("%w: snapshot has %+v, pipeline has %+v", errIncompatible, got, want)
+		}
+		w.log.Info("key keeps the budget policy of its snapshot; reset it to apply the pipeline's", zap.String("key", snap.Key),
+			zap.String("eviction", got.Eviction), zap.String("pipeline_eviction", want.Eviction))
+		lc = alt
 	}
-	l, err := w.p.newLearner(pc.Learner)
+	l, err := w.p.newLearner(lc)
 	if err != nil {
 		return nil, err
 	}
@@ -678,6 +709,7 @@ func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 func (w *worker) drop(e *entry) {
 	delete(w.keys, e.key)
 	e.pipe.met.storedPoints.Sub(float64(e.stored))
+	w.setAdvice(e, "")
 }
 
 // maybeSnapshot hands e's snapshot over when it is due (or force).

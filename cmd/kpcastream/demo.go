@@ -312,6 +312,9 @@ func demoReport(ctx context.Context, nc *nats.Conn, o *demoOptions, st *demoStat
 			}
 			line += fmt.Sprintf("  spe %.4f  t2 %.2f  basis v%d", last.SPE, last.T2, last.BasisVersion)
 		}
+		if b := demoBudget(ctx, nc); b != "" {
+			line += "  budget " + b
+		}
 		fmt.Fprintln(w, line)
 	}
 }
@@ -372,4 +375,26 @@ func demoOwners(ctx context.Context, nc *nats.Conn, every time.Duration, w io.Wr
 			last = line
 		}
 	}
+}
+
+// demoBudget returns the budget advice of the pipeline's learners from the
+// stats endpoint, e.g. "ok 2" or "tight 1, ok 1" ("" when unknown).
+func demoBudget(ctx context.Context, nc *nats.Conn) string {
+	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	msg, err := nc.RequestWithContext(rctx, "kpcastream.stats", nil)
+	if err != nil || msg.Header.Get("Nats-Service-Error") != "" {
+		return ""
+	}
+	var stats []processor.PipelineStats
+	if json.Unmarshal(msg.Data, &stats) != nil || len(stats) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, a := range []string{"too_small", "tight", "ok"} {
+		if n := stats[0].Budget[a]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
