@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +28,34 @@ const Version = "0.1.0"
 type KeyRequest struct {
 	Pipeline string `json:"pipeline"`
 	Key      string `json:"key"`
+}
+
+// maxRequest bounds a control request's body.
+const maxRequest = 64 << 10
+
+// parseKeyRequest decodes a control request's body: empty, or one JSON
+// object {"pipeline": …, "key": …} (other fields are ignored, as micro
+// clients may add their own). Anything else is an ErrBadRequest naming
+// what was wrong.
+func parseKeyRequest(data []byte) (KeyRequest, error) {
+	var kr KeyRequest
+	if len(data) == 0 {
+		return kr, nil
+	}
+	if len(data) > maxRequest {
+		return kr, fmt.Errorf("processor: %w: body of %d bytes, at most %d", ErrBadRequest, len(data), maxRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&kr); err != nil {
+		return KeyRequest{}, fmt.Errorf("processor: %w: body is not a JSON object {\"pipeline\":…,\"key\":…}: %v", ErrBadRequest, err)
+	}
+	if dec.More() {
+		return KeyRequest{}, fmt.Errorf("processor: %w: trailing data after the JSON object", ErrBadRequest)
+	}
+	if !utf8.ValidString(kr.Pipeline) || !utf8.ValidString(kr.Key) {
+		return KeyRequest{}, fmt.Errorf("processor: %w: pipeline and key must be valid UTF-8", ErrBadRequest)
+	}
+	return kr, nil
 }
 
 // PipelineStats is one pipeline's entry in the stats response. From
@@ -451,12 +481,10 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 	}
 	handler := func(f func(context.Context, KeyRequest) (any, error)) micro.Handler {
 		return micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			var kr KeyRequest
-			if len(req.Data()) > 0 {
-				if err := json.Unmarshal(req.Data(), &kr); err != nil {
-					_ = req.Error("400", "bad request: "+err.Error(), nil)
-					return
-				}
+			kr, err := parseKeyRequest(req.Data())
+			if err != nil {
+				_ = req.Error(statusOf(err), err.Error(), nil)
+				return
 			}
 			ctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
 			defer cancel()
