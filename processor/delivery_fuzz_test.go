@@ -12,12 +12,14 @@ import (
 //   - sound: whatever parseDelivery accepts, nats.go accepts too, and the
 //     stream sequence, consumer sequence and pending count agree;
 //   - complete: whatever nats.go accepts whose sequence, timestamp and
-//     pending tokens are plain decimal uint64s, parseDelivery accepts.
+//     pending tokens are uint64s in canonical decimal (as the server writes
+//     them: no sign, no leading zeros), parseDelivery accepts.
 //
 // Where they differ by design, parseDelivery is stricter: nats.go reads a
 // non-numeric or empty token as 0 and lets a number past 2⁶⁴−1 wrap, and
 // parseDelivery reports ok false instead (the caller then falls back to
-// Metadata).
+// Metadata); it also gives up on a token longer than 20 bytes, which only
+// leading zeros can make (found by this fuzzer; kept in testdata/fuzz).
 //
 // The oracle is nats.Msg.Metadata: jetstream.Msg values are only made by a
 // consumer on a live connection (the constructor is unexported), and both
@@ -55,14 +57,14 @@ func FuzzParseDelivery(f *testing.F) {
 			return
 		}
 		// nats.go accepted it: parseDelivery must too, unless a token it
-		// reads is not a plain decimal uint64.
+		// reads is not a canonical decimal uint64.
 		tokens := strings.Split(reply, ".")
 		first := 5 // index of <sseq> in the old form: $JS ACK stream consumer delivered sseq
 		if len(tokens) > 9 {
 			first = 7 // new form: after <domain> and <account hash>
 		}
 		for _, tok := range tokens[first : first+4] { // sseq, cseq, tm, pending
-			if _, err := strconv.ParseUint(tok, 10, 64); err != nil {
+			if v, err := strconv.ParseUint(tok, 10, 64); err != nil || strconv.FormatUint(v, 10) != tok {
 				return
 			}
 		}
