@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -239,6 +240,10 @@ func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 			return nil, malformed("output: %v", err)
 		}
 	case Msgpack:
+		p := mpParser{d: obsDecoder{elem: -1}, b: data}
+		if err := p.skip(0); err != nil { // bound the lengths before the library allocates by them
+			return nil, malformed("output: %s", strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		}
 		r := bytes.NewReader(data)
 		if err := msgpack.NewDecoder(r).Decode(&out); err != nil {
 			return nil, malformed("output: %v", err)
