@@ -10,6 +10,20 @@
 //
 //   - Observations (input) are JSON or msgpack; see DecodeObservations for
 //     the accepted shapes.
+//
+// Text in observations: an id must be valid UTF-8, in both encodings. An id
+// holding an invalid UTF-8 sequence, or (JSON) a \u escape of an unpaired
+// UTF-16 surrogate such as "\ud800", is malformed: DecodeObservations
+// returns ErrMalformed naming the field and the byte ("field id: invalid
+// UTF-8 at byte 3"), so the processor sends the message to the dead-letter
+// subject. It is not repaired, because the usual repair (U+FFFD, as
+// encoding/json does) maps distinct ids onto one and would give the same
+// observation two JSON forms; JSON (RFC 8259 §8.1) and msgpack's str type
+// are UTF-8 by definition, so only a broken producer sends such bytes.
+// EncodeObservations refuses such an id the same way. Fields that are
+// skipped (unknown keys) are checked for syntax only. Valid ids, including
+// U+FFFD itself and escaped control characters, round-trip exactly through
+// either encoding.
 //   - Outputs are a map with the fields "id", "key", "seq", "ts", "z", "spe",
 //     "t2", "explained" and "basis_version", in JSON or msgpack; see
 //     DecodeOutput, and OutputStamp for reading only id and ts.
@@ -18,6 +32,8 @@
 //     EncodeSnapshot. Manifests (package snapshot's pointer to a large state
 //     in the object store) use the same framing; see EncodeManifest.
 //   - Models are JSON in the "kpcastream.model/v1" format; see EncodeModel.
+//     DecodeModel and the JSON DecodeOutput accept exactly one object and
+//     nothing after it but whitespace.
 //
 // Errors: every decoder treats its input as untrusted and returns an error,
 // never a panic. Errors wrap one of the sentinels ErrMalformed, ErrVersion,
@@ -34,6 +50,12 @@
 // Versions: a decoder rejects envelope versions it does not know
 // (ErrVersion) instead of guessing. The golden files in testdata hold every
 // version ever written, so old snapshots keep loading.
+//
+// Fuzzing: every decoder has a fuzz target in fuzz_test.go that checks
+// properties (errors wrap a sentinel, limits hold, round trips are exact and
+// encoding is idempotent), not only the absence of panics. CI runs each
+// for a short while; inputs that once failed are kept in testdata/fuzz.
+// FUZZING.md at the repository root lists the targets and the long runs.
 //
 // Concurrency: every function is safe for concurrent use; none keeps a
 // reference to its input.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/kpcastream/kpcastream/learners"
 )
@@ -72,5 +71,3 @@ func testState() *learners.State {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-func utf8Valid(s string) bool { return utf8.ValidString(s) }

@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -73,13 +72,8 @@ func EncodeModel(m *learners.Model) ([]byte, error) {
 // learners.ErrConfig) wrapped together with ErrMalformed.
 func DecodeModel(data []byte) (*learners.Model, error) {
 	var w wireModel
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
+	if err := unmarshalJSONObject(data, &w, true); err != nil {
 		return nil, malformed("model: %v", err)
-	}
-	if dec.More() {
-		return nil, malformed("model: trailing data after the object")
 	}
 	k := learners.Kernel{Name: w.Kernel.Name}
 	if w.Kernel.Gamma != nil {

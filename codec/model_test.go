@@ -76,6 +76,8 @@ func TestModelErrors(t *testing.T) {
 		{"not json", []byte("xx"), "invalid character"},
 		{"truncated", good[:len(good)-3], "unexpected EOF"},
 		{"trailing", append(append([]byte(nil), good...), []byte(" {}")...), "trailing data"},
+		{"trailing brace", append(append([]byte(nil), good...), '}'), "trailing data"}, // found by FuzzDecodeModel
+		{"null", []byte(" null"), "not a JSON object"},
 		{"unknown field", replace(`"seen"`, `"bogus":1,"seen"`), "unknown field"},
 		{"wrong format", replace("kpcastream.model/v1", "kpcastream.model/v2"), `model format "kpcastream.model/v2"`},
 		{"gamma on linear", replace(`"name":"rbf"`, `"name":"linear"`), "linear has no gamma"},

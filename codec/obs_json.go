@@ -1,8 +1,11 @@
 package codec
 
 import (
-	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // jsonParser decodes observations from JSON without reflection. It accepts
@@ -11,6 +14,9 @@ type jsonParser struct {
 	d obsDecoder
 	b []byte
 	i int
+	// lone reports that the last string read held a \u escape of an
+	// unpaired UTF-16 surrogate (decoded as U+FFFD).
+	lone bool
 }
 
 // jsonKind names the JSON value starting with c, for error messages.
@@ -168,6 +174,7 @@ func (p *jsonParser) str(what string) (s []byte, ok bool, err error) {
 	}
 	start := p.i
 	escaped := false
+	p.lone = false
 	for i := start + 1; i < len(p.b); i++ {
 		switch c := p.b[i]; {
 		case c == '"':
@@ -175,11 +182,12 @@ func (p *jsonParser) str(what string) (s []byte, ok bool, err error) {
 			if !escaped {
 				return p.b[start+1 : i], true, nil
 			}
-			var u string
-			if err := json.Unmarshal(p.b[start:i+1], &u); err != nil {
+			u, lone, err := unescape(p.b[start+1 : i])
+			if err != nil {
 				return nil, false, p.d.fail(ErrMalformed, "%s: bad string: %v", what, err)
 			}
-			return []byte(u), true, nil
+			p.lone = lone
+			return u, true, nil
 		case c == '\\':
 			escaped = true
 			i++ // the escaped byte cannot end the string
@@ -372,6 +380,9 @@ func (p *jsonParser) object(allowBatch bool) error {
 				case err != nil:
 					return err
 				case ok:
+					if err := p.d.checkText("id", s, p.lone); err != nil {
+						return err
+					}
 					o.ID = string(s)
 				case p.b[p.i] == 'n':
 					if err := p.literal("field id"); err != nil {
@@ -497,4 +508,87 @@ func (p *jsonParser) ts() (float64, error) {
 		return 0, p.d.fail(ErrMalformed, "field ts: is %s, want a number or a string", jsonKind(c))
 	}
 	return f, nil
+}
+
+// unescape decodes the body of a JSON string (the bytes between the quotes,
+// holding at least one backslash) into a new slice. Bytes outside escapes
+// are copied as they are, valid UTF-8 or not. A \u escape of an unpaired
+// UTF-16 surrogate is written as U+FFFD, as encoding/json does, and
+// reported with lone true. A malformed escape is an error.
+func unescape(raw []byte) (out []byte, lone bool, err error) {
+	out = make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(raw) {
+			return nil, false, errors.New("backslash at the end")
+		}
+		switch e := raw[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw[i+2:])
+			if !ok {
+				return nil, false, errors.New("bad \\u escape")
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// A high surrogate followed by an escaped low one is one rune.
+				if len(raw)-i >= 6 && raw[i] == '\\' && raw[i+1] == 'u' {
+					if r2, ok := hex4(raw[i+2:]); ok {
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							out = utf8.AppendRune(out, dec)
+							i += 6
+							continue
+						}
+					}
+				}
+				out = utf8.AppendRune(out, utf8.RuneError)
+				lone = true
+				continue
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return nil, false, fmt.Errorf("bad escape %q", raw[i:i+2])
+		}
+		i += 2
+	}
+	return out, lone, nil
+}
+
+// hex4 reads four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

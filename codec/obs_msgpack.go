@@ -383,6 +383,9 @@ func (p *mpParser) object(n int, allowBatch bool) error {
 			if !ok {
 				return p.d.fail(ErrMalformed, "field id: is %s, want a string", mpKind(p.b[p.i]))
 			}
+			if err := p.d.checkText("id", s, false); err != nil {
+				return err
+			}
 			o.ID = string(s)
 		case "ts":
 			if err := claim(); err != nil {

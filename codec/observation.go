@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Observation is one decoded input vector.
@@ -35,7 +36,8 @@ const maxDepth = 32
 //	[x1, x2, …]                         one observation, a bare vector
 //	{"batch":[[…], {"x":[…],…}, …]}     a batch of bare vectors and/or objects
 //
-// id is a string (or null). ts is the time in seconds since the Unix epoch:
+// id is a string (or null) of valid UTF-8: invalid UTF-8, or in JSON a \u
+// escape of an unpaired surrogate, is malformed (see the package comment). ts is the time in seconds since the Unix epoch:
 // a number, an RFC 3339 string such as "2024-05-01T12:00:00.5Z", a msgpack
 // timestamp extension, or null (absent and null give 0). Unknown object
 // fields are skipped (nesting at most 32 deep). Elements of x may be any
@@ -138,6 +140,34 @@ func (d *obsDecoder) checkLen(field string, n int) error {
 	return nil
 }
 
+// checkText checks that s, the value of a text field such as id, is valid
+// UTF-8 and did not come from an unpaired surrogate escape (lone). Both
+// would make the value ambiguous: encoding/json and most decoders replace
+// such bytes with U+FFFD, so distinct ids would collapse into one and the
+// JSON and msgpack forms of one observation would differ.
+func (d *obsDecoder) checkText(field string, s []byte, lone bool) error {
+	if lone {
+		return d.fail(ErrMalformed, "field %s: \\u escape of an unpaired UTF-16 surrogate", field)
+	}
+	if !utf8.Valid(s) {
+		return d.fail(ErrMalformed, "field %s: invalid UTF-8 at byte %d", field, invalidAt(string(s)))
+	}
+	return nil
+}
+
+// invalidAt returns the offset of the first invalid UTF-8 sequence in s,
+// or len(s).
+func invalidAt(s string) int {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(s)
+}
+
 // grow returns x[:0] with capacity at least n.
 func grow(x []float64, n int) []float64 {
 	return slices.Grow(x[:0], n)
@@ -148,7 +178,9 @@ func grow(x []float64, n int) []float64 {
 // (id and ts omitted when empty or zero), several as {"batch":[…]}. It is
 // meant for producers, tools and tests. JSON cannot carry NaN or ±Inf:
 // such a value gives an error wrapping ErrNonFinite and dst unchanged. An
-// empty obs is an error.
+// id that is not valid UTF-8 gives an error wrapping ErrMalformed in both
+// encodings, since DecodeObservations would reject the payload. An empty
+// obs is an error.
 func EncodeObservations(dst []byte, enc Encoding, obs []Observation) ([]byte, error) {
 	if len(obs) == 0 {
 		return dst, fmt.Errorf("codec: encode observations: none given")
@@ -156,8 +188,11 @@ func EncodeObservations(dst []byte, enc Encoding, obs []Observation) ([]byte, er
 	if enc != JSON && enc != Msgpack {
 		return dst, fmt.Errorf("codec: unknown encoding %d", int(enc))
 	}
-	if enc == JSON {
-		for i := range obs {
+	for i := range obs {
+		if !utf8.ValidString(obs[i].ID) {
+			return dst, fmt.Errorf("%w: observation %d: field id: invalid UTF-8 at byte %d", ErrMalformed, i, invalidAt(obs[i].ID))
+		}
+		if enc == JSON {
 			if bad := firstNonFinite(obs[i].TS, obs[i].X); bad >= -1 {
 				return dst, fmt.Errorf("%w: observation %d holds a non-finite value, which JSON cannot carry", ErrNonFinite, i)
 			}

@@ -36,6 +36,9 @@ func TestDecodeObservationsShapes(t *testing.T) {
 			[]Observation{{ID: "a-1", TS: 12.25, X: []float64{1, 2}}}},
 		{"json rfc3339", []byte(`{"x":[1],"ts":"2024-05-01T12:00:00.5Z"}`), "", JSON, []Observation{{TS: tsSec, X: []float64{1}}}},
 		{"json escaped id", []byte(`{"x":[1],"id":"a\u00e9\n"}`), "", JSON, []Observation{{ID: "aé\n", X: []float64{1}}}},
+		{"json escapes", []byte(`{"\u0078":[1],"id":"\"\\\/\b\f\n\r\t\ud83d\ude00\ufffd\u0000"}`), "", JSON,
+			[]Observation{{ID: "\"\\/\b\f\n\r\t😀\ufffd\x00", X: []float64{1}}}},
+		{"json invalid utf-8 in a skipped field", []byte("{\"x\":[1],\"meta\":\"\xff\"}"), "", JSON, []Observation{{X: []float64{1}}}},
 		{"json null id and ts", []byte(`{"x":[1],"id":null,"ts":null}`), "", JSON, []Observation{{X: []float64{1}}}},
 		{"json batch", []byte(`{"batch":[[1,2],{"x":[3,4],"id":"b"},[5,6]]}`), "", JSON,
 			[]Observation{{X: []float64{1, 2}}, {ID: "b", X: []float64{3, 4}}, {X: []float64{5, 6}}}},
@@ -145,6 +148,16 @@ func TestDecodeObservationsErrors(t *testing.T) {
 		{"msgpack empty batch", mp(t, map[string]any{"batch": []any{}}), "", Limits{}, ErrMalformed, "field batch: empty"},
 		{"json as msgpack", []byte(`[1]`), "application/msgpack", Limits{}, ErrMalformed, "payload is an integer"},
 		{"msgpack as json", mp(t, []float64{1}), "application/json", Limits{}, ErrMalformed, "payload is invalid JSON"},
+		// Ids must be valid UTF-8, in both encodings (issue #14: "\xed" used
+		// to decode, re-encode as "\ufffd" and so have two JSON forms).
+		{"json id invalid utf-8", []byte("{\"x\":[0],\"id\":\"\xed\"}"), "", Limits{}, ErrMalformed, "field id: invalid UTF-8 at byte 0"},
+		{"json id invalid utf-8 escaped", []byte("{\"x\":[0],\"id\":\"a\\n\x80\"}"), "", Limits{}, ErrMalformed, "field id: invalid UTF-8 at byte 2"},
+		{"json id lone surrogate", []byte(`{"x":[0],"id":"\ud800"}`), "", Limits{}, ErrMalformed, "field id: \\u escape of an unpaired UTF-16 surrogate"},
+		{"json id low surrogate first", []byte(`{"x":[0],"id":"\udc00\ud800"}`), "", Limits{}, ErrMalformed, "unpaired UTF-16 surrogate"},
+		{"json bad escape", []byte(`{"x":[0],"id":"\q"}`), "", Limits{}, ErrMalformed, `field id: bad string: bad escape "\\q"`},
+		{"json bad unicode escape", []byte(`{"x":[0],"id":"\u12"}`), "", Limits{}, ErrMalformed, `bad \u escape`},
+		{"json batch id invalid utf-8", []byte("{\"batch\":[[1],{\"x\":[0],\"id\":\"ok\xff\"}]}"), "", Limits{}, ErrMalformed, "batch element 1: field id: invalid UTF-8 at byte 2"},
+		{"msgpack id invalid utf-8", mp(t, map[string]any{"x": []float64{1}, "id": "\xed\xa0\x80"}), "", Limits{}, ErrMalformed, "field id: invalid UTF-8 at byte 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,4 +314,18 @@ func BenchmarkDecodeObservations(b *testing.B) {
 	jsBatch, _ := jsonMarshal(batch)
 	b.Run("msgpack/d=16/batch=8", func(b *testing.B) { benchDecode(b, mp(b, batch)) })
 	b.Run("json/d=16/batch=8", func(b *testing.B) { benchDecode(b, jsBatch) })
+}
+
+// EncodeObservations refuses ids that DecodeObservations would reject.
+func TestEncodeObservationsInvalidID(t *testing.T) {
+	for _, enc := range []Encoding{JSON, Msgpack} {
+		obs := []Observation{{X: []float64{1}}, {ID: "ok\xed", X: []float64{2}}}
+		b, err := EncodeObservations([]byte("p"), enc, obs)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "observation 1: field id: invalid UTF-8 at byte 2") {
+			t.Errorf("%v: error %v, want ErrMalformed naming observation 1", enc, err)
+		}
+		if string(b) != "p" {
+			t.Errorf("%v: dst changed to %q", enc, b)
+		}
+	}
 }

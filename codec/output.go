@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -228,19 +230,20 @@ func jsonStr(b []byte, s string) []byte {
 const hexLower = "0123456789abcdef"
 
 // DecodeOutput decodes an output written by EncodeOutput, for tests and
-// consumers. Unknown fields are ignored; errors wrap ErrMalformed.
+// consumers. Unknown fields are ignored; errors wrap ErrMalformed. JSON must
+// be exactly one object, with nothing but whitespace after it.
 func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 	var out Output
 	switch enc {
 	case JSON:
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(&out); err != nil {
+		if err := unmarshalJSONObject(data, &out, false); err != nil {
 			return nil, malformed("output: %v", err)
 		}
-		if dec.More() {
-			return nil, malformed("output: trailing data")
-		}
 	case Msgpack:
+		p := mpParser{d: obsDecoder{elem: -1}, b: data}
+		if err := p.skip(0); err != nil { // bound the lengths before the library allocates by them
+			return nil, malformed("output: %s", strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+		}
 		r := bytes.NewReader(data)
 		if err := msgpack.NewDecoder(r).Decode(&out); err != nil {
 			return nil, malformed("output: %v", err)
@@ -314,4 +317,25 @@ func OutputStamp(data []byte, enc Encoding) (id []byte, ts float64, err error) {
 		return nil, 0, p.d.fail(ErrMalformed, "output without id or ts")
 	}
 	return id, ts, nil
+}
+
+// unmarshalJSONObject decodes data, which must hold exactly one JSON object
+// and nothing but whitespace after it, into v. (json.Decoder.More alone
+// misses a trailing '}' or ']', and Decode accepts null for a struct.)
+// With strict, unknown fields are errors.
+func unmarshalJSONObject(data []byte, v any, strict bool) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); t[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("trailing data after the object at byte %d", len(data)-len(rest))
+	}
+	return nil
 }

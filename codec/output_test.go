@@ -233,3 +233,21 @@ func TestOutputStamp(t *testing.T) {
 		}
 	}
 }
+
+// DecodeOutput takes exactly one JSON object: FuzzDecodeOutput found that
+// json.Decoder.More missed a trailing '}' and that null decoded as an
+// empty output.
+func TestDecodeOutputJSONStrict(t *testing.T) {
+	good, err := EncodeOutput(nil, JSON, &Output{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{"null}", " null", string(good) + "}", string(good) + "]", string(good) + " {}", "[]"} {
+		if out, err := DecodeOutput([]byte(in), JSON); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeOutput(%q) = %+v, %v; want ErrMalformed", in, out, err)
+		}
+	}
+	if _, err := DecodeOutput(append(good, " \n"...), JSON); err != nil {
+		t.Errorf("trailing whitespace: %v", err)
+	}
+}

@@ -3,10 +3,12 @@ package codec
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -192,7 +194,7 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	}
 	var w wireSnapshot
 	if err := unmarshalStrict(body, &w); err != nil {
-		return nil, malformed("snapshot body: %v", err)
+		return nil, fmt.Errorf("%w: snapshot body: %w", ErrMalformed, err)
 	}
 	st, err := fromWireState(&w.State)
 	if err != nil {
@@ -211,7 +213,20 @@ func marshalSorted(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// unmarshalStrict decodes the msgpack body into v: unknown fields and
+// trailing bytes are errors. The library sizes maps and slices from the
+// lengths in the data, so body is first checked with the codec's own
+// bounded walker (every length must fit in the bytes that follow, nesting
+// at most maxDepth): a 20-byte body claiming a map of 2³² entries used to
+// cost seconds and gigabytes (found by FuzzDecodeSnapshot).
 func unmarshalStrict(body []byte, v any) error {
+	p := mpParser{d: obsDecoder{elem: -1}, b: body}
+	if err := p.skip(0); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
+	}
+	if p.i != len(body) {
+		return fmt.Errorf("%d trailing bytes", len(body)-p.i)
+	}
 	r := bytes.NewReader(body)
 	dec := msgpack.NewDecoder(r)
 	dec.DisallowUnknownFields(true)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -183,5 +184,32 @@ func TestEncodeSnapshotNil(t *testing.T) {
 	}
 	if _, err := EncodeSnapshot(nil); err == nil {
 		t.Errorf("EncodeSnapshot(nil) succeeded")
+	}
+}
+
+// A body whose lengths claim more elements than it has bytes is rejected
+// before the msgpack library sizes a map or slice by them (found by
+// FuzzDecodeSnapshot: 18 bytes claiming a map of 2²⁸ entries cost 0.2 s
+// and a matching allocation).
+func TestDecodeSnapshotLengthBomb(t *testing.T) {
+	bodies := [][]byte{
+		{0x81, 0xa5, 's', 't', 'a', 't', 'e', 0x81, 0xa4, 'i', 'n', 't', 's', 0xdf, 0xff, 0xff, 0xff, 0xff},
+		{0x81, 0xa5, 's', 't', 'a', 't', 'e', 0x81, 0xa8, 'm', 'a', 't', 'r', 'i', 'c', 'e', 's', 0xdf, 0x0f, 0xff, 0xff, 0xff},
+		{0x81, 0xa3, 'k', 'e', 'y', 0xdb, 0x0f, 0xff, 0xff, 0xff},
+	}
+	for _, body := range bodies {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := DecodeSnapshot(frame(nil, kindSnapshot, SnapshotVersion, body))
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "truncated") {
+			t.Errorf("body %x: error %v, want ErrMalformed (truncated)", body, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("body %x: allocated %d bytes", body, n)
+		}
+		if _, err := DecodeManifest(frame(nil, kindManifest, ManifestVersion, body)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("manifest body %x: error %v", body, err)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,10 +215,8 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config: %w", err)
+	if err := decodeYAML(data, &c); err != nil {
+		return nil, err
 	}
 	if getenv == nil {
 		getenv = os.LookupEnv
@@ -378,4 +378,163 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// decodeYAML decodes the single YAML document in data into c, strictly:
+// unknown fields and a second document are errors. A type error or an
+// unknown field is reported per field, named by its YAML path
+// ("config: pipelines[0].learner.dim: line 7: cannot unmarshal …"); a
+// syntax error by its line.
+func decodeYAML(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(c)
+	if errors.Is(err, io.EOF) {
+		return nil // an empty file: defaults only
+	}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var root yaml.Node
+		_ = yaml.Unmarshal(data, &root) // parsed once already, so it parses
+		fields := map[int][]lineField{}
+		lineFields(&root, "", fields)
+		errs := make([]error, len(te.Errors))
+		for i, msg := range te.Errors {
+			if path := errorPath(msg, fields); path != "" {
+				errs[i] = fmt.Errorf("config: %s: %s", path, msg)
+			} else {
+				errs[i] = fmt.Errorf("config: yaml: %s", msg)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return fmt.Errorf("config: %w", err) // trailing text that is no YAML
+		}
+		return fmt.Errorf("config: yaml: line %d: a second document; the file must hold one", extra.Line)
+	}
+	return nil
+}
+
+// lineField is a key (or sequence element) of the YAML tree with the
+// line it starts on.
+type lineField struct {
+	path  string // "nats.url", "pipelines[0].learner", `x["we.ird"]`
+	key   string // the key as written ("" for a sequence element)
+	value string // the value when it is a scalar
+}
+
+// lineFields records, for each line of n, the fields starting on it,
+// outermost first.
+func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		// Only a mapping has fields; anything else is wrong as a whole.
+		if len(n.Content) == 1 && n.Content[0].Kind == yaml.MappingNode {
+			lineFields(n.Content[0], path, fields)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				continue // a complex key names no field
+			}
+			p := path + "[" + strconv.Quote(k.Value) + "]" // a key that is no plain name, quoted
+			if plainKey(k.Value) {
+				p = k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+			}
+			if k.Value == "<<" { // merge key: fields of the merged map belong to this one
+				p = path
+			}
+			f := lineField{path: p, key: k.Value}
+			if v.Kind == yaml.ScalarNode {
+				f.value = v.Value
+			}
+			fields[k.Line] = append(fields[k.Line], f)
+			if v.Line != k.Line {
+				fields[v.Line] = append(fields[v.Line], f)
+			}
+			lineFields(v, p, fields)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			f := lineField{path: p}
+			if c.Kind == yaml.ScalarNode {
+				f.value = c.Value
+			}
+			fields[c.Line] = append(fields[c.Line], f)
+			lineFields(c, p, fields)
+		}
+	}
+}
+
+var (
+	reUnknown   = regexp.MustCompile(`^line (\d+): field (.*) not found in type`)
+	reDuplicate = regexp.MustCompile(`^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
+	reType      = regexp.MustCompile("^line (\\d+): cannot unmarshal \\S+(?: `(.*)`)? into")
+)
+
+// errorPath names the field a YAML decoding error (which gives only a
+// line) is about: the key that an unknown-field or duplicate-key error
+// names, the one field on the line whose value a type error quotes, or
+// else the outermost field on the line, which holds the bad value. It
+// returns "" when the line holds no field.
+func errorPath(msg string, fields map[int][]lineField) string {
+	var line int
+	if _, err := fmt.Sscanf(msg, "line %d:", &line); err != nil || len(fields[line]) == 0 {
+		return ""
+	}
+	on := fields[line]
+	find := func(match func(lineField) bool) string {
+		var path string
+		for _, f := range on {
+			if match(f) {
+				if path != "" && path != f.path {
+					return "" // ambiguous
+				}
+				path = f.path
+			}
+		}
+		return path
+	}
+	if m := reUnknown.FindStringSubmatch(msg); m != nil {
+		if p := find(func(f lineField) bool { return f.key == m[2] }); p != "" {
+			return p
+		}
+	}
+	if m := reDuplicate.FindStringSubmatch(msg); m != nil {
+		if key, err := strconv.Unquote(m[2]); err == nil {
+			if p := find(func(f lineField) bool { return f.key == key }); p != "" {
+				return p
+			}
+		}
+	}
+	if m := reType.FindStringSubmatch(msg); m != nil && m[2] != "" {
+		short, trunc := strings.CutSuffix(m[2], "...")
+		if p := find(func(f lineField) bool {
+			return f.value == short || trunc && len(f.value) > 10 && strings.HasPrefix(f.value, short)
+		}); p != "" {
+			return p
+		}
+	}
+	return on[0].path
+}
+
+// plainKey reports whether a YAML key can be written unquoted in a path.
+func plainKey(k string) bool {
+	for i, c := range k {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }

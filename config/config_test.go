@@ -207,3 +207,32 @@ pipelines:
 		t.Fatalf("Read = %v, want an error naming pipelines[0].learner.kind", err)
 	}
 }
+
+// YAML decoding errors name the field by its path (the decoder gives only a
+// line), and the file must hold exactly one document. Found by FuzzRead:
+// trailing text after the first document ("{}0") used to be ignored.
+func TestYAMLErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"type error", "pipelines:\n  - name: p\n    input: {subject: in.*}\n    learner: {dim: x, components: 2, kernel: {name: rbf}}\n",
+			"config: pipelines[0].learner.dim: line 4: cannot unmarshal !!str `x` into int"},
+		{"unknown nested field", "pipelines:\n  - name: p\n    learner:\n      dimm: 3\n",
+			"config: pipelines[0].learner.dimm: line 4: field dimm not found in type config.Learner"},
+		{"second key on a line", "nats: {url: x, bogus: 1}\n", "config: nats.bogus: line 1: field bogus not found in type config.NATS"},
+		{"duplicate key", "workers: 1\nworkers: 2\n", `config: workers: line 2: mapping key "workers" already defined at line 1`},
+		{"odd key", "nats: {\"a.b\": 1}\n", `config: nats["a.b"]: line 1: field a.b not found in type config.NATS`},
+		{"duration", "shutdown_timeout: soon\n", "config: shutdown_timeout: line 1: cannot unmarshal !!str `soon` into time.Duration"},
+		{"not a mapping", "- 1\n", "config: yaml: line 1: cannot unmarshal !!seq into config.Config"},
+		{"second document", "workers: 1\n---\nworkers: 2\n", "config: yaml: line 2: a second document; the file must hold one"},
+		{"trailing text", "{}0", "config: yaml: did not find expected <document start>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), noEnv, Overrides{})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Read(%q):\n got %v\nwant %s", tt.in, err, tt.want)
+			}
+		})
+	}
+}

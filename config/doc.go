@@ -5,6 +5,13 @@
 // and their learners.Config) and snapshot.Config. Validation reports every
 // problem at once (errors.Join), each naming its field by YAML path, e.g.
 // "config: pipelines[0].learner.components: must be ≤ budget (3), got 5".
+// Decoding errors name the field too, with the line the YAML decoder gives
+// ("config: pipelines[0].learner.dim: line 7: cannot unmarshal !!str `x`
+// into int"; an unknown or duplicate key is named itself); only a syntax
+// error, or a file that is not one mapping, is named by its line alone
+// ("config: yaml: line 3: …"). The file holds one YAML document: a second
+// one, or trailing text, is an error. Read never panics; FuzzRead checks
+// these rules on arbitrary input.
 //
 // Only cmd imports config. See examples/kpcastream.yaml for a complete file.
 //

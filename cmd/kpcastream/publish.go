@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/csvin"
 )
 
 func init() {
@@ -42,8 +41,8 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var o publishOpts
 	fs.StringVar(&o.subject, "subject", "", "subject to publish to (required)")
 	fs.StringVar(&o.url, "nats-url", "", "NATS server URLs (env NATS_URL; default nats://127.0.0.1:4222)")
-	fs.StringVar(&o.in, "in", "", `CSV file, or "-" for stdin (required); a first row that is not numeric is a header`)
-	fs.StringVar(&o.drop, "drop", "", "comma-separated columns to leave out (header names or 0-based indices)")
+	fs.StringVar(&o.in, "in", "", `CSV file, or "-" for stdin (required); a first row with no numeric field is a header`)
+	fs.StringVar(&o.drop, "drop", "", "comma-separated columns to leave out (header names, or 0-based indices)")
 	fs.StringVar(&o.encoding, "encoding", "msgpack", "json or msgpack")
 	fs.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as possible)")
 	fs.IntVar(&o.batch, "batch", 1, "observations per message")
@@ -77,64 +76,23 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return publish(ctx, o, r, stdout, stderr)
 }
 
-// table maps CSV columns to the vector and the id.
-type table struct {
-	keep []int
-	id   int // -1: none
-}
-
-func (o publishOpts) columns(header []string, n int) (table, error) {
-	find := func(name string) (int, error) {
-		if i, err := strconv.Atoi(name); err == nil && i >= 0 && i < n {
-			return i, nil
-		}
-		for i, h := range header {
-			if strings.TrimSpace(h) == name {
-				return i, nil
-			}
-		}
-		return 0, fmt.Errorf("no column %q (columns: %d%s)", name, n, headerList(header))
-	}
-	t := table{id: -1}
-	dropped := map[int]bool{}
-	if o.drop != "" {
-		for _, c := range strings.Split(o.drop, ",") {
-			i, err := find(strings.TrimSpace(c))
-			if err != nil {
-				return t, err
-			}
-			dropped[i] = true
-		}
-	}
-	if o.idColumn != "" {
-		i, err := find(o.idColumn)
-		if err != nil {
-			return t, err
-		}
-		t.id = i
-		dropped[i] = true
-	}
-	for i := range n {
-		if !dropped[i] {
-			t.keep = append(t.keep, i)
-		}
-	}
-	if len(t.keep) == 0 {
-		return t, errors.New("every column is dropped")
-	}
-	return t, nil
-}
-
-func headerList(h []string) string {
-	if h == nil {
-		return ""
-	}
-	return ": " + strings.Join(h, ", ")
-}
-
 // publish reads CSV rows from r and publishes them; progress goes to stderr.
 func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.Writer) error {
 	enc, err := codec.ParseEncoding(o.encoding)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for _, c := range strings.Split(o.drop, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			drop = append(drop, c)
+		}
+	}
+	name := o.in
+	if name == "-" {
+		name = "stdin"
+	}
+	cr, err := csvin.NewReader(r, csvin.Options{Name: name, Drop: drop, ID: strings.TrimSpace(o.idColumn), HeaderOptional: true})
 	if err != nil {
 		return err
 	}
@@ -149,20 +107,14 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 	}
 	// JetStream publish (acknowledged) when a stream captures the subject.
 	useJS := false
-	if name, err := js.StreamNameBySubject(ctx, o.subject); err == nil && name != "" {
+	if stream, err := js.StreamNameBySubject(ctx, o.subject); err == nil && stream != "" {
 		useJS = true
 	}
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = false
-	cr.FieldsPerRecord = -1
 	var (
-		header []string
-		tab    table
-		line   int
-		batch  []codec.Observation
-		buf    []byte
-		msgs   int
-		rows   int
+		batch []codec.Observation
+		buf   []byte
+		msgs  int
+		rows  int
 	)
 	start := time.Now()
 	var interval time.Duration
@@ -196,7 +148,7 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 		var err error
 		buf, err = codec.EncodeObservations(buf[:0], enc, batch)
 		if err != nil {
-			return fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("%s: rows %d to %d: %w", name, rows-len(batch)+1, rows, err)
 		}
 		m := nats.NewMsg(o.subject)
 		m.Data = buf
@@ -223,41 +175,14 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 		if err := ctx.Err(); err != nil {
 			break
 		}
-		rec, err := cr.Read()
+		x, id, err := cr.Next(make([]float64, cr.Dim()))
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("csv: %w", err)
+			return err
 		}
-		line++
-		if line == 1 {
-			// A first row with no numeric field is a header.
-			if !numericRow(rec) {
-				header = rec
-				if tab, err = o.columns(header, len(rec)); err != nil {
-					return err
-				}
-				continue
-			}
-			if tab, err = o.columns(nil, len(rec)); err != nil {
-				return err
-			}
-		}
-		ob := codec.Observation{X: make([]float64, 0, len(tab.keep))}
-		for _, i := range tab.keep {
-			if i >= len(rec) {
-				return fmt.Errorf("line %d: %d fields, want at least %d", line, len(rec), i+1)
-			}
-			v, err := strconv.ParseFloat(strings.TrimSpace(rec[i]), 64)
-			if err != nil {
-				return fmt.Errorf("line %d, column %d: %w", line, i, err)
-			}
-			ob.X = append(ob.X, v)
-		}
-		if tab.id >= 0 && tab.id < len(rec) {
-			ob.ID = rec[tab.id]
-		}
+		ob := codec.Observation{ID: id, X: x}
 		batch = append(batch, ob)
 		rows++
 		if len(batch) == o.batch {
@@ -275,14 +200,4 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 	progress(true)
 	fmt.Fprintf(stdout, "%d\n", msgs)
 	return ctx.Err()
-}
-
-// numericRow reports whether some field of rec parses as a number.
-func numericRow(rec []string) bool {
-	for _, f := range rec {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(f), 64); err == nil {
-			return true
-		}
-	}
-	return false
 }

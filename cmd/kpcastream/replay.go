@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/csvin"
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -71,7 +72,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 		return nil
 	})
 	fs.StringVar(&o.in, "in", "", "input CSV file with a header line (required; - for stdin)")
-	fs.Func("drop", "comma-separated columns to ignore (e.g. label,phase)", func(s string) error {
+	fs.Func("drop", "comma-separated columns to ignore, by header name or 0-based index (e.g. label,phase)", func(s string) error {
 		for _, c := range strings.Split(s, ",") {
 			if c = strings.TrimSpace(c); c != "" {
 				o.drop = append(o.drop, c)
@@ -147,7 +148,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return err
 	}
 	defer closeIn()
-	cr, err := newCSVReader(bufio.NewReaderSize(in, 1<<20), name, o.drop)
+	cr, err := csvin.NewReader(bufio.NewReaderSize(in, 1<<20), csvin.Options{Name: name, Drop: o.drop})
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	var x []float64
 	var n int
 	if inMemory {
-		if x, n, err = readAllCSV(cr); err != nil {
+		if x, n, err = cr.ReadAll(); err != nil {
 			return err
 		}
 		if o.learner == learners.KindBatch && !o.budgetIsSet {
@@ -228,7 +229,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := cr.Next(row); err == io.EOF {
+			if _, _, err := cr.Next(row); err == io.EOF {
 				break
 			} else if err != nil {
 				return err
