@@ -478,8 +478,8 @@ func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
 }
 
 var (
-	reUnknown   = regexp.MustCompile(`^line (\d+): field (.*) not found in type`)
-	reDuplicate = regexp.MustCompile(`^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
+	reUnknown   = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type`)
+	reDuplicate = regexp.MustCompile(`(?s)^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
 	reType      = regexp.MustCompile("^line (\\d+): cannot unmarshal \\S+(?: `(.*)`)? into")
 )
 
