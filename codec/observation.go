@@ -37,9 +37,10 @@ const maxDepth = 32
 //	{"batch":[[…], {"x":[…],…}, …]}     a batch of bare vectors and/or objects
 //
 // id is a string (or null) of valid UTF-8: invalid UTF-8, or in JSON a \u
-// escape of an unpaired surrogate, is malformed (see the package comment). ts is the time in seconds since the Unix epoch:
-// a number, an RFC 3339 string such as "2024-05-01T12:00:00.5Z", a msgpack
-// timestamp extension, or null (absent and null give 0). Unknown object
+// escape of an unpaired surrogate, is malformed (see the package comment).
+// ts is the time in seconds since the Unix epoch: a number, an RFC 3339
+// string such as "2024-05-01T12:00:00.5Z", a msgpack timestamp extension,
+// or null (absent and null give 0). Unknown object
 // fields are skipped (nesting at most 32 deep). Elements of x may be any
 // JSON number, and msgpack float32, float64 or integers. NaN and ±Inf are
 // not rejected here (msgpack can carry them; the learner rejects them with

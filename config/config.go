@@ -442,7 +442,10 @@ func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
-				continue // a complex key names no field
+				// A complex key names no field: mark its line, so that an
+				// error there is not pinned on a neighbour.
+				fields[k.Line] = append(fields[k.Line], lineField{})
+				continue
 			}
 			p := path + "[" + strconv.Quote(k.Value) + "]" // a key that is no plain name, quoted
 			if plainKey(k.Value) {
@@ -478,16 +481,16 @@ func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
 }
 
 var (
-	reUnknown   = regexp.MustCompile(`^line (\d+): field (.*) not found in type`)
-	reDuplicate = regexp.MustCompile(`^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
+	reUnknown   = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type`)
+	reDuplicate = regexp.MustCompile(`(?s)^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
 	reType      = regexp.MustCompile("^line (\\d+): cannot unmarshal \\S+(?: `(.*)`)? into")
 )
 
 // errorPath names the field a YAML decoding error (which gives only a
 // line) is about: the key that an unknown-field or duplicate-key error
 // names, the one field on the line whose value a type error quotes, or
-// else the outermost field on the line, which holds the bad value. It
-// returns "" when the line holds no field.
+// else the outermost field on the line when all the others are inside it.
+// It returns "" when that does not pin one field.
 func errorPath(msg string, fields map[int][]lineField) string {
 	var line int
 	if _, err := fmt.Sscanf(msg, "line %d:", &line); err != nil || len(fields[line]) == 0 {
@@ -497,7 +500,7 @@ func errorPath(msg string, fields map[int][]lineField) string {
 	find := func(match func(lineField) bool) string {
 		var path string
 		for _, f := range on {
-			if match(f) {
+			if f.path != "" && match(f) {
 				if path != "" && path != f.path {
 					return "" // ambiguous
 				}
@@ -524,6 +527,12 @@ func errorPath(msg string, fields map[int][]lineField) string {
 			return f.value == short || trunc && len(f.value) > 10 && strings.HasPrefix(f.value, short)
 		}); p != "" {
 			return p
+		}
+	}
+	// The outermost field, if everything else on the line is inside it.
+	for _, f := range on {
+		if f.path == "" || !strings.HasPrefix(f.path, on[0].path) {
+			return ""
 		}
 	}
 	return on[0].path

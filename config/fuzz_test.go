@@ -30,7 +30,7 @@ func yamlKeys(t reflect.Type, keys map[string]bool) map[string]bool {
 	return keys
 }
 
-var aboutKey = regexp.MustCompile(`field (.*) not found in type|mapping key ("(?:[^"\\]|\\.)*") already defined`)
+var aboutKey = regexp.MustCompile(`(?s)field (.*) not found in type|mapping key ("(?:[^"\\]|\\.)*") already defined`)
 
 // namesField reports whether msg names a field: "config: <path>: …" with
 // the path starting with a known top-level key, or ending with the
