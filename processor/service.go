@@ -49,8 +49,8 @@ func parseKeyRequest(data []byte) (KeyRequest, error) {
 	if err := dec.Decode(&kr); err != nil {
 		return KeyRequest{}, fmt.Errorf("processor: %w: body is not a JSON object {\"pipeline\":…,\"key\":…}: %v", ErrBadRequest, err)
 	}
-	if dec.More() {
-		return KeyRequest{}, fmt.Errorf("processor: %w: trailing data after the JSON object", ErrBadRequest)
+	if rest := bytes.Trim(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON whitespace only
+		return KeyRequest{}, fmt.Errorf("processor: %w: %d bytes of trailing data after the JSON object", ErrBadRequest, len(rest))
 	}
 	if !utf8.ValidString(kr.Pipeline) || !utf8.ValidString(kr.Key) {
 		return KeyRequest{}, fmt.Errorf("processor: %w: pipeline and key must be valid UTF-8", ErrBadRequest)
