@@ -2,6 +2,7 @@ package processor
 
 import (
 	"container/list"
+	"slices"
 	"time"
 )
 
@@ -369,7 +370,8 @@ type expired struct {
 func (c *keyCore) expire(now time.Time, ttl time.Duration) []expired {
 	var out []expired
 	for key, bs := range c.blocked {
-		for _, b := range bs {
+		// unblock shifts bs in place: walk a copy, or a block is skipped.
+		for _, b := range slices.Clone(bs) {
 			if now.Sub(b.since) < ttl {
 				continue
 			}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -301,5 +302,24 @@ func TestCoreResetAndExpire(t *testing.T) {
 	c.track.release(6)
 	if cp := c.track.checkpoint(); cp != 7 {
 		t.Errorf("checkpoint %d after the expiry, want 7 (nothing held; 6 is the highest delivered)", cp)
+	}
+}
+
+// TestCoreExpireMany expires three blocks of one key in one call: each is
+// reported once and none is left behind.
+func TestCoreExpireMany(t *testing.T) {
+	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	for _, s := range []uint64{3, 5, 9} {
+		c.track.missing(s)
+		c.block("a", s, true, t0)
+	}
+	x := c.expire(t0.Add(2*time.Minute), time.Minute)
+	var seqs []uint64
+	for _, e := range x {
+		seqs = append(seqs, e.seq)
+	}
+	slices.Sort(seqs)
+	if !slices.Equal(seqs, []uint64{3, 5, 9}) || len(c.blocked) != 0 {
+		t.Errorf("expired %v, left %v; want [3 5 9] once each and nothing left", seqs, c.blocked)
 	}
 }
