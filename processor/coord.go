@@ -103,6 +103,7 @@ loop:
 			break loop
 		case <-hb.C:
 			c.heartbeat(ctx)
+			c.collect(ctx)
 		case <-tick.C:
 			c.evaluate(ctx)
 		case <-c.kick:
@@ -230,6 +231,36 @@ func (c *coordinator) observe(e jetstream.KeyValueEntry) {
 			}
 		}
 		c.records[k] = v
+	}
+}
+
+// memberGC is how long, in lease_ttls, a member's heartbeat may stand
+// still before any member deletes it.
+const memberGC = 10
+
+// collect deletes the heartbeats of members gone for memberGC·lease_ttl
+// (crashed: a graceful leave deletes its own), so that the bucket and
+// every member's view stay bounded by the members alive, not by how many
+// instances ever ran. The delete is conditional on the revision seen: a
+// member that comes back meanwhile keeps its key.
+func (c *coordinator) collect(ctx context.Context) {
+	now := time.Now()
+	c.mu.Lock()
+	var gone []string
+	var revs []uint64
+	for id, s := range c.members {
+		if id != c.p.id && now.Sub(s.at) >= memberGC*c.p.cfg.LeaseTTL {
+			gone, revs = append(gone, id), append(revs, s.rev)
+		}
+	}
+	c.mu.Unlock()
+	for i, id := range gone {
+		dctx, cancel := context.WithTimeout(ctx, c.p.cfg.SnapshotTimeout)
+		err := c.kv.Delete(dctx, memberKey(id), jetstream.LastRevision(revs[i]))
+		cancel()
+		if err == nil {
+			c.log.Info("removed the heartbeat of a member gone for 10 × lease_ttl", zap.String("member", id))
+		}
 	}
 }
 

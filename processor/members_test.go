@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -121,8 +122,29 @@ func TestElasticMembers(t *testing.T) {
 	_ = a.stop()
 	publish(pc, 450, len(order))
 	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	// The crashed member's heartbeat is removed by the survivor once it has
+	// stood still for memberGC·lease_ttl; the leavers removed their own.
+	kv, err := e.js.KeyValue(context.Background(), DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := func() int {
+		keys, err := kv.ListKeysFiltered(context.Background(), "members.>")
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		return n
+	}
+	waitFor(t, 3*memberGC*ttl, "only c's heartbeat left", func() bool { return members() == 1 })
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if n := members(); n != 0 {
+		t.Errorf("%d heartbeats left after every member stopped", n)
 	}
 	for j, k := range keys {
 		want, _ := e.loadState(t, ref.Name, k)
