@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
 )
@@ -128,23 +131,22 @@ func TestElasticMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members := func() int {
-		keys, err := kv.ListKeysFiltered(context.Background(), "members.>")
-		if err != nil {
-			return -1
+	has := func(r *running) bool {
+		_, err := kv.Get(context.Background(), memberKey(r.p.ID()))
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			t.Fatalf("heartbeat of %s: %v", r.p.ID(), err)
 		}
-		n := 0
-		for range keys.Keys() {
-			n++
-		}
-		return n
+		return err == nil
 	}
-	waitFor(t, 3*memberGC*ttl, "only c's heartbeat left", func() bool { return members() == 1 })
+	if has(b) {
+		t.Error("b left gracefully but its heartbeat is still there")
+	}
+	waitFor(t, 3*memberGC*ttl, "the crashed member's heartbeat removed by c", func() bool { return !has(a) && has(c) })
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := members(); n != 0 {
-		t.Errorf("%d heartbeats left after every member stopped", n)
+	if has(c) {
+		t.Error("c's heartbeat left after it stopped")
 	}
 	for j, k := range keys {
 		want, _ := e.loadState(t, ref.Name, k)
