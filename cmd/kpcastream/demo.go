@@ -367,7 +367,7 @@ func demoOwners(ctx context.Context, nc *nats.Conn, every time.Duration, w io.Wr
 		}
 		var parts []string
 		for _, p := range stats[0].Partitions {
-			parts = append(parts, fmt.Sprintf("p%d→%s(e%d)", p.Partition, p.Member[:6], p.Epoch))
+			parts = append(parts, fmt.Sprintf("p%d→%s(e%d)", p.Partition, p.Member[:min(6, len(p.Member))], p.Epoch))
 		}
 		line := fmt.Sprintf("%d members: %s", len(members), strings.Join(parts, " "))
 		if line != last {

@@ -444,9 +444,10 @@ func (p *progress) Update(fed int64, l learners.Learner) {
 func (p *progress) Done(fed int64, l learners.Learner) {
 	if p.every > 0 {
 		p.print(fed, l)
-		if line := budgetLine(l.Summary(p.eig)); line != "" {
-			fmt.Fprintln(p.w, line)
-		}
+	}
+	// The budget line is the run's summary, not progress: always printed.
+	if line := budgetLine(l.Summary(p.eig)); line != "" {
+		fmt.Fprintln(p.w, line)
 	}
 }
 
