@@ -56,7 +56,7 @@ type missing struct {
 
 // control is a request from the micro service, answered on reply.
 type control struct {
-	op    string // "model", "snapshot", "reset"
+	op    string // "model", "snapshot", "reset", "keys"
 	pipe  *pipeline
 	key   string // "" with "snapshot": every key of the worker
 	reply chan controlReply
@@ -215,7 +215,8 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	}
 	start := time.Now()
 	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig)
-	pl.met.learnSeconds.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
 		// Checked before learning: the learner is untouched.
 		return w.fail(ctx, m, err)
@@ -244,6 +245,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		}
 		w.sent(e, n)
 		pl.met.explained.Set(w.res.outs[n-1].Explained)
+		w.watchOut(e, took)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
