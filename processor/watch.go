@@ -272,4 +272,3 @@ func (p *Processor) view(pl *pipeline, key string, kw *keyWatch) *kpcaview.KeyVi
 		Learner: lc.Learner, Dim: lc.Dim, Components: lc.Components, Budget: lc.Budget,
 		WatchTTL: watchTTL.Milliseconds(), View: v}
 }
-
