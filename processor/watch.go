@@ -18,12 +18,14 @@ import (
 // Watched keys: the live page (/ui) and the series API record the outputs
 // of a key only while someone looks at it. A request for a key's series
 // watches it for watchTTL; its record (a kpcaview.Series: bounded rings of
-// the last watchSamples outputs and watchBuckets one-second buckets) is
-// dropped when the watch expires. Nothing is kept for the other keys: the
+// the last watchSamples outputs, at most watchPerSecond of them per second,
+// and of watchBuckets one-second buckets) is dropped when the watch
+// expires. Nothing is kept for the other keys: the
 // worker's hook costs one atomic load per message while no key is watched.
 const (
 	watchTTL     = 30 * time.Second
-	watchSamples = 1024
+	watchSamples   = 2048
+	watchPerSecond = 64
 	watchBuckets = 600
 	maxWatched   = 16
 )
@@ -73,7 +75,7 @@ func (ws *watches) watch(pl *pipeline, key string) (*keyWatch, error) {
 	if ws.keys == nil {
 		ws.keys = map[watchID]*keyWatch{}
 	}
-	kw := &keyWatch{s: kpcaview.NewSeries(kpcaview.Options{Samples: watchSamples, Buckets: watchBuckets, Width: 1000}), labels: labelField}
+	kw := &keyWatch{s: kpcaview.NewSeries(kpcaview.Options{Samples: watchSamples, Buckets: watchBuckets, Width: 1000, PerBucket: watchPerSecond}), labels: labelField}
 	kw.timer = time.AfterFunc(watchTTL, func() {
 		ws.mu.Lock()
 		defer ws.mu.Unlock()

@@ -48,6 +48,10 @@ type Options struct {
 	// Thin keeps the whole stream: when a store fills, its resolution
 	// halves instead of the oldest entries being dropped.
 	Thin bool
+	// PerBucket, when positive, keeps at most about this many samples per
+	// bucket, evenly spaced by the previous bucket's count, so that the
+	// kept samples span Samples/PerBucket buckets at any rate (live).
+	PerBucket int
 }
 
 func (o Options) withDefaults() Options {
@@ -120,6 +124,8 @@ type Series struct {
 	basis    uint64
 	hasBasis bool
 	labels   bool
+	every    int // PerBucket: keep every every-th observation of a bucket
+	inBucket int // observations in the current bucket
 }
 
 // NewSeries allocates a Series sized by o.
@@ -154,8 +160,22 @@ func (s *Series) Add(o *Observation) {
 		s.events = append(s.events, Event{X: o.X, Kind: "basis", From: s.basis, To: o.Basis})
 	}
 	s.basis, s.hasBasis = o.Basis, true
+	newBucket := s.addToBucket(o)
+	if s.o.PerBucket > 0 {
+		if newBucket {
+			s.every = 1
+			if s.bn > 1 {
+				prev := s.buckets[(s.bhead+s.bn-2)%s.o.Buckets].n
+				s.every = max(1, (prev+s.o.PerBucket-1)/s.o.PerBucket)
+			}
+			s.inBucket = 0
+		}
+		s.inBucket++
+		if (s.inBucket-1)%s.every != 0 {
+			return
+		}
+	}
 	s.addSample(o)
-	s.addToBucket(o)
 }
 
 func (s *Series) addSample(o *Observation) {
@@ -213,7 +233,9 @@ func (s *Series) last() *bucket {
 	return &s.buckets[(s.bhead+s.bn-1)%s.o.Buckets]
 }
 
-func (s *Series) addToBucket(o *Observation) {
+// addToBucket adds o to its bucket and reports whether it opened one.
+func (s *Series) addToBucket(o *Observation) bool {
+	opened := false
 	start := o.X - mod(o.X, s.width)
 	b := s.last()
 	if b == nil || start >= b.x+b.width {
@@ -240,6 +262,7 @@ func (s *Series) addToBucket(o *Observation) {
 		eig := b.eig
 		clear(eig)
 		*b = bucket{x: start, width: s.width, eig: eig}
+		opened = true
 	}
 	b.n++
 	b.speSum += o.SPE
@@ -254,6 +277,7 @@ func (s *Series) addToBucket(o *Observation) {
 	b.in, b.out, b.dead = o.In, o.Out, o.Dead
 	clear(b.eig)
 	copy(b.eig, o.Eigenvalues)
+	return opened
 }
 
 // mergeBuckets doubles the bucket width (Thin): buckets that fall in the

@@ -134,3 +134,16 @@ func TestLabels(t *testing.T) {
 		t.Errorf("labels %q", v.Samples.Label)
 	}
 }
+
+// TestPerBucket checks that a live Series spreads its samples over the
+// buckets at a high rate.
+func TestPerBucket(t *testing.T) {
+	s := NewSeries(Options{Samples: 100, Width: 1000, PerBucket: 10})
+	for x := range int64(20_000) { // 1000 observations per bucket, 20 buckets
+		s.Add(obs(x, 1, 0))
+	}
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.X) != 100 || v.Samples.X[0] != 10_000 || v.Samples.X[1] != 10_100 {
+		t.Errorf("kept %d samples from %v, want 100 from 10000 every 100", len(v.Samples.X), v.Samples.X[:2])
+	}
+}

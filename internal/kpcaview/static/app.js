@@ -99,16 +99,22 @@
     if (REPORT) return xs;
     return xs.map(function (x) { return (x - v.time) / 1000; });
   }
-  function xfmt(x) {
+  function xfmt(x, step) {
     if (REPORT) return KC.fmt(x);
-    return (Math.abs(x) < 0.5 ? "0" : Math.round(x)) + "s";
+    var d = step < 1 ? (step < 0.1 ? 2 : 1) : 0;
+    return (Math.abs(x) < Math.pow(10, -d) / 2 ? "0" : x.toFixed(d)) + "s";
   }
 
-  function marks(v) {
-    return v.events.map(function (e) {
+  // marks are the drift markers (dashed red lines) and, with basis, the
+  // basis changes (short grey ticks on the x axis).
+  function marks(v, basis) {
+    var out = [];
+    v.events.forEach(function (e) {
       var x = REPORT ? e.x : (e.x - v.time) / 1000;
-      return e.kind === "drift" ? { x: x, color: "#d23f3f", dash: [4, 2] } : { x: x, color: "#9aa1b1", dash: [2, 3] };
+      if (e.kind === "drift") out.push({ x: x, color: "#d23f3f", dash: [4, 2] });
+      else if (basis) out.push({ x: x, color: "#8a93a6", dash: [], tick: 8 });
     });
+    return out;
   }
 
   function components(v) { return v.samples.z.length; }
@@ -150,7 +156,7 @@
     var bx = xsOf(v, b.x.map(function (x, i) { return x + b.width[i] / 2; }));
     var eseries = b.eig.map(function (col, i) { return { x: bx, y: col, color: KC.color(i), label: i < 4 ? "λ" + (i + 1) : "" }; });
     eseries.push({ x: bx, y: b.explained, color: "#1d2330", label: "explained (right)", right: true, width: 1 });
-    counts.eig = KC.line($("c-eig"), { series: eseries, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1 });
+    counts.eig = KC.line($("c-eig"), { series: eseries, vmarks: marks(v, true), xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1 });
 
     // scatter of the kept samples on two components
     var cx = Math.min(st.cx, components(v) - 1), cy = Math.min(st.cy, components(v) - 1);
@@ -175,8 +181,10 @@
     [["spe", "SPE", v.limits.spe, s.spe, b.spe], ["t2", "T²", v.limits.t2, s.t2, b.t2]].forEach(function (a) {
       var vals = a[3], lim = a[2], ox = [], oy = [];
       for (var i = 0; i < vals.length; i++) if (vals[i] > lim) { ox.push(sx[i]); oy.push(vals[i]); }
-      var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1], width: 1 }];
-      if (REPORT) ser.push({ x: bx, y: a[4], color: "#1d2330", label: "mean per bucket", width: 1.5 });
+      var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1] + (REPORT && v.stride > 1 ? " (every " + v.stride + "th row)" : ""), dots: true }];
+      var inView = [], inY = [];
+      for (var j = 0; j < bx.length; j++) if (!sx.length || bx[j] >= sx[0]) { inView.push(bx[j]); inY.push(a[4][j]); }
+      ser.push({ x: inView, y: inY, color: "#1d2330", label: REPORT ? "mean per bucket" : "mean per second", width: 1.5 });
       counts[a[0]] = KC.line($("c-" + a[0]), {
         series: ser, vmarks: vm, xfmt: xfmt, ymin: 0,
         hlines: [{ y: lim, color: "#e08a1e", label: Math.round(v.limits.q * 100) + "% limit " + KC.fmt(lim) }],
@@ -229,7 +237,7 @@
       var at = REPORT ? "row " + e.x : new Date(e.x).toLocaleTimeString();
       return "<span>" + (e.kind === "drift" ? "⚑ drift" : "basis v" + e.from + "→v" + e.to) + " at " + esc(at) + "</span>";
     });
-    $("events").innerHTML = evs.length ? "<b>Events</b> (dashed red: drift markers, grey: basis changes): " + evs.join("") : "";
+    $("events").innerHTML = evs.length ? "<b>Events</b> (dashed red lines: drift markers; grey ticks under the eigenvalues: basis changes): " + evs.join("") : "";
 
     var ok = n > 0;
     Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0)) ok = false; });

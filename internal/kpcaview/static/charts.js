@@ -71,9 +71,9 @@ var KC = (function () {
       ticks(yr2[0], yr2[1], 4).forEach(function (v) { g.fillText((opt.y2fmt || fmt)(v), x1 + 4, sy2(v)); });
     }
     g.textAlign = "center"; g.textBaseline = "top";
-    ticks(xr[0], xr[1], Math.max(2, Math.floor((x1 - x0) / 80))).forEach(function (v) {
-      g.fillText((opt.xfmt || fmt)(v), sx(v), y0 + 4);
-    });
+    var xt = ticks(xr[0], xr[1], Math.max(2, Math.floor((x1 - x0) / 80)));
+    var xstep = xt.length > 1 ? xt[1] - xt[0] : 1;
+    xt.forEach(function (v) { g.fillText((opt.xfmt || fmt)(v, xstep), sx(v), y0 + 4); });
     g.strokeStyle = "#c9ced8";
     g.beginPath(); g.moveTo(x0, y1); g.lineTo(x0, y0 + 0.5); g.lineTo(x1, y0 + 0.5); g.stroke();
     return { sx: sx, sy: sy, sy2: sy2, x0: x0, x1: x1, y0: y0, y1: y1 };
@@ -124,7 +124,7 @@ var KC = (function () {
       var x = Math.round(f.sx(m.x)) + 0.5;
       if (x < f.x0 || x > f.x1) return;
       g.strokeStyle = m.color; g.setLineDash(m.dash || [3, 3]); g.lineWidth = 1;
-      g.beginPath(); g.moveTo(x, f.y1); g.lineTo(x, f.y0); g.stroke(); g.setLineDash([]);
+      g.beginPath(); g.moveTo(x, m.tick ? f.y0 - m.tick : f.y1); g.lineTo(x, f.y0); g.stroke(); g.setLineDash([]);
     });
     g.save();
     g.beginPath(); g.rect(f.x0, f.y1 - 2, f.x1 - f.x0, f.y0 - f.y1 + 4); g.clip();
@@ -132,7 +132,7 @@ var KC = (function () {
       var sy = s.right ? f.sy2 : f.sy;
       g.strokeStyle = s.color; g.fillStyle = s.color; g.lineWidth = s.width || 1.5;
       if (s.dots) {
-        for (var i = 0; i < s.x.length; i++) if (finite(s.y[i])) g.fillRect(f.sx(s.x[i]) - 1, sy(s.y[i]) - 1, 2, 2);
+        for (var i = 0; i < s.x.length; i++) if (finite(s.y[i])) { g.beginPath(); g.arc(f.sx(s.x[i]), sy(s.y[i]), 1.6, 0, 7); g.fill(); }
         return;
       }
       g.beginPath();
@@ -144,6 +144,7 @@ var KC = (function () {
         pen = true;
       }
       g.stroke();
+      if (s.x.length < 40) for (var k = 0; k < s.x.length; k++) if (finite(s.y[k])) { g.beginPath(); g.arc(f.sx(s.x[k]), sy(s.y[k]), 2, 0, 7); g.fill(); }
     });
     (opt.hlines || []).forEach(function (h) {
       if (!finite(h.y)) return;
