@@ -20,10 +20,11 @@ import (
 //	GET /api/v1/pipelines                   pipelines with their counters and loaded keys
 //	GET /api/v1/keys?pipeline=P[&q=S][&limit=N]   keys of P loaded here (containing S)
 //	GET /api/v1/series?pipeline=P&key=K     the key's record (kpcaview.KeyView); watches K
+//	                                        (a key of a partition run here, loaded or not)
 //	GET /api/v1/stream?pipeline=P&key=K[&every=D] the same as server-sent events every D (default 1s)
 //
 // Errors are JSON {"error": "..."} with status 400 (bad parameters), 404
-// (unknown pipeline, or a key not loaded on this instance), 429 (too many
+// (unknown pipeline, or a key whose partition does not run here), 429 (too many
 // watched keys) or 503 (the partition is stopping).
 
 // uiRoutes adds the page and the API to mux.
@@ -120,15 +121,9 @@ func (p *Processor) watchRequest(r *http.Request) (*pipeline, string, *keyWatch,
 		kw, err := p.watch.watch(pl, key) // renew
 		return pl, key, kw, err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.SnapshotTimeout)
-	defer cancel()
-	ok, err := p.keyLoaded(ctx, pl, key)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	if !ok {
-		return nil, "", nil, fmt.Errorf("processor: %w: key %q of pipeline %s is not loaded on this instance (member %s); "+
-			"GET /api/v1/keys lists those that are", ErrNotFound, key, pl.cfg.Name, p.id)
+	if n := partitionOf(key, pl.cfg.Partitions); pl.parts[n].Load() == nil {
+		return nil, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
+			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.cfg.Name, key, p.id)
 	}
 	kw, err := p.watch.watch(pl, key)
 	return pl, key, kw, err

@@ -49,8 +49,14 @@ type keyWatch struct {
 	s      *kpcaview.Series
 	timer  *time.Timer // expiry, reset by each request
 	o      kpcaview.Observation
-	labels int // index of codec.Output's label field, -1 if none
+	labels int       // index of codec.Output's label field, -1 if none
+	sumAt  time.Time // when swaps and moves were last read (Summary)
 }
+
+// sumEvery is how often the hook reads the learner's Summary for the
+// dictionary's swap and move rates (running means over ~1,000 messages):
+// a Summary costs more than the rest of the hook.
+const sumEvery = 100 * time.Millisecond
 
 // get returns the watch of key, or nil.
 func (ws *watches) get(pl *pipeline, key string) *keyWatch {
@@ -121,7 +127,10 @@ var labelField = func() int {
 }()
 
 // label formats the label field of o ("" when absent, nil or empty).
-func label(o *codec.Output, field int) string {
+func label(o *codec.Output, field int) string { return labelOf(o, field) }
+
+// labelOf formats field number field of the struct *o.
+func labelOf(o any, field int) string {
 	if field < 0 {
 		return ""
 	}
@@ -159,20 +168,23 @@ func (w *worker) watchOut(e *entry, took time.Duration) {
 	if kw == nil {
 		return
 	}
-	sum := e.l.Summary(w.eig)
 	now := time.Now()
 	st := &e.pipe.stats
 	kw.mu.Lock()
 	defer kw.mu.Unlock()
 	o := &kw.o
-	o.X = now.UnixMilli()
-	o.Explained, o.Eigenvalues, o.Stored, o.Basis = sum.ExplainedVariance, sum.Eigenvalues, sum.Stored, sum.BasisVersion
-	o.Swaps, o.Moves = sum.SwapsPer1000, sum.MovesPer1000
+	if now.Sub(kw.sumAt) >= sumEvery {
+		sum := e.l.Summary(w.eig)
+		o.Swaps, o.Moves, kw.sumAt = sum.SwapsPer1000, sum.MovesPer1000, now
+	}
+	// apply and applied left the eigenvalues of the last output in w.eig
+	// and the dictionary's fill in e.stored.
+	o.X, o.Eigenvalues, o.Stored = now.UnixMilli(), w.eig, e.stored
 	o.Learn = took.Seconds() / float64(len(w.res.outs))
 	o.In, o.Out, o.Dead = st.In.Load(), st.Out.Load(), st.DeadLettered.Load()
 	for i := range w.res.outs {
 		out := &w.res.outs[i]
-		o.Seq, o.Z, o.SPE, o.T2, o.Basis = out.Seq, out.Z, out.SPE, out.T2, out.BasisVersion
+		o.Seq, o.Z, o.SPE, o.T2, o.Basis, o.Explained = out.Seq, out.Z, out.SPE, out.T2, out.BasisVersion, out.Explained
 		o.Age = -1
 		if out.TS > 0 {
 			o.Age = float64(now.UnixNano())/1e9 - out.TS
@@ -240,16 +252,6 @@ func (p *Processor) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error
 		return 0
 	})
 	return out, nil
-}
-
-// keyLoaded reports whether key of pl is loaded on this instance.
-func (p *Processor) keyLoaded(ctx context.Context, pl *pipeline, key string) (bool, error) {
-	pt := pl.parts[partitionOf(key, pl.cfg.Partitions)].Load()
-	if pt == nil {
-		return false, nil
-	}
-	ks, err := p.askKeys(ctx, pt, pt.workers[pt.owner(key)], pl, key)
-	return len(ks) > 0, err
 }
 
 func (p *Processor) askKeys(ctx context.Context, pt *partition, w *worker, pl *pipeline, key string) ([]KeyInfo, error) {
