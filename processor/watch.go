@@ -23,11 +23,11 @@ import (
 // expires. Nothing is kept for the other keys: the
 // worker's hook costs one atomic load per message while no key is watched.
 const (
-	watchTTL     = 30 * time.Second
+	watchTTL       = 30 * time.Second
 	watchSamples   = 2048
 	watchPerSecond = 64
-	watchBuckets = 600
-	maxWatched   = 16
+	watchBuckets   = 600
+	maxWatched     = 16
 )
 
 // watches is the processor's set of watched keys.
