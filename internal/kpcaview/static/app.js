@@ -218,9 +218,10 @@
       rser.push({ x: rx, y: inRate, color: "#7b5cc4", label: "pipeline in/s", width: 1 });
       rser.push({ x: rx, y: dead, color: "#d23f3f", label: "dead letters/s (right)", right: true, width: 1 });
     }
-    counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
+    if (REPORT) $("card-rate").hidden = true; // a replay has no message rate
+    else counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
 
-    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: "learn + score, ms" }];
+    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: REPORT ? "time per row, ms" : "learn + score, ms" }];
     if (b.age.some(function (a) { return a > 0; })) lser.push({ x: bx, y: b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; }), color: "#e08a1e", label: "age at processing, ms (right)", right: true });
     counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
 
