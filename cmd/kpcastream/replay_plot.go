@@ -217,6 +217,7 @@ func addPoints(p *plot.Plot, x, y []float64, col func(i int) color.Color, r floa
 	if err != nil {
 		return err
 	}
+	sc.GlyphStyle = draw.GlyphStyle{Color: col(0), Radius: vg.Points(r + 1), Shape: draw.CircleGlyph{}} // the legend's
 	sc.GlyphStyleFunc = func(i int) draw.GlyphStyle {
 		return draw.GlyphStyle{Color: col(i), Radius: vg.Points(r), Shape: draw.CircleGlyph{}}
 	}
