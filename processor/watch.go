@@ -35,6 +35,24 @@ type watches struct {
 	n    atomic.Int32 // len(keys): the hook's fast path
 	mu   sync.Mutex
 	keys map[watchID]*keyWatch
+	// list is a copy of keys, replaced on every change, that the hook
+	// scans without a lock (at most maxWatched entries).
+	list atomic.Pointer[[]watchEntry]
+}
+
+type watchEntry struct {
+	id watchID
+	kw *keyWatch
+}
+
+// publish refreshes list and n from keys; the caller holds mu.
+func (ws *watches) publish() {
+	l := make([]watchEntry, 0, len(ws.keys))
+	for id, kw := range ws.keys {
+		l = append(l, watchEntry{id, kw})
+	}
+	ws.list.Store(&l)
+	ws.n.Store(int32(len(l)))
 }
 
 type watchID struct {
@@ -60,9 +78,16 @@ const sumEvery = 100 * time.Millisecond
 
 // get returns the watch of key, or nil.
 func (ws *watches) get(pl *pipeline, key string) *keyWatch {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return ws.keys[watchID{pl, key}]
+	l := ws.list.Load()
+	if l == nil {
+		return nil
+	}
+	for _, e := range *l {
+		if e.id.pipe == pl && e.id.key == key {
+			return e.kw
+		}
+	}
+	return nil
 }
 
 // watch starts or renews the watch of key and returns its record.
@@ -87,11 +112,11 @@ func (ws *watches) watch(pl *pipeline, key string) (*keyWatch, error) {
 		defer ws.mu.Unlock()
 		if ws.keys[id] == kw {
 			delete(ws.keys, id)
-			ws.n.Store(int32(len(ws.keys)))
+			ws.publish()
 		}
 	})
 	ws.keys[id] = kw
-	ws.n.Store(int32(len(ws.keys)))
+	ws.publish()
 	return kw, nil
 }
 
@@ -108,7 +133,7 @@ func (ws *watches) stop() {
 		kw.timer.Stop()
 		delete(ws.keys, id)
 	}
-	ws.n.Store(0)
+	ws.publish()
 }
 
 var errTooManyWatches = fmt.Errorf("too many watched keys")
@@ -157,9 +182,9 @@ func labelOf(o any, field int) string {
 }
 
 // watchOut is the worker's hook: after the outputs of a message of e were
-// published, it records them when e's key is watched. took is the time
-// the learner spent on the message.
-func (w *worker) watchOut(e *entry, took time.Duration) {
+// published, it records them when e's key is watched. The learner started
+// on the message at start and took took (so the hook reads no clock).
+func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 	ws := &w.p.watch
 	if ws.n.Load() == 0 {
 		return
@@ -168,7 +193,7 @@ func (w *worker) watchOut(e *entry, took time.Duration) {
 	if kw == nil {
 		return
 	}
-	now := time.Now()
+	now := start.Add(took)
 	st := &e.pipe.stats
 	kw.mu.Lock()
 	defer kw.mu.Unlock()

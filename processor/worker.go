@@ -245,7 +245,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		}
 		w.sent(e, n)
 		pl.met.explained.Set(w.res.outs[n-1].Explained)
-		w.watchOut(e, took)
+		w.watchOut(e, start, took)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
