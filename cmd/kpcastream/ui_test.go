@@ -129,7 +129,12 @@ func TestUIScreenshot(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(wait)
+	for end := time.Now().Add(wait); time.Now().Before(end); { // renew the watch (30s) as the page would
+		time.Sleep(min(5*time.Second, time.Until(end)))
+		if resp, err := http.Get(api + "series?pipeline=demo&key=sensor-0"); err == nil {
+			resp.Body.Close()
+		}
+	}
 	var v struct {
 		Count   int64 `json:"count"`
 		Buckets struct {
@@ -142,7 +147,7 @@ func TestUIScreenshot(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000",
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1110",
 		"--user-data-dir=" + filepath.Join(dir, "profile"), "--virtual-time-budget=4000", "--enable-logging=stderr", "--v=0"}
 	run := func(extra ...string) (string, string) {
 		cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)

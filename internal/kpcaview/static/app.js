@@ -233,12 +233,16 @@
       });
     }
 
-    // events
-    var evs = v.events.slice(-12).reverse().map(function (e) {
-      var at = REPORT ? "row " + e.x : new Date(e.x).toLocaleTimeString();
-      return "<span>" + (e.kind === "drift" ? "⚑ drift" : "basis v" + e.from + "→v" + e.to) + " at " + esc(at) + "</span>";
-    });
-    $("events").innerHTML = evs.length ? "<b>Events</b> (dashed red lines: drift markers; grey ticks under the eigenvalues: basis changes): " + evs.join("") : "";
+    // events: the drift markers, and the basis changes in short
+    var at = function (x) { return REPORT ? "row " + x : new Date(x).toLocaleTimeString(); };
+    var drift = v.events.filter(function (e) { return e.kind === "drift"; });
+    var basis = v.events.filter(function (e) { return e.kind === "basis"; });
+    var parts = drift.slice(-8).reverse().map(function (e) { return "<span>⚑ drift at " + esc(at(e.x)) + "</span>"; });
+    if (basis.length) {
+      var lb = basis[basis.length - 1];
+      parts.push("<span>" + basis.length + " basis changes, the last v" + lb.from + "→v" + lb.to + " at " + esc(at(lb.x)) + "</span>");
+    }
+    $("events").innerHTML = parts.length ? "<b>Events</b> (dashed red lines: drift markers; grey ticks under the eigenvalues: basis changes): " + parts.join("") : "";
 
     var ok = n > 0;
     Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0)) ok = false; });

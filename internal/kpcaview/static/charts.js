@@ -32,7 +32,10 @@ var KC = (function () {
     if (lo !== undefined && lo !== null) mn = Math.min(mn, lo);
     if (hi !== undefined && hi !== null) mx = Math.max(mx, hi);
     if (!isFinite(mn)) { mn = 0; mx = 1; }
-    if (mn === mx) { var d = Math.abs(mn) * 0.1 || 1; mn -= d; mx += d; }
+    if (mn === mx) {
+      if (mn === 0) mx = 1; // all zero: [0, 1], not [-1, 1]
+      else { var d = Math.abs(mn) * 0.1; mn -= d; mx += d; }
+    }
     return [mn, mx];
   }
 
