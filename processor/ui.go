@@ -163,7 +163,9 @@ func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	running := p.ready.Load()
 	for {
+		running = running || p.ready.Load()
 		b, err := json.Marshal(p.view(pl, key, kw))
 		if err != nil {
 			return
@@ -176,6 +178,9 @@ func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-tick.C:
+		}
+		if running && !p.ready.Load() {
+			return // Run is stopping: let the HTTP server shut down
 		}
 		if kw, err = p.watch.watch(pl, key); err != nil {
 			return
