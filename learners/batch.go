@@ -80,7 +80,7 @@ type BatchFit struct {
 	// GrandMean is g = (1/n²)Σⱼₗ K[j][l].
 	GrandMean float64
 
-	rows *Rows
+	rows *kernelRows
 	kx   []float64 // n: scratch kernel row
 }
 
@@ -195,7 +195,7 @@ func centeredTop(solver string, gram, col []float64, grand float64, n, want int,
 				dst[i] += -cv - col[i]*sv + grand*sv
 			}
 		}
-		vals, vecs, err = LanczosTop(n, want, op, LanczosOptions{Seed: seed})
+		vals, vecs, err = lanczosTop(n, want, op, lanczosOptions{Seed: seed})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: batch: %w", ErrNumerical, err)
 		}
@@ -263,23 +263,16 @@ func (f *BatchFit) setComponents(vals, vecs []float64, want int) {
 
 // init builds the kernel-row evaluator and scratch from X.
 func (f *BatchFit) init() {
-	f.rows = NewRows(f.Kernel, f.D, f.N)
+	f.rows = newKernelRows(f.Kernel, f.D, f.N)
 	f.rows.Reset(f.X, f.N)
 	f.kx = make([]float64, f.N)
-}
-
-// symv writes A·v into dst for the row-major n×n matrix a.
-func symv(dst, a []float64, n int, v []float64) {
-	for i := range n {
-		dst[i] = dot(a[i*n:(i+1)*n], v)
-	}
 }
 
 // project writes the projection of x into dst and returns ‖φ(x) − m‖²,
 // where m is the feature-space mean of the fitted rows. x must have length D
 // and dst length K.
 func (f *BatchFit) project(dst, x []float64) float64 {
-	kx := f.rows.Row(f.kx, x, Norm2(x))
+	kx := f.rows.Row(f.kx, x, norm2(x))
 	var mx float64
 	for _, v := range kx {
 		mx += v
@@ -530,9 +523,9 @@ func (b *Batch) State() *State {
 	s := newState(KindBatch, b.cfg, b.seen)
 	d, k := b.cfg.Dim, b.cfg.Components
 	s.Ints["count"] = int64(b.count)
-	s.Ints["stale"] = boolInt(b.stale)
+	s.Ints["stale"] = b2i(b.stale)
 	s.Ints["basis_version"] = int64(b.version)
-	s.Ints["fitted"] = boolInt(b.fit != nil)
+	s.Ints["fitted"] = b2i(b.fit != nil)
 	s.Matrices["rows"] = Matrix{Rows: b.count, Cols: d, Data: b.rows()}
 	if f := b.fit; f != nil {
 		s.Ints["fit_rows"] = int64(f.N)
@@ -546,13 +539,6 @@ func (b *Batch) State() *State {
 		s.putMatrix("fit_eigenvalues", 1, k, f.Eigenvalues)
 	}
 	return s
-}
-
-func boolInt(v bool) int64 {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // Restore replaces the learner's state with s after checking it: header,

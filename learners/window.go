@@ -105,26 +105,26 @@ type Window struct {
 	d, k, w, p int
 
 	seen  int64
-	ring  *Rows     // window points by slot; m = ring.Len() ≤ W
-	head  int       // slot of the oldest point once the window is full, else 0
-	gram  []float64 // W×W kernel matrix of the window, slot-indexed, row-major
-	since int       // observations since the last publish
-	rng   uint64    // splitmix64 state for restart vectors
-	block []float64 // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
-	valid int       // rows of block in use, ≤ min(p, m−1)
-	bval  []float64 // p Ritz values that go with the block rows (from the last refresh)
-	img   []float64 // p×W images K·v of the block rows for the current Gram (uncentred), kept exact by Learn
+	ring  *kernelRows // window points by slot; m = ring.Len() ≤ W
+	head  int         // slot of the oldest point once the window is full, else 0
+	gram  []float64   // W×W kernel matrix of the window, slot-indexed, row-major
+	since int         // observations since the last publish
+	rng   uint64      // splitmix64 state for restart vectors
+	block []float64   // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
+	valid int         // rows of block in use, ≤ min(p, m−1)
+	bval  []float64   // p Ritz values that go with the block rows (from the last refresh)
+	img   []float64   // p×W images K·v of the block rows for the current Gram (uncentred), kept exact by Learn
 
 	// Published components, frozen at the last refresh.
 	ready    bool
-	pub      *Rows     // the window points at the last refresh; pm = pub.Len()
-	vecs     []float64 // k×W unit eigenvectors of the published K̃ (first pm entries of each row)
-	eig      []float64 // k eigenvalues θ of the published K̃ (Gram convention), descending, ≥ 0
-	coef     []float64 // W×k coefficients (first pm rows)
-	off      []float64 // k offsets
-	pubSum   float64   // 1ᵀK1 of the published window
-	pubTrace float64   // trace(K̃) of the published window
-	resid    float64   // relative residual of the published pairs
+	pub      *kernelRows // the window points at the last refresh; pm = pub.Len()
+	vecs     []float64   // k×W unit eigenvectors of the published K̃ (first pm entries of each row)
+	eig      []float64   // k eigenvalues θ of the published K̃ (Gram convention), descending, ≥ 0
+	coef     []float64   // W×k coefficients (first pm rows)
+	off      []float64   // k offsets
+	pubSum   float64     // 1ᵀK1 of the published window
+	pubTrace float64     // trace(K̃) of the published window
+	resid    float64     // relative residual of the published pairs
 	version  uint64
 
 	// Scratch, never part of the state.
@@ -170,14 +170,14 @@ func NewWindow(cfg Config) (*Window, error) {
 	p := windowBlock(k, w)
 	nw := &Window{
 		cfg: cfg, d: d, k: k, w: w, p: p,
-		ring:    NewRows(cfg.Kernel, d, w),
+		ring:    newKernelRows(cfg.Kernel, d, w),
 		gram:    make([]float64, w*w),
 		rng:     cfg.Seed,
 		block:   make([]float64, p*w),
 		img:     make([]float64, p*w),
 		diff:    make([]float64, w),
 		y:       make([]float64, p*(p+k)),
-		pub:     NewRows(cfg.Kernel, d, w),
+		pub:     newKernelRows(cfg.Kernel, d, w),
 		vecs:    make([]float64, k*w),
 		eig:     make([]float64, k),
 		coef:    make([]float64, w*k),
@@ -269,10 +269,10 @@ func (w *Window) Learn(x []float64) error {
 	}
 	// Kernel row of x against the window (the evicted point still in its
 	// slot), then k(x, x) in that slot. Restore rebuilds the Gram matrix
-	// with the same Rows.Row calls (see gramFromPoints), bit for bit.
+	// with the same kernelRows.Row calls (see gramFromPoints), bit for bit.
 	n := max(m, slot+1)
 	row := w.krow[:n]
-	w.ring.Row(row, x, Norm2(x))
+	w.ring.Row(row, x, norm2(x))
 	row[slot] = w.cfg.Kernel.Self(x)
 	for j, v := range row {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -957,21 +957,6 @@ func (w *Window) uniform() float64 {
 	return float64(z>>11)/(1<<52) - 1
 }
 
-// centre subtracts the mean from v.
-func centre(v []float64) {
-	if len(v) == 0 {
-		return
-	}
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	s /= float64(len(v))
-	for i := range v {
-		v[i] -= s
-	}
-}
-
 // oldSlots returns the window slots written before the last publish (at
 // least w.since observations ago) as up to two ranges [a, b) (empty ranges
 // have a = b).
@@ -1137,7 +1122,7 @@ func (w *Window) Transform(dst, x []float64) ([]float64, error) {
 // against the published points.
 func (w *Window) project(dst, x []float64) []float64 {
 	pm := w.pub.Len()
-	row := w.pub.Row(w.krow, x, Norm2(x))
+	row := w.pub.Row(w.krow, x, norm2(x))
 	blas64.Implementation().Dgemv(blas.Trans, pm, w.k, 1, w.coef, w.k, row, 1, 0, dst, 1)
 	for i, o := range w.off {
 		dst[i] -= o
@@ -1252,23 +1237,6 @@ func (w *Window) State() *State {
 	s.putMatrix("coefficients", pm, k, w.coef)
 	s.putMatrix("offsets", 1, k, w.off)
 	return s
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// packRows returns the first cols entries of the first rows rows of a
-// (row stride ld), packed.
-func packRows(a []float64, rows, cols, ld int) []float64 {
-	out := make([]float64, rows*cols)
-	for r := range rows {
-		copy(out[r*cols:(r+1)*cols], a[r*ld:r*ld+cols])
-	}
-	return out
 }
 
 // Restore replaces the state with s after checking it: header and config,
@@ -1441,7 +1409,7 @@ func (w *Window) gramFromPoints() error {
 			view.m = s
 		}
 		x := w.ring.Point(s)
-		row := view.Row(w.krow, x, Norm2(x))
+		row := view.Row(w.krow, x, norm2(x))
 		for i := range idx {
 			j := (start + i) % W
 			v := row[j]
