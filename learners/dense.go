@@ -228,3 +228,18 @@ func packRows(a []float64, rows, cols, ld int) []float64 {
 	}
 	return out
 }
+
+// splitmixUniform advances the splitmix64 state *s (Steele, Lea and Flood
+// 2014: one uint64 of state, which the ikpca and window states carry as
+// their "rng") and returns a value in [−1, 1). The kha learner and the
+// Lanczos solver draw their Gaussian start vectors from math/rand/v2's PCG
+// instead: they keep no generator state, and moving them to this one would
+// change their results and the published figures for no gain.
+func splitmixUniform(s *uint64) float64 {
+	*s += 0x9e3779b97f4a7c15
+	z := *s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<52) - 1
+}

@@ -767,74 +767,108 @@ const trsvBlock = 32
 // A = L⁻ᵀU_k, a = L⁻ᵀμ and c = U_kᵀμ.
 func (l *IKPCA) refresh() {
 	l.since = 0
-	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+	m, p := l.rows.Len(), l.p
 	if m == 0 || l.w == 0 {
 		return
 	}
 	l.flush()
-	impl := blas64.Implementation()
 	l.mirror()
-	q := min(p, m) // working block width
-	h := l.h[:q*q]
-	ritz := l.y1[:m*p] // m×p: new Ritz vectors (stride p)
+	var ritz []float64 // m×p: the new Ritz vectors (stride p)
+	var ok bool
 	if m <= p {
-		// Exact: eigendecomposition of the m×m scatter.
-		for i := range m {
-			copy(h[i*q:i*q+m], l.S[i*b:i*b+m])
-		}
-		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: q, Stride: q, Data: h, Uplo: blas.Upper}, l.wv[:q], l.work, l.lwork) {
-			return
-		}
-		clear(ritz)
-		for c := range q {
-			src := q - 1 - c // Syev sorts ascending
-			for i := range m {
-				ritz[i*p+c] = h[i*q+src]
-			}
-			l.th[c] = l.wv[src] * l.sc
-		}
-		clear(l.th[q:])
+		ritz, ok = l.ritzExact(m)
 	} else {
-		// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on
-		// span(Y): T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V, new S·U = T·V.
-		// The m×p blocks are handled transposed (p×m, stride m), so that
-		// every product runs along rows of length m rather than p.
-		yt, tt := l.y2[:p*m], l.y1[:p*m]
-		transpose(yt, m, l.SU, p, m, p)
-		l.orthonormalize(yt, m, p)
-		serialDgemm(blas.NoTrans, blas.NoTrans, p, m, m, 1, yt, m, l.S, b, 0, tt, m) // Tᵀ = YᵀS (S symmetric)
-		impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
-		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
-			return
-		}
-		// Descending order of the Ritz values.
-		for c := 0; c < p/2; c++ {
-			o := p - 1 - c
-			for r := range p {
-				h[r*p+c], h[r*p+o] = h[r*p+o], h[r*p+c]
-			}
-			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
-		}
-		// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
-		// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
-		sut := l.SU[:p*m]
-		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, tt, m, 0, sut, m)
-		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, yt, m, 0, tt, m)
-		ritz = l.y2[:m*p]
-		transpose(ritz, p, tt, m, p, m)
-		transpose(tt, p, sut, m, p, m)
-		copy(l.SU[:m*p], tt)
-		for c := range p {
-			l.th[c] = l.wv[c] * l.sc
-		}
+		ritz, ok = l.ritzSubspace(m)
+	}
+	if !ok {
+		return
 	}
 	for c := range p {
 		if l.th[c] < 0 {
 			l.th[c] = 0
 		}
 	}
-	// Align signs of the published components with the previous basis.
-	for c := range k {
+	l.alignSigns(ritz, m)
+	copy(l.U[:m*p], ritz)
+	if m <= p {
+		// Exact branch: S·U from scratch (small).
+		serialDgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, l.b, l.U, p, 0, l.SU, p)
+	}
+	l.countVersion(m)
+	l.publishBasis(m)
+}
+
+// ritzExact is the eigendecomposition of the m×m scatter (m ≤ p): the
+// eigenvectors, descending, into the returned m×p block, the values times
+// the scale into th. ok is false when the solver failed (nothing changed).
+func (l *IKPCA) ritzExact(m int) (ritz []float64, ok bool) {
+	b, p := l.b, l.p
+	q := m
+	h := l.h[:q*q]
+	ritz = l.y1[:m*p]
+	for i := range m {
+		copy(h[i*q:i*q+m], l.S[i*b:i*b+m])
+	}
+	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: q, Stride: q, Data: h, Uplo: blas.Upper}, l.wv[:q], l.work, l.lwork) {
+		return nil, false
+	}
+	clear(ritz)
+	for c := range q {
+		src := q - 1 - c // Syev sorts ascending
+		for i := range m {
+			ritz[i*p+c] = h[i*q+src]
+		}
+		l.th[c] = l.wv[src] * l.sc
+	}
+	clear(l.th[q:])
+	return ritz, true
+}
+
+// ritzSubspace is one step of the block subspace iteration (m > p):
+// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on span(Y):
+// T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V (returned), new S·U = T·V (into SU).
+// The m×p blocks are handled transposed (p×m, stride m), so that every
+// product runs along rows of length m rather than p.
+func (l *IKPCA) ritzSubspace(m int) (ritz []float64, ok bool) {
+	b, p := l.b, l.p
+	impl := blas64.Implementation()
+	h := l.h[:p*p]
+	yt, tt := l.y2[:p*m], l.y1[:p*m]
+	transpose(yt, m, l.SU, p, m, p)
+	l.orthonormalize(yt, m, p)
+	serialDgemm(blas.NoTrans, blas.NoTrans, p, m, m, 1, yt, m, l.S, b, 0, tt, m) // Tᵀ = YᵀS (S symmetric)
+	impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
+	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
+		return nil, false
+	}
+	// Descending order of the Ritz values.
+	for c := 0; c < p/2; c++ {
+		o := p - 1 - c
+		for r := range p {
+			h[r*p+c], h[r*p+o] = h[r*p+o], h[r*p+c]
+		}
+		l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
+	}
+	// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
+	// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
+	sut := l.SU[:p*m]
+	serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, tt, m, 0, sut, m)
+	serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, yt, m, 0, tt, m)
+	ritz = l.y2[:m*p]
+	transpose(ritz, p, tt, m, p, m)
+	transpose(tt, p, sut, m, p, m)
+	copy(l.SU[:m*p], tt)
+	for c := range p {
+		l.th[c] = l.wv[c] * l.sc
+	}
+	return ritz, true
+}
+
+// alignSigns flips each published component of ritz (and its S·U column)
+// that points away from the previous basis U.
+func (l *IKPCA) alignSigns(ritz []float64, m int) {
+	p := l.p
+	for c := range l.k {
 		var s float64
 		for i := range m {
 			s += ritz[i*p+c] * l.U[i*p+c]
@@ -846,37 +880,44 @@ func (l *IKPCA) refresh() {
 			}
 		}
 	}
-	copy(l.U[:m*p], ritz)
-	if m <= p {
-		// Exact branch: S·U from scratch (small).
-		serialDgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, l.SU, p)
-	}
+}
+
+// countVersion sets ready and counts a new basis version when the learner
+// becomes ready or a published component turned away from its reference
+// direction by more than versionCos (then the reference moves).
+func (l *IKPCA) countVersion(m int) {
+	p, k := l.p, l.k
 	wasReady := l.ready
 	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)
-	if l.ready {
-		changed := !wasReady
-		for c := range k {
-			var s float64
-			for i := range m {
-				s += l.U[i*p+c] * l.ref[i*k+c]
-			}
-			if math.Abs(s) < versionCos {
-				changed = true
-			}
+	if !l.ready {
+		return
+	}
+	changed := !wasReady
+	for c := range k {
+		var s float64
+		for i := range m {
+			s += l.U[i*p+c] * l.ref[i*k+c]
 		}
-		if changed {
-			l.ver++
-			for i := range m {
-				copy(l.ref[i*k:(i+1)*k], l.U[i*p:i*p+k])
-			}
+		if math.Abs(s) < versionCos {
+			changed = true
 		}
 	}
-	// Publish: A = L⁻ᵀU_k and the mean as of now (μ_ref, a = L⁻ᵀμ_ref,
-	// c = U_kᵀμ_ref), so that Transform, Score and Model describe one model.
-	// Aᵀ = U_kᵀL⁻¹ (k×m, rows of length m), then transposed into A.
+	if changed {
+		l.ver++
+		for i := range m {
+			copy(l.ref[i*k:(i+1)*k], l.U[i*p:i*p+k])
+		}
+	}
+}
+
+// publishBasis publishes A = L⁻ᵀU_k and the mean as of now (μ_ref,
+// a = L⁻ᵀμ_ref, c = U_kᵀμ_ref), so that Transform, Score and Model describe
+// one model. Aᵀ = U_kᵀL⁻¹ (k×m, rows of length m), then transposed into A.
+func (l *IKPCA) publishBasis(m int) {
+	p, k := l.p, l.k
 	at := l.y2[:k*m]
 	transpose(at, m, l.U, p, m, k)
-	impl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, k, m, 1, l.L, b, at, m)
+	blas64.Implementation().Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, k, m, 1, l.L, l.b, at, m)
 	transpose(l.A, k, at, m, k, m)
 	copy(l.muRef[:m], l.mu[:m])
 	l.publishMean()
@@ -991,15 +1032,8 @@ func (l *IKPCA) gramSchmidt(yt []float64, m, w int) {
 	}
 }
 
-// random returns a deterministic pseudo-random number in [−1, 1) (splitmix64).
-func (l *IKPCA) random() float64 {
-	l.rng += 0x9e3779b97f4a7c15
-	z := l.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<52) - 1
-}
+// random returns a deterministic pseudo-random number in [−1, 1).
+func (l *IKPCA) random() float64 { return splitmixUniform(&l.rng) }
 
 // refreshInverse recomputes P = (LLᵀ)⁻¹ from L in place (LAPACK potri),
 // removing the rounding accumulated by the rank-one up- and downdates.

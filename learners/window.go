@@ -947,15 +947,8 @@ func (w *Window) randomRow(b []float64, c, m int) bool {
 	return false
 }
 
-// uniform returns a value in [−1, 1) from the splitmix64 generator.
-func (w *Window) uniform() float64 {
-	w.rng += 0x9e3779b97f4a7c15
-	z := w.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<52) - 1
-}
+// uniform returns a value in [−1, 1) from the window's generator.
+func (w *Window) uniform() float64 { return splitmixUniform(&w.rng) }
 
 // oldSlots returns the window slots written before the last publish (at
 // least w.since observations ago) as up to two ranges [a, b) (empty ranges
