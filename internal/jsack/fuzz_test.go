@@ -47,7 +47,8 @@ func FuzzParseDelivery(f *testing.F) {
 			if err != nil {
 				t.Fatalf("Parse(%q) = %+v, but nats.go rejects it: %v", reply, got, err)
 			}
-			if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending {
+			if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending ||
+				got.Time != want.Timestamp.UnixNano() {
 				t.Fatalf("Parse(%q) = %+v, nats.go reads stream %d consumer %d pending %d", reply, got,
 					want.Sequence.Stream, want.Sequence.Consumer, want.NumPending)
 			}

@@ -9,10 +9,11 @@ import "strings"
 // Delivery is what a consumer needs from a JetStream delivery's metadata.
 type Delivery struct {
 	Stream, Consumer, Pending uint64 // stream and consumer sequences, messages left
+	Time                      int64  // the message's stream timestamp, ns since the epoch
 }
 
-// Parse reads the stream and consumer sequences and the pending
-// count from the reply subject of a JetStream delivery without allocating
+// Parse reads the stream and consumer sequences, the stream timestamp and
+// the pending count from the reply subject of a JetStream delivery without allocating
 // (jetstream.Msg.Metadata allocates a struct per message). Both forms are
 // accepted:
 //
@@ -58,7 +59,7 @@ func Parse(reply string) (d Delivery, ok bool) {
 		}
 		fields[i] = v
 	}
-	return Delivery{Stream: fields[0], Consumer: fields[1], Pending: fields[3]}, true
+	return Delivery{Stream: fields[0], Consumer: fields[1], Pending: fields[3], Time: int64(fields[2])}, true
 }
 
 // parseUint parses a non-empty decimal token that fits in a uint64.

@@ -26,7 +26,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) failed; jetstream reads %+v", reply, want.Sequence)
 			continue
 		}
-		if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending {
+		if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending ||
+			got.Time != want.Timestamp.UnixNano() {
 			t.Errorf("Parse(%q) = %+v, want stream %d consumer %d pending %d", reply, got,
 				want.Sequence.Stream, want.Sequence.Consumer, want.NumPending)
 		}
@@ -60,5 +61,5 @@ func jsMeta(reply string) (*jetstream.MsgMetadata, error) {
 		return nil, err
 	}
 	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer},
-		NumPending: md.NumPending}, nil
+		NumPending: md.NumPending, Timestamp: md.Timestamp}, nil
 }
