@@ -32,7 +32,7 @@ func init() {
 
 // runRun is "kpcastream run --config FILE [--nats-url URL] [--metrics-addr ADDR]
 // [--data-dir DIR] [--log-format json|console]".
-func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
@@ -40,6 +40,7 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default :9090)`)
 	dataDir := fs.String("data-dir", "", "data directory of the embedded server (default kpcastream-data)")
 	logFormat := fs.String("log-format", "", "json or console (default: console on a terminal, else json)")
+	dryRun := fs.Bool("dry-run", false, "check the configuration (with the environment and flags) as 'kpcastream lint' does, start nothing")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -65,6 +66,9 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	})
 	cfg, err := config.Load(*cfgPath, nil, ov)
+	if *dryRun {
+		return reportConfig(*cfgPath, cfg, err, stdout)
+	}
 	if err != nil {
 		return err
 	}
