@@ -1,6 +1,9 @@
 package processor
 
 import (
+	"math"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpcastream/kpcastream/internal/buildinfo"
@@ -18,11 +21,12 @@ type metrics struct {
 	outputs         *prometheus.CounterVec   // pipeline
 	deadLetters     *prometheus.CounterVec   // pipeline, reason
 	learnSeconds    *prometheus.HistogramVec // pipeline
+	t2              *prometheus.HistogramVec // pipeline
 	activeLearners  *prometheus.GaugeVec     // pipeline
 	storedPoints    *prometheus.GaugeVec     // pipeline
 	budgetPoints    *prometheus.GaugeVec     // pipeline
-	explainedSum    *prometheus.GaugeVec     // pipeline
-	explainedBands  *prometheus.GaugeVec     // pipeline, le
+	reg             prometheus.Registerer    // for the per-pipeline explained-variance mean
+	explainedBands  *prometheus.GaugeVec     // pipeline, at_most
 	snapBytes       *prometheus.HistogramVec // pipeline
 	snapSeconds     *prometheus.HistogramVec // pipeline
 	snapFailures    *prometheus.CounterVec   // pipeline, reason
@@ -63,13 +67,14 @@ var snapshotFailureReasons = []string{"conflict", "corrupt", "error"}
 var budgetAdvices = []string{"ok", "tight", "too_small"}
 
 // explainedBounds are the upper bounds of kpcastream_explained_variance_learners
-// (with +Inf, as the le label); explainedLE are their label values.
+// (with 1, as the at_most label); explainedAtMost are their label values.
+// The label is not "le": Prometheus reserves it for histograms.
 var (
 	explainedBounds = []float64{0.5, 0.8, 0.9, 0.95, 0.99}
-	explainedLE     = []string{"0.5", "0.8", "0.9", "0.95", "0.99", "+Inf"}
+	explainedAtMost = []string{"0.5", "0.8", "0.9", "0.95", "0.99", "1"}
 )
 
-// explainedBand returns the index in explainedLE of the smallest bound ≥ v.
+// explainedBand returns the index in explainedAtMost of the smallest bound ≥ v.
 func explainedBand(v float64) int8 {
 	for i, b := range explainedBounds {
 		if v <= b {
@@ -85,11 +90,13 @@ var (
 	learnBuckets    = prometheus.ExponentialBuckets(1e-6, 2, 21) // 1 µs … 1.05 s
 	snapSecBuckets  = prometheus.ExponentialBuckets(1e-4, 2, 17) // 0.1 ms … 6.6 s
 	snapByteBuckets = prometheus.ExponentialBuckets(1024, 2, 16) // 1 KiB … 32 MiB
+	t2Buckets       = prometheus.ExponentialBuckets(0.25, 2, 14) // 0.25 … 2048
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	const p = MetricPrefix
 	m := &metrics{
+		reg: reg,
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "messages_total",
 			Help: "Input messages handled, by result (ok, warming, skipped, dead_letter, nak)."}, []string{"pipeline", "result"}),
 		outputs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "outputs_total",
@@ -99,16 +106,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		learnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: p + "learn_duration_seconds",
 			Help:    "Time to learn and score one input message.",
 			Buckets: learnBuckets}, []string{"pipeline"}),
+		t2: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: p + "output_hotelling_t2",
+			Help:    "Hotelling's T² of each published projection (dimensionless; about k on average for data like the learned, large for novel data).",
+			Buckets: t2Buckets}, []string{"pipeline"}),
 		activeLearners: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "active_learners",
 			Help: "Learners loaded in memory."}, []string{"pipeline"}),
 		storedPoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "dictionary_points",
 			Help: "Stored points (dictionary or window fill) summed over the loaded learners."}, []string{"pipeline"}),
 		budgetPoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "learner_budget_points",
 			Help: "The budget B of one learner (dictionary size or window length); fill = dictionary_points / (B · active_learners)."}, []string{"pipeline"}),
-		explainedSum: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "explained_variance_ratio_sum",
-			Help: "Sum over the loaded learners of the explained variance ratio of each one's last projection; divided by explained_variance_learners{le=\"+Inf\"} it is the mean."}, []string{"pipeline"}),
 		explainedBands: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "explained_variance_learners",
-			Help: "Loaded learners whose last projection's explained variance ratio is ≤ le (cumulative, like a histogram's buckets)."}, []string{"pipeline", "le"}),
+			Help: "Loaded learners whose last projection's explained variance ratio is ≤ at_most (cumulative; at_most=\"1\" counts every learner that has projected)."}, []string{"pipeline", "at_most"}),
 		snapBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: p + "snapshot_state_bytes",
 			Help:    "Size of the learner state arrays of each saved snapshot (8 bytes per value).",
 			Buckets: snapByteBuckets}, []string{"pipeline"}),
@@ -134,8 +142,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "build_info",
 			Help: "Always 1; the labels say what the binary was built from (as 'kpcastream version')."}, []string{"version", "revision", "goversion"}),
 	}
-	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.activeLearners,
-		m.storedPoints, m.budgetPoints, m.explainedSum, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
+	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.t2, m.activeLearners,
+		m.storedPoints, m.budgetPoints, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
 		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -154,9 +162,10 @@ type pipeMetrics struct {
 	ok, warming, skipped prometheus.Counter // kpcastream_messages_total by result
 	outputs              prometheus.Counter
 	learnSeconds         prometheus.Observer
+	t2                   prometheus.Observer
 	storedPoints         prometheus.Gauge
-	explainedSum         prometheus.Gauge
-	explainedBands       []prometheus.Gauge // by explainedLE
+	explained            *explainedStats
+	explainedBands       []prometheus.Gauge // by explainedAtMost
 	activeLearners       prometheus.Gauge
 	pending              prometheus.Gauge
 }
@@ -164,7 +173,7 @@ type pipeMetrics struct {
 // forPipeline looks up the pipeline's children and creates every series
 // of the pipeline with a known label set at 0 (or its value), so that a
 // failure counter has a series before its first failure.
-func (m *metrics) forPipeline(name string, budget int) pipeMetrics {
+func (m *metrics) forPipeline(name string, budget int) (pipeMetrics, error) {
 	for _, r := range messageResults {
 		m.messages.WithLabelValues(name, r)
 	}
@@ -191,15 +200,46 @@ func (m *metrics) forPipeline(name string, budget int) pipeMetrics {
 		skipped:        m.messages.WithLabelValues(name, resultSkipped),
 		outputs:        m.outputs.WithLabelValues(name),
 		learnSeconds:   m.learnSeconds.WithLabelValues(name),
+		t2:             m.t2.WithLabelValues(name),
 		storedPoints:   m.storedPoints.WithLabelValues(name),
-		explainedSum:   m.explainedSum.WithLabelValues(name),
+		explained:      &explainedStats{},
 		activeLearners: m.activeLearners.WithLabelValues(name),
 		pending:        m.pending.WithLabelValues(name),
 	}
-	for _, le := range explainedLE {
-		pm.explainedBands = append(pm.explainedBands, m.explainedBands.WithLabelValues(name, le))
+	for _, a := range explainedAtMost {
+		pm.explainedBands = append(pm.explainedBands, m.explainedBands.WithLabelValues(name, a))
 	}
-	return pm
+	ev := pm.explained
+	err := m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: MetricPrefix + "explained_variance_ratio_mean",
+		Help: "Mean over the loaded learners of the explained variance ratio of each one's last projection (0 when none has projected; " +
+			"weight by explained_variance_learners{at_most=\"1\"} to average instances).",
+		ConstLabels: prometheus.Labels{"pipeline": name}}, ev.mean))
+	return pm, err
+}
+
+// explainedStats is the sum and count over a pipeline's loaded learners
+// of their last explained variance ratio, updated by the workers and read
+// by a scrape.
+type explainedStats struct {
+	sum   atomic.Uint64 // float64 bits
+	count atomic.Int64
+}
+
+func (s *explainedStats) add(d float64) {
+	for {
+		old := s.sum.Load()
+		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
+			return
+		}
+	}
+}
+
+func (s *explainedStats) mean() float64 {
+	n := s.count.Load()
+	if n <= 0 {
+		return 0
+	}
+	return math.Float64frombits(s.sum.Load()) / float64(n)
 }
 
 // result returns the kpcastream_messages_total child of result.
@@ -222,10 +262,16 @@ func (pm *pipeMetrics) result(m *metrics, name, result string) prometheus.Counte
 // the band does.
 func (pm *pipeMetrics) setExplained(from int8, old float64, to int8, v float64) {
 	if d := v - old; d != 0 {
-		pm.explainedSum.Add(d)
+		pm.explained.add(d)
 	}
 	if from == to {
 		return
+	}
+	if from < 0 {
+		pm.explained.count.Add(1)
+	}
+	if to < 0 {
+		pm.explained.count.Add(-1)
 	}
 	if from >= 0 {
 		for i := int(from); i < len(pm.explainedBands); i++ {

@@ -69,7 +69,9 @@ func TestMetricNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.forPipeline("p1", 64)
+	if _, err := m.forPipeline("p1", 64); err != nil {
+		t.Fatal(err)
+	}
 	fams := gather(t, reg)
 	for name, mf := range fams {
 		if !strings.HasPrefix(name, MetricPrefix) {
@@ -158,7 +160,10 @@ func TestExplainedVarianceSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm := m.forPipeline("p", 16)
+	pm, err := m.forPipeline("p", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
 	type learner struct {
 		band int8
 		v    float64
@@ -172,27 +177,27 @@ func TestExplainedVarianceSeries(t *testing.T) {
 		l.band, l.v = to, v
 	}
 	a, b := &learner{band: -1}, &learner{band: -1}
-	check := func(wantSum float64, want map[string]float64) {
+	check := func(wantMean float64, want map[string]float64) {
 		t.Helper()
 		fams := gather(t, reg)
-		if v, _ := series(fams[MetricPrefix+"explained_variance_ratio_sum"], map[string]string{"pipeline": "p"}); math.Abs(v-wantSum) > 1e-12 {
-			t.Errorf("sum %v, want %v", v, wantSum)
+		if v, _ := series(fams[MetricPrefix+"explained_variance_ratio_mean"], map[string]string{"pipeline": "p"}); math.Abs(v-wantMean) > 1e-12 {
+			t.Errorf("mean %v, want %v", v, wantMean)
 		}
-		for le, w := range want {
-			if v, ok := series(fams[MetricPrefix+"explained_variance_learners"], map[string]string{"pipeline": "p", "le": le}); !ok || v != w {
-				t.Errorf("learners{le=%s} = %v (%v), want %v", le, v, ok, w)
+		for at, w := range want {
+			if v, ok := series(fams[MetricPrefix+"explained_variance_learners"], map[string]string{"pipeline": "p", "at_most": at}); !ok || v != w {
+				t.Errorf("learners{at_most=%s} = %v (%v), want %v", at, v, ok, w)
 			}
 		}
 	}
-	check(0, map[string]float64{"0.5": 0, "+Inf": 0})
+	check(0, map[string]float64{"0.5": 0, "1": 0})
 	set(a, 0.6, false)
 	set(b, 0.97, false)
-	check(1.57, map[string]float64{"0.5": 0, "0.8": 1, "0.9": 1, "0.95": 1, "0.99": 2, "+Inf": 2})
+	check(1.57/2, map[string]float64{"0.5": 0, "0.8": 1, "0.9": 1, "0.95": 1, "0.99": 2, "1": 2})
 	set(a, 0.65, false) // same band: only the sum moves
 	set(b, 0.3, false)
-	check(0.95, map[string]float64{"0.5": 1, "0.8": 2, "+Inf": 2})
+	check(0.95/2, map[string]float64{"0.5": 1, "0.8": 2, "1": 2})
 	set(b, 0, true)
-	check(0.65, map[string]float64{"0.5": 0, "0.8": 1, "+Inf": 1})
+	check(0.65, map[string]float64{"0.5": 0, "0.8": 1, "1": 1})
 	set(a, 0.999, false)
-	check(0.999, map[string]float64{"0.99": 0, "+Inf": 1})
+	check(0.999, map[string]float64{"0.99": 0, "1": 1})
 }

@@ -164,7 +164,11 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 	}
 	p.met = met
 	for i, pc := range cfg.Pipelines {
-		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: met.forPipeline(pc.Name, pc.Learner.WithDefaults().Budget)}
+		pm, err := met.forPipeline(pc.Name, pc.Learner.WithDefaults().Budget)
+		if err != nil {
+			return nil, fmt.Errorf("processor: metrics of pipeline %s: %w", pc.Name, err)
+		}
+		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: pm}
 		if pc.Output.Encoding != "" {
 			if pl.outEnc, err = codec.ParseEncoding(pc.Output.Encoding); err != nil {
 				return nil, err

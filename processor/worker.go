@@ -248,6 +248,9 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		}
 		w.sent(e, n)
 		w.setExplained(e, w.res.outs[n-1].Explained)
+		for i := range w.res.outs {
+			pl.met.t2.Observe(w.res.outs[i].T2)
+		}
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
