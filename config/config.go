@@ -23,7 +23,7 @@ const (
 	DefaultEmbeddedHost = "127.0.0.1"
 	DefaultEmbeddedPort = 4222
 	DefaultDataDir      = "kpcastream-data"
-	DefaultMetricsAddr  = ":9090"
+	DefaultMetricsAddr  = "127.0.0.1:9090"
 	DefaultLogLevel     = "info"
 )
 
@@ -87,7 +87,9 @@ type Embedded struct {
 	Host string `yaml:"host"`
 	// Port is the client port; -1 picks a free port. Default 4222.
 	Port int `yaml:"port"`
-	// StoreDir is the JetStream store directory. Default <data_dir>/jetstream.
+	// StoreDir is the directory the embedded nats-server keeps its JetStream
+	// store in, as nats-server's own store_dir: the store is its "jetstream"
+	// subdirectory. Default <data_dir> (the store is <data_dir>/jetstream).
 	StoreDir string `yaml:"store_dir"`
 }
 
@@ -103,7 +105,9 @@ type Log struct {
 // HTTP configures the metrics and health listener.
 type HTTP struct {
 	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
-	// "off" disables it. Default ":9090". Env KPCASTREAM_METRICS_ADDR;
+	// "off" disables it. Default "127.0.0.1:9090" (loopback, like the
+	// embedded server; ":9090" serves every interface, as deploy/ and the
+	// container image do). Env KPCASTREAM_METRICS_ADDR;
 	// flag --metrics-addr.
 	MetricsAddr string `yaml:"metrics_addr"`
 }
@@ -304,7 +308,7 @@ func (c Config) WithDefaults() Config {
 		c.Embedded.Port = DefaultEmbeddedPort
 	}
 	if c.Embedded.StoreDir == "" {
-		c.Embedded.StoreDir = strings.TrimSuffix(c.DataDir, "/") + "/jetstream"
+		c.Embedded.StoreDir = c.DataDir
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = DefaultLogLevel

@@ -67,8 +67,8 @@ func TestPrecedence(t *testing.T) {
 	if c.Log.Level != DefaultLogLevel || c.Embedded.Port != DefaultEmbeddedPort {
 		t.Errorf("defaults: got level %q port %d", c.Log.Level, c.Embedded.Port)
 	}
-	if c.Embedded.StoreDir != "/env/jetstream" {
-		t.Errorf("store dir: got %q, want /env/jetstream", c.Embedded.StoreDir)
+	if c.Embedded.StoreDir != "/env" {
+		t.Errorf("store dir: got %q, want /env (the server stores in /env/jetstream)", c.Embedded.StoreDir)
 	}
 }
 

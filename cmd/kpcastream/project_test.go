@@ -181,6 +181,9 @@ func TestReplayOutVersusExport(t *testing.T) {
 				"--budget", "40", "--in", data, "--drop", "cluster", "--out", out, "--model-out", model, "--progress", "0"); code != 0 {
 				t.Fatalf("replay: exit %d: %s", code, stderr)
 			}
+			if st, err := os.Stat(model); err != nil || st.Mode().Perm() != 0o644 {
+				t.Errorf("model export mode: %v %v, want 0644 (readable by other programs)", st.Mode(), err)
+			}
 			if code, _, stderr := runCmd(t, "project", "--model", model, "--in", data, "--drop", "cluster", "--out", proj); code != 0 {
 				t.Fatalf("project: exit %d: %s", code, stderr)
 			}
