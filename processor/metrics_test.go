@@ -201,3 +201,28 @@ func TestExplainedVarianceSeries(t *testing.T) {
 	set(a, 0.999, false)
 	check(0.999, map[string]float64{"0.99": 0, "1": 1})
 }
+
+// BenchmarkOutputMetrics is what the metrics of this release add per
+// projection on the hot path: the T² histogram and the explained-variance
+// sum (the counts by at_most change only when a learner's band does).
+//
+//	go test ./processor -run '^$' -bench OutputMetrics
+func BenchmarkOutputMetrics(b *testing.B) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pm, err := m.forPipeline("p", 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	band, v := int8(-1), 0.0
+	b.ReportAllocs()
+	for i := range b.N {
+		nv := 0.9 + float64(i%7)*1e-4
+		nb := explainedBand(nv)
+		pm.setExplained(band, v, nb, nv)
+		band, v = nb, nv
+		pm.t2.Observe(float64(i % 13))
+	}
+}
