@@ -69,8 +69,10 @@ func TestMetricNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.forPipeline("p1", 64); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{"p1", "p2"} {
+		if _, err := m.forPipeline(p, 64); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fams := gather(t, reg)
 	for name, mf := range fams {
@@ -112,6 +114,9 @@ func TestMetricNames(t *testing.T) {
 	}
 	if v, ok := series(fams[MetricPrefix+"learner_budget_points"], map[string]string{"pipeline": "p1"}); !ok || v != 64 {
 		t.Errorf("learner_budget_points: %v %v, want 64", v, ok)
+	}
+	if mf := fams[MetricPrefix+"explained_variance_ratio_mean"]; len(mf.GetMetric()) != 2 {
+		t.Errorf("explained_variance_ratio_mean: %d series, want one per pipeline", len(mf.GetMetric()))
 	}
 	bi := fams[MetricPrefix+"build_info"]
 	if v, ok := series(bi, nil); !ok || v != 1 || len(bi.GetMetric()) != 1 {
