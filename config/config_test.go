@@ -276,3 +276,19 @@ pipelines:
 		t.Errorf("errors.As on the joined error: %+v", fe)
 	}
 }
+
+// TestSafeDefaults: /metrics, /healthz and /readyz listen on loopback
+// unless told otherwise, like the embedded server; the embedded store is
+// <data_dir> (nats-server adds jetstream/).
+func TestSafeDefaults(t *testing.T) {
+	c, err := Read(strings.NewReader(minimal), noEnv, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.MetricsAddr != "127.0.0.1:9090" || c.Embedded.Host != "127.0.0.1" {
+		t.Errorf("metrics_addr %q, embedded host %q: want loopback", c.HTTP.MetricsAddr, c.Embedded.Host)
+	}
+	if c.Embedded.StoreDir != c.DataDir {
+		t.Errorf("store_dir %q, want data_dir %q", c.Embedded.StoreDir, c.DataDir)
+	}
+}
