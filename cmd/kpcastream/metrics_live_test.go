@@ -250,5 +250,45 @@ func TestLiveMetrics(t *testing.T) {
 		if out, err := exec.Command(pt, "check", "rules", rulesFile).CombinedOutput(); err != nil {
 			t.Errorf("promtool check rules: %v\n%s", err, out)
 		}
+		// The dashboard's queries, with its variables filled in, as
+		// recording rules: promtool parses each one.
+		var recs []map[string]string
+		for i, e := range dashboardExprs(t) {
+			e = strings.NewReplacer("$pipeline", ".*", "$__rate_interval", "5m").Replace(e)
+			recs = append(recs, map[string]string{"record": fmt.Sprintf("dashboard:query_%d", i), "expr": e})
+		}
+		b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": recs}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "dashboard-queries.yaml")
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(pt, "check", "rules", f).CombinedOutput(); err != nil {
+			t.Errorf("the dashboard's queries do not parse: %v\n%s", err, out)
+		}
 	})
+}
+
+// dashboardExprs returns the PromQL of every panel of the dashboard.
+func dashboardExprs(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct{ Targets []struct{ Expr string } }
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, tg.Expr)
+		}
+	}
+	return out
 }
