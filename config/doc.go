@@ -32,11 +32,11 @@
 //	nats.reconnect_wait                   duration (reconnects forever) 2s
 //	embedded.host                         listen host                127.0.0.1
 //	embedded.port                         port (-1 = any free)       4222
-//	embedded.store_dir                    directory                  <data_dir>/jetstream
+//	embedded.store_dir                    directory                  <data_dir> (store in its jetstream/)
 //	data_dir                              directory                  kpcastream-data         KPCASTREAM_DATA_DIR / --data-dir
 //	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format
 //	log.level                             debug|info|warn|error      info                    KPCASTREAM_LOG_LEVEL
-//	http.metrics_addr                     host:port or "off"         :9090                   KPCASTREAM_METRICS_ADDR / --metrics-addr
+//	http.metrics_addr                     host:port or "off"         127.0.0.1:9090          KPCASTREAM_METRICS_ADDR / --metrics-addr
 //	snapshots.bucket                      KV bucket                  kpcastream-snapshots
 //	snapshots.object_bucket               Object Store bucket        kpcastream-state
 //	snapshots.replicas                    1..5                       1

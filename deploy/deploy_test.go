@@ -708,8 +708,11 @@ func TestDockerfile(t *testing.T) {
 	if want := `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"`; d[1] != want {
 		t.Errorf("Dockerfile builds with %q, want %q", d[1], want)
 	}
-	port := strings.TrimPrefix(config.DefaultMetricsAddr, ":")
+	_, port, _ := strings.Cut(config.DefaultMetricsAddr, ":")
 	for _, want := range []string{
+		// The binary listens on loopback by default; the image on every
+		// interface, the port it exposes.
+		"ENV KPCASTREAM_METRICS_ADDR=:" + port,
 		"FROM golang:1.26-bookworm AS build",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
 		"USER nonroot:nonroot",

@@ -91,7 +91,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Errorf("dead-lettered: got %d, want %d", d, len(bad))
 	}
 	if got := metricValue(t, r.p.met.deadLetters.WithLabelValues(pc.Name, "dimension")); got != 1 {
-		t.Errorf("kpca_dead_letters_total{reason=dimension}: got %v, want 1", got)
+		t.Errorf("kpcastream_dead_letters_total{reason=dimension}: got %v, want 1", got)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestMaxKeys(t *testing.T) {
 		t.Errorf("live learners peaked at %d, want 1..%d", peak, pc.MaxKeys)
 	}
 	if got := metricValue(t, r.p.met.activeLearners.WithLabelValues(pc.Name)); got > float64(pc.MaxKeys) {
-		t.Errorf("kpca_active_learners: got %v, want ≤ %d", got, pc.MaxKeys)
+		t.Errorf("kpcastream_active_learners: got %v, want ≤ %d", got, pc.MaxKeys)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -347,8 +347,8 @@ func TestOperations(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `kpca_messages_total{pipeline="ops",result="ok"} 3`) ||
-		!strings.Contains(body, "kpca_learn_duration_seconds_bucket") || !strings.Contains(body, "kpca_active_learners") {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `kpcastream_messages_total{pipeline="ops",result="ok"} 3`) ||
+		!strings.Contains(body, "kpcastream_learn_duration_seconds_bucket") || !strings.Contains(body, "kpcastream_active_learners") {
 		t.Errorf("/metrics: %d\n%s", code, body)
 	}
 	if code, _ := get("/healthz"); code != 200 {

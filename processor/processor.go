@@ -95,7 +95,7 @@ func (pl *pipeline) pendingSum() uint64 {
 }
 
 // minCheckpoint is the lowest checkpoint of the partitions run here (the
-// kpca_checkpoint_sequence gauge): a restart of all of them replays from it.
+// kpcastream_checkpoint_sequence gauge): a restart of all of them replays from it.
 func (pl *pipeline) minCheckpoint() uint64 {
 	var low uint64
 	for i := range pl.parts {
@@ -165,7 +165,11 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 	}
 	p.met = met
 	for i, pc := range cfg.Pipelines {
-		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: met.forPipeline(pc.Name)}
+		pm, err := met.forPipeline(pc.Name, pc.Learner.WithDefaults().Budget)
+		if err != nil {
+			return nil, fmt.Errorf("processor: metrics of pipeline %s: %w", pc.Name, err)
+		}
+		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: pm}
 		if pc.Output.Encoding != "" {
 			if pl.outEnc, err = codec.ParseEncoding(pc.Output.Encoding); err != nil {
 				return nil, err

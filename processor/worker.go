@@ -79,6 +79,10 @@ type entry struct {
 	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
 	subject string      // output subject of the key (expanded on first use)
 	advice  string      // budget advice of the last message (Summary.BudgetAdvice)
+	// explained is the explained variance ratio of the last projection and
+	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
+	explained float64
+	evBand    int8
 }
 
 // snapJob is a snapshot handed from a worker to its snapshotter.
@@ -244,7 +248,10 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return w.fail(ctx, m, err)
 		}
 		w.sent(e, n)
-		pl.met.explained.Set(w.res.outs[n-1].Explained)
+		w.setExplained(e, w.res.outs[n-1].Explained)
+		for i := range w.res.outs {
+			pl.met.t2.Observe(w.res.outs[i].T2)
+		}
 		w.watchOut(e, start, took)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
@@ -281,6 +288,14 @@ func (w *worker) applied(e *entry, seq uint64) {
 	e.pipe.met.storedPoints.Add(float64(sum.Stored - e.stored))
 	e.stored = sum.Stored
 	w.setAdvice(e, sum.BudgetAdvice)
+}
+
+// setExplained records v as e's explained variance ratio in the pipeline's
+// explained-variance series.
+func (w *worker) setExplained(e *entry, v float64) {
+	band := explainedBand(v)
+	e.pipe.met.setExplained(e.evBand-1, e.explained, band, v)
+	e.explained, e.evBand = v, band+1
 }
 
 // setAdvice moves e between the budget-advice counts ("" leaves them).
@@ -712,6 +727,10 @@ func (w *worker) drop(e *entry) {
 	delete(w.keys, e.key)
 	e.pipe.met.storedPoints.Sub(float64(e.stored))
 	w.setAdvice(e, "")
+	if e.evBand > 0 {
+		e.pipe.met.setExplained(e.evBand-1, e.explained, -1, 0)
+		e.explained, e.evBand = 0, 0
+	}
 }
 
 // maybeSnapshot hands e's snapshot over when it is due (or force).

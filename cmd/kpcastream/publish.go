@@ -43,7 +43,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&o.url, "nats-url", "", "NATS server URLs (env NATS_URL; default nats://127.0.0.1:4222)")
 	fs.StringVar(&o.in, "in", "", `CSV file, or "-" for stdin (required); a first row with no numeric field is a header`)
 	fs.StringVar(&o.drop, "drop", "", "comma-separated columns to leave out (header names, or 0-based indices)")
-	fs.StringVar(&o.encoding, "encoding", "msgpack", "json or msgpack")
+	fs.StringVar(&o.encoding, "encoding", "json", "json or msgpack (json by default since this release, msgpack before: readable with nats sub, and outputs follow the input's encoding)")
 	fs.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as possible)")
 	fs.IntVar(&o.batch, "batch", 1, "observations per message")
 	fs.StringVar(&o.idColumn, "id-column", "", "column (name or index) whose value is the observation id")

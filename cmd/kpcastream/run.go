@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,14 +31,15 @@ func init() {
 
 // runRun is "kpcastream run --config FILE [--nats-url URL] [--metrics-addr ADDR]
 // [--data-dir DIR] [--log-format json|console]".
-func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
 	natsURL := fs.String("nats-url", "", "NATS server URLs, comma-separated (env NATS_URL); empty starts an embedded server")
-	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default :9090)`)
+	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default 127.0.0.1:9090; :9090 for every interface)`)
 	dataDir := fs.String("data-dir", "", "data directory of the embedded server (default kpcastream-data)")
 	logFormat := fs.String("log-format", "", "json or console (default: console on a terminal, else json)")
+	dryRun := fs.Bool("dry-run", false, "check the configuration (with the environment and flags) as 'kpcastream lint' does, start nothing")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -65,6 +65,9 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 	})
 	cfg, err := config.Load(*cfgPath, nil, ov)
+	if *dryRun {
+		return reportConfig(*cfgPath, cfg, err, stdout)
+	}
 	if err != nil {
 		return err
 	}
@@ -123,7 +126,7 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	if url == "" {
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		s, u, err := natsembed.StartEmbedded(sctx, natsembed.Options{Host: cfg.Embedded.Host, Port: cfg.Embedded.Port,
-			StoreDir: filepath.Clean(cfg.Embedded.StoreDir), Logger: log})
+			StoreDir: embeddedStoreDir(cfg, log), Logger: log})
 		cancel()
 		if err != nil {
 			return err
