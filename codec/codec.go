@@ -15,6 +15,10 @@ var (
 	ErrVersion = errors.New("codec: unknown version")
 	// ErrTooLarge reports a payload beyond the configured Limits.
 	ErrTooLarge = errors.New("codec: payload too large")
+	// ErrTooManyValues reports a vector with more values than
+	// Limits.MaxDim (the pipeline's dimension): a wrong dimension rather
+	// than a large payload. It also matches ErrTooLarge.
+	ErrTooManyValues = fmt.Errorf("%w: more values than the dimension", ErrTooLarge)
 	// ErrChecksum reports an envelope whose body does not match its checksum.
 	ErrChecksum = errors.New("codec: checksum mismatch")
 	// ErrNonFinite reports a NaN or ±Inf that the target format cannot carry

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,13 @@ const (
 	HeaderErrorDetail = "Kpcastream-Error-Detail"
 	HeaderSubject     = "Kpcastream-Subject"
 	HeaderStreamSeq   = "Kpcastream-Stream-Seq"
+	// HeaderPipeline and HeaderKey name the pipeline and key of a dead
+	// letter; HeaderInputSubject is the subject the message was published
+	// to (HeaderSubject without the partition token a partitioned input
+	// stream appends), where "kpcastream dlq republish" sends it back.
+	HeaderPipeline     = "Kpcastream-Pipeline"
+	HeaderKey          = "Kpcastream-Key"
+	HeaderInputSubject = "Kpcastream-Input-Subject"
 	HeaderContentType = "Content-Type"
 )
 
@@ -115,6 +123,7 @@ type worker struct {
 	res     applied
 	eig     []float64
 	out     []*nats.Msg // reused by outputs
+	dlLog   deadLetterLog
 }
 
 func newWorker(pt *partition, id, quota int) *worker {
@@ -482,12 +491,15 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 	return nil
 }
 
-// reject dead-letters m with the reason of err and terminates it.
+// reject dead-letters m with the reason of err and terminates it. The
+// dead letter is published with JetStream when a stream stores the
+// dead-letter subject (retried like an output, deduplicated by the input
+// sequence), else with core NATS; a failure to publish it is logged and
+// the input is terminated all the same.
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
-	w.log.Warn("dead-lettered", zap.String("pipeline", pc.Name), zap.String("key", m.key), zap.String("subject", m.subject),
-		zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
+	w.dlLog.add(w.log, time.Now(), pc.Name, m.key, m.subject, m.seq, reason, err)
 	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
 	dl.Data = m.data
 	for k, v := range m.header {
@@ -498,9 +510,21 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	dl.Header.Set(HeaderError, reason)
 	dl.Header.Set(HeaderErrorDetail, err.Error())
 	dl.Header.Set(HeaderSubject, m.subject)
+	dl.Header.Set(HeaderInputSubject, inputSubject(m.subject, pc.Partitions))
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
-	if perr := w.p.conn.PublishMsg(dl); perr != nil {
-		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
+	dl.Header.Set(HeaderPipeline, pc.Name)
+	dl.Header.Set(HeaderKey, m.key)
+	var perr error
+	if m.pipe.dlJS {
+		if m.js != nil {
+			dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
+		}
+		perr = w.publishJS(ctx, dl)
+	} else {
+		perr = w.p.conn.PublishMsg(dl)
+	}
+	if perr != nil {
+		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
 	}
 	w.core.settled(m.key, m.seq)
 	if m.js != nil {
@@ -512,6 +536,63 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	m.pipe.stats.DeadLettered.Add(1)
 	w.p.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
 	w.p.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
+}
+
+// inputSubject is the subject a message stored as subject was published
+// to: a partitioned input stream appends the partition as a last token.
+func inputSubject(subject string, partitions int) string {
+	if partitions > 1 {
+		if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+			return subject[:i]
+		}
+	}
+	return subject
+}
+
+// deadLetterLogEvery is the shortest interval between two warn lines
+// about dead letters of one worker.
+var deadLetterLogEvery = 10 * time.Second
+
+// deadLetterLog keeps a flood of dead letters from writing one warn line
+// per message: the first dead letter is logged with its details at once,
+// the next ones within deadLetterLogEvery are counted by reason, and the
+// count is logged (with the last one's details) when the interval is over
+// — by the next dead letter or by the worker's tick.
+type deadLetterLog struct {
+	last     time.Time
+	n        int
+	byReason map[string]int
+	sample   []zap.Field
+}
+
+func (d *deadLetterLog) add(log *zap.Logger, now time.Time, pipeline, key, subject string, seq uint64, reason string, err error) {
+	fields := []zap.Field{zap.String("pipeline", pipeline), zap.String("key", key), zap.String("subject", subject),
+		zap.Uint64("seq", seq), zap.String("reason", reason), zap.Error(err)}
+	if !d.last.IsZero() && now.Sub(d.last) < deadLetterLogEvery {
+		d.n++
+		if d.byReason == nil {
+			d.byReason = map[string]int{}
+		}
+		d.byReason[reason]++
+		d.sample = fields
+		return
+	}
+	if d.n > 0 {
+		fields = append(fields, zap.Int("suppressed", d.n), zap.Any("suppressed_by_reason", d.byReason))
+	}
+	log.Warn("dead-lettered", fields...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
+}
+
+// flush logs the dead letters counted since the last line, once the
+// interval is over.
+func (d *deadLetterLog) flush(log *zap.Logger, now time.Time) {
+	if d.n == 0 || now.Sub(d.last) < deadLetterLogEvery {
+		return
+	}
+	log.Warn("dead-lettered (more)", append(d.sample, zap.Int("count", d.n), zap.Any("by_reason", d.byReason),
+		zap.Duration("within", now.Sub(d.last)))...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
 }
 
 // entry returns the loaded learner of key, loading its snapshot (or
@@ -804,6 +885,7 @@ func stateBytes(s *learners.State) int {
 
 // tick hands over the snapshots due by time and expires old blocks.
 func (w *worker) tick() {
+	w.dlLog.flush(w.log, time.Now())
 	w.expireBlocks()
 	for _, e := range w.keys {
 		if w.core.flying >= jobSlots {

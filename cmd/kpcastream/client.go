@@ -34,9 +34,6 @@ func registerClient(fs *flag.FlagSet) *clientFlags {
 // load reads --config (nil without one).
 func (c *clientFlags) load() (*config.Config, error) {
 	if c.config == "" {
-		if c.pipeline != "" {
-			return nil, fmt.Errorf("--pipeline needs --config")
-		}
 		return nil, nil
 	}
 	return config.Load(c.config, withoutNATSEnv, config.Overrides{})
