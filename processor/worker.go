@@ -32,7 +32,7 @@ const (
 	HeaderPipeline     = "Kpcastream-Pipeline"
 	HeaderKey          = "Kpcastream-Key"
 	HeaderInputSubject = "Kpcastream-Input-Subject"
-	HeaderContentType = "Content-Type"
+	HeaderContentType  = "Content-Type"
 )
 
 // inMsg is an input message, from JetStream (js set) or core NATS.
