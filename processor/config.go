@@ -25,21 +25,24 @@ const (
 	DefaultNakDelay         = time.Second
 	DefaultOutputSubject    = "kpca.out.{pipeline}.{key}"
 	DefaultDeadLetter       = "kpca.dlq.{pipeline}"
-	// DefaultDeadLetterStream is the name template of a pipeline's
-	// dead-letter stream; DefaultDeadLetterMaxAge and
-	// DefaultDeadLetterMaxBytes are its limits.
-	DefaultDeadLetterStream   = "KPCA_DLQ_{pipeline}"
-	DefaultDeadLetterMaxAge   = 7 * 24 * time.Hour
-	DefaultDeadLetterMaxBytes = 1 << 30
-	DefaultDuplicates         = 2 * time.Minute
-	DefaultEveryMessages      = 1000
-	DefaultSnapshotEvery      = 30 * time.Second
-	DefaultMaxKeys            = 1024
-	DefaultMaxBatch           = 1024
+	DefaultDuplicates       = 2 * time.Minute
+	DefaultEveryMessages    = 1000
+	DefaultSnapshotEvery    = 30 * time.Second
+	DefaultMaxKeys          = 1024
+	DefaultMaxBatch         = 1024
 	// MaxPartitions bounds PipelineConfig.Partitions.
 	MaxPartitions = 1024
 	// SingleKey is the partition key of a pipeline whose subject has no key token.
 	SingleKey = "_"
+)
+
+// DefaultDeadLetterStream is the name template of a pipeline's dead-letter
+// stream; DefaultDeadLetterMaxAge and DefaultDeadLetterMaxBytes are its
+// limits.
+const (
+	DefaultDeadLetterStream   = "KPCA_DLQ_{pipeline}"
+	DefaultDeadLetterMaxAge   = 7 * 24 * time.Hour
+	DefaultDeadLetterMaxBytes = 1 << 30
 )
 
 // Config configures a Processor. The zero value of an optional field means
