@@ -146,14 +146,31 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
-// parseFlags parses args, mapping a bad flag to errUsage.
+// parseFlags parses args, mapping a bad flag to errUsage. Flags may come
+// after positional arguments ("tail SUBJECT --count 1"); fs.Args() then
+// holds the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return errUsage
 		}
-		return errUsage
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if rest[0] == "--" {
+			pos = append(pos, rest[1:]...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
+	// Leave the positional arguments in fs.Args().
+	_ = fs.Parse(append([]string{"--"}, pos...))
 	return nil
 }
 

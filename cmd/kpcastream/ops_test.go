@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/kpcastream/kpcastream/codec"
+)
+
+// worker is a "kpcastream run" started in process by startRun.
+type worker struct {
+	cancel context.CancelFunc
+	code   chan int
+	log    *syncBuffer
+}
+
+// startRun starts "kpcastream run --config cfgFile" and waits until it is
+// ready on httpPort.
+func startRun(t *testing.T, cfgFile string, httpPort int, extra ...string) *worker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{cancel: cancel, code: make(chan int, 1), log: &syncBuffer{}}
+	go func() {
+		w.code <- runMain(ctx, append([]string{"run", "--config", cfgFile}, extra...), &bytes.Buffer{}, w.log)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return w
+			}
+		}
+		select {
+		case c := <-w.code:
+			cancel()
+			t.Fatalf("run exited with %d before ready:\n%s", c, w.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("not ready after 20s:\n%s", w.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	w.cancel()
+	select {
+	case c := <-w.code:
+		if c != 0 {
+			t.Errorf("run exit code %d:\n%s", c, w.log.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop 30s after cancel")
+	}
+}
+
+// opsConfig writes a one-pipeline configuration (d = 3) with an embedded
+// server and returns its path.
+func opsConfig(t *testing.T, dir string, natsPort, httpPort, maxBatch int, outEncoding string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`
+embedded: {port: %d}
+data_dir: %s
+http: {metrics_addr: "127.0.0.1:%d"}
+log: {format: json, level: info}
+workers: 1
+pipelines:
+  - name: ops
+    input: {stream: OPS, subject: "ops.*.in", create_stream: true}
+    learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}}
+    output: {subject: "res.{key}", stream: OPSOUT, create_stream: true, encoding: %q}
+    max_batch: %d
+`, natsPort, filepath.Join(dir, "data"), httpPort, outEncoding, maxBatch)
+	f := filepath.Join(dir, "kpcastream.yaml")
+	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// warm publishes n good observations of key to the pipeline of opsConfig.
+func warm(t *testing.T, nc *nats.Conn, key string, n int, enc codec.Encoding) {
+	t.Helper()
+	for i := range n {
+		obs := []codec.Observation{{ID: fmt.Sprintf("w%d", i), X: []float64{float64(i%7) / 7, float64(i%5) / 5, float64(i%3) / 3}}}
+		b, err := codec.EncodeObservations(nil, enc, obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("ops." + key + ".in")
+		m.Data = b
+		m.Header.Set("Content-Type", enc.ContentType())
+		if _, err := js(t, nc).PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func js(t *testing.T, nc *nats.Conn) nats.JetStreamContext {
+	t.Helper()
+	j, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestDLQ: bad messages are stored with their reason and listed by
+// "dlq ls"; after a fix (a larger max_batch) "dlq republish --reason
+// too_large --delete" sends them back to their input subject, where they
+// are processed, and removes them from the dead-letter stream.
+func TestDLQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	cfgFile := opsConfig(t, dir, natsPort, httpPort, 2, "json")
+	w := startRun(t, cfgFile, httpPort)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	warm(t, nc, "s1", 20, codec.JSON)
+	bad := []string{
+		`{"batch":[{"x":[1,2,3],"id":"b1"},{"x":[1,2,2],"id":"b2"},{"x":[1,1,2],"id":"b3"}]}`, // 3 > max_batch 2
+		`{"x":[1,2,3,4],"id":"wide"}`, // one value too many
+	}
+	for _, b := range bad {
+		if _, err := js(t, nc).Publish("ops.s1.in", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var entries []dlqEntry
+	deadline := time.Now().Add(10 * time.Second)
+	for len(entries) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dead letters listed: %+v\n%s", entries, w.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+		code, out, errOut := runCmd(t, "dlq", "ls", "--config", cfgFile, "--json")
+		if code != 0 {
+			t.Fatalf("dlq ls: %d %s", code, errOut)
+		}
+		entries = entries[:0]
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var e dlqEntry
+			if line != "" {
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("dlq ls line %q: %v", line, err)
+				}
+				entries = append(entries, e)
+			}
+		}
+	}
+	if e := entries[0]; e.Reason != "too_large" || e.Pipeline != "ops" || e.Key != "s1" || e.Subject != "ops.s1.in" || e.InputSeq != 21 ||
+		!strings.Contains(string(e.Payload), `"b2"`) || time.Since(e.Time) > time.Minute {
+		t.Errorf("first dead letter %+v", e)
+	}
+	if e := entries[1]; e.Reason != "dimension" || !strings.Contains(e.Detail, "more than 3 values") {
+		t.Errorf("second dead letter %+v", e)
+	}
+	code, out, _ := runCmd(t, "dlq", "ls", "--config", cfgFile, "--reason", "dimension")
+	if code != 0 || !strings.Contains(out, "1 dead letters") || !strings.Contains(out, "wide") {
+		t.Errorf("dlq ls --reason dimension: %d\n%s", code, out)
+	}
+	if code, _, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile); code != 1 || !strings.Contains(errOut, "select") {
+		t.Errorf("republish with no selection: %d %s", code, errOut)
+	}
+	w.stop(t)
+
+	// The fix: max_batch 8.
+	opsConfig(t, dir, natsPort, httpPort, 8, "json")
+	w = startRun(t, cfgFile, httpPort)
+	defer w.stop(t)
+	nc2, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	sub, err := nc2.SubscribeSync("res.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile, "--reason", "too_large", "--delete")
+	if code != 0 || !strings.Contains(out, "republished 1 dead letters") {
+		t.Fatalf("republish: %d %s %s", code, out, errOut)
+	}
+	got := map[string]bool{}
+	for len(got) < 3 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("outputs of the republished batch: got %v: %v\n%s", got, err, w.log.String())
+		}
+		o, err := codec.DecodeOutput(m.Data, codec.JSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[o.ID] = true
+	}
+	if !got["b1"] || !got["b2"] || !got["b3"] {
+		t.Errorf("outputs %v, want b1, b2, b3", got)
+	}
+	code, out, _ = runCmd(t, "dlq", "ls", "--config", cfgFile)
+	if code != 0 || !strings.Contains(out, "1 dead letters") || strings.Contains(out, "too_large") {
+		t.Errorf("after republish --delete: %d\n%s", code, out)
+	}
+}
+
+// TestTail: msgpack outputs (the input's encoding) come out of "tail" as
+// JSON lines, from the pipeline's subjects or a subject given by name, and
+// dead letters with their reason.
+func TestTail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	cfgFile := opsConfig(t, dir, natsPort, httpPort, 4, "")
+	w := startRun(t, cfgFile, httpPort)
+	defer w.stop(t)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	warm(t, nc, "s1", 30, codec.Msgpack)
+	if _, err := js(t, nc).Publish("ops.s1.in", []byte{0xc1}); err != nil { // never valid msgpack
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	check := func(name string, args ...string) []map[string]any {
+		code, out, errOut := runCmd(t, append([]string{"tail"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+		var lines []map[string]any
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			var v map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+				t.Fatalf("%s: line %q is not JSON: %v", name, sc.Text(), err)
+			}
+			lines = append(lines, v)
+		}
+		return lines
+	}
+	lines := check("pipeline", "--config", cfgFile, "--key", "s1", "--all", "--count", "3", "--timeout", "5s")
+	if len(lines) != 3 {
+		t.Fatalf("tail --all --count 3: %d lines", len(lines))
+	}
+	if z, ok := lines[0]["z"].([]any); !ok || len(z) != 2 || lines[0]["key"] != "s1" || !strings.HasPrefix(fmt.Sprint(lines[0]["id"]), "w") {
+		t.Errorf("output line %v", lines[0])
+	}
+	lines = check("subject", "res.>", "--all", "--count", "1", "--meta", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if len(lines) != 1 || lines[0]["subject"] != "res.s1" {
+		t.Errorf("tail SUBJECT --meta: %v", lines)
+	}
+	lines = check("dlq", "--config", cfgFile, "--dlq", "--all", "--count", "1", "--timeout", "5s")
+	if len(lines) != 1 || lines[0]["headers"].(map[string]any)["Kpcastream-Error"] != "malformed" {
+		t.Errorf("tail --dlq: %v", lines)
+	}
+	// Live: a new output arrives while tail follows.
+	done := make(chan []map[string]any, 1)
+	go func() { done <- check("live", "--config", cfgFile, "--count", "1", "--timeout", "10s") }()
+	time.Sleep(300 * time.Millisecond)
+	warm(t, nc, "s2", 30, codec.Msgpack)
+	if l := <-done; len(l) != 1 || l[0]["key"] != "s2" {
+		t.Errorf("live tail: %v", l)
+	}
+}
+
+// TestPublishWidth: a CSV one column too wide for the pipeline (--drop
+// forgotten) is refused before anything is sent, naming the columns; a
+// file with rows of other widths names their lines.
+func TestPublishWidth(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := opsConfig(t, dir, 1, 2, 4, "")
+	csvFile := filepath.Join(dir, "wide.csv")
+	_ = os.WriteFile(csvFile, []byte("a,b,c,label\n1,2,3,0\n4,5,6,1\n"), 0o600)
+	// No server listens on port 1: a connect would fail differently.
+	code, _, errOut := runCmd(t, "publish", "--config", cfgFile, "--subject", "ops.s1.in", "--in", csvFile)
+	if code != 1 || !strings.Contains(errOut, "line 1: the header keeps 4 columns (a,b,c,label), the pipeline expects 3") ||
+		!strings.Contains(errOut, "--drop") || !strings.Contains(errOut, "nothing was published") {
+		t.Errorf("one column too wide: %d %q", code, errOut)
+	}
+	noHeader := filepath.Join(dir, "ragged.csv")
+	_ = os.WriteFile(noHeader, []byte("1,2,3\n# comment\n1,2\n4,5,6\n7,8,9,10\n"), 0o600)
+	code, _, errOut = runCmd(t, "publish", "--dim", "3", "--nats-url", "nats://127.0.0.1:1", "--subject", "x", "--in", noHeader)
+	if code != 1 || !strings.Contains(errOut, "line 3: 2 values; line 5: 4 values") {
+		t.Errorf("ragged rows: %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "publish", "--dim", "2", "--nats-url", "nats://127.0.0.1:1", "--subject", "x", "--in", "-")
+	_ = code
+	// stdin is checked on its first row (not re-read): covered by the
+	// header check above; here only that the flag parses.
+	if strings.Contains(errOut, "flag provided but not defined") {
+		t.Errorf("--dim: %q", errOut)
+	}
+}
+
+// TestPublishContextAuth: publish logs in through a nats CLI context
+// (NATS_CONTEXT) to a server that requires a password, and never prints
+// the password, not even when it is wrong.
+func TestPublishContextAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server")
+	}
+	const pass = "pa55-w0rd-xyz"
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, Username: "kp", Password: pass, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer s.Shutdown()
+	home := t.TempDir()
+	ctxDir := filepath.Join(home, "nats", "context")
+	_ = os.MkdirAll(ctxDir, 0o700)
+	_ = os.WriteFile(filepath.Join(ctxDir, "auth.json"), []byte(fmt.Sprintf(`{"url":%q,"user":"kp","password":%q}`, s.ClientURL(), pass)), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", home)
+	t.Setenv("NATS_CONTEXT", "auth")
+	csvFile := filepath.Join(t.TempDir(), "in.csv")
+	_ = os.WriteFile(csvFile, []byte("a,b\n1,2\n3,4\n"), 0o600)
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("kp", pass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, _ := nc.SubscribeSync("ctx.in")
+	_ = nc.Flush()
+	code, out, errOut := runCmd(t, "publish", "--subject", "ctx.in", "--in", csvFile, "--encoding", "json")
+	if code != 0 || strings.TrimSpace(out) != "2" {
+		t.Fatalf("publish through the context: %d %q %q", code, out, errOut)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Errorf("nothing received: %v", err)
+	}
+	// A wrong password in a URL flag overrides the context, and is not printed.
+	u := strings.Replace(s.ClientURL(), "nats://", "nats://kp:WRONG-"+pass+"@", 1)
+	code, _, errOut = runCmd(t, "publish", "--subject", "ctx.in", "--in", csvFile, "--nats-url", u)
+	if code != 1 || strings.Contains(errOut, pass) || !strings.Contains(errOut, "kp:xxxxx@") {
+		t.Errorf("wrong password: %d %q", code, errOut)
+	}
+	// run with a password in its URL: the failed connect names the server redacted.
+	cfg := filepath.Join(t.TempDir(), "k.yaml")
+	_ = os.WriteFile(cfg, []byte("http: {metrics_addr: \"off\"}\npipelines:\n  - name: p\n    input: {subject: \"a.*\"}\n    learner: {dim: 2, components: 1, kernel: {name: rbf}}\n"), 0o600)
+	code, _, errOut = runCmd(t, "run", "--config", cfg, "--nats-url", u)
+	if code != 1 || strings.Contains(errOut, pass) || !strings.Contains(errOut, "kp:xxxxx@") {
+		t.Errorf("run, wrong password: %d %q", code, errOut)
+	}
+}
