@@ -254,12 +254,30 @@ func TestCorruptSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := pipelineConfig("bad")
+	pc.Snapshot.EveryMessages = 1
 	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
 	e.publish(t, "in.bad.c", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
 	waitFor(t, 5*time.Second, "refusal", func() bool { return r.stats(pc.Name).Naks >= 2 })
 	if n := r.stats(pc.Name).Learners; n != 0 {
 		t.Errorf("a learner was loaded for a corrupt snapshot (%d live)", n)
 	}
+	// The reset request is the fix the refusal names: it does not decode
+	// the corrupt snapshot, replaces it by compare-and-set (fenced), and the
+	// key's held message is then applied to the fresh learner.
+	k2, _ := snapshot.EncodeKey(snapshot.JoinKey("bad", "d"))
+	if _, err := kv.Put(ctx, k2, []byte("KPCS garbage")); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, "in.bad.d", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
+	naks := r.stats(pc.Name).Naks
+	waitFor(t, 5*time.Second, "refusal of d", func() bool { return r.stats(pc.Name).Naks >= naks+1 })
+	if err := r.p.Reset(ctx, pc.Name, "d"); err != nil {
+		t.Fatalf("reset of a key with a corrupt snapshot: %v", err)
+	}
+	waitFor(t, 5*time.Second, "d applied after the reset", func() bool {
+		st, _, err := e.store.Load(ctx, snapshot.JoinKey("bad", "d"))
+		return err == nil && st.State.Seen == 1
+	})
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}

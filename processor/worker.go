@@ -606,6 +606,16 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 // nor a snapshot gives errNoKey instead of a fresh learner (read-only
 // requests never create learners).
 func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
+	return w.entryFor(ctx, pl, key, create, false)
+}
+
+// entryFor is entryOf; with replaceCorrupt a corrupt snapshot of a key not
+// loaded yet gives a fresh learner whatever on_corrupt_snapshot says (the
+// reset request: it replaces the state anyway, so it must not need to
+// decode it). The fresh learner is claimed like any loaded key, by
+// compare-and-set on the corrupt entry's revision, so the reset stays
+// fenced.
+func (w *worker) entryFor(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, error) {
 	if e, ok := w.keys[key]; ok {
 		if w.core.revive(e.keyState) {
 			w.live(pl, 1)
@@ -617,7 +627,7 @@ func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create b
 			return nil, err
 		}
 	}
-	e, err := w.load(ctx, pl, key, create)
+	e, err := w.load(ctx, pl, key, create, replaceCorrupt)
 	if err != nil {
 		return nil, err
 	}
@@ -641,9 +651,9 @@ func (w *worker) live(pl *pipeline, d int) {
 // key applies anything, so a stale owner's later save of the key fails its
 // compare-and-set instead of overwriting acked work. A snapshot that names
 // another pipeline or key is refused as corrupt.
-func (w *worker) load(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
+func (w *worker) load(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, error) {
 	for attempt := 1; ; attempt++ {
-		e, claim, err := w.read(ctx, pl, key, create)
+		e, claim, err := w.read(ctx, pl, key, create, replaceCorrupt)
 		if err != nil || !claim {
 			return e, err
 		}
@@ -664,7 +674,7 @@ func (w *worker) load(ctx context.Context, pl *pipeline, key string, create bool
 
 // read loads key's snapshot into a new entry (or a fresh learner), and
 // says whether the entry must be claimed for this partition's epoch.
-func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool) (*entry, bool, error) {
+func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, bool, error) {
 	pc := pl.cfg
 	fenced := w.part.fence != nil
 	lctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
@@ -701,10 +711,13 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):
 		w.p.met.snapFailures.WithLabelValues(pc.Name, "corrupt").Inc()
-		if pc.Snapshot.OnCorrupt != OnCorruptReset {
-			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; delete the key's snapshot or set reset)", key, pc.Name, err)
+		if pc.Snapshot.OnCorrupt != OnCorruptReset && !replaceCorrupt {
+			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; to start the key afresh run "+
+				"'kpcastream snapshot rm --config FILE --pipeline %s --key %s', or set on_corrupt_snapshot: reset)", key, pc.Name, err, pc.Name, key)
 		}
 		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("key", key), zap.Error(err))
+		// The corrupt entry's revision stays in e.rev: the claim below
+		// replaces it by compare-and-set, so the reset is fenced.
 	default:
 		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
 	}

@@ -15,8 +15,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natsembed"
 )
 
 // worker is a "kpcastream run" started in process by startRun.
@@ -369,5 +371,125 @@ func TestPublishContextAuth(t *testing.T) {
 	code, _, errOut = runCmd(t, "run", "--config", cfg, "--nats-url", u)
 	if code != 1 || strings.Contains(errOut, pass) || !strings.Contains(errOut, "kp:xxxxx@") {
 		t.Errorf("run, wrong password: %d %q", code, errOut)
+	}
+}
+
+// TestSnapshotCmd: "snapshot ls" lists the keys with their sequence and
+// learner and flags a corrupt one; "snapshot rm" on the corrupt key while
+// the workers run resets it through its owner (whose held message is then
+// applied), and with no worker running deletes the snapshot.
+func TestSnapshotCmd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	cfgFile := opsConfig(t, dir, natsPort, httpPort, 4, "json")
+	w := startRun(t, cfgFile, httpPort)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	warm(t, nc, "s1", 20, codec.JSON)
+	warm(t, nc, "s2", 20, codec.JSON)
+	lsJSON := func() map[string]snapInfo {
+		code, out, errOut := runCmd(t, "snapshot", "ls", "--config", cfgFile, "--json")
+		if code != 0 {
+			t.Fatalf("snapshot ls: %d %s", code, errOut)
+		}
+		got := map[string]snapInfo{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var si snapInfo
+			if line != "" {
+				if err := json.Unmarshal([]byte(line), &si); err != nil {
+					t.Fatal(err)
+				}
+				got[si.Key] = si
+			}
+		}
+		return got
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := nc.Request("kpcastream.snapshot", []byte(`{"pipeline":"ops"}`), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		got := lsJSON()
+		if got["s1"].Seen == 20 && got["s2"].Seen == 20 {
+			if si := got["s1"]; si.Learner != "ikpca" || si.LastSeq != 20 || si.Bytes == 0 || si.Dim != 3 || si.Error != "" {
+				t.Errorf("s1: %+v", si)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Corrupt s2 behind the worker's back, then unload it by restarting.
+	w.stop(t)
+	w = startRun(t, cfgFile, httpPort)
+	nc.Close()
+	if nc, err = nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort)); err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	jsn, _ := jetstream.New(nc)
+	kv, err := jsn.KeyValue(context.Background(), "kpcastream-snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), "ops.s2", []byte("KPCS garbage")); err != nil {
+		t.Fatal(err)
+	}
+	if si := lsJSON()["s2"]; !strings.Contains(si.Error, "corrupt") {
+		t.Errorf("corrupt s2 listed as %+v", si)
+	}
+	sub, _ := nc.SubscribeSync("res.s2")
+	warm(t, nc, "s2", 1, codec.JSON) // held: the key's snapshot is corrupt
+	time.Sleep(300 * time.Millisecond)
+	if !strings.Contains(w.log.String(), "kpcastream snapshot rm --config FILE --pipeline ops --key s2") {
+		t.Errorf("the refusal does not name the fix:\n%s", w.log.String())
+	}
+	code, out, errOut := runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "s2")
+	if code != 0 || !strings.Contains(out, "reset by its owner") {
+		t.Fatalf("snapshot rm (workers running): %d %s %s", code, out, errOut)
+	}
+	if _, err := sub.NextMsg(time.Second); err == nil {
+		t.Errorf("a fresh learner gave an output for its first message")
+	}
+	var si snapInfo
+	deadline = time.Now().Add(10 * time.Second)
+	for si = lsJSON()["s2"]; si.Error != "" || si.Learner != "ikpca"; si = lsJSON()["s2"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("s2 after the reset: %+v", si)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.stop(t)
+	// The same store, served with no worker running.
+	srv, _, err := natsembed.StartEmbedded(context.Background(), natsembed.Options{Port: natsPort, StoreDir: filepath.Join(dir, "data", "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	if si := lsJSON()["s2"]; si.Seen != 1 || si.Error != "" {
+		t.Errorf("s2 after the reset and a final snapshot: %+v (want the held message applied to a fresh learner)", si)
+	}
+	// No worker: rm deletes.
+	code, out, errOut = runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "s1")
+	if code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("snapshot rm (no worker): %d %s %s", code, out, errOut)
+	}
+	if got := lsJSON(); len(got) != 1 || got["s1"].Key != "" {
+		t.Errorf("after rm s1: %+v", got)
+	}
+	code, out, _ = runCmd(t, "snapshot", "show", "--config", cfgFile, "--key", "s2")
+	if code != 0 || !strings.Contains(out, `"learner": "ikpca"`) {
+		t.Errorf("snapshot show: %d %s", code, out)
+	}
+	if code, _, errOut := runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "nope"); code != 1 || !strings.Contains(errOut, "no snapshot") {
+		t.Errorf("rm of a missing key: %d %s", code, errOut)
 	}
 }
