@@ -5,6 +5,7 @@ import "strings"
 // delivery is what the worker needs from a JetStream delivery's metadata.
 type delivery struct {
 	stream, consumer, pending uint64 // stream and consumer sequences, messages left
+	tm                        int64  // the message's stream timestamp, ns since the epoch
 }
 
 // parseDelivery reads the stream and consumer sequences and the pending
@@ -54,7 +55,7 @@ func parseDelivery(reply string) (d delivery, ok bool) {
 		}
 		fields[i] = v
 	}
-	return delivery{stream: fields[0], consumer: fields[1], pending: fields[3]}, true
+	return delivery{stream: fields[0], consumer: fields[1], pending: fields[3], tm: int64(fields[2])}, true
 }
 
 // parseUint parses a non-empty decimal token that fits in a uint64.

@@ -229,7 +229,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 	pt.startWorkers(g, gctx)
 	h := func(m *nats.Msg) {
 		seq := pt.pipe.coreSeq.Add(1)
-		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq, tm: time.Now().UnixNano()})
 	}
 	var err error
 	if pc.Input.QueueGroup != "" {
@@ -397,7 +397,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 				_ = m.Term()
 				return
 			}
-			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending}
+			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending, tm: md.Timestamp.UnixNano()}
 		}
 		pt.pending.Store(d.pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
@@ -411,7 +411,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 			lastCons = cs
 		}
 		pt.track.deliver(d.stream)
-		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m})
+		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m, tm: d.tm})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			pt.log.Warn("consume", zap.Error(err))

@@ -44,6 +44,10 @@ type inMsg struct {
 	header  nats.Header
 	seq     uint64        // stream sequence (core: a process-local counter)
 	js      jetstream.Msg // nil for core NATS
+	// tm is the message's time, ns since the epoch: its stream timestamp
+	// (the same on every redelivery and replay), or for core NATS the time
+	// it was received. It stamps the outputs of observations without ts.
+	tm int64
 }
 
 // item is what a worker receives: a message (msg.pipe set), a control
@@ -239,7 +243,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	if n := len(w.res.outs); n > 0 {
-		msgs, err := w.outputs(e, enc)
+		msgs, err := w.outputs(e, enc, m.tm)
 		if err != nil {
 			return w.fail(ctx, m, err)
 		}
@@ -312,7 +316,12 @@ func (w *worker) setAdvice(e *entry, advice string) {
 // reused by its next call: publish copies them into the connection's
 // buffer before it returns (a synchronous JetStream or core publish), and
 // whatever must outlive the call (e.unsent) is cloned with keepMsgs.
-func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
+//
+// An observation without ts gets the input message's time (tm: its stream
+// timestamp, so a replay stamps the same value), one without id the
+// output's message id "<pipeline>/<key>/<seq>[/<i>]", so no output carries
+// ts 0 or an empty id.
+func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, error) {
 	pc := e.pipe.cfg
 	if e.subject == "" {
 		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
@@ -326,13 +335,20 @@ func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 	batch := len(w.obs) > 1
 	for i := range w.res.outs {
 		m := msgs[i]
-		data, err := codec.EncodeOutput(m.Data[:0], enc, &w.res.outs[i])
-		if err != nil {
-			return nil, err
-		}
-		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(w.res.outs[i].Seq, 10)
+		out := &w.res.outs[i]
+		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(out.Seq, 10)
 		if batch {
 			id += "/" + strconv.Itoa(w.res.idx[i])
+		}
+		if out.TS == 0 && tm > 0 {
+			out.TS = float64(tm/1e9) + float64(tm%1e9)/1e9 // whole seconds first: exact to the µs
+		}
+		if out.ID == "" {
+			out.ID = id
+		}
+		data, err := codec.EncodeOutput(m.Data[:0], enc, out)
+		if err != nil {
+			return nil, err
 		}
 		m.Subject, m.Reply, m.Data = e.subject, "", data
 		m.Header[jetstream.MsgIDHeader][0] = id

@@ -273,6 +273,10 @@ func TestTail(t *testing.T) {
 	if z, ok := lines[0]["z"].([]any); !ok || len(z) != 2 || lines[0]["key"] != "s1" || !strings.HasPrefix(fmt.Sprint(lines[0]["id"]), "w") {
 		t.Errorf("output line %v", lines[0])
 	}
+	// The input had no ts: the output carries the input message's stream time.
+	if ts, _ := lines[0]["ts"].(float64); time.Since(time.Unix(int64(ts), 0)) > time.Minute || ts == 0 {
+		t.Errorf("output ts %v, want the input's stream time", lines[0]["ts"])
+	}
 	lines = check("subject", "res.>", "--all", "--count", "1", "--meta", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
 	if len(lines) != 1 || lines[0]["subject"] != "res.s1" {
 		t.Errorf("tail SUBJECT --meta: %v", lines)
