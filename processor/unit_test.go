@@ -219,7 +219,7 @@ func TestDeadLetterLog(t *testing.T) {
 		if i%4 == 0 {
 			reason = "dimension"
 		}
-		d.add(log, t0.Add(time.Duration(i)*time.Millisecond), "p", "k", "s", uint64(i), reason, errors.New("bad"))
+		d.add(log, t0.Add(time.Duration(i)*time.Millisecond), "k", "s", uint64(i), reason, errors.New("bad"))
 		d.flush(log, t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	if n := logs.Len(); n != 1 {
@@ -236,7 +236,7 @@ func TestDeadLetterLog(t *testing.T) {
 		t.Errorf("summary line %v", m)
 	}
 	// The next dead letter after a quiet interval is logged at once.
-	d.add(log, t0.Add(3*deadLetterLogEvery), "p", "k", "s", 1, "malformed", errors.New("bad"))
+	d.add(log, t0.Add(3*deadLetterLogEvery), "k", "s", 1, "malformed", errors.New("bad"))
 	if logs.Len() != 3 {
 		t.Errorf("%d lines, want 3", logs.Len())
 	}

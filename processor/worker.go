@@ -515,7 +515,7 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
-	w.dlLog.add(w.log, time.Now(), pc.Name, m.key, m.subject, m.seq, reason, err)
+	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
 	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
 	dl.Data = m.data
 	for k, v := range m.header {
@@ -581,8 +581,8 @@ type deadLetterLog struct {
 	sample   []zap.Field
 }
 
-func (d *deadLetterLog) add(log *zap.Logger, now time.Time, pipeline, key, subject string, seq uint64, reason string, err error) {
-	fields := []zap.Field{zap.String("pipeline", pipeline), zap.String("key", key), zap.String("subject", subject),
+func (d *deadLetterLog) add(log *zap.Logger, now time.Time, key, subject string, seq uint64, reason string, err error) {
+	fields := []zap.Field{zap.String("key", key), zap.String("subject", subject),
 		zap.Uint64("seq", seq), zap.String("reason", reason), zap.Error(err)}
 	if !d.last.IsZero() && now.Sub(d.last) < deadLetterLogEvery {
 		d.n++
