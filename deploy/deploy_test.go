@@ -601,7 +601,9 @@ func TestStreams(t *testing.T) {
 		// their own (it would overlap).
 		dl := streams["KPCA_DLQ"]
 		subj := strings.ReplaceAll(strings.ReplaceAll(p.DeadLetter, "{pipeline}", p.Name), "{key}", "x")
-		if !slices.ContainsFunc(dl.Subjects, func(f string) bool { return f == subj || strings.HasSuffix(f, ">") && strings.HasPrefix(subj, strings.TrimSuffix(f, ">")) }) {
+		if !slices.ContainsFunc(dl.Subjects, func(f string) bool {
+			return f == subj || strings.HasSuffix(f, ">") && strings.HasPrefix(subj, strings.TrimSuffix(f, ">"))
+		}) {
 			t.Errorf("KPCA_DLQ subjects %v do not capture pipeline %s's dead letters %s", dl.Subjects, p.Name, subj)
 		}
 		if p.DeadLetters.StreamName(p.Name) != "KPCA_DLQ" || *p.DeadLetters.CreateStream {
