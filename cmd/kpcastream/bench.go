@@ -22,6 +22,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/bench"
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
@@ -34,7 +35,8 @@ func init() {
 
 // benchOptions are the flags of "kpcastream bench".
 type benchOptions struct {
-	url        string
+	nats       *natsconn.Flags
+	conn       natsconn.Settings // resolved from nats
 	core       bool
 	mode       string
 	learner    string
@@ -61,7 +63,7 @@ type benchOptions struct {
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.url, "nats-url", "", "NATS server URL; empty starts an embedded server in a temporary directory (its CPU then counts in the figures)")
+	o.nats = natsconn.Register(fs, "NATS server URL (env NATS_URL); none starts an embedded server in a temporary directory (its CPU then counts in the figures)")
 	fs.BoolVar(&o.core, "core", false, "core NATS input (no JetStream, no acks; messages a slow consumer misses are lost and reported)")
 	fs.StringVar(&o.mode, "mode", "both", "which pipelines to run: bare (a), pipeline (b) or both")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
@@ -104,8 +106,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.warmup == 0 {
 		o.warmup = 2 * o.budget
 	}
-	url := o.url
-	where := url
+	flags, ctxName := o.nats.Given()
+	conn, _, err := natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName})
+	if err != nil {
+		return err
+	}
+	o.conn = conn
+	url := conn.URL
+	where := natsconn.Redact(url)
 	if url == "" {
 		dir, err := os.MkdirTemp("", "kpcastream-bench-")
 		if err != nil {
@@ -154,7 +162,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer pprof.StopCPUProfile()
 	}
 	for _, ph := range phases {
-		r, err := runPhase(ctx, o, url, ph, stderr)
+		o.conn.URL = url
+		r, err := runPhase(ctx, o, ph, stderr)
 		if err != nil {
 			return fmt.Errorf("%s pipeline: %w", ph, err)
 		}
@@ -409,7 +418,7 @@ func (g *benchData) next(x []float64) {
 
 // runPhase runs one pipeline ("bare" or "pipeline") on its own stream and
 // subjects and measures it.
-func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.Writer) (*phaseResult, error) {
+func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer) (*phaseResult, error) {
 	tag := "a"
 	if name == "pipeline" {
 		tag = "b"
@@ -420,19 +429,19 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 	if !o.core {
 		streamName = "BENCH_IN_" + strings.ToUpper(tag)
 	}
-	nc, err := nats.Connect(url, nats.Name("kpcastream-bench-"+name))
+	nc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-" + name})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer nc.Close()
-	rc, err := nats.Connect(url, nats.Name("kpcastream-bench-receiver"))
+	rc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-receiver"})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer rc.Close()
-	pc, err := nats.Connect(url, nats.Name("kpcastream-bench-publisher"))
+	pc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-publisher"})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer pc.Close()
 
