@@ -89,6 +89,7 @@ pipelines:
     learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}}
     output: {subject: "res.{key}", stream: OPSOUT, create_stream: true, encoding: %q}
     max_batch: %d
+    snapshot: {every_messages: 5}
 `, natsPort, filepath.Join(dir, "data"), httpPort, outEncoding, maxBatch)
 	f := filepath.Join(dir, "kpcastream.yaml")
 	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
@@ -496,4 +497,64 @@ func TestSnapshotCmd(t *testing.T) {
 	if code, _, errOut := runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "nope"); code != 1 || !strings.Contains(errOut, "no snapshot") {
 		t.Errorf("rm of a missing key: %d %s", code, errOut)
 	}
+}
+
+// TestSnapshotRmForce: "snapshot rm --force" under a running owner. The
+// owner's next save of the key fails its compare-and-set, the partition is
+// fenced and taken again under a newer epoch, and the key goes on from a
+// fresh learner (replayed from the partition's checkpoint); the worker
+// keeps running.
+func TestSnapshotRmForce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	cfgFile := opsConfig(t, dir, natsPort, httpPort, 4, "json")
+	w := startRun(t, cfgFile, httpPort)
+	defer w.stop(t)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ls := func() snapInfo {
+		code, out, errOut := runCmd(t, "snapshot", "ls", "--config", cfgFile, "--key", "s1", "--json")
+		if code != 0 {
+			t.Fatalf("snapshot ls: %d %s", code, errOut)
+		}
+		var si snapInfo
+		if strings.TrimSpace(out) != "" {
+			if err := json.Unmarshal([]byte(out), &si); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return si
+	}
+	warm(t, nc, "s1", 20, codec.JSON)
+	deadline := time.Now().Add(10 * time.Second)
+	for ls().Seen != 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot after 20 messages: %+v", ls())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := ls()
+	code, out, errOut := runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "s1", "--force")
+	if code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("rm --force: %d %s %s", code, out, errOut)
+	}
+	warm(t, nc, "s1", 10, codec.JSON)
+	deadline = time.Now().Add(20 * time.Second)
+	var si snapInfo
+	for si = ls(); si.Epoch <= before.Epoch || si.Error != "" || si.Seen == 0; si = ls() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after rm --force: %+v (before %+v)\n%s", si, before, w.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(w.log.String(), "snapshot conflict") {
+		t.Errorf("no conflict logged:\n%s", w.log.String())
+	}
+	t.Logf("before: epoch %d seen %d; after: epoch %d seen %d last_seq %d", before.Epoch, before.Seen, si.Epoch, si.Seen, si.LastSeq)
 }
