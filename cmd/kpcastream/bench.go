@@ -968,6 +968,13 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 		close(b.done)
 		return b
 	}
+	// On a terminal the bar redraws itself with \r; elsewhere (a log, CI)
+	// it is a line every 5 s at most, and the final one.
+	tty := isTerminal(w)
+	lead, end := "\r", ""
+	if !tty {
+		lead, end, every = "", "\n", max(every, 5*time.Second)
+	}
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(every)
@@ -990,13 +997,15 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 			if filled > 0 && filled < width {
 				bar = bar[:filled-1] + ">" + bar[filled:]
 			}
-			fmt.Fprintf(w, "\r%-8s [%s] %3.0f%% %d/%d %s msgs/s ", name, bar, 100*float64(cur)/float64(total), cur, total, human(r))
+			fmt.Fprintf(w, "%s%-8s [%s] %3.0f%% %d/%d %s msgs/s %s", lead, name, bar, 100*float64(cur)/float64(total), cur, total, human(r), end)
 		}
 		for {
 			select {
 			case <-b.quit:
 				draw(true)
-				fmt.Fprintln(w)
+				if tty {
+					fmt.Fprintln(w)
+				}
 				return
 			case <-t.C:
 				draw(false)

@@ -361,6 +361,9 @@ func TestPublishContextAuth(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "2" {
 		t.Fatalf("publish through the context: %d %q %q", code, out, errOut)
 	}
+	if strings.Contains(errOut, "\r") || !strings.HasSuffix(errOut, "\n") {
+		t.Errorf("progress on a non-terminal: %q, want lines without \\r", errOut)
+	}
 	if _, err := sub.NextMsg(5 * time.Second); err != nil {
 		t.Errorf("nothing received: %v", err)
 	}
@@ -557,4 +560,33 @@ func TestSnapshotRmForce(t *testing.T) {
 		t.Errorf("no conflict logged:\n%s", w.log.String())
 	}
 	t.Logf("before: epoch %d seen %d; after: epoch %d seen %d last_seq %d", before.Epoch, before.Seen, si.Epoch, si.Seen, si.LastSeq)
+}
+
+// TestPayloadJSON: inputs and outputs of either encoding, batches too,
+// become one JSON value; what decodes as neither is shown, not dropped.
+func TestPayloadJSON(t *testing.T) {
+	batch, err := codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{ID: "a", X: []float64{1, 2}}, {X: []float64{3, 4}, TS: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := codec.EncodeOutput(nil, codec.Msgpack, &codec.Output{ID: "o", Key: "k", Seq: 3, Z: []float64{0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, ct string
+		data     []byte
+		want     string
+	}{
+		{"json", "", []byte(` { "x" : [1, 2] } `), `{"x":[1,2]}`},
+		{"msgpack batch", "application/msgpack", batch, `"batch"`},
+		{"msgpack output", "", out, `"key":"k"`},
+		{"undecodable", "", []byte{0xc1, 'h', 'i'}, `{"undecodable":`},
+		{"bad json", "application/json", []byte(`{"x":`), `{"undecodable":"{\"x\":"}`},
+	} {
+		got := payloadJSON(c.data, c.ct)
+		if !json.Valid(got) || !strings.Contains(string(got), c.want) {
+			t.Errorf("%s: %s, want JSON containing %s", c.name, got, c.want)
+		}
+	}
 }
