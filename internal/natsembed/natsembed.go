@@ -32,7 +32,10 @@ type Options struct {
 }
 
 // StartEmbedded starts a nats-server with JetStream and waits until it
-// accepts connections (bounded by ctx, and by 10 s). It returns the server
+// accepts connections (bounded by ctx, and by 10 s); a start that fails (the
+// port is in use, the store cannot be opened) is an error at once, with the
+// server's reason. Its logs go to Options.Logger with URL secrets
+// redacted. It returns the server
 // and its client URL; the caller stops it with Shutdown and WaitForShutdown.
 func StartEmbedded(ctx context.Context, opts Options) (*server.Server, string, error) {
 	if opts.StoreDir == "" {
