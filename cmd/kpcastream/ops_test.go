@@ -590,3 +590,49 @@ func TestPayloadJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRunContext: "kpcastream run --context" logs in to a server that
+// requires a password (and has JetStream), named only by a context file;
+// the password never appears in run's log.
+func TestRunContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server")
+	}
+	const pass = "run-s3cret-pa55"
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, Username: "kp", Password: pass, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer s.Shutdown()
+	dir := t.TempDir()
+	ctxFile := filepath.Join(dir, "ctx", "auth.json")
+	_ = os.MkdirAll(filepath.Dir(ctxFile), 0o700)
+	_ = os.WriteFile(ctxFile, []byte(fmt.Sprintf(`{"url":%q,"user":"kp","password":%q}`, s.ClientURL(), pass)), 0o600)
+	httpPort := freePort(t)
+	cfg := filepath.Join(dir, "k.yaml")
+	_ = os.WriteFile(cfg, []byte(fmt.Sprintf(`http: {metrics_addr: "127.0.0.1:%d"}
+log: {format: json, level: debug}
+pipelines:
+  - name: p
+    input: {stream: P, subject: "p.*.in", create_stream: true}
+    learner: {dim: 2, components: 1, kernel: {name: rbf}}
+`, httpPort)), 0o600)
+	w := startRun(t, cfg, httpPort, "--context", ctxFile)
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("kp", pass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Request("$SRV.PING.kpcastream", nil, 5*time.Second); err != nil {
+		t.Errorf("the worker is not on the context's server: %v", err)
+	}
+	w.stop(t)
+	if log := w.log.String(); strings.Contains(log, pass) || !strings.Contains(log, `"context"`) {
+		t.Errorf("run's log names the password, or not the context:\n%s", log)
+	}
+}
