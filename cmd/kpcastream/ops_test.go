@@ -310,7 +310,19 @@ func TestPublishWidth(t *testing.T) {
 		!strings.Contains(errOut, "--drop") || !strings.Contains(errOut, "nothing was published") {
 		t.Errorf("one column too wide: %d %q", code, errOut)
 	}
-	noHeader := filepath.Join(dir, "ragged.csv")
+	code, _, errOut = runCmd(t, "publish", "--config", cfgFile, "--subject", "ops.s1.typo", "--in", csvFile, "--drop", "label")
+	if code != 1 || !strings.Contains(errOut, "not one of pipeline ops's input subjects (ops.*.in)") {
+		t.Errorf("wrong subject: %d %q", code, errOut)
+	}
+	for _, c := range []struct {
+		f, s string
+		ok   bool
+	}{{"a.*.c", "a.b.c", true}, {"a.*.c", "a.b", false}, {"a.>", "a.b.c", true}, {"a.>", "a", false}, {"a.b", "a.b.c", false}} {
+		if subjectMatches(c.f, c.s) != c.ok {
+			t.Errorf("subjectMatches(%q, %q) = %v", c.f, c.s, !c.ok)
+		}
+	}
+		noHeader := filepath.Join(dir, "ragged.csv")
 	_ = os.WriteFile(noHeader, []byte("1,2,3\n# comment\n1,2\n4,5,6\n7,8,9,10\n"), 0o600)
 	code, _, errOut = runCmd(t, "publish", "--dim", "3", "--nats-url", "nats://127.0.0.1:1", "--subject", "x", "--in", noHeader)
 	if code != 1 || !strings.Contains(errOut, "line 3: 2 values; line 5: 4 values") {

@@ -75,6 +75,9 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if o.dim == 0 {
 			o.dim = pl.Learner.Dim
 		}
+		if !subjectMatches(pl.Input.Subject, o.subject) {
+			return fmt.Errorf("--subject %s is not one of pipeline %s's input subjects (%s); nothing was published", o.subject, pl.Name, pl.Input.Subject)
+		}
 		o.maxBatch = pl.PipelineConfig.WithDefaults().MaxBatch
 	}
 	var r io.Reader = os.Stdin
@@ -317,4 +320,20 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	progress(true)
 	fmt.Fprintf(stdout, "%d\n", msgs)
 	return ctx.Err()
+}
+
+// subjectMatches reports whether the NATS subject filter matches subject.
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
