@@ -322,7 +322,7 @@ func TestPublishWidth(t *testing.T) {
 			t.Errorf("subjectMatches(%q, %q) = %v", c.f, c.s, !c.ok)
 		}
 	}
-		noHeader := filepath.Join(dir, "ragged.csv")
+	noHeader := filepath.Join(dir, "ragged.csv")
 	_ = os.WriteFile(noHeader, []byte("1,2,3\n# comment\n1,2\n4,5,6\n7,8,9,10\n"), 0o600)
 	code, _, errOut = runCmd(t, "publish", "--dim", "3", "--nats-url", "nats://127.0.0.1:1", "--subject", "x", "--in", noHeader)
 	if code != 1 || !strings.Contains(errOut, "line 3: 2 values; line 5: 4 values") {
