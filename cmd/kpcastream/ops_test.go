@@ -468,9 +468,12 @@ func TestSnapshotCmd(t *testing.T) {
 	}
 	sub, _ := nc.SubscribeSync("res.s2")
 	warm(t, nc, "s2", 1, codec.JSON) // held: the key's snapshot is corrupt
-	time.Sleep(300 * time.Millisecond)
-	if !strings.Contains(w.log.String(), "kpcastream snapshot rm --config FILE --pipeline ops --key s2") {
-		t.Errorf("the refusal does not name the fix:\n%s", w.log.String())
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(w.log.String(), "kpcastream snapshot rm --config FILE --pipeline ops --key s2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal naming the fix:\n%s", w.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	code, out, errOut := runCmd(t, "snapshot", "rm", "--config", cfgFile, "--key", "s2")
 	if code != 0 || !strings.Contains(out, "reset by its owner") {
