@@ -230,7 +230,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 	pt.startWorkers(g, gctx)
 	h := func(m *nats.Msg) {
 		seq := pt.pipe.coreSeq.Add(1)
-		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq, tm: time.Now().UnixNano()})
 	}
 	var err error
 	if pc.Input.QueueGroup != "" {
@@ -398,7 +398,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 				_ = m.Term()
 				return
 			}
-			d = jsack.Delivery{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer, Pending: md.NumPending}
+			d = jsack.Delivery{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer, Pending: md.NumPending, Time: md.Timestamp.UnixNano()}
 		}
 		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
@@ -412,7 +412,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 			lastCons = cs
 		}
 		pt.track.deliver(d.Stream)
-		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m})
+		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			pt.log.Warn("consume", zap.Error(err))

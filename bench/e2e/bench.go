@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/internal/procstat"
 	"github.com/kpcastream/kpcastream/learners"
@@ -35,7 +36,8 @@ var ErrUsage = errors.New("usage")
 
 // benchOptions are the flags of "kpcastream bench".
 type benchOptions struct {
-	url        string
+	nats       *natsconn.Flags
+	conn       natsconn.Settings // resolved from nats
 	core       bool
 	mode       string
 	learner    string
@@ -63,7 +65,7 @@ type benchOptions struct {
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.url, "nats-url", "", "NATS server URL; empty starts an embedded server in a temporary directory (its CPU then counts in the figures)")
+	o.nats = natsconn.Register(fs, "NATS server URL (env NATS_URL); none starts an embedded server in a temporary directory (its CPU then counts in the figures)")
 	fs.BoolVar(&o.core, "core", false, "core NATS input (no JetStream, no acks; messages a slow consumer misses are lost and reported)")
 	fs.StringVar(&o.mode, "mode", "both", "which phases to run: bare (a: the processor with a pass-through learner), pipeline (b: with --learner) or both")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
@@ -107,8 +109,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.warmup == 0 {
 		o.warmup = 2 * o.budget
 	}
-	url := o.url
-	where := url
+	flags, ctxName := o.nats.Given()
+	conn, _, err := natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName})
+	if err != nil {
+		return err
+	}
+	o.conn = conn
+	url := conn.URL
+	where := natsconn.Redact(url)
 	if url == "" {
 		dir, err := os.MkdirTemp("", "kpcastream-bench-")
 		if err != nil {
@@ -157,7 +165,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	for _, ph := range phases {
-		r, err := runPhase(ctx, o, url, ph, stderr)
+		o.conn.URL = url
+		r, err := runPhase(ctx, o, ph, stderr)
 		if err != nil {
 			return fmt.Errorf("%s pipeline: %w", ph, err)
 		}
@@ -412,7 +421,7 @@ func (g *benchData) next(x []float64) {
 
 // runPhase runs one pipeline ("bare" or "pipeline") on its own stream and
 // subjects and measures it.
-func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.Writer) (*phaseResult, error) {
+func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer) (*phaseResult, error) {
 	tag := "a"
 	if name == "pipeline" {
 		tag = "b"
@@ -423,19 +432,19 @@ func runPhase(ctx context.Context, o benchOptions, url, name string, stderr io.W
 	if !o.core {
 		streamName = "BENCH_IN_" + strings.ToUpper(tag)
 	}
-	nc, err := nats.Connect(url, nats.Name("kpcastream-bench-"+name))
+	nc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-" + name})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer nc.Close()
-	rc, err := nats.Connect(url, nats.Name("kpcastream-bench-receiver"))
+	rc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-receiver"})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer rc.Close()
-	pc, err := nats.Connect(url, nats.Name("kpcastream-bench-publisher"))
+	pc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-publisher"})
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
+		return nil, err
 	}
 	defer pc.Close()
 
@@ -781,6 +790,13 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 		close(b.done)
 		return b
 	}
+	// On a terminal the bar redraws itself with \r; elsewhere (a log, CI)
+	// it is a line every 5 s at most, and the final one.
+	tty := isTerminal(w)
+	lead, end := "\r", ""
+	if !tty {
+		lead, end, every = "", "\n", max(every, 5*time.Second)
+	}
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(every)
@@ -803,13 +819,15 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 			if filled > 0 && filled < width {
 				bar = bar[:filled-1] + ">" + bar[filled:]
 			}
-			fmt.Fprintf(w, "\r%-8s [%s] %3.0f%% %d/%d %s msgs/s ", name, bar, 100*float64(cur)/float64(total), cur, total, human(r))
+			fmt.Fprintf(w, "%s%-8s [%s] %3.0f%% %d/%d %s msgs/s %s", lead, name, bar, 100*float64(cur)/float64(total), cur, total, human(r), end)
 		}
 		for {
 			select {
 			case <-b.quit:
 				draw(true)
-				fmt.Fprintln(w)
+				if tty {
+					fmt.Fprintln(w)
+				}
 				return
 			case <-t.C:
 				draw(false)
@@ -891,4 +909,15 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// isTerminal reports whether w is a terminal (the progress bar may then
+// rewrite itself with \r).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,8 +88,9 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Skip("builds the binary and starts an embedded nats-server on port 4222")
 	}
 	lines := readmeBlock(t, "## Quick start with a NATS server")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "go build") || !strings.Contains(lines[1], " run ") || !strings.Contains(lines[2], " publish ") {
-		t.Fatalf("the quick start is no longer build, run, publish: %q", lines)
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "go build") || !strings.Contains(lines[1], " run ") || !strings.Contains(lines[2], " publish ") ||
+		!strings.Contains(lines[3], " tail ") || !strings.Contains(lines[4], " dlq ls ") {
+		t.Fatalf("the quick start is no longer build, run, publish, tail, dlq ls: %q", lines)
 	}
 	if ln, err := net.Listen("tcp", "127.0.0.1:4222"); err != nil {
 		t.Fatalf("the quick start's embedded server needs 127.0.0.1:4222, which is in use: %v", err)
@@ -173,6 +175,28 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Fatalf("150 messages not learned after 30s (%d):\n%s", n, runOut.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// tail: the first 5 outputs, one JSON object per line.
+	out, err = shell(ctx, lines[3], env).Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", lines[3], err, out)
+	}
+	tailed := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(tailed) != 5 {
+		t.Errorf("%s: %d lines, want 5:\n%s", lines[3], len(tailed), out)
+	}
+	for _, l := range tailed {
+		var o struct {
+			Key string    `json:"key"`
+			Z   []float64 `json:"z"`
+		}
+		if err := json.Unmarshal([]byte(l), &o); err != nil || o.Key != "s1" || len(o.Z) != 2 {
+			t.Errorf("%s: line %q is not an output of key s1 with 2 components (%v)", lines[3], l, err)
+		}
+	}
+	// dlq ls: nothing was rejected, and the command says so without failing.
+	if out, err := shell(ctx, lines[4], env).CombinedOutput(); err != nil {
+		t.Errorf("%s: %v\n%s", lines[4], err, out)
 	}
 	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
