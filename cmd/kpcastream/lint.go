@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kpcastream/kpcastream/config"
+	"github.com/kpcastream/kpcastream/internal/natsconn"
 )
 
 func init() {
@@ -102,24 +103,8 @@ func summarize(cfg *config.Config) string {
 	}
 	nats := "embedded NATS on " + fmt.Sprintf("%s:%d", cfg.Embedded.Host, cfg.Embedded.Port)
 	if cfg.NATS.URL != "" {
-		nats = "NATS " + redactURLs(cfg.NATS.URL)
+		nats = "NATS " + natsconn.Redact(cfg.NATS.URL)
 	}
 	fmt.Fprintf(&b, "; %s; metrics %s", nats, cfg.HTTP.MetricsAddr)
 	return b.String()
-}
-
-// redactURLs hides the user information of each comma-separated URL.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		if at := strings.LastIndex(u, "@"); at >= 0 {
-			scheme := ""
-			if s, rest, ok := strings.Cut(u, "://"); ok {
-				scheme, u = s+"://", rest
-				at = strings.LastIndex(u, "@")
-			}
-			parts[i] = scheme + "***@" + u[at+1:]
-		}
-	}
-	return strings.Join(parts, ",")
 }

@@ -118,7 +118,7 @@ func TestDryRunValid(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	s := out.String()
-	for _, w := range []string{": ok: 1 pipeline (sensors: ikpca d=4 k=2 B=64", "NATS nats://***@nats.example:4222", "metrics 127.0.0.1:1"} {
+	for _, w := range []string{": ok: 1 pipeline (sensors: ikpca d=4 k=2 B=64", "NATS nats://me:xxxxx@nats.example:4222", "metrics 127.0.0.1:1"} {
 		if !strings.Contains(s, w) {
 			t.Errorf("summary %q lacks %q", s, w)
 		}

@@ -67,20 +67,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// The NATS settings are resolved by natsconn (flag > env > context >
 	// file), so the file is read without the NATS environment.
 	cfg, err := config.Load(*cfgPath, withoutNATSEnv, ov)
+	var ctxName string
+	if err == nil {
+		var flags natsconn.Settings
+		flags, ctxName = nf.Given()
+		var conn natsconn.Settings
+		conn, ctxName, err = natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName, File: natsSettings(cfg.NATS)})
+		if err == nil {
+			cfg.NATS.URL = conn.URL
+			cfg.NATS.Creds, cfg.NATS.NKey, cfg.NATS.User, cfg.NATS.Password, cfg.NATS.Token = conn.Creds, conn.NKey, conn.User, conn.Password, conn.Token
+			cfg.NATS.TLS = config.TLS{CA: conn.CA, Cert: conn.Cert, Key: conn.Key}
+		}
+	}
 	if *dryRun {
 		return reportConfig(*cfgPath, cfg, err, stdout)
 	}
 	if err != nil {
 		return err
 	}
-	flags, ctxName := nf.Given()
-	conn, ctxName, err := natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName, File: natsSettings(cfg.NATS)})
-	if err != nil {
-		return err
-	}
-	cfg.NATS.URL = conn.URL
-	cfg.NATS.Creds, cfg.NATS.NKey, cfg.NATS.User, cfg.NATS.Password, cfg.NATS.Token = conn.Creds, conn.NKey, conn.User, conn.Password, conn.Token
-	cfg.NATS.TLS = config.TLS{CA: conn.CA, Cert: conn.Cert, Key: conn.Key}
 	log, err := newLogger(cfg.Log, stderr)
 	if err != nil {
 		return err
