@@ -331,10 +331,10 @@ func (p *jsonParser) object(allowBatch bool) error {
 		return err
 	}
 	var o *Observation
-	var sawX, sawID, sawTS, sawBatch bool
+	var sawX, sawID, sawTS, sawY, sawMeta, sawBatch bool
 	claim := func() error {
 		if sawBatch {
-			return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+			return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
 		}
 		if o == nil {
 			var err error
@@ -402,12 +402,38 @@ func (p *jsonParser) object(allowBatch bool) error {
 				if o.TS, err = p.ts(); err != nil {
 					return err
 				}
+			case "y":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawY {
+					return p.d.fail(ErrMalformed, "field y: duplicate")
+				}
+				sawY = true
+				v, raw, lone, err := p.scalar("field y", "a number or a string")
+				if err != nil {
+					return err
+				}
+				if o.Y, err = p.d.label(v, raw, lone); err != nil {
+					return err
+				}
+			case "meta":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawMeta {
+					return p.d.fail(ErrMalformed, "field meta: duplicate")
+				}
+				sawMeta = true
+				if err := p.meta(o); err != nil {
+					return err
+				}
 			case "batch":
 				if !allowBatch {
 					return p.d.fail(ErrMalformed, "batch inside a batch")
 				}
 				if o != nil {
-					return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+					return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
 				}
 				if sawBatch {
 					return p.d.fail(ErrMalformed, "field batch: duplicate")
@@ -591,4 +617,90 @@ func hex4(b []byte) (rune, bool) {
 		r = r<<4 | rune(c)
 	}
 	return r, true
+}
+
+// scalar reads null, a bool, a number or a string. A string comes back
+// as raw bytes (aliasing the input when unescaped) with Kind ScalarString
+// and lone set for an unpaired surrogate escape; the caller converts it.
+// An array or object is malformed.
+func (p *jsonParser) scalar(what, want string) (s Scalar, raw []byte, lone bool, err error) {
+	c, err := p.peek(what)
+	if err != nil {
+		return Scalar{}, nil, false, err
+	}
+	switch c {
+	case '"':
+		raw, _, err = p.str(what)
+		return Scalar{Kind: ScalarString}, raw, p.lone, err
+	case 't', 'f', 'n':
+		if err := p.literal(what); err != nil {
+			return Scalar{}, nil, false, err
+		}
+		switch c {
+		case 't':
+			return Bool(true), nil, false, nil
+		case 'f':
+			return Bool(false), nil, false, nil
+		}
+		return Scalar{Kind: ScalarNull}, nil, false, nil
+	case '[', '{':
+		return Scalar{}, nil, false, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, jsonKind(c), want)
+	}
+	f, ok, err := p.number(what)
+	if err != nil {
+		return Scalar{}, nil, false, err
+	}
+	if !ok {
+		return Scalar{}, nil, false, p.unexpected(what)
+	}
+	return Number(f), nil, false, nil
+}
+
+// meta reads the meta object (or null) into o.Meta.
+func (p *jsonParser) meta(o *Observation) error {
+	c, err := p.peek("field meta")
+	if err != nil {
+		return err
+	}
+	if c == 'n' {
+		return p.literal("field meta")
+	}
+	if c != '{' {
+		return p.d.fail(ErrMalformed, "field meta: is %s, want an object", jsonKind(c))
+	}
+	p.i++
+	if p.empty('}') {
+		return nil
+	}
+	used := 0
+	for {
+		k, ok, err := p.str("field meta")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.unexpected("field meta")
+		}
+		klone := p.lone
+		if err := p.expect(':', "field meta"); err != nil {
+			return err
+		}
+		v, raw, lone, err := p.scalar("field meta", "null, a bool, a number or a string")
+		if err != nil {
+			return err
+		}
+		if v.Kind == ScalarString {
+			if err := p.d.checkText("meta value", raw, lone); err != nil {
+				return err
+			}
+			v.Str = string(raw)
+		}
+		if err := p.d.addMeta(o, k, klone, v, &used); err != nil {
+			return err
+		}
+		more, err := p.more('}', "field meta")
+		if err != nil || !more {
+			return err
+		}
+	}
 }

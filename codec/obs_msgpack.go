@@ -323,10 +323,10 @@ func (p *mpParser) vector(x []float64, field string, n int) ([]float64, error) {
 // observation, or a batch when allowBatch.
 func (p *mpParser) object(n int, allowBatch bool) error {
 	var o *Observation
-	var sawX, sawID, sawTS, sawBatch bool
+	var sawX, sawID, sawTS, sawY, sawMeta, sawBatch bool
 	claim := func() error {
 		if sawBatch {
-			return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+			return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
 		}
 		if o == nil {
 			var err error
@@ -398,12 +398,38 @@ func (p *mpParser) object(n int, allowBatch bool) error {
 			if o.TS, err = p.ts(); err != nil {
 				return err
 			}
+		case "y":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawY {
+				return p.d.fail(ErrMalformed, "field y: duplicate")
+			}
+			sawY = true
+			v, raw, err := p.scalar("field y", "a number or a string")
+			if err != nil {
+				return err
+			}
+			if o.Y, err = p.d.label(v, raw, false); err != nil {
+				return err
+			}
+		case "meta":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawMeta {
+				return p.d.fail(ErrMalformed, "field meta: duplicate")
+			}
+			sawMeta = true
+			if err := p.meta(o); err != nil {
+				return err
+			}
 		case "batch":
 			if !allowBatch {
 				return p.d.fail(ErrMalformed, "batch inside a batch")
 			}
 			if o != nil {
-				return p.d.fail(ErrMalformed, "fields x, id or ts next to batch")
+				return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
 			}
 			if sawBatch {
 				return p.d.fail(ErrMalformed, "field batch: duplicate")
@@ -538,4 +564,81 @@ func parseTime(d *obsDecoder, s []byte) (float64, error) {
 		return 0, d.fail(ErrMalformed, "field ts: %q is not an RFC 3339 time", s)
 	}
 	return float64(t.Unix()) + float64(t.Nanosecond())/1e9, nil
+}
+
+// scalar reads nil, a bool, a number or a string; a string comes back as
+// raw bytes (aliasing the input) with Kind ScalarString, for the caller to
+// check and convert. Any other type is malformed.
+func (p *mpParser) scalar(what, want string) (s Scalar, raw []byte, err error) {
+	c, err := p.peek(what)
+	if err != nil {
+		return Scalar{}, nil, err
+	}
+	switch c {
+	case 0xc0:
+		p.i++
+		return Scalar{Kind: ScalarNull}, nil, nil
+	case 0xc2, 0xc3:
+		p.i++
+		return Bool(c == 0xc3), nil, nil
+	}
+	if raw, ok, err := p.str(what); err != nil {
+		return Scalar{}, nil, err
+	} else if ok {
+		return Scalar{Kind: ScalarString}, raw, nil
+	}
+	f, ok, err := p.number(what)
+	if err != nil {
+		return Scalar{}, nil, err
+	}
+	if !ok {
+		return Scalar{}, nil, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, mpKind(c), want)
+	}
+	return Number(f), nil, nil
+}
+
+// meta reads the meta map (or nil) into o.Meta.
+func (p *mpParser) meta(o *Observation) error {
+	c, err := p.peek("field meta")
+	if err != nil {
+		return err
+	}
+	if c == 0xc0 {
+		p.i++
+		return nil
+	}
+	n, ok, err := p.length(true, "field meta")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return p.d.fail(ErrMalformed, "field meta: is %s, want a map", mpKind(c))
+	}
+	if n > p.d.lim.MaxMeta {
+		return p.d.fail(ErrTooLarge, "field meta: %d entries, limit %d", n, p.d.lim.MaxMeta)
+	}
+	used := 0
+	for range n {
+		k, ok, err := p.str("field meta")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.d.fail(ErrMalformed, "field meta: key is %s, want a string", mpKind(p.b[p.i]))
+		}
+		v, raw, err := p.scalar("field meta", "nil, a bool, a number or a string")
+		if err != nil {
+			return err
+		}
+		if v.Kind == ScalarString {
+			if err := p.d.checkText("meta value", raw, false); err != nil {
+				return err
+			}
+			v.Str = string(raw)
+		}
+		if err := p.d.addMeta(o, k, false, v, &used); err != nil {
+			return err
+		}
+	}
+	return nil
 }
