@@ -334,7 +334,7 @@ func FuzzDecodeManifest(f *testing.F) {
 func sameOutput(a, b *Output) bool {
 	return a.ID == b.ID && a.Key == b.Key && a.Seq == b.Seq && a.BasisVersion == b.BasisVersion &&
 		sameFloats([]float64{a.TS, a.SPE, a.T2, a.Explained}, []float64{b.TS, b.SPE, b.T2, b.Explained}) &&
-		sameFloats(a.Z, b.Z) && a.Y.Equal(b.Y) && a.Pred.Equal(b.Pred) && sameMeta(a.Meta, b.Meta) && sameFloats(a.Proba, b.Proba)
+		sameFloats(a.Z, b.Z) && a.Y.Equal(b.Y) && a.Pred.Equal(b.Pred) && sameMeta(a.Meta, b.Meta) && sameFloats(a.Scores, b.Scores)
 }
 
 // outputText is every string of o, for the JSON round trip's UTF-8 check.
@@ -353,7 +353,7 @@ func FuzzDecodeOutput(f *testing.F) {
 	addTestdataSeeds(f, "output_*")
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1,-2],"spe":0,"t2":0,"explained":1,"basis_version":3}`))
 	f.Add([]byte(`{"id":"\ud800","z":null}`))
-	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"proba":[0.25,0.75]}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"scores":[0.25,0.75]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, enc := range []Encoding{JSON, Msgpack} {
 			out, err := DecodeOutput(data, enc)

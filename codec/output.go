@@ -20,7 +20,7 @@ import (
 // Wire field names, the same in JSON and msgpack, in this order: "id",
 // "key", "seq", "ts", "z", "spe", "t2", "explained", "basis_version", then
 // only when present: "y" and "meta" (passed through from the observation),
-// "pred" and "proba" (from a classifier stage).
+// "pred" and "scores" (from a classifier stage).
 type Output struct {
 	// ID is the observation's ID, or "".
 	ID string `msgpack:"id" json:"id"`
@@ -47,9 +47,9 @@ type Output struct {
 	// Pred is the classifier's predicted class, made before it learned this
 	// observation's label (omitted without a classifier stage).
 	Pred Scalar `msgpack:"pred,omitempty" json:"pred,omitzero"`
-	// Proba holds the classifier's class probabilities, in the order of the
+	// Scores holds the classifier's class scores (see the classifier stage), in the order of the
 	// configured classes (omitted without a classifier stage).
-	Proba []float64 `msgpack:"proba,omitempty" json:"proba,omitempty"`
+	Scores []float64 `msgpack:"scores,omitempty" json:"scores,omitempty"`
 }
 
 // extra counts the optional fields of o that are present.
@@ -64,7 +64,7 @@ func (o *Output) extra() int {
 	if o.Pred.Kind != ScalarNone {
 		n++
 	}
-	if len(o.Proba) > 0 {
+	if len(o.Scores) > 0 {
 		n++
 	}
 	return n
@@ -123,10 +123,10 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 		b = mpStr(b, "pred")
 		b = appendScalar(b, Msgpack, o.Pred)
 	}
-	if len(o.Proba) > 0 {
-		b = mpStr(b, "proba")
-		b = mpArrayLen(b, len(o.Proba))
-		for _, v := range o.Proba {
+	if len(o.Scores) > 0 {
+		b = mpStr(b, "scores")
+		b = mpArrayLen(b, len(o.Scores))
+		for _, v := range o.Scores {
 			b = mpFloat(b, v)
 		}
 	}
@@ -217,9 +217,9 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 		b = append(b, `,"pred":`...)
 		b = appendScalar(b, JSON, o.Pred)
 	}
-	if len(o.Proba) > 0 {
-		b = append(b, `,"proba":[`...)
-		for i, v := range o.Proba {
+	if len(o.Scores) > 0 {
+		b = append(b, `,"scores":[`...)
+		for i, v := range o.Scores {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -249,9 +249,9 @@ func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
 			return "z", i, v, true
 		}
 	}
-	for i, v := range o.Proba {
+	for i, v := range o.Scores {
 		if !finite(v) {
-			return "proba", i, v, true
+			return "scores", i, v, true
 		}
 	}
 	for _, s := range [...]Scalar{o.Y, o.Pred} {

@@ -30,7 +30,7 @@ func TestPassThroughRoundTrip(t *testing.T) {
 				t.Fatalf("%v: got %+v, want %+v", enc, got, obs)
 			}
 			for i := range got {
-				out := &Output{ID: got[i].ID, Z: []float64{1}, Y: got[i].Y, Meta: got[i].Meta, Pred: String("dog"), Proba: []float64{0.25, 0.75}}
+				out := &Output{ID: got[i].ID, Z: []float64{1}, Y: got[i].Y, Meta: got[i].Meta, Pred: String("dog"), Scores: []float64{0.25, 0.75}}
 				for _, oenc := range []Encoding{JSON, Msgpack} {
 					ob, err := EncodeOutput(nil, oenc, out)
 					if err != nil {
@@ -54,7 +54,7 @@ func TestPassThroughRoundTrip(t *testing.T) {
 	}
 	// An output without y, meta or a classifier keeps its nine fields.
 	ob, _ := EncodeOutput(nil, JSON, &Output{Z: []float64{1}})
-	if strings.Contains(string(ob), `"y"`) || strings.Contains(string(ob), "proba") {
+	if strings.Contains(string(ob), `"y"`) || strings.Contains(string(ob), "scores") {
 		t.Errorf("output without pass-through fields: %s", ob)
 	}
 }
