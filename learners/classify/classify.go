@@ -128,7 +128,7 @@ func (c Config) Validate() error {
 // Classifier is the online RLS classifier (see the package comment).
 type Classifier struct {
 	cfg  Config
-	c, n int // classes, features; the bias is index n
+	c, n int       // classes, features; the bias is index n
 	w    []float64 // c×(n+1), row r = class r's weights then its bias
 	p    []float64 // (n+1)×(n+1), symmetric
 	seen int64     // labelled observations learned

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kpcastream/kpcastream/learners"
@@ -37,7 +38,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))) }
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func TestBadInput(t *testing.T) {
 	cl, _ := classify.New(classify.Config{Classes: 3, Dim: 2})
