@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kpcastream/kpcastream/learners/classify"
 )
 
 // sameObservations compares bitwise, so NaN equals NaN and −0 differs from 0.
@@ -261,6 +263,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	addTestdataSeeds(f, "snapshot_*.bin")
 	good, _ := EncodeSnapshot(testSnapshot())
 	f.Add(good[headerLen:]) // a body, framed below
+	withCls := testSnapshot()
+	withCls.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1}, W: []float64{1, 2, 3, 4}, P: []float64{1, 0, 0, 1}}
+	good, _ = EncodeSnapshot(withCls)
+	f.Add(good[headerLen:])
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given (mostly header and checksum checks), and framed with a

@@ -24,6 +24,9 @@ type metrics struct {
 	takeovers       *prometheus.CounterVec   // pipeline
 	fenced          *prometheus.CounterVec   // pipeline
 	budget          *prometheus.GaugeVec     // pipeline, advice
+	clsAccuracy     *prometheus.GaugeVec     // pipeline
+	clsLabels       *prometheus.CounterVec   // pipeline, class
+	clsPredictions  *prometheus.CounterVec   // pipeline, class, result
 }
 
 // Message results (label "result" of kpca_messages_total).
@@ -74,10 +77,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Partitions this instance stopped because their ownership moved to a newer epoch or was not renewed in time."}, []string{"pipeline"}),
 		budget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_budget_learners",
 			Help: "Loaded learners by the budget advice of their last message (ok, tight, too_small: the budget B is too small for the stream)."}, []string{"pipeline", "advice"}),
+		clsAccuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kpca_classifier_accuracy",
+			Help: "Prequential accuracy of the classifier stage over the last classifier.window labelled predictions of the key most recently processed."}, []string{"pipeline"}),
+		clsLabels: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_classifier_labels_total",
+			Help: "Labelled observations learned by the classifier stage, by class."}, []string{"pipeline", "class"}),
+		clsPredictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kpca_classifier_predictions_total",
+			Help: "Published predictions of the classifier stage, by predicted class and result (correct, wrong, unlabelled)."}, []string{"pipeline", "class", "result"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.activeLearners,
 		m.storedPoints, m.explained, m.snapBytes, m.snapSeconds, m.snapFailures, m.pending, m.checkpoint, m.publishErrors,
-		m.partitionsOwned, m.takeovers, m.fenced, m.budget} {
+		m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.clsAccuracy, m.clsLabels, m.clsPredictions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

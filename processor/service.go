@@ -440,7 +440,12 @@ func (w *worker) control(ctx context.Context, c *control) {
 				r.err = err
 				break
 			}
-			e.l = l
+			cls, err := newKeyClassifier(c.pipe.cls, l, nil)
+			if err != nil {
+				r.err = err
+				break
+			}
+			e.l, e.cls = l, cls
 			w.core.reset(e.keyState, time.Now())
 			e.pending = nil
 			w.saveSoon(e)

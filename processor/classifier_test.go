@@ -1,0 +1,174 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+func TestClassifierConfigValidate(t *testing.T) {
+	base := func() PipelineConfig {
+		pc := pipelineConfig("c")
+		pc.Learner = learners.Config{Dim: 3, Components: 2, Budget: 12, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
+		return pc
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*PipelineConfig)
+		want string
+	}{
+		{"one class", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a"}} }, "classifier.classes: need at least 2 classes, got 1"},
+		{"duplicate class", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "a"}} }, `classifier.classes: class "a" is listed twice`},
+		{"empty class", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", ""}} }, "classifier.classes: class 1 is empty"},
+		{"negative ridge", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Ridge: -1} }, "classifier.ridge: must be > 0"},
+		{"forget", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Forget: 2} }, "classifier.forget: must be in (0, 1]"},
+		{"window", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Window: -1} }, "classifier.window: must be ≥ 0"},
+		{"learner", func(pc *PipelineConfig) {
+			pc.Learner.Learner = learners.KindKHA
+			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
+		}, `classifier.classes: a classifier needs the ikpca learner`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := base()
+			tc.set(&pc)
+			err := Config{Pipelines: []PipelineConfig{pc}}.Validate()
+			if err == nil || !strings.Contains(err.Error(), "pipelines[0]."+tc.want) {
+				t.Fatalf("got %v, want an error naming pipelines[0].%s", err, tc.want)
+			}
+		})
+	}
+	pc := base()
+	pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
+	if err := (Config{Pipelines: []PipelineConfig{pc}}).Validate(); err != nil {
+		t.Fatalf("valid classifier config: %v", err)
+	}
+}
+
+func TestClassesOf(t *testing.T) {
+	c := newClasses([]string{"cat", "3", "2.5", "x3"})
+	for _, tc := range []struct {
+		y    codec.Scalar
+		want int
+	}{
+		{codec.String("cat"), 0}, {codec.Number(3), 1}, {codec.String("3"), 1}, {codec.Number(2.5), 2}, {codec.Scalar{}, -1},
+	} {
+		if got, err := c.of(tc.y); err != nil || got != tc.want {
+			t.Errorf("label %+v: class %d, %v; want %d", tc.y, got, err, tc.want)
+		}
+	}
+	if _, err := c.of(codec.Number(4)); !errors.Is(err, errLabel) {
+		t.Errorf("unknown label: got %v, want errLabel", err)
+	}
+	if a, _ := classify(fmt.Errorf("x: %w", errLabel)); a != actTerm {
+		t.Errorf("errLabel is not dead-lettered")
+	}
+	if !c.pred[1].Equal(codec.Number(3)) || !c.pred[0].Equal(codec.String("cat")) || !c.pred[3].Equal(codec.String("x3")) {
+		t.Errorf("pred values %+v", c.pred)
+	}
+}
+
+// A pipeline with a classifier stage predicts every output (pred, one
+// score per class), passes y and meta through, learns the labels, counts
+// them, and dead-letters a label that is no class (reason "label") or of
+// a bad type (reason "malformed") without touching the learner.
+func TestClassifierStage(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("cls")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 20,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1}
+	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}, Window: 50}
+	r := e.startWith(t, Config{Pipelines: []PipelineConfig{pc}}, nil)
+	out, err := e.nc.SubscribeSync("kpca.out.cls.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := e.nc.SubscribeSync("kpca.dlq.cls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := "in.cls.s1"
+	xs := vectors(11, 300)
+	for i, x := range xs {
+		o := codec.Observation{X: x, ID: fmt.Sprint(i), Y: labelOf(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}
+		enc := codec.JSON
+		if i%2 == 1 {
+			enc = codec.Msgpack
+		}
+		b, err := codec.EncodeObservations(nil, enc, []codec.Observation{o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.publish(t, subj, b, "")
+	}
+	var last *codec.Output
+	got := 0
+	for {
+		m, err := out.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d outputs: %v", got, err)
+		}
+		enc := codec.JSON
+		if m.Header.Get(HeaderContentType) == codec.Msgpack.ContentType() {
+			enc = codec.Msgpack
+		}
+		o, err := codec.DecodeOutput(m.Data, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var i int
+		fmt.Sscan(o.ID, &i)
+		if !o.Y.Equal(labelOf(i, xs[i])) || len(o.Meta) != 1 || !o.Meta[0].Value.Equal(codec.Number(float64(i))) {
+			t.Fatalf("output %s: y %+v meta %+v, want the input's", o.ID, o.Y, o.Meta)
+		}
+		if len(o.Scores) != 3 || o.Pred.Kind == codec.ScalarNone {
+			t.Fatalf("output %s: pred %+v scores %v", o.ID, o.Pred, o.Scores)
+		}
+		last = o
+		got++
+		if o.ID == fmt.Sprint(len(xs)-1) {
+			break
+		}
+	}
+	t.Logf("%d outputs, last %+v", got, last)
+	acc := metricValue(t, r.p.met.clsAccuracy.WithLabelValues(pc.Name))
+	var correct, wrong, labels float64
+	for _, c := range pc.Classifier.Classes {
+		correct += metricValue(t, r.p.met.clsPredictions.WithLabelValues(pc.Name, c, "correct"))
+		wrong += metricValue(t, r.p.met.clsPredictions.WithLabelValues(pc.Name, c, "wrong"))
+		labels += metricValue(t, r.p.met.clsLabels.WithLabelValues(pc.Name, c))
+	}
+	if labels != 200 || correct+wrong == 0 || correct/(correct+wrong) < 0.7 || acc < 0.7 {
+		t.Errorf("labels %v (want 200), correct %v, wrong %v, windowed accuracy %v (want ≥ 0.7)", labels, correct, wrong, acc)
+	}
+	// Bad labels.
+	for _, b := range []struct {
+		data        []byte
+		reason, has string
+	}{
+		{[]byte(`{"x":[1,2,3],"y":"dog"}`), "label", `"dog"`},
+		{[]byte(`{"x":[1,2,3],"y":true}`), "malformed", "field y"},
+		{[]byte(`{"batch":[{"x":[1,2,3],"y":"pos"},{"x":[1,2,3],"y":8}]}`), "label", `observation 1`},
+	} {
+		e.publish(t, subj, b.data, "")
+		m, err := dl.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("dead letter of %s: %v", b.data, err)
+		}
+		if got, d := m.Header.Get(HeaderError), m.Header.Get(HeaderErrorDetail); got != b.reason || !strings.Contains(d, b.has) {
+			t.Errorf("%s: reason %q detail %q, want %q naming %s", b.data, got, d, b.reason, b.has)
+		}
+	}
+	waitFor(t, 5*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.loadSnap(t, pc.Name, "s1")
+	if snap.State.Seen != int64(len(xs)) || snap.Classifier == nil || snap.Classifier.Seen != 200 {
+		t.Errorf("snapshot: learner seen %d (want %d), classifier %+v (want 200 labels learned)", snap.State.Seen, len(xs), snap.Classifier)
+	}
+}
