@@ -443,6 +443,7 @@ func FuzzOutputStamp(f *testing.F) {
 func FuzzDecodeModel(f *testing.F) {
 	addTestdataSeeds(f, "model_*.json")
 	f.Add([]byte(`{"format":"kpcastream.model/v1","learner":"kha","kernel":{"name":"linear"},"points":[[1]],"coefficients":[[1]],"offsets":[0],"eigenvalues":[1],"seen":1}`))
+	f.Add([]byte(`{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"linear"},"points":[[1]],"coefficients":[[1]],"offsets":[0],"eigenvalues":[1],"seen":1,"classifier":{"classes":["a","b"],"alpha":[[1,2]],"bias":[0,1]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeModel(data)
 		if err != nil {

@@ -306,3 +306,21 @@ func (k *keyClassifier) accuracy() (float64, int) {
 	}
 	return float64(k.nhit) / float64(k.filled), k.filled
 }
+
+// export adds the classifier section to the key's model export (nothing
+// without a classifier). The model's points are the learner's dictionary
+// in order, which the section's alpha rows follow.
+func (k *keyClassifier) export(m *learners.Model) error {
+	if k == nil {
+		return nil
+	}
+	c, err := k.ob.Export(k.st.cfg.Classes)
+	if err != nil {
+		return err
+	}
+	if len(c.Alpha) != len(m.Points) {
+		return fmt.Errorf("processor: classifier export has %d rows for %d points", len(c.Alpha), len(m.Points))
+	}
+	m.Classifier = c
+	return nil
+}

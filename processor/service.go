@@ -426,6 +426,9 @@ func (w *worker) control(ctx context.Context, c *control) {
 		case "model":
 			m, err := e.l.Model()
 			if err == nil {
+				err = e.cls.export(m)
+			}
+			if err == nil {
 				r.data, err = codec.EncodeModel(m)
 			}
 			r.err = err

@@ -382,6 +382,9 @@ type Basis interface {
 	Coords(dst, x []float64) ([]float64, error)
 	// LearnTracked learns x, telling t of every change of coordinates.
 	LearnTracked(x []float64, t learners.CoordTracker) error
+	// CoordTransform writes the dual form α = L⁻ᵀw of n coordinate
+	// weight rows (stride Budget) over the stored points (n×m).
+	CoordTransform(dst, w []float64, n int) []float64
 }
 
 // OnBasis is a Classifier on a Basis learner's coordinates, kept
@@ -492,4 +495,33 @@ func FromState(s *State) (*Classifier, error) {
 		return nil, err
 	}
 	return cl, nil
+}
+
+// Export returns the classifier in the model export's dual form over the
+// learner's stored points, in their order (Model.Points): scores
+// s_c(x) = Σⱼ Alpha[j][c]·k(dⱼ, x) + Bias[c], equal to Predict's up to
+// rounding. classes names the C classes. Cost O(C·B²).
+func (o *OnBasis) Export(classes []string) (*learners.ModelClassifier, error) {
+	c := o.c
+	if len(classes) != c.c {
+		return nil, fmt.Errorf("%w: %d class names for %d classes", ErrConfig, len(classes), c.c)
+	}
+	b, w := c.n, c.n+1
+	rows := make([]float64, c.c*b)
+	for r := range c.c {
+		copy(rows[r*b:(r+1)*b], c.w[r*w:r*w+b])
+	}
+	alpha := o.b.CoordTransform(nil, rows, c.c)
+	m := len(alpha) / c.c
+	ex := &learners.ModelClassifier{Classes: slices.Clone(classes), Alpha: make([][]float64, m), Bias: make([]float64, c.c)}
+	for j := range m {
+		ex.Alpha[j] = make([]float64, c.c)
+		for r := range c.c {
+			ex.Alpha[j][r] = alpha[r*m+j]
+		}
+	}
+	for r := range c.c {
+		ex.Bias[r] = c.w[r*w+b]
+	}
+	return ex, nil
 }

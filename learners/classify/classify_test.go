@@ -278,3 +278,38 @@ func bitsEqual(a, b []float64) bool {
 	}
 	return true
 }
+
+// The export's dual form gives Predict's scores through the model's
+// points and kernel alone, as another language would apply it.
+func TestExportMatchesPredict(t *testing.T) {
+	l, _ := learners.NewIKPCA(learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}})
+	ob, _ := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	rng := rand.New(rand.NewPCG(4, 4))
+	feed(t, ob, rng, 400, true)
+	m, err := l.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Classifier, err = ob.Export([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		pred, s, err := ob.Predict(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, epred := m.Predict(x)
+		for c := range s {
+			if math.Abs(es[c]-s[c]) > 1e-8*max(1, math.Abs(s[c])) {
+				t.Fatalf("x %v class %d: export score %v, classifier %v", x, c, es[c], s[c])
+			}
+		}
+		if epred != pred {
+			t.Fatalf("x %v: export predicts %d, classifier %d (scores %v)", x, epred, pred, s)
+		}
+	}
+}
