@@ -258,10 +258,10 @@ pipelines:
 pipelines:
   - name: p
     input: {subject: "a.*"}
-    learner: {kind: kha, dim: 3, components: 2, kernel: {name: rbf}}
+    learner: {kind: window, dim: 3, components: 2, kernel: {name: rbf}}
     classifier: {classes: [a], forget: 3}
 `), noEnv, Overrides{})
-	for _, want := range []string{"pipelines[0].classifier.classes: need at least 2 classes", "pipelines[0].classifier.forget", "needs the ikpca learner"} {
+	for _, want := range []string{"pipelines[0].classifier.classes: need at least 2 classes", "pipelines[0].classifier.forget", "needs the ikpca or kha learner"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want an error naming %q", err, want)
 		}

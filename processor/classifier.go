@@ -83,8 +83,8 @@ func (c ClassifierConfig) validate(lc learners.Config) []error {
 	if c.Window < 0 {
 		bad("window", "must be ≥ 0, got %d", c.Window)
 	}
-	if lc.WithDefaults().Learner != learners.KindIKPCA {
-		bad("classes", "a classifier needs the ikpca learner (its dictionary coordinates), the pipeline has %q", lc.WithDefaults().Learner)
+	if k := lc.WithDefaults().Learner; k != learners.KindIKPCA && k != learners.KindKHA {
+		bad("classes", "a classifier needs the ikpca or kha learner (their dictionary coordinates), the pipeline has %q", k)
 	}
 	mc := c.model(max(lc.WithDefaults().Budget, 1))
 	mc.Classes = max(mc.Classes, 2) // reported above

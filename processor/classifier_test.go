@@ -29,9 +29,9 @@ func TestClassifierConfigValidate(t *testing.T) {
 		{"forget", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Forget: 2} }, "classifier.forget: must be in (0, 1]"},
 		{"window", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Window: -1} }, "classifier.window: must be ≥ 0"},
 		{"learner", func(pc *PipelineConfig) {
-			pc.Learner.Learner = learners.KindKHA
+			pc.Learner.Learner = learners.KindWindow
 			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
-		}, `classifier.classes: a classifier needs the ikpca learner`},
+		}, `classifier.classes: a classifier needs the ikpca or kha learner`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := base()

@@ -53,8 +53,8 @@ func labelProblems(o *replayOptions) []string {
 		}
 		return p
 	}
-	if o.learner != learners.KindIKPCA {
-		p = append(p, fmt.Sprintf("--label needs --learner ikpca (its dictionary coordinates), got %q", o.learner))
+	if o.learner != learners.KindIKPCA && o.learner != learners.KindKHA {
+		p = append(p, fmt.Sprintf("--label needs --learner ikpca or kha (their dictionary coordinates), got %q", o.learner))
 	}
 	if len(o.modelAt) > 0 {
 		p = append(p, "--model-at is not available with --label")
@@ -139,7 +139,7 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
 		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
 		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
-		Refresh: o.refresh, Seed: o.seed,
+		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
 	}
 	if o.kernel != learners.KernelPoly {
 		cfg.Kernel.Degree = 0
@@ -147,12 +147,16 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 	if o.kernel != learners.KernelPoly && o.kernel != learners.KernelSigmoid {
 		cfg.Kernel.Coef0 = 0
 	}
-	l, err := learners.NewIKPCA(cfg)
+	l, err := learners.New(cfg)
 	if err != nil {
 		return fmt.Errorf("learner settings: %w", err)
 	}
+	basis, ok := l.(classify.Basis)
+	if !ok {
+		return fmt.Errorf("learner %q has no dictionary coordinates for the classifier", l.Kind())
+	}
 	ccfg := classify.Config{Classes: len(classes), Ridge: o.label.ridge, Forget: o.label.forget}
-	ob, err := classify.NewOnBasis(l, ccfg)
+	ob, err := classify.NewOnBasis(basis, ccfg)
 	if err != nil {
 		return fmt.Errorf("classifier settings: %w", err)
 	}
@@ -331,13 +335,15 @@ func standardize(x []float64, n, d int) (means, sds []float64) {
 // writeLabelledModel writes the learner's model export (synced on a copy,
 // as writeModel does) with the classifier section when the classifier ran
 // on the coordinates (withClassifier).
-func writeLabelledModel(l *learners.IKPCA, ob *classify.OnBasis, classes []string, withClassifier bool, path string) error {
+func writeLabelledModel(l learners.Learner, ob *classify.OnBasis, classes []string, withClassifier bool, path string) error {
 	c, err := learners.Restore(l.State())
 	if err != nil {
 		return fmt.Errorf("model export: %w", err)
 	}
-	if err := c.(syncer).Sync(100); err != nil {
-		return fmt.Errorf("model export: %w", err)
+	if s, ok := c.(syncer); ok {
+		if err := s.Sync(100); err != nil {
+			return fmt.Errorf("model export: %w", err)
+		}
 	}
 	m, err := c.Model()
 	if err != nil {

@@ -76,7 +76,7 @@ func TestReplayLabel(t *testing.T) {
 	}
 	// Bad flags are usage errors naming the problem.
 	for _, args := range [][]string{
-		{"--learner", "kha", "--label", "label"},
+		{"--learner", "window", "--label", "label"},
 		{"--label", "label", "--classify-on", "x"},
 		{"--standardize"},
 		{"--label", "label", "--drop", "label"},

@@ -313,3 +313,43 @@ func TestExportMatchesPredict(t *testing.T) {
 		}
 	}
 }
+
+// kha's memorised set never changes once complete: before that there are
+// no coordinates (bias-only predictions), at completion the B coordinates
+// appear, and afterwards every Learn leaves the classifier's function
+// exactly as it was; the classifier learns a separable problem on them.
+func TestKHABasis(t *testing.T) {
+	l, err := learners.NewKHA(learners.Config{Learner: learners.KindKHA, Dim: 3, Components: 2, Budget: 30,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	if z, err := l.Coords(nil, []float64{1, 2, 3}); err != nil || len(z) != 0 {
+		t.Fatalf("coordinates before the set is complete: %v, %v", z, err)
+	}
+	feed(t, ob, rng, 600, true)
+	probes := [][]float64{{0.5, 0.5, 0}, {-1, 1, 2}, {2, -1, 0.3}}
+	before := make([][]float64, len(probes))
+	for i, p := range probes {
+		_, before[i], _ = ob.Predict(nil, p)
+	}
+	for range 50 {
+		if err := ob.Learn([]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range probes {
+		_, s, _ := ob.Predict(nil, p)
+		if !bitsEqual(s, before[i]) {
+			t.Fatalf("probe %d: scores %v after learning, %v before", i, s, before[i])
+		}
+	}
+	if ob.Classifier().Seen() != 600 {
+		t.Fatalf("classifier learned %d labels, want 600", ob.Classifier().Seen())
+	}
+}
