@@ -250,9 +250,12 @@ func (k *keyClassifier) step(i int, x []float64, out *codec.Output) error {
 			dst = nil
 		}
 	}
+	// The learner has learned x by now: a failure here is numerical
+	// (ErrNumerical: the message counts as applied and is dead-lettered,
+	// as a learner's own numerical failure is), never "untouched".
 	pred, scores, err := k.ob.Predict(dst, x)
 	if err != nil {
-		return fmt.Errorf("processor: classify observation %d: %w", i, err)
+		return fmt.Errorf("processor: classify observation %d: %w: %w", i, learners.ErrNumerical, err)
 	}
 	y := k.ys[i]
 	if out != nil {
@@ -262,7 +265,7 @@ func (k *keyClassifier) step(i int, x []float64, out *codec.Output) error {
 	if y >= 0 {
 		k.st.labels[y].Inc()
 		if err := k.ob.Teach(y); err != nil {
-			return fmt.Errorf("processor: classifier learn observation %d: %w", i, err)
+			return fmt.Errorf("processor: classifier learn observation %d: %w: %w", i, learners.ErrNumerical, err)
 		}
 	}
 	return nil

@@ -3,9 +3,12 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
@@ -170,5 +173,56 @@ func TestClassifierStage(t *testing.T) {
 	snap := e.loadSnap(t, pc.Name, "s1")
 	if snap.State.Seen != int64(len(xs)) || snap.Classifier == nil || snap.Classifier.Seen != 200 {
 		t.Errorf("snapshot: learner seen %d (want %d), classifier %+v (want 200 labels learned)", snap.State.Seen, len(xs), snap.Classifier)
+	}
+}
+
+// apply with a classifier stage, without NATS: outputs carry y, meta,
+// pred and scores; a label that is no class fails the message before
+// anything is learned; unlabelled observations do not train it.
+func TestApplyClassifier(t *testing.T) {
+	met, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := pipelineConfig("u")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 16,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
+	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}}
+	st := newStage(pc, met)
+	l, err := learners.New(pc.Learner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := newKeyClassifier(st, l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res applied
+	eig := make([]float64, 2)
+	xs := vectors(3, 200)
+	for i, x := range xs {
+		obs := []codec.Observation{{X: x, ID: fmt.Sprint(i), Y: labelOf(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}}
+		if err := apply(&res, l, kc, obs, "k", uint64(i+1), eig); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.outs {
+			if len(o.Scores) != 3 || o.Pred.Kind == codec.ScalarNone || !o.Y.Equal(obs[0].Y) || len(o.Meta) != 1 {
+				t.Fatalf("observation %d: output %+v", i, o)
+			}
+		}
+	}
+	if got, want := kc.ob.Classifier().Seen(), int64(200-200/3); got != want {
+		t.Errorf("classifier learned %d labels, want %d (every third observation is unlabelled)", got, want)
+	}
+	if acc, n := kc.accuracy(); n == 0 || acc < 0.7 {
+		t.Errorf("windowed accuracy %v over %d, want ≥ 0.7", acc, n)
+	}
+	before, cBefore := l.State(), kc.state()
+	bad := []codec.Observation{{X: []float64{1, 2, 3}, Y: codec.String("pos")}, {X: []float64{1, 2, 3}, Y: codec.String("dog")}}
+	if err := apply(&res, l, kc, bad, "k", 1000, eig); !errors.Is(err, errLabel) || !strings.Contains(err.Error(), "observation 1") {
+		t.Fatalf("unknown class: got %v, want errLabel naming observation 1", err)
+	}
+	if !reflect.DeepEqual(l.State(), before) || !reflect.DeepEqual(kc.state(), cBefore) {
+		t.Fatal("a message with an unknown class changed the learner or the classifier")
 	}
 }
