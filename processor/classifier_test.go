@@ -226,3 +226,54 @@ func TestApplyClassifier(t *testing.T) {
 		t.Fatal("a message with an unknown class changed the learner or the classifier")
 	}
 }
+
+// Migration: a key snapshotted without a classifier (an older build, or
+// the stage switched on later) restores into a pipeline with a stage: the
+// learner continues where it was, the classifier starts untrained, and
+// the next snapshot carries it.
+func TestClassifierOnOldSnapshot(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("mig")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 20,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1}
+	subj := "in.mig.s1"
+	xs := vectors(21, 120)
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			b, err := codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: xs[i], ID: fmt.Sprint(i), Y: labelOf(i, xs[i])}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.publish(t, subj, b, "")
+		}
+	}
+	r := e.startWith(t, Config{Pipelines: []PipelineConfig{pc}}, nil)
+	publish(0, 60)
+	waitFor(t, 10*time.Second, "first half drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if snap := e.loadSnap(t, pc.Name, "s1"); snap.Classifier != nil || snap.State.Seen != 60 {
+		t.Fatalf("snapshot without a stage: classifier %v, seen %d; want none, 60", snap.Classifier != nil, snap.State.Seen)
+	}
+	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}}
+	r = e.startWith(t, Config{Pipelines: []PipelineConfig{pc}}, nil)
+	publish(60, 120)
+	waitFor(t, 10*time.Second, "second half drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.loadSnap(t, pc.Name, "s1")
+	want := int64(0)
+	for i := 60; i < 120; i++ {
+		if labelOf(i, xs[i]).Kind != codec.ScalarNone {
+			want++
+		}
+	}
+	if snap.State.Seen != 120 || snap.Classifier == nil || snap.Classifier.Seen != want {
+		t.Fatalf("after the restart with a stage: learner seen %d (want 120), classifier %+v (want %d labels)", snap.State.Seen, snap.Classifier, want)
+	}
+	if out := e.lastOutput(t, pc.Name+"_OUT"); out.Pred.Kind == codec.ScalarNone || len(out.Scores) != 3 {
+		t.Errorf("last output after the restart: %+v, want pred and 3 scores", out)
+	}
+}
