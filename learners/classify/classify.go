@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 
+	"gonum.org/v1/gonum/blas/blas64"
+
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -184,65 +186,48 @@ func (cl *Classifier) Learn(z []float64, y int) error {
 	}
 	m, n, w := len(z), cl.n, cl.n+1
 	beta := cl.cfg.Forget
+	bl := blas64.Implementation()
 	// Active indices: 0…m−1 and the bias n. P is zero between an active
-	// and an inactive index, so k = P z̃ vanishes on the inactive ones.
-	zt := cl.zt
-	copy(zt, z)
-	zt[n] = 1
-	idx := func(a int) int { // a-th active index
-		if a < m {
-			return a
-		}
-		return n
-	}
-	na := m + 1
+	// and an inactive index, so k = P z̃ (z̃ = (z, 0…, 1)) vanishes on the
+	// inactive ones.
 	k := cl.k
-	den := beta
-	for a := range na {
-		i := idx(a)
+	for i := range m {
 		row := cl.p[i*w : (i+1)*w]
-		s := row[n]
-		for j, v := range z {
-			s += row[j] * v
-		}
-		k[i] = s
-		den += zt[i] * s
+		k[i] = bl.Ddot(m, row, 1, z, 1) + row[n]
 	}
+	rn := cl.p[n*w : (n+1)*w]
+	k[n] = bl.Ddot(m, rn, 1, z, 1) + rn[n]
+	den := beta + bl.Ddot(m, z, 1, k, 1) + k[n]
 	if !(den > 0) || math.IsInf(den, 0) {
 		return fmt.Errorf("%w: rls denominator %v", ErrInput, den)
 	}
 	// W += e gᵀ with e = t − W z̃ (the a-priori error), g = k/den.
 	for r := range cl.c {
 		row := cl.w[r*w : (r+1)*w]
-		s := row[n]
-		for j, v := range z {
-			s += row[j] * v
-		}
-		e := -s
+		e := -(bl.Ddot(m, row, 1, z, 1) + row[n])
 		if r == y {
-			e = 1 - s
+			e++
 		}
 		e /= den
-		for a := range na {
-			i := idx(a)
-			row[i] += e * k[i]
-		}
+		bl.Daxpy(m, e, k, 1, row, 1)
+		row[n] += e * k[n]
 	}
-	// P ← (P − k kᵀ/den)/β on the active block (exactly symmetric: the
-	// same products on both sides).
+	// P ← (P − k kᵀ/den)/β on the active block.
 	inv := 1 / den
-	for a := range na {
-		i := idx(a)
-		ki := k[i] * inv
+	update := func(i int) {
 		row := cl.p[i*w : (i+1)*w]
-		for b := range na {
-			j := idx(b)
-			row[j] -= ki * k[j]
-			if beta != 1 {
-				row[j] /= beta
-			}
+		ki := -k[i] * inv
+		bl.Daxpy(m, ki, k, 1, row, 1)
+		row[n] += ki * k[n]
+		if beta != 1 {
+			bl.Dscal(m, 1/beta, row, 1)
+			row[n] /= beta
 		}
 	}
+	for i := range m {
+		update(i)
+	}
+	update(n)
 	cl.seen++
 	return nil
 }
