@@ -31,5 +31,8 @@ WORKDIR /var/lib/kpcastream
 VOLUME ["/var/lib/kpcastream"]
 USER nonroot:nonroot
 EXPOSE 9090
+# Metrics and health on every interface of the container (the binary's
+# default is loopback): orchestrators probe and scrape the container's IP.
+ENV KPCASTREAM_METRICS_ADDR=:9090
 ENTRYPOINT ["/kpcastream", "run"]
 CMD ["--config", "/etc/kpcastream/config.yaml"]

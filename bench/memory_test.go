@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpcastream/kpcastream/internal/procstat"
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -163,14 +164,14 @@ func TestMemoryLong(t *testing.T) {
 				h, m1 := heapAndMallocs()
 				heap := int64(h)
 				t.Logf("%s: %.4f allocations per observation", tc.name, float64(m1-m0)/float64(batch))
-				rawRSS, peak, err := ProcessRSS()
+				rawRSS, peak, err := procstat.ProcessRSS()
 				if err != nil {
 					t.Fatal(err)
 				}
 				// RSS after the runtime returns freed pages to the OS: the
 				// raw figure also moves with the scavenger's timing.
 				debug.FreeOSMemory()
-				rss, _, err := ProcessRSS()
+				rss, _, err := procstat.ProcessRSS()
 				if err != nil {
 					t.Fatal(err)
 				}

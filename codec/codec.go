@@ -15,6 +15,10 @@ var (
 	ErrVersion = errors.New("codec: unknown version")
 	// ErrTooLarge reports a payload beyond the configured Limits.
 	ErrTooLarge = errors.New("codec: payload too large")
+	// ErrTooManyValues reports a vector with more values than
+	// Limits.MaxDim (the pipeline's dimension): a wrong dimension rather
+	// than a large payload. It also matches ErrTooLarge.
+	ErrTooManyValues error = tooManyValues{}
 	// ErrChecksum reports an envelope whose body does not match its checksum.
 	ErrChecksum = errors.New("codec: checksum mismatch")
 	// ErrNonFinite reports a NaN or ±Inf that the target format cannot carry
@@ -115,3 +119,11 @@ func (l Limits) withDefaults() Limits {
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
+
+// tooManyValues is ErrTooManyValues: it matches ErrTooLarge too, so that
+// callers that only bound sizes keep working.
+type tooManyValues struct{}
+
+func (tooManyValues) Error() string { return "codec: wrong dimension" }
+
+func (tooManyValues) Is(target error) bool { return target == ErrTooLarge }

@@ -149,7 +149,7 @@ func (d *obsDecoder) slot() (*Observation, error) {
 // checkLen checks a vector length n announced or counted while parsing.
 func (d *obsDecoder) checkLen(field string, n int) error {
 	if n > d.lim.MaxDim {
-		return d.fail(ErrTooLarge, "field %s: more than %d values", field, d.lim.MaxDim)
+		return d.fail(ErrTooManyValues, "field %s: more than %d values", field, d.lim.MaxDim)
 	}
 	return nil
 }

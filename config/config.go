@@ -23,7 +23,7 @@ const (
 	DefaultEmbeddedHost = "127.0.0.1"
 	DefaultEmbeddedPort = 4222
 	DefaultDataDir      = "kpcastream-data"
-	DefaultMetricsAddr  = ":9090"
+	DefaultMetricsAddr  = "127.0.0.1:9090"
 	DefaultLogLevel     = "info"
 )
 
@@ -87,7 +87,9 @@ type Embedded struct {
 	Host string `yaml:"host"`
 	// Port is the client port; -1 picks a free port. Default 4222.
 	Port int `yaml:"port"`
-	// StoreDir is the JetStream store directory. Default <data_dir>/jetstream.
+	// StoreDir is the directory the embedded nats-server keeps its JetStream
+	// store in, as nats-server's own store_dir: the store is its "jetstream"
+	// subdirectory. Default <data_dir> (the store is <data_dir>/jetstream).
 	StoreDir string `yaml:"store_dir"`
 }
 
@@ -103,7 +105,9 @@ type Log struct {
 // HTTP configures the metrics and health listener.
 type HTTP struct {
 	// MetricsAddr is the listen address of /metrics, /healthz and /readyz;
-	// "off" disables it. Default ":9090". Env KPCASTREAM_METRICS_ADDR;
+	// "off" disables it. Default "127.0.0.1:9090" (loopback, like the
+	// embedded server; ":9090" serves every interface, as deploy/ and the
+	// container image do). Env KPCASTREAM_METRICS_ADDR;
 	// flag --metrics-addr.
 	MetricsAddr string `yaml:"metrics_addr"`
 }
@@ -208,15 +212,19 @@ func Load(path string, getenv func(string) (string, bool), ov Overrides) (*Confi
 	return Read(f, getenv, ov)
 }
 
-// Read is Load from a reader.
+// Read is Load from a reader. A YAML type error or unknown field does not
+// stop it: the rest of the file is decoded and validated, and every problem
+// is returned at once, each a *FieldError (see Problems); a problem of a
+// field the YAML could not decode is reported once, by the decoder.
 func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Config, error) {
 	var c Config
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := decodeYAML(data, &c); err != nil {
-		return nil, err
+	decErrs, complete := decodeYAML(data, &c)
+	if !complete {
+		return nil, errors.Join(decErrs...)
 	}
 	if getenv == nil {
 		getenv = os.LookupEnv
@@ -224,8 +232,25 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	c.applyEnv(getenv)
 	c.applyOverrides(ov)
 	c = c.WithDefaults()
+	errs := decErrs
 	if err := c.Validate(); err != nil {
-		return nil, err
+		undecoded := map[string]bool{}
+		for _, e := range decErrs {
+			var fe *FieldError
+			if errors.As(e, &fe) && fe.Path != "" {
+				undecoded[fe.Path] = true
+			}
+		}
+		for _, e := range Problems(err) {
+			var fe *FieldError
+			if errors.As(e, &fe) && undecoded[fe.Path] {
+				continue // the decoder's error says what is wrong with it
+			}
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &c, nil
 }
@@ -283,7 +308,7 @@ func (c Config) WithDefaults() Config {
 		c.Embedded.Port = DefaultEmbeddedPort
 	}
 	if c.Embedded.StoreDir == "" {
-		c.Embedded.StoreDir = strings.TrimSuffix(c.DataDir, "/") + "/jetstream"
+		c.Embedded.StoreDir = c.DataDir
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = DefaultLogLevel
@@ -312,7 +337,7 @@ func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fieldErr(field, fmt.Sprintf(format, args...)))
 	}
 	if c.NATS.ReconnectWait < 0 {
 		bad("nats.reconnect_wait", "must be > 0, got %v", c.NATS.ReconnectWait)
@@ -346,14 +371,16 @@ func (c Config) Validate() error {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
 	if err := c.Snapshots.Config().Validate(); err != nil {
+		// snapshot.Config names its fields by their Go names.
 		for _, e := range unjoin(err) {
 			msg := strings.TrimPrefix(e.Error(), "snapshot: ")
+			path := "snapshots"
 			for yamlName, goName := range map[string]string{"bucket": "Bucket ", "object_bucket": "ObjectBucket ", "replicas": "Replicas ", "max_inline": "MaxInline ", "history": "History "} {
-				if strings.HasPrefix(msg, goName) {
-					msg = yamlName + ": " + strings.TrimPrefix(msg, goName)
+				if rest, ok := strings.CutPrefix(msg, goName); ok {
+					path, msg = "snapshots."+yamlName, rest
 				}
 			}
-			errs = append(errs, fmt.Errorf("config: snapshots.%s", msg))
+			errs = append(errs, &FieldError{Path: path, Err: errors.New(msg)})
 		}
 	}
 	for i, p := range c.Pipelines {
@@ -363,10 +390,12 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.ProcessorConfig().Validate(); err != nil {
+		// processor.Config names fields by their YAML paths, learners.Config's
+		// "learner" field is the YAML learner.kind.
 		for _, e := range unjoin(err) {
 			msg := strings.TrimPrefix(e.Error(), "processor: ")
 			msg = strings.Replace(msg, ".learner.learner: ", ".learner.kind: ", 1)
-			errs = append(errs, fmt.Errorf("config: %s", msg))
+			errs = append(errs, splitPath(msg))
 		}
 	}
 	return errors.Join(errs...)
@@ -382,15 +411,17 @@ func unjoin(err error) []error {
 
 // decodeYAML decodes the single YAML document in data into c, strictly:
 // unknown fields and a second document are errors. A type error or an
-// unknown field is reported per field, named by its YAML path
-// ("config: pipelines[0].learner.dim: line 7: cannot unmarshal …"); a
-// syntax error by its line.
-func decodeYAML(data []byte, c *Config) error {
+// unknown field is reported per field as a *FieldError named by its YAML
+// path (pipelines[0].learner.dim: "line 7: cannot unmarshal …"), and the
+// rest of the document is still decoded (complete is true: c holds every
+// field that could be decoded); a syntax error, a document that is not a
+// mapping or a second document stops decoding (complete is false).
+func decodeYAML(data []byte, c *Config) (errs []error, complete bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(c)
 	if errors.Is(err, io.EOF) {
-		return nil // an empty file: defaults only
+		return nil, true // an empty file: defaults only
 	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -398,27 +429,24 @@ func decodeYAML(data []byte, c *Config) error {
 		_ = yaml.Unmarshal(data, &root) // parsed once already, so it parses
 		fields := map[int][]lineField{}
 		lineFields(&root, "", fields)
-		errs := make([]error, len(te.Errors))
-		for i, msg := range te.Errors {
-			if path := errorPath(msg, fields); path != "" {
-				errs[i] = fmt.Errorf("config: %s: %s", path, msg)
-			} else {
-				errs[i] = fmt.Errorf("config: yaml: %s", msg)
-			}
+		for _, msg := range te.Errors {
+			errs = append(errs, fieldErr(errorPath(msg, fields), msg))
 		}
-		return errors.Join(errs...)
-	}
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		complete = len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode
+		if !complete {
+			return errs, false
+		}
+	} else if err != nil {
+		return []error{fmt.Errorf("config: %w", err)}, false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return fmt.Errorf("config: %w", err) // trailing text that is no YAML
+			return append(errs, fmt.Errorf("config: %w", err)), false // trailing text that is no YAML
 		}
-		return fmt.Errorf("config: yaml: line %d: a second document; the file must hold one", extra.Line)
+		return append(errs, fieldErr("", fmt.Sprintf("line %d: a second document; the file must hold one", extra.Line))), false
 	}
-	return nil
+	return errs, true
 }
 
 // lineField is a key (or sequence element) of the YAML tree with the

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +67,8 @@ func TestPrecedence(t *testing.T) {
 	if c.Log.Level != DefaultLogLevel || c.Embedded.Port != DefaultEmbeddedPort {
 		t.Errorf("defaults: got level %q port %d", c.Log.Level, c.Embedded.Port)
 	}
-	if c.Embedded.StoreDir != "/env/jetstream" {
-		t.Errorf("store dir: got %q, want /env/jetstream", c.Embedded.StoreDir)
+	if c.Embedded.StoreDir != "/env" {
+		t.Errorf("store dir: got %q, want /env (the server stores in /env/jetstream)", c.Embedded.StoreDir)
 	}
 }
 
@@ -229,11 +231,65 @@ func TestYAMLErrorsNameTheField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The decoder's problem comes first; validation of what could
+			// be decoded may add others (a missing pipeline, …).
 			_, err := Read(strings.NewReader(tt.in), noEnv, Overrides{})
-			if err == nil || err.Error() != tt.want {
-				t.Errorf("Read(%q):\n got %v\nwant %s", tt.in, err, tt.want)
+			if p := Problems(err); len(p) == 0 || p[0].Error() != tt.want {
+				t.Errorf("Read(%q):\n got %v\nwant first %s", tt.in, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestTypeErrorDoesNotStopValidation checks that a YAML type error is
+// reported with every validation problem of the rest of the file, each a
+// *FieldError naming its YAML path, and that a field the decoder could not
+// read is reported once (by the decoder), not again as "must be ≥ 1".
+func TestTypeErrorDoesNotStopValidation(t *testing.T) {
+	file := `
+workers: many
+log: {level: loud}
+pipelines:
+  - name: p
+    input: {subject: "in.*"}
+    learner: {dim: four, components: 2, budget: 1, kernel: {name: rbf, gamma: 0.5}}
+    max_keys: -1
+`
+	_, err := Read(strings.NewReader(file), noEnv, Overrides{})
+	var paths []string
+	for _, e := range Problems(err) {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("problem %v (%T) is not a *FieldError", e, e)
+		}
+		if strings.Contains(fe.Error(), "\n") {
+			t.Errorf("problem %q spans lines", fe.Error())
+		}
+		paths = append(paths, fe.Path)
+	}
+	want := []string{"workers", "pipelines[0].learner.dim", "log.level", "pipelines[0].learner.components", "pipelines[0].max_keys"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("paths %q, want %q\n%v", paths, want, err)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Path != "workers" || !strings.Contains(fe.Err.Error(), "cannot unmarshal") {
+		t.Errorf("errors.As on the joined error: %+v", fe)
+	}
+}
+
+// TestSafeDefaults: /metrics, /healthz and /readyz listen on loopback
+// unless told otherwise, like the embedded server; the embedded store is
+// <data_dir> (nats-server adds jetstream/).
+func TestSafeDefaults(t *testing.T) {
+	c, err := Read(strings.NewReader(minimal), noEnv, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.MetricsAddr != "127.0.0.1:9090" || c.Embedded.Host != "127.0.0.1" {
+		t.Errorf("metrics_addr %q, embedded host %q: want loopback", c.HTTP.MetricsAddr, c.Embedded.Host)
+	}
+	if c.Embedded.StoreDir != c.DataDir {
+		t.Errorf("store_dir %q, want data_dir %q", c.Embedded.StoreDir, c.DataDir)
 	}
 }
 

@@ -15,6 +15,11 @@
 //
 // Only cmd imports config. See examples/kpcastream.yaml for a complete file.
 //
+// The nats.* settings are resolved by the commands (internal/natsconn), with
+// a nats CLI context between the environment and the file: flag > env >
+// context (--context, NATS_CONTEXT) > file. "kpcastream run" therefore reads
+// the file without the NATS_* environment and lets natsconn apply it.
+//
 // # Fields
 //
 // Durations are Go durations ("500ms", "30s", "2m"). A field left out takes
@@ -32,11 +37,11 @@
 //	nats.reconnect_wait                   duration (reconnects forever) 2s
 //	embedded.host                         listen host                127.0.0.1
 //	embedded.port                         port (-1 = any free)       4222
-//	embedded.store_dir                    directory                  <data_dir>/jetstream
+//	embedded.store_dir                    directory                  <data_dir> (store in its jetstream/)
 //	data_dir                              directory                  kpcastream-data         KPCASTREAM_DATA_DIR / --data-dir
 //	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format
 //	log.level                             debug|info|warn|error      info                    KPCASTREAM_LOG_LEVEL
-//	http.metrics_addr                     host:port or "off"         :9090                   KPCASTREAM_METRICS_ADDR / --metrics-addr
+//	http.metrics_addr                     host:port or "off"         127.0.0.1:9090          KPCASTREAM_METRICS_ADDR / --metrics-addr
 //	snapshots.bucket                      KV bucket                  kpcastream-snapshots
 //	snapshots.object_bucket               Object Store bucket        kpcastream-state
 //	snapshots.replicas                    1..5                       1
@@ -93,6 +98,11 @@
 //	pipelines[i].output.max_bytes         created stream, bytes      0 (no limit)
 //	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
 //	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
+//	pipelines[i].dead_letters.stream      stream name ({pipeline})   KPCA_DLQ_{pipeline}
+//	pipelines[i].dead_letters.create_stream  bool (unless a stream captures the subjects)  true
+//	pipelines[i].dead_letters.replicas    created stream, 1..5       1
+//	pipelines[i].dead_letters.max_age     created stream, duration (< 0: none)  168h
+//	pipelines[i].dead_letters.max_bytes   created stream, bytes (< 0: none)     1073741824 (1 GiB)
 //	pipelines[i].snapshot.every_messages  messages (< 0 disables)    1000
 //	pipelines[i].snapshot.every           duration (< 0 disables)    30s
 //	pipelines[i].snapshot.on_shutdown     bool                       true

@@ -575,7 +575,7 @@ func quantity(t *testing.T, s string) int64 {
 // plus an ack wait.
 func TestStreams(t *testing.T) {
 	streams := map[string]jetstream.StreamConfig{}
-	for _, name := range []string{"SENSORS", "KPCA_OUT"} {
+	for _, name := range []string{"SENSORS", "KPCA_OUT", "KPCA_DLQ"} {
 		sc := streamFile(t, name)
 		if sc.Name != name || sc.Replicas != 3 || sc.Retention != jetstream.LimitsPolicy || sc.Storage != jetstream.FileStorage {
 			t.Errorf("%s: name %q replicas %d retention %v storage %v; want %s, 3, limits, file", name, sc.Name, sc.Replicas, sc.Retention, sc.Storage, name)
@@ -595,6 +595,22 @@ func TestStreams(t *testing.T) {
 		}
 		if out := streams["KPCA_OUT"]; out.Duplicates < 2*span {
 			t.Errorf("KPCA_OUT duplicate window %v shorter than twice the replay span %v: replayed outputs would be published again", out.Duplicates, span)
+		}
+		// The dead letters are stored: KPCA_DLQ captures the pipeline's
+		// dead-letter subject, and the workers do not create a stream of
+		// their own (it would overlap).
+		dl := streams["KPCA_DLQ"]
+		subj := strings.ReplaceAll(strings.ReplaceAll(p.DeadLetter, "{pipeline}", p.Name), "{key}", "x")
+		if !slices.ContainsFunc(dl.Subjects, func(f string) bool {
+			return f == subj || strings.HasSuffix(f, ">") && strings.HasPrefix(subj, strings.TrimSuffix(f, ">"))
+		}) {
+			t.Errorf("KPCA_DLQ subjects %v do not capture pipeline %s's dead letters %s", dl.Subjects, p.Name, subj)
+		}
+		if p.DeadLetters.StreamName(p.Name) != "KPCA_DLQ" || *p.DeadLetters.CreateStream {
+			t.Errorf("pipeline %s: dead_letters %+v, want stream KPCA_DLQ, create_stream false", p.Name, p.DeadLetters)
+		}
+		if dl.MaxAge <= 0 || dl.MaxBytes <= 0 {
+			t.Errorf("KPCA_DLQ without limits: max_age %v, max_bytes %d", dl.MaxAge, dl.MaxBytes)
 		}
 	}
 }
@@ -708,8 +724,11 @@ func TestDockerfile(t *testing.T) {
 	if want := `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"`; d[1] != want {
 		t.Errorf("Dockerfile builds with %q, want %q", d[1], want)
 	}
-	port := strings.TrimPrefix(config.DefaultMetricsAddr, ":")
+	_, port, _ := strings.Cut(config.DefaultMetricsAddr, ":")
 	for _, want := range []string{
+		// The binary listens on loopback by default; the image on every
+		// interface, the port it exposes.
+		"ENV KPCASTREAM_METRICS_ADDR=:" + port,
 		"FROM golang:1.26-bookworm AS build",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
 		"USER nonroot:nonroot",

@@ -80,7 +80,7 @@ type BatchFit struct {
 	// GrandMean is g = (1/n²)Σⱼₗ K[j][l].
 	GrandMean float64
 
-	rows *Rows
+	rows *kernelRows
 	kx   []float64 // n: scratch kernel row
 }
 
@@ -98,18 +98,49 @@ func FitBatch(kern Kernel, x []float64, n, d, k int) (*BatchFit, error) {
 // fails.
 func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*BatchFit, error) {
 	kern = kern.withDefaults(d)
-	if err := kern.Validate(); err != nil {
+	solver, err := checkBatch(kern, x, n, d, k, opt)
+	if err != nil {
 		return nil, err
 	}
+	gram := kern.Gram(nil, x, n, d)
+	col, grand, diag := gramMeans(gram, n)
+	want := min(k+1, n) // the (k+1)-th eigenvalue is wanted for the gap
+	vals, vecs, err := centeredTop(solver, gram, col, grand, n, want, opt.Seed)
+	if err != nil {
+		return nil, err
+	}
+	f := &BatchFit{
+		Kernel:         kern,
+		N:              n,
+		D:              d,
+		K:              k,
+		X:              append([]float64(nil), x...),
+		Eigenvalues:    make([]float64, k),
+		EigenvaluesCov: make([]float64, k),
+		Trace:          diag - float64(n)*grand,
+		Alpha:          make([]float64, n*k),
+		ColMeans:       col,
+		GrandMean:      grand,
+	}
+	f.setComponents(vals, vecs, want)
+	f.init()
+	return f, nil
+}
+
+// checkBatch validates the inputs of FitBatchWith and resolves its solver.
+func checkBatch(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (string, error) {
+	if err := kern.Validate(); err != nil {
+		return "", err
+	}
 	if n < 1 || d < 1 || k < 1 || k > n {
-		return nil, fmt.Errorf("%w: batch: need n ≥ 1, d ≥ 1 and 1 ≤ k ≤ n, got n=%d d=%d k=%d", ErrConfig, n, d, k)
+		return "", fmt.Errorf("%w: batch: need n ≥ 1, d ≥ 1 and 1 ≤ k ≤ n, got n=%d d=%d k=%d", ErrConfig, n, d, k)
 	}
 	if len(x) != n*d {
-		return nil, fmt.Errorf("%w: batch: %d values for %d×%d rows", ErrDimension, len(x), n, d)
+		return "", fmt.Errorf("%w: batch: %d values for %d×%d rows", ErrDimension, len(x), n, d)
 	}
 	for i, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: batch: row %d column %d is %v", ErrNonFinite, i/d, i%d, v)
+			return "", fmt.Errorf("%w: batch: row %d column %d is %v", ErrNonFinite, i/d, i%d, v)
 		}
 	}
 	solver := opt.Solver
@@ -124,12 +155,15 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 		}
 	}
 	if solver != SolverDense && solver != SolverLanczos {
-		return nil, fmt.Errorf("%w: batch: unknown solver %q (want dense or lanczos)", ErrConfig, solver)
+		return "", fmt.Errorf("%w: batch: unknown solver %q (want dense or lanczos)", ErrConfig, solver)
 	}
+	return solver, nil
+}
 
-	gram := kern.Gram(nil, x, n, d)
-	col := make([]float64, n)
-	var grand, diag float64
+// gramMeans returns the column means c of the n×n Gram matrix, its grand
+// mean g and its trace.
+func gramMeans(gram []float64, n int) (col []float64, grand, diag float64) {
+	col = make([]float64, n)
 	for i := range n {
 		row := gram[i*n : (i+1)*n]
 		for j, v := range row {
@@ -141,37 +175,15 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 		col[j] /= float64(n)
 		grand += col[j]
 	}
-	grand /= float64(n)
+	return col, grand / float64(n), diag
+}
 
-	want := min(k+1, n)      // the (k+1)-th eigenvalue is wanted for the gap
-	var vals, vecs []float64 // want values, n×want vectors
-	switch solver {
-	case SolverDense:
-		// K̃ in place: K̃[i][j] = K[i][j] − cᵢ − cⱼ + g.
-		for i := range n {
-			row := gram[i*n : (i+1)*n]
-			for j := range row {
-				row[j] += grand - col[i] - col[j]
-			}
-		}
-		var es mat.EigenSym
-		if !es.Factorize(mat.NewSymDense(n, gram), true) {
-			return nil, fmt.Errorf("%w: batch: dense eigendecomposition did not converge", ErrNumerical)
-		}
-		all := es.Values(nil) // ascending
-		var v mat.Dense
-		es.VectorsTo(&v)
-		vals = make([]float64, want)
-		vecs = make([]float64, n*want)
-		for i := range want {
-			src := n - 1 - i
-			vals[i] = all[src]
-			for j := range n {
-				vecs[j*want+i] = v.At(j, src)
-			}
-		}
-	case SolverLanczos:
-		// K̃v = Kv − 1(cᵀv) − c(1ᵀv) + g(1ᵀv)1, so K̃ is never formed.
+// centeredTop returns the want largest eigenvalues of the centred Gram
+// matrix K̃ = K − 1cᵀ − c1ᵀ + g11ᵀ and their eigenvectors (n×want,
+// row-major). The dense solver centres gram in place; Lanczos never forms K̃.
+func centeredTop(solver string, gram, col []float64, grand float64, n, want int, seed uint64) (vals, vecs []float64, err error) {
+	if solver == SolverLanczos {
+		// K̃v = Kv − 1(cᵀv) − c(1ᵀv) + g(1ᵀv)1.
 		op := func(dst, v []float64) {
 			var cv, sv float64
 			for j, vj := range v {
@@ -183,26 +195,44 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 				dst[i] += -cv - col[i]*sv + grand*sv
 			}
 		}
-		var err error
-		vals, vecs, err = LanczosTop(n, want, op, LanczosOptions{Seed: opt.Seed})
+		vals, vecs, err = lanczosTop(n, want, op, lanczosOptions{Seed: seed})
 		if err != nil {
-			return nil, fmt.Errorf("%w: batch: %w", ErrNumerical, err)
+			return nil, nil, fmt.Errorf("%w: batch: %w", ErrNumerical, err)
+		}
+		return vals, vecs, nil
+	}
+	// K̃ in place: K̃[i][j] = K[i][j] − cᵢ − cⱼ + g.
+	for i := range n {
+		row := gram[i*n : (i+1)*n]
+		for j := range row {
+			row[j] += grand - col[i] - col[j]
 		}
 	}
-
-	f := &BatchFit{
-		Kernel:         kern,
-		N:              n,
-		D:              d,
-		K:              k,
-		X:              append([]float64(nil), x...),
-		Eigenvalues:    make([]float64, k),
-		EigenvaluesCov: make([]float64, k),
-		Trace:          diag - float64(n)*grand,
-		Alpha:          make([]float64, n*k),
-		ColMeans:       col,
-		GrandMean:      grand,
+	var es mat.EigenSym
+	if !es.Factorize(mat.NewSymDense(n, gram), true) {
+		return nil, nil, fmt.Errorf("%w: batch: dense eigendecomposition did not converge", ErrNumerical)
 	}
+	all := es.Values(nil) // ascending
+	var v mat.Dense
+	es.VectorsTo(&v)
+	vals = make([]float64, want)
+	vecs = make([]float64, n*want)
+	for i := range want {
+		src := n - 1 - i
+		vals[i] = all[src]
+		for j := range n {
+			vecs[j*want+i] = v.At(j, src)
+		}
+	}
+	return vals, vecs, nil
+}
+
+// setComponents fills Rank, Eigenvalues, EigenvaluesCov, Next and Alpha
+// from the top eigenpairs of K̃ (vecs n×want): a component is kept when its
+// eigenvalue is positive and above RankTolerance·λ₁; its coefficients are
+// the eigenvector over √λ, signed so that its largest entry is positive.
+func (f *BatchFit) setComponents(vals, vecs []float64, want int) {
+	n, k := f.N, f.K
 	if want > k {
 		f.Next = vals[k]
 	}
@@ -215,7 +245,6 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 		f.Rank++
 		f.Eigenvalues[i] = lam
 		f.EigenvaluesCov[i] = lam / float64(n)
-		// Sign: the entry of largest magnitude is positive.
 		big, at := 0.0, 0
 		for j := range n {
 			if a := math.Abs(vecs[j*want+i]); a > big {
@@ -230,29 +259,20 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 			f.Alpha[j*k+i] = s * vecs[j*want+i]
 		}
 	}
-	f.init()
-	return f, nil
 }
 
 // init builds the kernel-row evaluator and scratch from X.
 func (f *BatchFit) init() {
-	f.rows = NewRows(f.Kernel, f.D, f.N)
+	f.rows = newKernelRows(f.Kernel, f.D, f.N)
 	f.rows.Reset(f.X, f.N)
 	f.kx = make([]float64, f.N)
-}
-
-// symv writes A·v into dst for the row-major n×n matrix a.
-func symv(dst, a []float64, n int, v []float64) {
-	for i := range n {
-		dst[i] = dot(a[i*n:(i+1)*n], v)
-	}
 }
 
 // project writes the projection of x into dst and returns ‖φ(x) − m‖²,
 // where m is the feature-space mean of the fitted rows. x must have length D
 // and dst length K.
 func (f *BatchFit) project(dst, x []float64) float64 {
-	kx := f.rows.Row(f.kx, x, Norm2(x))
+	kx := f.rows.Row(f.kx, x, norm2(x))
 	var mx float64
 	for _, v := range kx {
 		mx += v
@@ -503,9 +523,9 @@ func (b *Batch) State() *State {
 	s := newState(KindBatch, b.cfg, b.seen)
 	d, k := b.cfg.Dim, b.cfg.Components
 	s.Ints["count"] = int64(b.count)
-	s.Ints["stale"] = boolInt(b.stale)
+	s.Ints["stale"] = b2i(b.stale)
 	s.Ints["basis_version"] = int64(b.version)
-	s.Ints["fitted"] = boolInt(b.fit != nil)
+	s.Ints["fitted"] = b2i(b.fit != nil)
 	s.Matrices["rows"] = Matrix{Rows: b.count, Cols: d, Data: b.rows()}
 	if f := b.fit; f != nil {
 		s.Ints["fit_rows"] = int64(f.N)
@@ -519,13 +539,6 @@ func (b *Batch) State() *State {
 		s.putMatrix("fit_eigenvalues", 1, k, f.Eigenvalues)
 	}
 	return s
-}
-
-func boolInt(v bool) int64 {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // Restore replaces the learner's state with s after checking it: header,

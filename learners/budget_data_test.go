@@ -14,9 +14,9 @@ import (
 	"github.com/kpcastream/kpcastream/learners/learnertest"
 )
 
-// satellite is testdata/satellite.csv standardised as its reference was
+// satellite is testdata/data/satellite.csv standardised as its reference was
 // (z = (x − mean)/std, population std), with scikit-learn's batch KPCA of
-// all rows (rbf γ = 0.05, k = 8) from testdata/satellite.kpca_ref.json.
+// all rows (rbf γ = 0.05, k = 8) from testdata/data/satellite.kpca_ref.json.
 type satellite struct {
 	x     []float64 // n×d standardised rows
 	n, d  int
@@ -26,15 +26,15 @@ type satellite struct {
 }
 
 // loadSatellite reads the satellite stream and its reference from
-// learners/testdata (copied from the shared data directory, so that a
+// testdata/data at the module root (copied from the shared data directory, so that a
 // fresh clone runs the test).
 func loadSatellite(t testing.TB) *satellite {
 	t.Helper()
-	x, n, d, _, err := learnertest.LoadCSV(filepath.Join("testdata", "satellite.csv"), []string{"label"})
+	x, n, d, _, err := learnertest.LoadCSV(filepath.Join(learnertest.DataDir(t), "satellite.csv"), []string{"label"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "satellite.kpca_ref.json"))
+	raw, err := os.ReadFile(filepath.Join(learnertest.DataDir(t), "satellite.kpca_ref.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

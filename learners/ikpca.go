@@ -105,30 +105,30 @@ type IKPCA struct {
 	d, k, b int // input dimension, components, budget
 	p       int // block size of the subspace iteration
 
-	rows           *Rows     // dictionary points
-	L              []float64 // b×b lower Cholesky factor of K_DD + εI (stride b)
-	P              []float64 // b×b (K_DD + εI)⁻¹, full symmetric storage (stride b)
-	S              []float64 // b×b scatter / scale, stride b; updates touch the lower triangle, mirror() completes it
-	pend           []float64 // r×b: rank-one terms of S not folded in yet (√α·dz rows, stride b)
-	np, r          int       // pending rows, block size
-	mu             []float64 // b: weighted mean of the coordinates
-	muRef          []float64 // b: the mean as of the last refresh (published model)
-	adm            []float64 // b: admission clock of each member (for fifo)
-	U              []float64 // b×p: Ritz vectors, columns sorted by Ritz value, descending
-	SU             []float64 // b×p: S·U, kept up to date between refreshes
-	th             []float64 // p: Ritz values of the scatter (not divided by the weight)
-	ref            []float64 // b×k: published basis at the last version change
-	A              []float64 // b×k: L⁻ᵀU_k, coefficients over the dictionary
-	a              []float64 // b: L⁻ᵀμ_ref
-	c              []float64 // k: U_kᵀμ_ref
-	mmRef          float64   // ‖μ_ref‖²
-	eps            float64   // absolute jitter
-	w              float64   // total weight W
-	kxx            float64   // weighted Σ k(x,x)
-	sc             float64   // scale of S
-	seen           int64     // observations learned
-	ver            uint64    // basis version
-	rng            uint64    // splitmix64 state
+	rows           *kernelRows // dictionary points
+	L              []float64   // b×b lower Cholesky factor of K_DD + εI (stride b)
+	P              []float64   // b×b (K_DD + εI)⁻¹, full symmetric storage (stride b)
+	S              []float64   // b×b scatter / scale, stride b; updates touch the lower triangle, mirror() completes it
+	pend           []float64   // r×b: rank-one terms of S not folded in yet (√α·dz rows, stride b)
+	np, r          int         // pending rows, block size
+	mu             []float64   // b: weighted mean of the coordinates
+	muRef          []float64   // b: the mean as of the last refresh (published model)
+	adm            []float64   // b: admission clock of each member (for fifo)
+	U              []float64   // b×p: Ritz vectors, columns sorted by Ritz value, descending
+	SU             []float64   // b×p: S·U, kept up to date between refreshes
+	th             []float64   // p: Ritz values of the scatter (not divided by the weight)
+	ref            []float64   // b×k: published basis at the last version change
+	A              []float64   // b×k: L⁻ᵀU_k, coefficients over the dictionary
+	a              []float64   // b: L⁻ᵀμ_ref
+	c              []float64   // k: U_kᵀμ_ref
+	mmRef          float64     // ‖μ_ref‖²
+	eps            float64     // absolute jitter
+	w              float64     // total weight W
+	kxx            float64     // weighted Σ k(x,x)
+	sc             float64     // scale of S
+	seen           int64       // observations learned
+	ver            uint64      // basis version
+	rng            uint64      // splitmix64 state
 	since, changes int64
 	clock          int64 // admissions so far (fifo order)
 	ready          bool
@@ -183,7 +183,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 	l := &IKPCA{
 		cfg: cfg, d: d, k: k, b: b, p: p, r: r,
 		pend:  make([]float64, r*b),
-		rows:  NewRows(cfg.Kernel, d, b),
+		rows:  newKernelRows(cfg.Kernel, d, b),
 		L:     make([]float64, b*b),
 		S:     make([]float64, b*b),
 		mu:    make([]float64, b),
@@ -278,7 +278,7 @@ func (l *IKPCA) Learn(x []float64) error {
 	}
 	kxx := l.cfg.Kernel.Self(x)
 	m := l.rows.Len()
-	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	kr := l.rows.Row(l.kr[:m], x, norm2(x))
 	if !finite(kxx) || !finiteAll(kr) {
 		return fmt.Errorf("%w: kernel value overflows for this input", ErrNumerical)
 	}
@@ -696,81 +696,6 @@ func (l *IKPCA) colP(j int, dst []float64) {
 	trsvLowerT(m, l.L, b, dst)
 }
 
-// rotateRowsChain applies the rotations (gc[i], gs[i]), i = from…to−1, in
-// order, to columns (i, i+1) of the n ≤ 4 rows r0… of a (stride w): the
-// rows' chains are independent, so they are interleaved. Rotation i only
-// touches row r when r ≥ i (the caller's bound): rows take the rotations
-// i < min(to, r+1).
-func rotateRowsChain(a []float64, w, r0, n, from, to int, gc, gs []float64) {
-	if n == 4 {
-		r0w := a[r0*w : r0*w+w]
-		r1w := a[(r0+1)*w : (r0+1)*w+w]
-		r2w := a[(r0+2)*w : (r0+2)*w+w]
-		r3w := a[(r0+3)*w : (r0+3)*w+w]
-		common := min(to, r0+1) // rotations every one of the four rows takes
-		if from < common {
-			x0, x1, x2, x3 := r0w[from], r1w[from], r2w[from], r3w[from]
-			for i := from; i < common; i++ {
-				c, s := gc[i], gs[i]
-				y0, y1, y2, y3 := r0w[i+1], r1w[i+1], r2w[i+1], r3w[i+1]
-				r0w[i], r1w[i], r2w[i], r3w[i] = c*x0+s*y0, c*x1+s*y1, c*x2+s*y2, c*x3+s*y3
-				x0, x1, x2, x3 = -s*x0+c*y0, -s*x1+c*y1, -s*x2+c*y2, -s*x3+c*y3
-			}
-			r0w[common], r1w[common], r2w[common], r3w[common] = x0, x1, x2, x3
-		}
-		from = max(from, common)
-	}
-	for q := range n {
-		r := r0 + q
-		row := a[r*w : r*w+w]
-		for i := from; i < min(to, r+1); i++ {
-			rotate(row, i, i+1, gc[i], gs[i])
-		}
-	}
-}
-
-// rotate applies the plane rotation (c, s) to v[i], v[j]:
-// v[i], v[j] = c·v[i] + s·v[j], −s·v[i] + c·v[j].
-func rotate(v []float64, i, j int, c, s float64) {
-	vi, vj := v[i], v[j]
-	v[i] = c*vi + s*vj
-	v[j] = -s*vi + c*vj
-}
-
-// rotateRows applies the plane rotation (c, s) to rows i and i+1 of the
-// row-major matrix a with row stride w (the whole stride is rotated).
-func rotateRows(a []float64, w, i int, c, s float64) {
-	rotatePair(a[i*w:(i+1)*w], a[(i+1)*w:(i+2)*w], c, s)
-}
-
-// rotatePair applies the plane rotation (c, s) to the vectors x and y
-// element by element: x, y = c·x + s·y, −s·x + c·y.
-func rotatePair(x, y []float64, c, s float64) {
-	y = y[:len(x)]
-	for i, vx := range x {
-		vy := y[i]
-		x[i] = c*vx + s*vy
-		y[i] = -s*vx + c*vy
-	}
-}
-
-// removeIndex deletes row and column j from the m×m matrix a (stride b).
-func removeIndex(a []float64, b, m, j int) {
-	for r := range m {
-		row := a[r*b : r*b+m]
-		copy(row[j:], row[j+1:])
-		row[m-1] = 0
-	}
-	copy(a[j*b:], a[(j+1)*b:m*b])
-	clear(a[(m-1)*b : (m-1)*b+m])
-}
-
-// removeVecRow deletes row j of the m×w row-major matrix a.
-func removeVecRow(a []float64, w, m, j int) {
-	copy(a[j*w:], a[(j+1)*w:m*w])
-	clear(a[(m-1)*w : m*w])
-}
-
 // update folds the coordinates z (length m) into the weighted mean and scatter.
 func (l *IKPCA) update(z []float64, kxx float64) {
 	m, b, f := len(z), l.b, l.cfg.Forget
@@ -850,63 +775,8 @@ func (l *IKPCA) mirrorFrom(j int) {
 	}
 }
 
-// transpose writes the r×c matrix a (stride lda) transposed into dst
-// (c×r, stride ldd).
-func transpose(dst []float64, ldd int, a []float64, lda, r, c int) {
-	for i := range r {
-		row := a[i*lda : i*lda+c]
-		for j, v := range row {
-			dst[j*ldd+i] = v
-		}
-	}
-}
-
-// axpy computes y += α·x.
-func axpy(alpha float64, x, y []float64) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += alpha * v
-	}
-}
-
-// trsvLower solves L·x = x in place for the m×m lower triangle of l
-// (stride ld): blocks of trsvBlock rows, the off-diagonal panels by
-// matrix–vector products (which run at several times the rate of a
-// triangular solve's dependent dot products), the diagonal blocks by Dtrsv.
-func trsvLower(m int, l []float64, ld int, x []float64) {
-	impl := blas64.Implementation()
-	for i0 := 0; i0 < m; i0 += trsvBlock {
-		n := min(trsvBlock, m-i0)
-		if i0 > 0 {
-			impl.Dgemv(blas.NoTrans, n, i0, -1, l[i0*ld:], ld, x[:i0], 1, 1, x[i0:i0+n], 1)
-		}
-		impl.Dtrsv(blas.Lower, blas.NoTrans, blas.NonUnit, n, l[i0*ld+i0:], ld, x[i0:i0+n], 1)
-	}
-}
-
-// trsvLowerT solves Lᵀ·x = x in place (backward, blocked as trsvLower).
-func trsvLowerT(m int, l []float64, ld int, x []float64) {
-	impl := blas64.Implementation()
-	for i1 := m; i1 > 0; i1 -= trsvBlock {
-		i0 := max(0, i1-trsvBlock)
-		if i1 < m {
-			impl.Dgemv(blas.Trans, m-i1, i1-i0, -1, l[i1*ld+i0:], ld, x[i1:m], 1, 1, x[i0:i1], 1)
-		}
-		impl.Dtrsv(blas.Lower, blas.Trans, blas.NonUnit, i1-i0, l[i0*ld+i0:], ld, x[i0:i1], 1)
-	}
-}
-
 // trsvBlock is the row block of trsvLower and trsvLowerT.
 const trsvBlock = 32
-
-func scal(a []float64, b, m int, s float64) {
-	for i := range m {
-		row := a[i*b : i*b+m]
-		for j := range row {
-			row[j] *= s
-		}
-	}
-}
 
 // refresh runs one Rayleigh–Ritz step of the warm-started block subspace
 // iteration on the scatter (exact eigendecomposition while m ≤ p),
@@ -914,74 +784,108 @@ func scal(a []float64, b, m int, s float64) {
 // A = L⁻ᵀU_k, a = L⁻ᵀμ and c = U_kᵀμ.
 func (l *IKPCA) refresh() {
 	l.since = 0
-	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+	m, p := l.rows.Len(), l.p
 	if m == 0 || l.w == 0 {
 		return
 	}
 	l.flush()
-	impl := blas64.Implementation()
 	l.mirror()
-	q := min(p, m) // working block width
-	h := l.h[:q*q]
-	ritz := l.y1[:m*p] // m×p: new Ritz vectors (stride p)
+	var ritz []float64 // m×p: the new Ritz vectors (stride p)
+	var ok bool
 	if m <= p {
-		// Exact: eigendecomposition of the m×m scatter.
-		for i := range m {
-			copy(h[i*q:i*q+m], l.S[i*b:i*b+m])
-		}
-		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: q, Stride: q, Data: h, Uplo: blas.Upper}, l.wv[:q], l.work, l.lwork) {
-			return
-		}
-		clear(ritz)
-		for c := range q {
-			src := q - 1 - c // Syev sorts ascending
-			for i := range m {
-				ritz[i*p+c] = h[i*q+src]
-			}
-			l.th[c] = l.wv[src] * l.sc
-		}
-		clear(l.th[q:])
+		ritz, ok = l.ritzExact(m)
 	} else {
-		// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on
-		// span(Y): T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V, new S·U = T·V.
-		// The m×p blocks are handled transposed (p×m, stride m), so that
-		// every product runs along rows of length m rather than p.
-		yt, tt := l.y2[:p*m], l.y1[:p*m]
-		transpose(yt, m, l.SU, p, m, p)
-		l.orthonormalize(yt, m, p)
-		serialDgemm(blas.NoTrans, blas.NoTrans, p, m, m, 1, yt, m, l.S, b, 0, tt, m) // Tᵀ = YᵀS (S symmetric)
-		impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
-		if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
-			return
-		}
-		// Descending order of the Ritz values.
-		for c := 0; c < p/2; c++ {
-			o := p - 1 - c
-			for r := range p {
-				h[r*p+c], h[r*p+o] = h[r*p+o], h[r*p+c]
-			}
-			l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
-		}
-		// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
-		// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
-		sut := l.SU[:p*m]
-		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, tt, m, 0, sut, m)
-		serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, yt, m, 0, tt, m)
-		ritz = l.y2[:m*p]
-		transpose(ritz, p, tt, m, p, m)
-		transpose(tt, p, sut, m, p, m)
-		copy(l.SU[:m*p], tt)
-		for c := range p {
-			l.th[c] = l.wv[c] * l.sc
-		}
+		ritz, ok = l.ritzSubspace(m)
+	}
+	if !ok {
+		return
 	}
 	for c := range p {
 		if l.th[c] < 0 {
 			l.th[c] = 0
 		}
 	}
-	// Align signs of the published components with the previous basis.
-	for c := range k {
+	l.alignSigns(ritz, m)
+	copy(l.U[:m*p], ritz)
+	if m <= p {
+		// Exact branch: S·U from scratch (small).
+		serialDgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, l.b, l.U, p, 0, l.SU, p)
+	}
+	l.countVersion(m)
+	l.publishBasis(m)
+}
+
+// ritzExact is the eigendecomposition of the m×m scatter (m ≤ p): the
+// eigenvectors, descending, into the returned m×p block, the values times
+// the scale into th. ok is false when the solver failed (nothing changed).
+func (l *IKPCA) ritzExact(m int) (ritz []float64, ok bool) {
+	b, p := l.b, l.p
+	q := m
+	h := l.h[:q*q]
+	ritz = l.y1[:m*p]
+	for i := range m {
+		copy(h[i*q:i*q+m], l.S[i*b:i*b+m])
+	}
+	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: q, Stride: q, Data: h, Uplo: blas.Upper}, l.wv[:q], l.work, l.lwork) {
+		return nil, false
+	}
+	clear(ritz)
+	for c := range q {
+		src := q - 1 - c // Syev sorts ascending
+		for i := range m {
+			ritz[i*p+c] = h[i*q+src]
+		}
+		l.th[c] = l.wv[src] * l.sc
+	}
+	clear(l.th[q:])
+	return ritz, true
+}
+
+// ritzSubspace is one step of the block subspace iteration (m > p):
+// Y = S·U (kept up to date), orthonormalise, Rayleigh–Ritz on span(Y):
+// T = S·Y, H = YᵀT = VΘVᵀ; new U = Y·V (returned), new S·U = T·V (into SU).
+// The m×p blocks are handled transposed (p×m, stride m), so that every
+// product runs along rows of length m rather than p.
+func (l *IKPCA) ritzSubspace(m int) (ritz []float64, ok bool) {
+	b, p := l.b, l.p
+	impl := blas64.Implementation()
+	h := l.h[:p*p]
+	yt, tt := l.y2[:p*m], l.y1[:p*m]
+	transpose(yt, m, l.SU, p, m, p)
+	l.orthonormalize(yt, m, p)
+	serialDgemm(blas.NoTrans, blas.NoTrans, p, m, m, 1, yt, m, l.S, b, 0, tt, m) // Tᵀ = YᵀS (S symmetric)
+	impl.Dgemm(blas.NoTrans, blas.Trans, p, p, m, 1, yt, m, tt, m, 0, h, p)
+	if !lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: h, Uplo: blas.Upper}, l.wv[:p], l.work, l.lwork) {
+		return nil, false
+	}
+	// Descending order of the Ritz values.
+	for c := 0; c < p/2; c++ {
+		o := p - 1 - c
+		for r := range p {
+			h[r*p+c], h[r*p+o] = h[r*p+o], h[r*p+c]
+		}
+		l.wv[c], l.wv[o] = l.wv[o], l.wv[c]
+	}
+	// (S·U)ᵀ = VᵀTᵀ into the old S·U (p×m, no longer needed), Uᵀ = VᵀYᵀ
+	// into Tᵀ's place; then back to m×p (U in Yᵀ's place).
+	sut := l.SU[:p*m]
+	serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, tt, m, 0, sut, m)
+	serialDgemm(blas.Trans, blas.NoTrans, p, m, p, 1, h, p, yt, m, 0, tt, m)
+	ritz = l.y2[:m*p]
+	transpose(ritz, p, tt, m, p, m)
+	transpose(tt, p, sut, m, p, m)
+	copy(l.SU[:m*p], tt)
+	for c := range p {
+		l.th[c] = l.wv[c] * l.sc
+	}
+	return ritz, true
+}
+
+// alignSigns flips each published component of ritz (and its S·U column)
+// that points away from the previous basis U.
+func (l *IKPCA) alignSigns(ritz []float64, m int) {
+	p := l.p
+	for c := range l.k {
 		var s float64
 		for i := range m {
 			s += ritz[i*p+c] * l.U[i*p+c]
@@ -993,37 +897,44 @@ func (l *IKPCA) refresh() {
 			}
 		}
 	}
-	copy(l.U[:m*p], ritz)
-	if m <= p {
-		// Exact branch: S·U from scratch (small).
-		serialDgemm(blas.NoTrans, blas.NoTrans, m, p, m, 1, l.S, b, l.U, p, 0, l.SU, p)
-	}
+}
+
+// countVersion sets ready and counts a new basis version when the learner
+// becomes ready or a published component turned away from its reference
+// direction by more than versionCos (then the reference moves).
+func (l *IKPCA) countVersion(m int) {
+	p, k := l.p, l.k
 	wasReady := l.ready
 	l.ready = m >= k && l.th[k-1] > 1e-12*math.Max(l.th[0], 1e-300)
-	if l.ready {
-		changed := !wasReady
-		for c := range k {
-			var s float64
-			for i := range m {
-				s += l.U[i*p+c] * l.ref[i*k+c]
-			}
-			if math.Abs(s) < versionCos {
-				changed = true
-			}
+	if !l.ready {
+		return
+	}
+	changed := !wasReady
+	for c := range k {
+		var s float64
+		for i := range m {
+			s += l.U[i*p+c] * l.ref[i*k+c]
 		}
-		if changed {
-			l.ver++
-			for i := range m {
-				copy(l.ref[i*k:(i+1)*k], l.U[i*p:i*p+k])
-			}
+		if math.Abs(s) < versionCos {
+			changed = true
 		}
 	}
-	// Publish: A = L⁻ᵀU_k and the mean as of now (μ_ref, a = L⁻ᵀμ_ref,
-	// c = U_kᵀμ_ref), so that Transform, Score and Model describe one model.
-	// Aᵀ = U_kᵀL⁻¹ (k×m, rows of length m), then transposed into A.
+	if changed {
+		l.ver++
+		for i := range m {
+			copy(l.ref[i*k:(i+1)*k], l.U[i*p:i*p+k])
+		}
+	}
+}
+
+// publishBasis publishes A = L⁻ᵀU_k and the mean as of now (μ_ref,
+// a = L⁻ᵀμ_ref, c = U_kᵀμ_ref), so that Transform, Score and Model describe
+// one model. Aᵀ = U_kᵀL⁻¹ (k×m, rows of length m), then transposed into A.
+func (l *IKPCA) publishBasis(m int) {
+	p, k := l.p, l.k
 	at := l.y2[:k*m]
 	transpose(at, m, l.U, p, m, k)
-	impl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, k, m, 1, l.L, b, at, m)
+	blas64.Implementation().Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, k, m, 1, l.L, l.b, at, m)
 	transpose(l.A, k, at, m, k, m)
 	copy(l.muRef[:m], l.mu[:m])
 	l.publishMean()
@@ -1138,15 +1049,8 @@ func (l *IKPCA) gramSchmidt(yt []float64, m, w int) {
 	}
 }
 
-// random returns a deterministic pseudo-random number in [−1, 1) (splitmix64).
-func (l *IKPCA) random() float64 {
-	l.rng += 0x9e3779b97f4a7c15
-	z := l.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<52) - 1
-}
+// random returns a deterministic pseudo-random number in [−1, 1).
+func (l *IKPCA) random() float64 { return splitmixUniform(&l.rng) }
 
 // refreshInverse recomputes P = (LLᵀ)⁻¹ from L in place (LAPACK potri),
 // removing the rounding accumulated by the rank-one up- and downdates.
@@ -1198,7 +1102,7 @@ func (l *IKPCA) project(dst, x []float64) (kxx, ka float64, err error) {
 		return 0, 0, ErrNotReady
 	}
 	m := l.rows.Len()
-	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	kr := l.rows.Row(l.kr[:m], x, norm2(x))
 	copy(dst, l.c)
 	blas64.Implementation().Dgemv(blas.Trans, m, l.k, 1, l.A, l.k, kr, 1, -1, dst, 1)
 	kxx = l.cfg.Kernel.Self(x)
@@ -1455,17 +1359,6 @@ func (l *IKPCA) Restore(s *State) error {
 	return nil
 }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-func finiteAll(v []float64) bool {
-	for _, x := range v {
-		if !finite(x) {
-			return false
-		}
-	}
-	return true
-}
-
 // centroidStep is ρ of the centroid policy: a member moves to the mean of
 // what it stands for once the observations it absorbed since its last move
 // weigh ρ times its current position's weight (a member thus moves at
@@ -1562,7 +1455,7 @@ func (l *IKPCA) move(j int) bool {
 	l.accN[j] = 0
 	l.cnt[j] = w0 + wa
 	kxx := l.cfg.Kernel.Self(x)
-	kr := l.rows.Row(l.kr[:m], x, Norm2(x))
+	kr := l.rows.Row(l.kr[:m], x, norm2(x))
 	z := l.z[:m]
 	copy(z, kr)
 	trsvLower(m, l.L, b, z)
@@ -1608,7 +1501,7 @@ func (l *IKPCA) Coords(dst, x []float64) ([]float64, error) {
 		return dst[:0], err
 	}
 	m := l.rows.Len()
-	z := l.rows.Row(dst[:m], x, Norm2(x))
+	z := l.rows.Row(dst[:m], x, norm2(x))
 	clear(dst[m:])
 	trsvLower(m, l.L, l.b, z)
 	if !finiteAll(z) {

@@ -168,7 +168,7 @@ func fmtSims(v []float64) string {
 //
 //	go test ./learners -run TestIKPCABudgetDrift -v
 func TestIKPCABudgetDrift(t *testing.T) {
-	xs, ns, ds, _, err := learnertest.LoadCSV(filepath.Join("testdata", "drift_stream.csv"), []string{"phase"})
+	xs, ns, ds, _, err := learnertest.LoadCSV(filepath.Join(learnertest.DataDir(t), "drift_stream.csv"), []string{"phase"})
 	if err != nil {
 		t.Fatal(err)
 	}

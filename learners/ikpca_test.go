@@ -164,7 +164,7 @@ func syntheticRing(seed uint64, n int) khaData {
 // through ikpca with forgetting and requires a similarity of at least 0.95
 // with the batch KPCA of the last 2,000 rows within 3,000 rows of the change.
 func TestIKPCATracking(t *testing.T) {
-	x, n, d, _, err := learnertest.LoadCSV(filepath.Join("testdata", "drift_stream.csv"), []string{"phase"})
+	x, n, d, _, err := learnertest.LoadCSV(filepath.Join(learnertest.DataDir(t), "drift_stream.csv"), []string{"phase"})
 	if err != nil {
 		t.Fatal(err)
 	}

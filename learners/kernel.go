@@ -131,22 +131,14 @@ func ipow(b float64, n int) float64 {
 	return r
 }
 
-func dot(x, y []float64) float64 {
-	var s float64
-	for i, xi := range x {
-		s += xi * y[i]
-	}
-	return s
-}
-
-// Rows evaluates kernel rows k(x, P) against a set of stored points P
+// kernelRows evaluates kernel rows k(x, P) against a set of stored points P
 // (row-major, capacity cap×d) with their squared norms cached, which is
 // the hot path of every learner. It allocates only at construction.
 //
 // For rbf a row costs one matrix–vector product and m exps; for the
 // dot-product kernels one product and m scalar maps; laplacian needs the
 // O(md) L1 distances directly.
-type Rows struct {
+type kernelRows struct {
 	kern   Kernel
 	d, cap int
 	m      int       // number of stored points
@@ -154,24 +146,24 @@ type Rows struct {
 	norms  []float64 // cap: ‖pⱼ‖²
 }
 
-// NewRows returns an empty set of capacity cap for points of dimension d.
-func NewRows(kern Kernel, d, cap int) *Rows {
-	return &Rows{kern: kern, d: d, cap: cap, pts: make([]float64, cap*d), norms: make([]float64, cap)}
+// newKernelRows returns an empty set of capacity cap for points of dimension d.
+func newKernelRows(kern Kernel, d, cap int) *kernelRows {
+	return &kernelRows{kern: kern, d: d, cap: cap, pts: make([]float64, cap*d), norms: make([]float64, cap)}
 }
 
 // Len is the number of stored points.
-func (r *Rows) Len() int { return r.m }
+func (r *kernelRows) Len() int { return r.m }
 
 // Point returns stored point j (a view; do not modify).
-func (r *Rows) Point(j int) []float64 { return r.pts[j*r.d : (j+1)*r.d] }
+func (r *kernelRows) Point(j int) []float64 { return r.pts[j*r.d : (j+1)*r.d] }
 
 // Data returns the first Len() points, row-major (a view; do not modify).
-func (r *Rows) Data() []float64 { return r.pts[:r.m*r.d] }
+func (r *kernelRows) Data() []float64 { return r.pts[:r.m*r.d] }
 
 // Append copies x in as point number Len(). It panics when full.
-func (r *Rows) Append(x []float64) {
+func (r *kernelRows) Append(x []float64) {
 	if r.m == r.cap {
-		panic("learners: Rows.Append on a full set")
+		panic("learners: kernelRows.Append on a full set")
 	}
 	copy(r.pts[r.m*r.d:], x)
 	r.norms[r.m] = dot(x, x)
@@ -179,20 +171,20 @@ func (r *Rows) Append(x []float64) {
 }
 
 // Set overwrites point j with x.
-func (r *Rows) Set(j int, x []float64) {
+func (r *kernelRows) Set(j int, x []float64) {
 	copy(r.pts[j*r.d:(j+1)*r.d], x)
 	r.norms[j] = dot(x, x)
 }
 
 // Remove deletes point j, shifting the later points down by one.
-func (r *Rows) Remove(j int) {
+func (r *kernelRows) Remove(j int) {
 	copy(r.pts[j*r.d:], r.pts[(j+1)*r.d:r.m*r.d])
 	copy(r.norms[j:], r.norms[j+1:r.m])
 	r.m--
 }
 
 // Reset empties the set and loads p points from data (row-major p×d).
-func (r *Rows) Reset(data []float64, p int) {
+func (r *kernelRows) Reset(data []float64, p int) {
 	r.m = 0
 	for j := range p {
 		r.Append(data[j*r.d : (j+1)*r.d])
@@ -201,7 +193,7 @@ func (r *Rows) Reset(data []float64, p int) {
 
 // Row writes k(x, pⱼ) for every stored point into dst[:Len()] and returns
 // that slice. xx must be ‖x‖² (used by rbf only; pass dot(x,x)).
-func (r *Rows) Row(dst, x []float64, xx float64) []float64 {
+func (r *kernelRows) Row(dst, x []float64, xx float64) []float64 {
 	m := r.m
 	dst = dst[:m]
 	if m == 0 {
@@ -239,8 +231,8 @@ func (r *Rows) Row(dst, x []float64, xx float64) []float64 {
 	return dst
 }
 
-// Norm2 returns ‖x‖², the second argument Row expects.
-func Norm2(x []float64) float64 { return dot(x, x) }
+// norm2 returns ‖x‖², the second argument Row expects.
+func norm2(x []float64) float64 { return dot(x, x) }
 
 // Gram writes the n×n kernel matrix of the row-major points x (n×d) into
 // dst (length n·n, row-major, allocated when nil) and returns it.

@@ -168,7 +168,7 @@ type KHA struct {
 	cfg     Config
 	d, k, b int
 	seen    int64
-	rows    *Rows
+	rows    *kernelRows
 
 	full      bool // the memorised set is complete and the Hebbian state valid
 	meanDiag  float64
@@ -218,7 +218,7 @@ func NewKHA(cfg Config) (*KHA, error) {
 	b, k, d := cfg.Budget, cfg.Components, cfg.Dim
 	l := &KHA{
 		cfg: cfg, d: d, k: k, b: b,
-		rows:    NewRows(cfg.Kernel, d, b),
+		rows:    newKernelRows(cfg.Kernel, d, b),
 		chol:    make([]float64, b*b),
 		invDiag: make([]float64, b),
 		a:       make([]float64, b*k),
@@ -578,7 +578,7 @@ func (l *KHA) track(pv float64) float64 {
 // swaps them in only when everything is finite.
 func (l *KHA) step(x []float64, t int64) error {
 	b, k := l.b, l.k
-	kr := l.rows.Row(l.kr, x, Norm2(x))
+	kr := l.rows.Row(l.kr, x, norm2(x))
 	kxx := l.cfg.Kernel.Self(x)
 	s := l.s
 	copy(s, kr)
@@ -789,7 +789,7 @@ func (l *KHA) publish() {
 // project writes the internal-order projection of x into l.y and returns
 // the kernel row (in l.kr).
 func (l *KHA) project(x []float64) []float64 {
-	kr := l.rows.Row(l.kr, x, Norm2(x))
+	kr := l.rows.Row(l.kr, x, norm2(x))
 	for j, kv := range kr {
 		l.v[j] = kv - l.u[j]
 	}

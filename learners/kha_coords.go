@@ -17,7 +17,7 @@ func (l *KHA) Coords(dst, x []float64) ([]float64, error) {
 		clear(dst)
 		return dst[:0], nil
 	}
-	z := l.rows.Row(dst, x, Norm2(x))
+	z := l.rows.Row(dst, x, norm2(x))
 	trsvLower(l.b, l.chol, l.b, z)
 	if !finiteAll(z) {
 		return dst[:0], fmt.Errorf("%w: kha: coordinates are not finite", ErrNumerical)

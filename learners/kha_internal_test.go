@@ -144,7 +144,7 @@ func TestKHASolve(t *testing.T) {
 				for j := range x {
 					x[j] = rng.NormFloat64()
 				}
-				l.rows.Row(r, x, Norm2(x))
+				l.rows.Row(r, x, norm2(x))
 				if trial == 4 {
 					for j := range r {
 						r[j] = rng.NormFloat64()

@@ -9,8 +9,8 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// LanczosOptions tunes LanczosTop. The zero value is the default.
-type LanczosOptions struct {
+// lanczosOptions tunes lanczosTop. The zero value is the default.
+type lanczosOptions struct {
 	// Seed seeds the start vector (and restart vectors), so results are
 	// deterministic.
 	Seed uint64
@@ -22,7 +22,7 @@ type LanczosOptions struct {
 	MaxIter int
 }
 
-// LanczosTop returns the k algebraically largest eigenvalues of the
+// lanczosTop returns the k algebraically largest eigenvalues of the
 // symmetric n×n operator apply (apply(dst, v) writes A·v into dst, both of
 // length n; it must not keep either), descending, and their unit
 // eigenvectors as a row-major n×k matrix (column i belongs to value i).
@@ -35,7 +35,7 @@ type LanczosOptions struct {
 // as the restarts reach them. Cost: one apply and O(n·m) work per step for a
 // Krylov dimension m; memory n·m. An error means bad arguments or no
 // convergence within MaxIter steps.
-func LanczosTop(n, k int, apply func(dst, v []float64), opt LanczosOptions) (vals, vecs []float64, err error) {
+func lanczosTop(n, k int, apply func(dst, v []float64), opt lanczosOptions) (vals, vecs []float64, err error) {
 	if n < 1 || k < 1 || k > n {
 		return nil, nil, fmt.Errorf("learners: lanczos: need 1 ≤ k ≤ n, got n=%d k=%d", n, k)
 	}

@@ -105,26 +105,26 @@ type Window struct {
 	d, k, w, p int
 
 	seen  int64
-	ring  *Rows     // window points by slot; m = ring.Len() ≤ W
-	head  int       // slot of the oldest point once the window is full, else 0
-	gram  []float64 // W×W kernel matrix of the window, slot-indexed, row-major
-	since int       // observations since the last publish
-	rng   uint64    // splitmix64 state for restart vectors
-	block []float64 // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
-	valid int       // rows of block in use, ≤ min(p, m−1)
-	bval  []float64 // p Ritz values that go with the block rows (from the last refresh)
-	img   []float64 // p×W images K·v of the block rows for the current Gram (uncentred), kept exact by Learn
+	ring  *kernelRows // window points by slot; m = ring.Len() ≤ W
+	head  int         // slot of the oldest point once the window is full, else 0
+	gram  []float64   // W×W kernel matrix of the window, slot-indexed, row-major
+	since int         // observations since the last publish
+	rng   uint64      // splitmix64 state for restart vectors
+	block []float64   // p×W iteration basis: the first valid rows are orthonormal and centred over [0, m), zero beyond m
+	valid int         // rows of block in use, ≤ min(p, m−1)
+	bval  []float64   // p Ritz values that go with the block rows (from the last refresh)
+	img   []float64   // p×W images K·v of the block rows for the current Gram (uncentred), kept exact by Learn
 
 	// Published components, frozen at the last refresh.
 	ready    bool
-	pub      *Rows     // the window points at the last refresh; pm = pub.Len()
-	vecs     []float64 // k×W unit eigenvectors of the published K̃ (first pm entries of each row)
-	eig      []float64 // k eigenvalues θ of the published K̃ (Gram convention), descending, ≥ 0
-	coef     []float64 // W×k coefficients (first pm rows)
-	off      []float64 // k offsets
-	pubSum   float64   // 1ᵀK1 of the published window
-	pubTrace float64   // trace(K̃) of the published window
-	resid    float64   // relative residual of the published pairs
+	pub      *kernelRows // the window points at the last refresh; pm = pub.Len()
+	vecs     []float64   // k×W unit eigenvectors of the published K̃ (first pm entries of each row)
+	eig      []float64   // k eigenvalues θ of the published K̃ (Gram convention), descending, ≥ 0
+	coef     []float64   // W×k coefficients (first pm rows)
+	off      []float64   // k offsets
+	pubSum   float64     // 1ᵀK1 of the published window
+	pubTrace float64     // trace(K̃) of the published window
+	resid    float64     // relative residual of the published pairs
 	version  uint64
 
 	// Scratch, never part of the state.
@@ -170,14 +170,14 @@ func NewWindow(cfg Config) (*Window, error) {
 	p := windowBlock(k, w)
 	nw := &Window{
 		cfg: cfg, d: d, k: k, w: w, p: p,
-		ring:    NewRows(cfg.Kernel, d, w),
+		ring:    newKernelRows(cfg.Kernel, d, w),
 		gram:    make([]float64, w*w),
 		rng:     cfg.Seed,
 		block:   make([]float64, p*w),
 		img:     make([]float64, p*w),
 		diff:    make([]float64, w),
 		y:       make([]float64, p*(p+k)),
-		pub:     NewRows(cfg.Kernel, d, w),
+		pub:     newKernelRows(cfg.Kernel, d, w),
 		vecs:    make([]float64, k*w),
 		eig:     make([]float64, k),
 		coef:    make([]float64, w*k),
@@ -269,10 +269,10 @@ func (w *Window) Learn(x []float64) error {
 	}
 	// Kernel row of x against the window (the evicted point still in its
 	// slot), then k(x, x) in that slot. Restore rebuilds the Gram matrix
-	// with the same Rows.Row calls (see gramFromPoints), bit for bit.
+	// with the same kernelRows.Row calls (see gramFromPoints), bit for bit.
 	n := max(m, slot+1)
 	row := w.krow[:n]
-	w.ring.Row(row, x, Norm2(x))
+	w.ring.Row(row, x, norm2(x))
 	row[slot] = w.cfg.Kernel.Self(x)
 	for j, v := range row {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -594,16 +594,50 @@ func (w *Window) augment(src, img []float64, pe, m int) int {
 // then u = (y_V − gCᵀ)·V + g·e with g = y_Z·L⁻¹, and their images
 // (y_V − gCᵀ)·G + g·K̃e: O(W·p·(p+k)) in all.
 func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, error) {
-	W := w.w
+	a := w.newAugBlocks(pe, na, m)
+	w.augInner(&a, src, img)
+	if a.factor() == 0 {
+		return w.rayleighRitz(src, img, pe, pe, m)
+	}
+	a.compact(img, w.w)
+	q := pe + a.nk
+	w.augProject(&a, src, img, q)
+	if err := w.ritzSolve(q, pe); err != nil {
+		return 0, err
+	}
+	w.augVectors(&a, src, img, q)
+	return w.ritzResidual(q, m), nil
+}
+
+// augBlocks holds the small matrices of rayleighRitzAug, views into the
+// window's scratch: pe rows V (src) and na corrections e over the first m
+// slots, of which nk are kept.
+type augBlocks struct {
+	pe, na, nk, m int
+	fresh         [2][2]int // the fresh slot ranges, where e is not constant
+	d             []float64 // the corrections' δ rows (w.s2), stride W
+	cm, ave, rr   []float64 // pe×na, stride na: C = V·eᵀ, AVE = G·eᵀ, R
+	ee, aee, lo   []float64 // na×na: EE = eeᵀ, AEE = e·(K̃e)ᵀ, L (Cholesky of S)
+	gs            []float64 // pe+na: row sums of the images
+	ks            []int     // the kept corrections, in order
+	mu            []float64 // na: the corrections' means
+}
+
+func (w *Window) newAugBlocks(pe, na, m int) augBlocks {
+	sm, o := w.sm, 3*pe*na
+	return augBlocks{pe: pe, na: na, m: m, fresh: w.freshSlots(m), d: w.s2,
+		cm: sm[:pe*na], ave: sm[pe*na : 2*pe*na], rr: sm[2*pe*na : 3*pe*na],
+		ee: sm[o : o+na*na], aee: sm[o+na*na : o+2*na*na], lo: sm[o+2*na*na : o+3*na*na],
+		gs: w.gsum[:pe+na], ks: w.kept[:na], mu: w.avg[:na]}
+}
+
+// augInner computes the inner products of the corrections with V, G and
+// each other on the fresh slots: C = V_F·δᵀ, AVE = G_F·δᵀ − gs·μᵀ,
+// EE = δδᵀ − m·μμᵀ, AEE = δ·(K̃e)_Fᵀ − μ·gsᵀ.
+func (w *Window) augInner(a *augBlocks, src, img []float64) {
+	W, pe, na, m := w.w, a.pe, a.na, a.m
 	fm := float64(m)
-	bl := blas64.Implementation()
-	fresh := w.freshSlots(m)
-	d := w.s2
-	sm := w.sm
-	cm, ave, rr := sm[:pe*na], sm[pe*na:2*pe*na], sm[2*pe*na:3*pe*na] // pe×na, stride na
-	o := 3 * pe * na
-	ee, aee, lo := sm[o:o+na*na], sm[o+na*na:o+2*na*na], sm[o+2*na*na:o+3*na*na] // na×na
-	gs, ks := w.gsum[:pe+na], w.kept[:na]
+	cm, ave, ee, aee, d, gs, mu := a.cm, a.ave, a.ee, a.aee, a.d, a.gs, a.mu
 	for r := range pe + na {
 		var s float64
 		for _, v := range img[r*W : r*W+m] {
@@ -611,22 +645,20 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 		}
 		gs[r] = s // ≈ 0: the images are centred
 	}
-	// C = V_F·δᵀ, AVE = G_F·δᵀ − gs·μᵀ, EE = δδᵀ − m·μμᵀ, AEE = δ·(K̃e)_Fᵀ − μ·gsᵀ.
 	clear(cm)
 	clear(ave)
 	clear(ee)
 	clear(aee)
-	for _, r := range fresh {
-		a, b := r[0], r[1]
-		if b <= a {
+	for _, r := range a.fresh {
+		lo, hi := r[0], r[1]
+		if hi <= lo {
 			continue
 		}
-		serialDgemm(blas.NoTrans, blas.Trans, pe, na, b-a, 1, src[a:], W, d[a:], W, 1, cm, na)
-		serialDgemm(blas.NoTrans, blas.Trans, pe, na, b-a, 1, img[a:], W, d[a:], W, 1, ave, na)
-		serialDgemm(blas.NoTrans, blas.Trans, na, na, b-a, 1, d[a:], W, d[a:], W, 1, ee, na)
-		serialDgemm(blas.NoTrans, blas.Trans, na, na, b-a, 1, d[a:], W, img[pe*W+a:], W, 1, aee, na)
+		serialDgemm(blas.NoTrans, blas.Trans, pe, na, hi-lo, 1, src[lo:], W, d[lo:], W, 1, cm, na)
+		serialDgemm(blas.NoTrans, blas.Trans, pe, na, hi-lo, 1, img[lo:], W, d[lo:], W, 1, ave, na)
+		serialDgemm(blas.NoTrans, blas.Trans, na, na, hi-lo, 1, d[lo:], W, d[lo:], W, 1, ee, na)
+		serialDgemm(blas.NoTrans, blas.Trans, na, na, hi-lo, 1, d[lo:], W, img[pe*W+lo:], W, 1, aee, na)
 	}
-	mu := w.avg[:na]
 	for c := range na {
 		mu[c] = w.normU[c] / fm
 	}
@@ -641,8 +673,13 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 			aee[c*na+c2] -= mu[c] * gs[pe+c2]
 		}
 	}
-	// S = EE − CᵀC, factorised row by row; a row whose remaining norm is
-	// below windowAugMin·‖v + e‖ is dropped.
+}
+
+// factor factorises S = EE − CᵀC = LLᵀ row by row; a row whose remaining
+// norm is below windowAugMin·‖v + e‖ is dropped. It sets and returns nk.
+func (a *augBlocks) factor() int {
+	pe, na := a.pe, a.na
+	cm, ee, lo, ks := a.cm, a.ee, a.lo, a.ks
 	nk := 0
 	for c := range na {
 		before := 1 + 2*cm[c*na+c] + ee[c*na+c] // ‖v + e‖² (v unit, centred)
@@ -672,38 +709,49 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 		ks[nk] = c
 		nk++
 	}
-	if nk == 0 {
-		return w.rayleighRitz(src, img, pe, pe, m)
-	}
-	// Keep the columns of the kept corrections (in order, so in place).
-	for t, c := range ks[:nk] {
+	a.nk = nk
+	return nk
+}
+
+// compact keeps the columns of the kept corrections (in order, so in
+// place) in C, AVE, AEE and the correction images.
+func (a *augBlocks) compact(img []float64, W int) {
+	pe, na, m := a.pe, a.na, a.m
+	kept := a.ks[:a.nk]
+	for t, c := range kept {
 		if t == c {
 			continue
 		}
 		for r := range pe {
-			cm[r*na+t] = cm[r*na+c]
-			ave[r*na+t] = ave[r*na+c]
+			a.cm[r*na+t] = a.cm[r*na+c]
+			a.ave[r*na+t] = a.ave[r*na+c]
 		}
 		copy(img[(pe+t)*W:(pe+t)*W+m], img[(pe+c)*W:(pe+c)*W+m])
 	}
-	for t, c := range ks[:nk] {
-		for t2, c2 := range ks[:nk] {
-			aee[t*na+t2] = aee[c*na+c2]
+	for t, c := range kept {
+		for t2, c2 := range kept {
+			a.aee[t*na+t2] = a.aee[c*na+c2]
 		}
 	}
-	q := pe + nk
+}
+
+// augProject writes the projected q×q matrix into w.t (upper triangle of
+// the correction block, both triangles of AVV): AVV = V·Gᵀ,
+// AVZ = R·L⁻ᵀ with R = AVE − AVV·C, and AZZ = L⁻¹·inner·L⁻ᵀ with
+// inner = AEE − CᵀAVE − AVEᵀC + CᵀAVV·C = AEE − AVEᵀC − CᵀR.
+func (w *Window) augProject(a *augBlocks, src, img []float64, q int) {
+	W, pe, na, nk, m := w.w, a.pe, a.na, a.nk, a.m
+	bl := blas64.Implementation()
+	cm, ave, rr, ee, aee, lo := a.cm, a.ave, a.rr, a.ee, a.aee, a.lo
 	t := w.t[:q*q]
-	// AVV = V·Gᵀ (both triangles: it is also used below).
-	for a := range pe {
-		sa := src[a*W : a*W+m]
-		for b := a; b < pe; b++ {
-			v := bl.Ddot(m, sa, 1, img[b*W:b*W+m], 1)
-			t[a*q+b] = v
-			t[b*q+a] = v
+	for i := range pe {
+		si := src[i*W : i*W+m]
+		for j := i; j < pe; j++ {
+			v := bl.Ddot(m, si, 1, img[j*W:j*W+m], 1)
+			t[i*q+j] = v
+			t[j*q+i] = v
 		}
 	}
-	// R = AVE − AVV·C (pe×nk); inner = AEE − CᵀAVE − AVEᵀC + CᵀAVV·C
-	// = AEE − AVEᵀC − CᵀR.
 	for r := range pe {
 		for c := range nk {
 			s := ave[r*na+c]
@@ -723,7 +771,6 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 			ee[c2*na+c] = s
 		}
 	}
-	// AVZ = R·L⁻ᵀ, AZZ = L⁻¹·inner·L⁻ᵀ.
 	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, pe, nk, 1, lo, na, rr, na)
 	bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, nk, nk, 1, lo, na, ee, na)
 	bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, nk, nk, 1, lo, na, ee, na)
@@ -735,11 +782,16 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 			t[(pe+c)*q+pe+c2] = ee[c*na+c2]
 		}
 	}
-	if err := w.ritzSolve(q, pe); err != nil {
-		return 0, err
-	}
-	// Coefficients: y = [y_V y_Z] (pe×q); g = y_Z·L⁻¹ (into rr, pe×nk);
-	// W_V = y_V − g·Cᵀ (into the first pe columns of y).
+}
+
+// augVectors turns the Ritz coefficients y = [y_V y_Z] (pe×q) into vectors
+// and images: g = y_Z·L⁻¹ (into rr), W_V = y_V − g·Cᵀ (into the first pe
+// columns of y); u = W_V·V + g·e (e = δ on the fresh slots minus μ) into
+// w.u, and s2 = y·[G; K̃e].
+func (w *Window) augVectors(a *augBlocks, src, img []float64, q int) {
+	W, pe, na, nk, m := w.w, a.pe, a.na, a.nk, a.m
+	bl := blas64.Implementation()
+	cm, rr, lo, d, mu := a.cm, a.rr, a.lo, a.d, a.mu
 	y := w.y[:pe*q]
 	for r := range pe {
 		copy(rr[r*na:r*na+nk], y[r*q+pe:r*q+q])
@@ -755,15 +807,14 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 		}
 		copy(y[r*q+pe:r*q+q], rr[r*na:r*na+nk])
 	}
-	// u = W_V·V + g·e (e = δ on the fresh slots minus μ), s2 = y·[G; K̃e].
 	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, pe, 1, y, q, src, W, 0, w.u, W)
 	for r := range pe {
 		ur := w.u[r*W : r*W+m]
 		var shift float64
-		for tt, c := range ks[:nk] {
+		for tt, c := range a.ks[:nk] {
 			g := y[r*q+pe+tt]
 			shift += g * mu[c]
-			for _, f := range fresh {
+			for _, f := range a.fresh {
 				bl.Daxpy(f[1]-f[0], g, d[c*W+f[0]:c*W+f[1]], 1, ur[f[0]:f[1]], 1)
 			}
 		}
@@ -772,7 +823,6 @@ func (w *Window) rayleighRitzAug(src, img []float64, pe, na, m int) (float64, er
 		}
 	}
 	serialDgemm(blas.NoTrans, blas.NoTrans, pe, m, q, 1, y, q, img, W, 0, w.s2, W)
-	return w.ritzResidual(q, m), nil
 }
 
 // rayleighRitz computes the Ritz pairs of the q orthonormal rows of src
@@ -897,30 +947,8 @@ func (w *Window) randomRow(b []float64, c, m int) bool {
 	return false
 }
 
-// uniform returns a value in [−1, 1) from the splitmix64 generator.
-func (w *Window) uniform() float64 {
-	w.rng += 0x9e3779b97f4a7c15
-	z := w.rng
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<52) - 1
-}
-
-// centre subtracts the mean from v.
-func centre(v []float64) {
-	if len(v) == 0 {
-		return
-	}
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	s /= float64(len(v))
-	for i := range v {
-		v[i] -= s
-	}
-}
+// uniform returns a value in [−1, 1) from the window's generator.
+func (w *Window) uniform() float64 { return splitmixUniform(&w.rng) }
 
 // oldSlots returns the window slots written before the last publish (at
 // least w.since observations ago) as up to two ranges [a, b) (empty ranges
@@ -1087,7 +1115,7 @@ func (w *Window) Transform(dst, x []float64) ([]float64, error) {
 // against the published points.
 func (w *Window) project(dst, x []float64) []float64 {
 	pm := w.pub.Len()
-	row := w.pub.Row(w.krow, x, Norm2(x))
+	row := w.pub.Row(w.krow, x, norm2(x))
 	blas64.Implementation().Dgemv(blas.Trans, pm, w.k, 1, w.coef, w.k, row, 1, 0, dst, 1)
 	for i, o := range w.off {
 		dst[i] -= o
@@ -1202,23 +1230,6 @@ func (w *Window) State() *State {
 	s.putMatrix("coefficients", pm, k, w.coef)
 	s.putMatrix("offsets", 1, k, w.off)
 	return s
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// packRows returns the first cols entries of the first rows rows of a
-// (row stride ld), packed.
-func packRows(a []float64, rows, cols, ld int) []float64 {
-	out := make([]float64, rows*cols)
-	for r := range rows {
-		copy(out[r*cols:(r+1)*cols], a[r*ld:r*ld+cols])
-	}
-	return out
 }
 
 // Restore replaces the state with s after checking it: header and config,
@@ -1391,7 +1402,7 @@ func (w *Window) gramFromPoints() error {
 			view.m = s
 		}
 		x := w.ring.Point(s)
-		row := view.Row(w.krow, x, Norm2(x))
+		row := view.Row(w.krow, x, norm2(x))
 		for i := range idx {
 			j := (start + i) % W
 			v := row[j]

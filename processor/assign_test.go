@@ -136,19 +136,23 @@ func TestDecide(t *testing.T) {
 // TestFence checks the fence's clock: ok within lease_ttl/2 of the last
 // renewal sent, not after, and never after a revoke.
 func TestFence(t *testing.T) {
-	f := newFence(40*time.Millisecond, time.Now())
+	// lease_ttl is wide so that a loaded machine cannot push the checks
+	// across ttl/2; each check is judged against the time actually elapsed.
+	const ttl = 800 * time.Millisecond
+	f := newFence(ttl, time.Now())
 	if !f.ok() {
 		t.Fatal("a fresh fence is not ok")
 	}
 	time.Sleep(10 * time.Millisecond)
-	f.renewed(time.Now())
-	time.Sleep(12 * time.Millisecond)
-	if !f.ok() {
-		t.Fatal("fence not ok 12ms after a renewal with lease_ttl 40ms")
+	renewed := time.Now()
+	f.renewed(renewed)
+	time.Sleep(20 * time.Millisecond)
+	if ok, since := f.ok(), time.Since(renewed); !ok && since < ttl/2 {
+		t.Fatalf("fence not ok %v after a renewal with lease_ttl %v", since, ttl)
 	}
-	time.Sleep(15 * time.Millisecond)
+	time.Sleep(ttl/2 - time.Since(renewed) + 20*time.Millisecond)
 	if f.ok() {
-		t.Fatal("fence ok 27ms after the last renewal with lease_ttl 40ms")
+		t.Fatalf("fence ok %v after the last renewal with lease_ttl %v", time.Since(renewed), ttl)
 	}
 	f.renewed(time.Now()) // a late renewal does not bring it back
 	if f.ok() {

@@ -37,7 +37,7 @@ type ClassifierConfig struct {
 	// labelled observation; 0 means 1 (none).
 	Forget float64 `yaml:"forget"`
 	// Window is the number of labelled predictions of a key over which
-	// kpca_classifier_accuracy is computed. Default 1000.
+	// kpcastream_classifier_accuracy is computed. Default 1000.
 	Window int `yaml:"window"`
 }
 
@@ -149,11 +149,11 @@ func (c *classes) of(y codec.Scalar) (int, error) {
 type stage struct {
 	cfg     ClassifierConfig
 	classes *classes
-	labels  []prometheus.Counter // kpca_classifier_labels_total by class
-	hits    []prometheus.Counter // kpca_classifier_predictions_total by predicted class, result correct
+	labels  []prometheus.Counter // kpcastream_classifier_labels_total by class
+	hits    []prometheus.Counter // kpcastream_classifier_predictions_total by predicted class, result correct
 	misses  []prometheus.Counter // … result wrong
 	blind   []prometheus.Counter // … result unlabelled
-	acc     prometheus.Gauge     // kpca_classifier_accuracy
+	acc     prometheus.Gauge     // kpcastream_classifier_accuracy
 }
 
 // newStage returns the stage of a pipeline, or nil without a classifier.

@@ -52,6 +52,10 @@ func classify(err error) (action, string) {
 	// First: a corrupt snapshot wraps the codec error that found it.
 	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, learners.ErrState), errors.Is(err, errIncompatible):
 		return actNak, "corrupt_snapshot"
+	case errors.Is(err, codec.ErrTooManyValues), errors.Is(err, learners.ErrDimension):
+		// More values than the pipeline's dimension is a wrong dimension,
+		// not a large payload (the decoder stops counting at d + 1).
+		return actTerm, "dimension"
 	case errors.Is(err, codec.ErrTooLarge):
 		return actTerm, "too_large"
 	case errors.Is(err, codec.ErrVersion):

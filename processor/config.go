@@ -36,6 +36,15 @@ const (
 	SingleKey = "_"
 )
 
+// DefaultDeadLetterStream is the name template of a pipeline's dead-letter
+// stream; DefaultDeadLetterMaxAge and DefaultDeadLetterMaxBytes are its
+// limits.
+const (
+	DefaultDeadLetterStream   = "KPCA_DLQ_{pipeline}"
+	DefaultDeadLetterMaxAge   = 7 * 24 * time.Hour
+	DefaultDeadLetterMaxBytes = 1 << 30
+)
+
 // Config configures a Processor. The zero value of an optional field means
 // "use the default" named in its comment.
 type Config struct {
@@ -94,6 +103,8 @@ type PipelineConfig struct {
 	// DeadLetter is the subject template of rejected inputs ({pipeline} and
 	// {key} are replaced). Default "kpca.dlq.{pipeline}".
 	DeadLetter string `yaml:"dead_letter"`
+	// DeadLetters is the stream that stores the dead letters.
+	DeadLetters DeadLetterConfig `yaml:"dead_letters"`
 	// Snapshot is the snapshot policy.
 	Snapshot SnapshotPolicy `yaml:"snapshot"`
 	// MaxKeys bounds the live learners of the pipeline; the least recently
@@ -172,6 +183,35 @@ type OutputConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 	// Duplicates is the deduplication window of a created output stream. Default 2m.
 	Duplicates time.Duration `yaml:"duplicates"`
+}
+
+// DeadLetterConfig is the JetStream stream that stores a pipeline's dead
+// letters (the subjects of PipelineConfig.DeadLetter with {key} as '*').
+// By default it is created when no stream captures those subjects yet,
+// so a rejected message can be listed and re-published later
+// ("kpcastream dlq"). Dead letters are published with JetStream whenever
+// some stream captures them.
+type DeadLetterConfig struct {
+	// Stream names the stream; {pipeline} is replaced. Default
+	// "KPCA_DLQ_{pipeline}".
+	Stream string `yaml:"stream"`
+	// CreateStream creates Stream unless a stream of that name exists or
+	// another stream already captures the dead-letter subjects. Default
+	// true; false stores dead letters only in a stream you create.
+	CreateStream *bool `yaml:"create_stream"`
+	// Replicas is the replica count (1..5) of a created stream. Default 1.
+	Replicas int `yaml:"replicas"`
+	// MaxAge is how long a created stream keeps a dead letter. Default
+	// 168h (7 days); a negative value keeps them until MaxBytes.
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytes is the size limit (bytes) of a created stream, oldest dead
+	// letters discarded first. Default 1 GiB; a negative value: no limit.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// StreamName returns the dead-letter stream's name for pipeline.
+func (d DeadLetterConfig) StreamName(pipeline string) string {
+	return strings.ReplaceAll(d.Stream, "{pipeline}", pipeline)
 }
 
 // SnapshotPolicy says when a key's learner is snapshotted. A snapshot is
@@ -268,6 +308,22 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	if p.DeadLetter == "" {
 		p.DeadLetter = DefaultDeadLetter
+	}
+	if p.DeadLetters.Stream == "" {
+		p.DeadLetters.Stream = DefaultDeadLetterStream
+	}
+	if p.DeadLetters.CreateStream == nil {
+		t := true
+		p.DeadLetters.CreateStream = &t
+	}
+	if p.DeadLetters.Replicas == 0 {
+		p.DeadLetters.Replicas = 1
+	}
+	if p.DeadLetters.MaxAge == 0 {
+		p.DeadLetters.MaxAge = DefaultDeadLetterMaxAge
+	}
+	if p.DeadLetters.MaxBytes == 0 {
+		p.DeadLetters.MaxBytes = DefaultDeadLetterMaxBytes
 	}
 	if p.Snapshot.EveryMessages == 0 {
 		p.Snapshot.EveryMessages = DefaultEveryMessages
@@ -439,6 +495,12 @@ func (p PipelineConfig) validate(path string) []error {
 	}
 	if !validTemplate(p.DeadLetter) {
 		bad("dead_letter", "invalid subject template %q", p.DeadLetter)
+	}
+	if n := p.DeadLetters.StreamName(p.Name); !nameRE.MatchString(n) {
+		bad("dead_letters.stream", "must match %s once {pipeline} is replaced, got %q", nameRE, n)
+	}
+	if r := p.DeadLetters.Replicas; r < 1 || r > 5 {
+		bad("dead_letters.replicas", "must be in [1, 5], got %d", r)
 	}
 	switch p.Snapshot.OnCorrupt {
 	case OnCorruptFail, OnCorruptReset:

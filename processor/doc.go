@@ -51,10 +51,15 @@
 //
 // classify sorts errors: bad input (codec ErrMalformed/ErrTooLarge/
 // ErrVersion, learners ErrDimension/ErrNonFinite/ErrNumerical, a label
-// that is no class, a recovered panic) is published to the dead-letter subject with headers
-// Kpcastream-Error (reason), Kpcastream-Error-Detail, Kpcastream-Subject
-// and Kpcastream-Stream-Seq and the original payload, then terminated; the
-// learner is untouched (ErrNumerical within a batch keeps the observations
+// that is no class of the classifier stage, a recovered panic) is published to the dead-letter subject with headers
+// Kpcastream-Error (reason; codec ErrTooManyValues is "dimension", not
+// "too_large"), Kpcastream-Error-Detail, Kpcastream-Pipeline,
+// Kpcastream-Key, Kpcastream-Subject, Kpcastream-Input-Subject and
+// Kpcastream-Stream-Seq and the original payload — with JetStream, into the
+// dead-letter stream that setup found or created (DeadLetterConfig), when
+// one captures the subject — then terminated; the warn lines about dead
+// letters are aggregated per worker (deadLetterLog); the learner is
+// untouched (ErrNumerical within a batch keeps the observations
 // learned before it, as a replay would). Transient failures are nak'ed
 // with input.nak_delay. A failed output publish keeps the message's
 // outputs on its key and naks it: the key publishes them before it applies

@@ -55,6 +55,7 @@ func TestDeadLetters(t *testing.T) {
 	}{
 		{"undecodable", "malformed", []byte("{not json")},
 		{"wrong dimension", "dimension", []byte(`{"x":[1,2]}`)},
+		{"one value too many", "dimension", []byte(`{"x":[1,2,3,4]}`)},
 		{"nan", "non_finite", nan},
 		{"oversized batch", "too_large", []byte(`{"batch":[[1,2,3],[1,2,3],[1,2,3],[1,2,3],[1,2,3]]}`)},
 		{"panic", "panic", []byte(fmt.Sprintf(`{"x":[%v,1,1]}`, panicValue))},
@@ -92,8 +93,33 @@ func TestDeadLetters(t *testing.T) {
 	if d := after.DeadLettered - before.DeadLettered; d != int64(len(bad)) {
 		t.Errorf("dead-lettered: got %d, want %d", d, len(bad))
 	}
-	if got := metricValue(t, r.p.met.deadLetters.WithLabelValues(pc.Name, "dimension")); got != 1 {
-		t.Errorf("kpca_dead_letters_total{reason=dimension}: got %v, want 1", got)
+	if got := metricValue(t, r.p.met.deadLetters.WithLabelValues(pc.Name, "dimension")); got != 2 {
+		t.Errorf("kpcastream_dead_letters_total{reason=dimension}: got %v, want 2", got)
+	}
+	// Stored by default, in the pipeline's dead-letter stream, each with
+	// its reason, pipeline, key and input subject.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dst, err := e.js.Stream(ctx, "KPCA_DLQ_dlq")
+	if err != nil {
+		t.Fatalf("dead-letter stream: %v", err)
+	}
+	info, err := dst.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(len(bad)) || info.Config.MaxAge != DefaultDeadLetterMaxAge || info.Config.MaxBytes != DefaultDeadLetterMaxBytes {
+		t.Errorf("dead-letter stream: %d messages (want %d), max_age %v, max_bytes %d", info.State.Msgs, len(bad), info.Config.MaxAge, info.Config.MaxBytes)
+	}
+	for i, b := range bad {
+		sm, err := dst.GetMsg(ctx, info.State.FirstSeq+uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sm.Header.Get(HeaderError) != b.reason || sm.Header.Get(HeaderPipeline) != pc.Name || sm.Header.Get(HeaderKey) != "s1" ||
+			sm.Header.Get(HeaderInputSubject) != subj || string(sm.Data) != string(b.data) {
+			t.Errorf("stored dead letter %d (%s): headers %v, payload %q", i, b.name, sm.Header, sm.Data)
+		}
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -200,7 +226,7 @@ func TestMaxKeys(t *testing.T) {
 		t.Errorf("live learners peaked at %d, want 1..%d", peak, pc.MaxKeys)
 	}
 	if got := metricValue(t, r.p.met.activeLearners.WithLabelValues(pc.Name)); got > float64(pc.MaxKeys) {
-		t.Errorf("kpca_active_learners: got %v, want ≤ %d", got, pc.MaxKeys)
+		t.Errorf("kpcastream_active_learners: got %v, want ≤ %d", got, pc.MaxKeys)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -230,12 +256,30 @@ func TestCorruptSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc := pipelineConfig("bad")
+	pc.Snapshot.EveryMessages = 1
 	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}})
 	e.publish(t, "in.bad.c", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
 	waitFor(t, 5*time.Second, "refusal", func() bool { return r.stats(pc.Name).Naks >= 2 })
 	if n := r.stats(pc.Name).Learners; n != 0 {
 		t.Errorf("a learner was loaded for a corrupt snapshot (%d live)", n)
 	}
+	// The reset request is the fix the refusal names: it does not decode
+	// the corrupt snapshot, replaces it by compare-and-set (fenced), and the
+	// key's held message is then applied to the fresh learner.
+	k2, _ := snapshot.EncodeKey(snapshot.JoinKey("bad", "d"))
+	if _, err := kv.Put(ctx, k2, []byte("KPCS garbage")); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, "in.bad.d", encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
+	naks := r.stats(pc.Name).Naks
+	waitFor(t, 5*time.Second, "refusal of d", func() bool { return r.stats(pc.Name).Naks >= naks+1 })
+	if err := r.p.Reset(ctx, pc.Name, "d"); err != nil {
+		t.Fatalf("reset of a key with a corrupt snapshot: %v", err)
+	}
+	waitFor(t, 5*time.Second, "d applied after the reset", func() bool {
+		st, _, err := e.store.Load(ctx, snapshot.JoinKey("bad", "d"))
+		return err == nil && st.State.Seen == 1
+	})
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -349,8 +393,8 @@ func TestOperations(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `kpca_messages_total{pipeline="ops",result="ok"} 3`) ||
-		!strings.Contains(body, "kpca_learn_duration_seconds_bucket") || !strings.Contains(body, "kpca_active_learners") {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `kpcastream_messages_total{pipeline="ops",result="ok"} 3`) ||
+		!strings.Contains(body, "kpcastream_learn_duration_seconds_bucket") || !strings.Contains(body, "kpcastream_active_learners") {
 		t.Errorf("/metrics: %d\n%s", code, body)
 	}
 	if code, _ := get("/healthz"); code != 200 {

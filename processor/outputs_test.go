@@ -27,7 +27,7 @@ func TestOutputsReuse(t *testing.T) {
 		},
 		idx: []int{0, 1},
 	}
-	msgs, err := w.outputs(e, codec.Msgpack)
+	msgs, err := w.outputs(e, codec.Msgpack, 7e9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestOutputsReuse(t *testing.T) {
 	w.obs = obsOf([]float64{3})
 	w.res.outs = []codec.Output{{ID: "c", Key: "k1", Seq: 10, TS: 3.5, Z: []float64{5, 6}, T2: 2, Explained: 0.7}}
 	w.res.idx = []int{0}
-	again, err := w.outputs(e, codec.JSON)
+	again, err := w.outputs(e, codec.JSON, 7e9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,4 +75,13 @@ func TestOutputsReuse(t *testing.T) {
 		t.Error("a kept message's payload changed with the next outputs call")
 	}
 	check(kept, codec.Msgpack, []string{"p/k1/9/0", "p/k1/9/1"}, first)
+
+	// An observation without id and ts: the output carries its message id
+	// and the input message's time.
+	w.res.outs = []codec.Output{{Key: "k1", Seq: 11, Z: []float64{5, 6}}}
+	stamped, err := w.outputs(e, codec.JSON, 1_715_000_000_250_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(stamped, codec.JSON, []string{"p/k1/11"}, []codec.Output{{ID: "p/k1/11", Key: "k1", Seq: 11, TS: 1715000000.25, Z: []float64{5, 6}}})
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kpcastream/kpcastream/internal/jsack"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -229,7 +230,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 	pt.startWorkers(g, gctx)
 	h := func(m *nats.Msg) {
 		seq := pt.pipe.coreSeq.Add(1)
-		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq})
+		pt.dispatch(gctx, inMsg{subject: m.Subject, data: m.Data, header: m.Header, seq: seq, tm: time.Now().UnixNano()})
 	}
 	var err error
 	if pc.Input.QueueGroup != "" {
@@ -389,7 +390,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
 	pl := pt.pipe
 	pt.cc, err = cons.Consume(func(m jetstream.Msg) {
-		d, ok := parseDelivery(m.Reply())
+		d, ok := jsack.Parse(m.Reply())
 		if !ok {
 			md, err := m.Metadata()
 			if err != nil {
@@ -397,21 +398,21 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 				_ = m.Term()
 				return
 			}
-			d = delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending}
+			d = jsack.Delivery{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer, Pending: md.NumPending, Time: md.Timestamp.UnixNano()}
 		}
-		pt.pending.Store(d.pending)
+		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
-		if cs := d.consumer; cs > lastCons {
-			if next := pt.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.stream > next && next > 1 {
+		if cs := d.Consumer; cs > lastCons {
+			if next := pt.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.Stream > next && next > 1 {
 				// Deliveries lastCons+1..cs-1 never arrived (lost with a
 				// connection); they come back after ack_wait. Their keys
 				// must wait for them, and the checkpoint must not pass them.
-				pt.findMissing(gctx, stream, next, d.stream)
+				pt.findMissing(gctx, stream, next, d.Stream)
 			}
 			lastCons = cs
 		}
-		pt.track.deliver(d.stream)
-		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.stream, js: m})
+		pt.track.deliver(d.Stream)
+		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			pt.log.Warn("consume", zap.Error(err))

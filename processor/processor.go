@@ -73,6 +73,7 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	cls    *stage         // the classifier stage, nil without one
 	outJS  bool
+	dlJS   bool // some stream captures the dead letters: publish them with JetStream
 	// parts are the partitions this instance runs, by number (nil: not
 	// here). A core NATS input has one, always here.
 	parts []atomic.Pointer[partition]
@@ -95,7 +96,7 @@ func (pl *pipeline) pendingSum() uint64 {
 }
 
 // minCheckpoint is the lowest checkpoint of the partitions run here (the
-// kpca_checkpoint_sequence gauge): a restart of all of them replays from it.
+// kpcastream_checkpoint_sequence gauge): a restart of all of them replays from it.
 func (pl *pipeline) minCheckpoint() uint64 {
 	var low uint64
 	for i := range pl.parts {
@@ -165,7 +166,11 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 	}
 	p.met = met
 	for i, pc := range cfg.Pipelines {
-		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: met.forPipeline(pc.Name)}
+		pm, err := met.forPipeline(pc.Name, pc.Learner.WithDefaults().Budget)
+		if err != nil {
+			return nil, fmt.Errorf("processor: metrics of pipeline %s: %w", pc.Name, err)
+		}
+		pl := &pipeline{cfg: pc, idx: i, limits: codec.Limits{MaxBatch: pc.MaxBatch, MaxDim: pc.Learner.Dim}, met: pm}
 		if pc.Output.Encoding != "" {
 			if pl.outEnc, err = codec.ParseEncoding(pc.Output.Encoding); err != nil {
 				return nil, err
@@ -338,9 +343,66 @@ func (p *Processor) setup(ctx context.Context) error {
 			}
 			pl.outJS = name != ""
 		}
+		if err := p.setupDeadLetters(ctx, pl); err != nil {
+			return err
+		}
 		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
 			zap.String("stream", pc.Input.Stream), zap.Int("partitions", pc.Partitions), zap.String("output", pc.Output.Subject),
-			zap.Bool("output_jetstream", pl.outJS))
+			zap.Bool("output_jetstream", pl.outJS), zap.Bool("dead_letters_jetstream", pl.dlJS))
+	}
+	return nil
+}
+
+// setupDeadLetters finds the stream that captures pl's dead letters, or
+// creates one (dead_letters.create_stream, the default) when none does.
+func (p *Processor) setupDeadLetters(ctx context.Context, pl *pipeline) error {
+	pc := pl.cfg
+	wild := expand(pc.DeadLetter, pc.Name, "*")
+	if !validSubject(wild, true) {
+		return nil
+	}
+	find := func() (string, error) {
+		var name string
+		err := p.retry(ctx, "find dead-letter stream", func(ctx context.Context) (err error) {
+			name, err = p.js.StreamNameBySubject(ctx, wild)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				name = ""
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			st, err := p.js.Stream(ctx, name)
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
+				name = ""
+			}
+			return nil
+		})
+		return name, err
+	}
+	name, err := find()
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
+	}
+	if name == "" && pc.DeadLetters.CreateStream != nil && *pc.DeadLetters.CreateStream {
+		sc := jetstream.StreamConfig{Name: pc.DeadLetters.StreamName(pc.Name), Subjects: []string{wild},
+			Description: "kpcastream dead letters of pipeline " + pc.Name,
+			Replicas:    pc.DeadLetters.Replicas, MaxAge: max(pc.DeadLetters.MaxAge, 0), MaxBytes: limitBytes(max(pc.DeadLetters.MaxBytes, 0)),
+			Discard: jetstream.DiscardOld}
+		if err := p.retry(ctx, "create dead-letter stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
+			return fmt.Errorf("processor: pipeline %s: dead-letter stream %s on %s: %w (set dead_letters.create_stream: false, or create a stream that captures %s)",
+				pc.Name, sc.Name, wild, err, wild)
+		}
+		if name, err = find(); err != nil {
+			return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
+		}
+	}
+	pl.dlJS = name != ""
+	if !pl.dlJS {
+		p.log.Warn("dead letters are not stored: no stream captures them", zap.String("pipeline", pc.Name), zap.String("subject", wild))
 	}
 	return nil
 }

@@ -417,7 +417,9 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 		}
 	default:
-		e, err := w.entryOf(ctx, c.pipe, c.key, false) // requests never create learners
+		// Requests never create learners; a reset does not need to decode
+		// the key's snapshot (it may be corrupt: the reset is the fix).
+		e, err := w.entryFor(ctx, c.pipe, c.key, false, c.op == "reset")
 		if err != nil {
 			r.err = err
 			break

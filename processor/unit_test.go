@@ -6,6 +6,10 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
@@ -199,5 +203,41 @@ func TestSubjectCovers(t *testing.T) {
 		if got := subjectCovers(tc.filter, tc.subj); got != tc.want {
 			t.Errorf("subjectCovers(%q, %q) = %v, want %v", tc.filter, tc.subj, got, tc.want)
 		}
+	}
+}
+
+// TestDeadLetterLog: a flood of dead letters writes the first one at once
+// and then one line per interval with the count by reason, not one line
+// per message.
+func TestDeadLetterLog(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	log := zap.New(core)
+	var d deadLetterLog
+	t0 := time.Unix(1000, 0)
+	for i := range 2000 {
+		reason := "too_large"
+		if i%4 == 0 {
+			reason = "dimension"
+		}
+		d.add(log, t0.Add(time.Duration(i)*time.Millisecond), "k", "s", uint64(i), reason, errors.New("bad"))
+		d.flush(log, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if n := logs.Len(); n != 1 {
+		t.Fatalf("%d lines during the flood (2 s), want 1", n)
+	}
+	d.flush(log, t0.Add(deadLetterLogEvery+time.Millisecond))
+	d.flush(log, t0.Add(deadLetterLogEvery+2*time.Millisecond))
+	all := logs.All()
+	if len(all) != 2 {
+		t.Fatalf("%d lines after the interval, want 2", len(all))
+	}
+	m := all[1].ContextMap()
+	if m["count"] != int64(1999) || fmt.Sprint(m["by_reason"]) != "map[dimension:499 too_large:1500]" {
+		t.Errorf("summary line %v", m)
+	}
+	// The next dead letter after a quiet interval is logged at once.
+	d.add(log, t0.Add(3*deadLetterLogEvery), "k", "s", 1, "malformed", errors.New("bad"))
+	if logs.Len() != 3 {
+		t.Errorf("%d lines, want 3", logs.Len())
 	}
 }

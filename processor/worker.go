@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,14 @@ const (
 	HeaderErrorDetail = "Kpcastream-Error-Detail"
 	HeaderSubject     = "Kpcastream-Subject"
 	HeaderStreamSeq   = "Kpcastream-Stream-Seq"
-	HeaderContentType = "Content-Type"
+	// HeaderPipeline and HeaderKey name the pipeline and key of a dead
+	// letter; HeaderInputSubject is the subject the message was published
+	// to (HeaderSubject without the partition token a partitioned input
+	// stream appends), where "kpcastream dlq republish" sends it back.
+	HeaderPipeline     = "Kpcastream-Pipeline"
+	HeaderKey          = "Kpcastream-Key"
+	HeaderInputSubject = "Kpcastream-Input-Subject"
+	HeaderContentType  = "Content-Type"
 )
 
 // inMsg is an input message, from JetStream (js set) or core NATS.
@@ -36,6 +44,10 @@ type inMsg struct {
 	header  nats.Header
 	seq     uint64        // stream sequence (core: a process-local counter)
 	js      jetstream.Msg // nil for core NATS
+	// tm is the message's time, ns since the epoch: its stream timestamp
+	// (the same on every redelivery and replay), or for core NATS the time
+	// it was received. It stamps the outputs of observations without ts.
+	tm int64
 }
 
 // item is what a worker receives: a message (msg.pipe set), a control
@@ -80,6 +92,10 @@ type entry struct {
 	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
 	subject string      // output subject of the key (expanded on first use)
 	advice  string      // budget advice of the last message (Summary.BudgetAdvice)
+	// explained is the explained variance ratio of the last projection and
+	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
+	explained float64
+	evBand    int8
 }
 
 // snapJob is a snapshot handed from a worker to its snapshotter.
@@ -116,6 +132,7 @@ type worker struct {
 	res     applied
 	eig     []float64
 	out     []*nats.Msg // reused by outputs
+	dlLog   deadLetterLog
 }
 
 func newWorker(pt *partition, id, quota int) *worker {
@@ -231,7 +248,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	if n := len(w.res.outs); n > 0 {
-		msgs, err := w.outputs(e, enc)
+		msgs, err := w.outputs(e, enc, m.tm)
 		if err != nil {
 			return w.fail(ctx, m, err)
 		}
@@ -244,7 +261,10 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			return w.fail(ctx, m, err)
 		}
 		w.sent(e, n)
-		pl.met.explained.Set(w.res.outs[n-1].Explained)
+		w.setExplained(e, w.res.outs[n-1].Explained)
+		for i := range w.res.outs {
+			pl.met.t2.Observe(w.res.outs[i].T2)
+		}
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
@@ -282,6 +302,14 @@ func (w *worker) applied(e *entry, seq uint64) {
 	w.setAdvice(e, sum.BudgetAdvice)
 }
 
+// setExplained records v as e's explained variance ratio in the pipeline's
+// explained-variance series.
+func (w *worker) setExplained(e *entry, v float64) {
+	band := explainedBand(v)
+	e.pipe.met.setExplained(e.evBand-1, e.explained, band, v)
+	e.explained, e.evBand = v, band+1
+}
+
 // setAdvice moves e between the budget-advice counts ("" leaves them).
 func (w *worker) setAdvice(e *entry, advice string) {
 	if advice == e.advice {
@@ -304,7 +332,12 @@ func (w *worker) setAdvice(e *entry, advice string) {
 // reused by its next call: publish copies them into the connection's
 // buffer before it returns (a synchronous JetStream or core publish), and
 // whatever must outlive the call (e.unsent) is cloned with keepMsgs.
-func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
+//
+// An observation without ts gets the input message's time (tm: its stream
+// timestamp, so a replay stamps the same value), one without id the
+// output's message id "<pipeline>/<key>/<seq>[/<i>]", so no output carries
+// ts 0 or an empty id.
+func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, error) {
 	pc := e.pipe.cfg
 	if e.subject == "" {
 		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
@@ -318,13 +351,20 @@ func (w *worker) outputs(e *entry, enc codec.Encoding) ([]*nats.Msg, error) {
 	batch := len(w.obs) > 1
 	for i := range w.res.outs {
 		m := msgs[i]
-		data, err := codec.EncodeOutput(m.Data[:0], enc, &w.res.outs[i])
-		if err != nil {
-			return nil, err
-		}
-		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(w.res.outs[i].Seq, 10)
+		out := &w.res.outs[i]
+		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(out.Seq, 10)
 		if batch {
 			id += "/" + strconv.Itoa(w.res.idx[i])
+		}
+		if out.TS == 0 && tm > 0 {
+			out.TS = float64(tm/1e9) + float64(tm%1e9)/1e9 // whole seconds first: exact to the µs
+		}
+		if out.ID == "" {
+			out.ID = id
+		}
+		data, err := codec.EncodeOutput(m.Data[:0], enc, out)
+		if err != nil {
+			return nil, err
 		}
 		m.Subject, m.Reply, m.Data = e.subject, "", data
 		m.Header[jetstream.MsgIDHeader][0] = id
@@ -483,12 +523,15 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 	return nil
 }
 
-// reject dead-letters m with the reason of err and terminates it.
+// reject dead-letters m with the reason of err and terminates it. The
+// dead letter is published with JetStream when a stream stores the
+// dead-letter subject (retried like an output, deduplicated by the input
+// sequence), else with core NATS; a failure to publish it is logged and
+// the input is terminated all the same.
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
-	w.log.Warn("dead-lettered", zap.String("pipeline", pc.Name), zap.String("key", m.key), zap.String("subject", m.subject),
-		zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
+	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
 	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
 	dl.Data = m.data
 	for k, v := range m.header {
@@ -499,9 +542,21 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	dl.Header.Set(HeaderError, reason)
 	dl.Header.Set(HeaderErrorDetail, err.Error())
 	dl.Header.Set(HeaderSubject, m.subject)
+	dl.Header.Set(HeaderInputSubject, inputSubject(m.subject, pc.Partitions))
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
-	if perr := w.p.conn.PublishMsg(dl); perr != nil {
-		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Error(perr))
+	dl.Header.Set(HeaderPipeline, pc.Name)
+	dl.Header.Set(HeaderKey, m.key)
+	var perr error
+	if m.pipe.dlJS {
+		if m.js != nil {
+			dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
+		}
+		perr = w.publishJS(ctx, dl)
+	} else {
+		perr = w.p.conn.PublishMsg(dl)
+	}
+	if perr != nil {
+		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
 	}
 	w.core.settled(m.key, m.seq)
 	if m.js != nil {
@@ -515,6 +570,63 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	w.p.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
 }
 
+// inputSubject is the subject a message stored as subject was published
+// to: a partitioned input stream appends the partition as a last token.
+func inputSubject(subject string, partitions int) string {
+	if partitions > 1 {
+		if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+			return subject[:i]
+		}
+	}
+	return subject
+}
+
+// deadLetterLogEvery is the shortest interval between two warn lines
+// about dead letters of one worker.
+var deadLetterLogEvery = 10 * time.Second
+
+// deadLetterLog keeps a flood of dead letters from writing one warn line
+// per message: the first dead letter is logged with its details at once,
+// the next ones within deadLetterLogEvery are counted by reason, and the
+// count is logged (with the last one's details) when the interval is over
+// — by the next dead letter or by the worker's tick.
+type deadLetterLog struct {
+	last     time.Time
+	n        int
+	byReason map[string]int
+	sample   []zap.Field
+}
+
+func (d *deadLetterLog) add(log *zap.Logger, now time.Time, key, subject string, seq uint64, reason string, err error) {
+	fields := []zap.Field{zap.String("key", key), zap.String("subject", subject),
+		zap.Uint64("seq", seq), zap.String("reason", reason), zap.Error(err)}
+	if !d.last.IsZero() && now.Sub(d.last) < deadLetterLogEvery {
+		d.n++
+		if d.byReason == nil {
+			d.byReason = map[string]int{}
+		}
+		d.byReason[reason]++
+		d.sample = fields
+		return
+	}
+	if d.n > 0 {
+		fields = append(fields, zap.Int("suppressed", d.n), zap.Any("suppressed_by_reason", d.byReason))
+	}
+	log.Warn("dead-lettered", fields...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
+}
+
+// flush logs the dead letters counted since the last line, once the
+// interval is over.
+func (d *deadLetterLog) flush(log *zap.Logger, now time.Time) {
+	if d.n == 0 || now.Sub(d.last) < deadLetterLogEvery {
+		return
+	}
+	log.Warn("dead-lettered (more)", append(d.sample, zap.Int("count", d.n), zap.Any("by_reason", d.byReason),
+		zap.Duration("within", now.Sub(d.last)))...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
+}
+
 // entry returns the loaded learner of key, loading its snapshot (or
 // creating a fresh learner) on first use and unloading the least recently
 // used learner when the worker's quota is full.
@@ -526,6 +638,16 @@ func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, e
 // nor a snapshot gives errNoKey instead of a fresh learner (read-only
 // requests never create learners).
 func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
+	return w.entryFor(ctx, pl, key, create, false)
+}
+
+// entryFor is entryOf; with replaceCorrupt a corrupt snapshot of a key not
+// loaded yet gives a fresh learner whatever on_corrupt_snapshot says (the
+// reset request: it replaces the state anyway, so it must not need to
+// decode it). The fresh learner is claimed like any loaded key, by
+// compare-and-set on the corrupt entry's revision, so the reset stays
+// fenced.
+func (w *worker) entryFor(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, error) {
 	if e, ok := w.keys[key]; ok {
 		if w.core.revive(e.keyState) {
 			w.live(pl, 1)
@@ -537,7 +659,7 @@ func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create b
 			return nil, err
 		}
 	}
-	e, err := w.load(ctx, pl, key, create)
+	e, err := w.load(ctx, pl, key, create, replaceCorrupt)
 	if err != nil {
 		return nil, err
 	}
@@ -561,9 +683,9 @@ func (w *worker) live(pl *pipeline, d int) {
 // key applies anything, so a stale owner's later save of the key fails its
 // compare-and-set instead of overwriting acked work. A snapshot that names
 // another pipeline or key is refused as corrupt.
-func (w *worker) load(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
+func (w *worker) load(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, error) {
 	for attempt := 1; ; attempt++ {
-		e, claim, err := w.read(ctx, pl, key, create)
+		e, claim, err := w.read(ctx, pl, key, create, replaceCorrupt)
 		if err != nil || !claim {
 			return e, err
 		}
@@ -584,7 +706,7 @@ func (w *worker) load(ctx context.Context, pl *pipeline, key string, create bool
 
 // read loads key's snapshot into a new entry (or a fresh learner), and
 // says whether the entry must be claimed for this partition's epoch.
-func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool) (*entry, bool, error) {
+func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, bool, error) {
 	pc := pl.cfg
 	fenced := w.part.fence != nil
 	lctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
@@ -624,10 +746,13 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create bool
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):
 		w.p.met.snapFailures.WithLabelValues(pc.Name, "corrupt").Inc()
-		if pc.Snapshot.OnCorrupt != OnCorruptReset {
-			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; delete the key's snapshot or set reset)", key, pc.Name, err)
+		if pc.Snapshot.OnCorrupt != OnCorruptReset && !replaceCorrupt {
+			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; to start the key afresh run "+
+				"'kpcastream snapshot rm --config FILE --pipeline %s --key %s', or set on_corrupt_snapshot: reset)", key, pc.Name, err, pc.Name, key)
 		}
 		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("key", key), zap.Error(err))
+		// The corrupt entry's revision stays in e.rev: the claim below
+		// replaces it by compare-and-set, so the reset is fenced.
 	default:
 		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
 	}
@@ -717,6 +842,10 @@ func (w *worker) drop(e *entry) {
 	delete(w.keys, e.key)
 	e.pipe.met.storedPoints.Sub(float64(e.stored))
 	w.setAdvice(e, "")
+	if e.evBand > 0 {
+		e.pipe.met.setExplained(e.evBand-1, e.explained, -1, 0)
+		e.explained, e.evBand = 0, 0
+	}
 }
 
 // maybeSnapshot hands e's snapshot over when it is due (or force).
@@ -811,6 +940,7 @@ func stateBytes(s *learners.State) int {
 
 // tick hands over the snapshots due by time and expires old blocks.
 func (w *worker) tick() {
+	w.dlLog.flush(w.log, time.Now())
 	w.expireBlocks()
 	for _, e := range w.keys {
 		if w.core.flying >= jobSlots {

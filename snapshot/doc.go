@@ -34,6 +34,10 @@
 // replaced by an empty state. Other errors are transport errors from
 // JetStream (timeouts, no responders) and are usually transient.
 //
+// Listing. List returns the entries under a key prefix (a pipeline's keys)
+// with their revision, time and size, without decoding them, so that a
+// corrupt snapshot can be found and removed ("kpcastream snapshot").
+//
 // Concurrency. A Store is safe for concurrent use by several goroutines;
 // concurrent writers of the same key are serialised by the revision check.
 package snapshot

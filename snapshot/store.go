@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -320,4 +323,81 @@ func objectName(k string, lastSeq uint64) (string, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s/%d-%s", k, lastSeq, hex.EncodeToString(r[:]))
 	return b.String(), nil
+}
+
+// Entry describes the stored snapshot of one key without decoding it.
+type Entry struct {
+	// Key is the logical key ("<pipeline>.<key>", decoded).
+	Key string
+	// Revision and Created are the KV entry's.
+	Revision uint64
+	Created  time.Time
+	// Bytes is the encoded snapshot's size: the KV value's, or the object's
+	// for a manifest.
+	Bytes int
+	// Object names the object store object of a manifest ("" inline).
+	Object string
+}
+
+// lister is the part of jetstream.KeyValue that List uses.
+type lister interface {
+	ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error)
+}
+
+var _ lister = jetstream.KeyValue(nil)
+
+// List returns the entries of every key starting with prefix (a logical
+// key prefix such as "sensors."), in key order. An entry whose manifest
+// cannot be read has Bytes 0.
+func (s *Store) List(ctx context.Context, prefix string) ([]Entry, error) {
+	l, ok := s.kv.(lister)
+	if !ok {
+		return nil, errors.New("snapshot: list: the KV bucket cannot list keys")
+	}
+	filter := ">"
+	if prefix != "" {
+		p, err := EncodeKey(strings.TrimSuffix(prefix, "."))
+		if err != nil {
+			return nil, err
+		}
+		filter = p + ".>"
+	}
+	kl, err := l.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("snapshot: list: %w", err)
+	}
+	var keys []string
+	for k := range kl.Keys() {
+		keys = append(keys, k)
+	}
+	if err := kl.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		_ = err // the lister has delivered every key by now
+	}
+	sort.Strings(keys)
+	var out []Entry
+	for _, k := range keys {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: list: get %q: %w", k, err)
+		}
+		key, err := DecodeKey(k)
+		if err != nil {
+			key = k
+		}
+		en := Entry{Key: key, Revision: e.Revision(), Created: e.Created(), Bytes: len(e.Value())}
+		if codec.IsManifest(e.Value()) {
+			en.Bytes = 0
+			if m, err := codec.DecodeManifest(e.Value()); err == nil {
+				en.Object, en.Bytes = m.Object, int(m.Size)
+			}
+		}
+		out = append(out, en)
+	}
+	return out, nil
 }

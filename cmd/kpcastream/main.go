@@ -3,6 +3,9 @@
 //	kpcastream run --config FILE       start the workers (embedded NATS unless a URL is given)
 //	kpcastream demo                    embedded NATS, one pipeline and a drifting synthetic stream
 //	kpcastream publish ...             publish vectors from a CSV file or stdin
+//	kpcastream tail ...                outputs or dead letters as JSON lines, whatever their encoding
+//	kpcastream dlq ls|republish ...    stored dead letters: list them, re-publish them after a fix
+//	kpcastream snapshot ls|show|rm ... the learners' snapshots of a pipeline
 //	kpcastream replay ...              offline replay of a CSV file through a learner, no NATS
 //	kpcastream bench ...               end-to-end benchmark
 //
@@ -77,7 +80,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nrun 'kpcastream <command> -h' for the flags of a command")
 }

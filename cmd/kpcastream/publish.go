@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/csvin"
 )
 
@@ -24,7 +26,9 @@ func init() {
 // publishOpts are the flags of "kpcastream publish".
 type publishOpts struct {
 	subject  string
-	url      string
+	client   *clientFlags
+	dim      int
+	maxBatch int
 	in       string
 	drop     string
 	encoding string
@@ -40,10 +44,11 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	var o publishOpts
 	fs.StringVar(&o.subject, "subject", "", "subject to publish to (required)")
-	fs.StringVar(&o.url, "nats-url", "", "NATS server URLs (env NATS_URL; default nats://127.0.0.1:4222)")
+	o.client = registerClient(fs)
+	fs.IntVar(&o.dim, "dim", 0, "values per row the pipeline expects: rows of another width are reported before anything is sent (default: the --pipeline's learner.dim)")
 	fs.StringVar(&o.in, "in", "", `CSV file, or "-" for stdin (required); a first row with no numeric field is a header`)
 	fs.StringVar(&o.drop, "drop", "", "comma-separated columns to leave out (header names, or 0-based indices)")
-	fs.StringVar(&o.encoding, "encoding", "msgpack", "json or msgpack")
+	fs.StringVar(&o.encoding, "encoding", "json", "json or msgpack (json by default since this release, msgpack before: readable with nats sub, and outputs follow the input's encoding)")
 	fs.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as possible)")
 	fs.IntVar(&o.batch, "batch", 1, "observations per message")
 	fs.StringVar(&o.idColumn, "id-column", "", "column (name or index) whose value is the observation id")
@@ -58,11 +63,22 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.PrintDefaults()
 		return errUsage
 	}
-	if o.url == "" {
-		o.url = os.Getenv("NATS_URL")
+	cfg, err := o.client.load()
+	if err != nil {
+		return err
 	}
-	if o.url == "" {
-		o.url = nats.DefaultURL
+	if cfg != nil {
+		pl, err := o.client.pipelineOf(cfg)
+		if err != nil {
+			return err
+		}
+		if o.dim == 0 {
+			o.dim = pl.Learner.Dim
+		}
+		if !subjectMatches(pl.Input.Subject, o.subject) {
+			return fmt.Errorf("--subject %s is not one of pipeline %s's input subjects (%s); nothing was published", o.subject, pl.Name, pl.Input.Subject)
+		}
+		o.maxBatch = pl.PipelineConfig.WithDefaults().MaxBatch
 	}
 	var r io.Reader = os.Stdin
 	if o.in != "-" {
@@ -71,23 +87,109 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		defer f.Close()
+		if o.dim > 0 {
+			// A file is checked whole before anything is sent.
+			if err := checkWidths(f, o.in, o.dim, splitCols(o.drop), strings.TrimSpace(o.idColumn)); err != nil {
+				return err
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+		}
 		r = f
 	}
-	return publish(ctx, o, r, stdout, stderr)
+	return publish(ctx, o, cfg, r, stdout, stderr)
+}
+
+// splitCols splits a comma-separated column list.
+func splitCols(s string) []string {
+	var cols []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// checkWidths reads the CSV file r whole and reports, before anything is
+// published, every line whose number of values (after --drop and
+// --id-column) is not dim, up to 10 of them with the count of the rest.
+func checkWidths(r io.Reader, name string, dim int, drop []string, id string) error {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.TrimLeadingSpace = true
+	cr.Comment = '#'
+	var header []string
+	removed := -1 // fields left out of each row by --drop and --id-column
+	var bad []string
+	nbad := 0
+	for first := true; ; first = false {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		if first {
+			hr, herr := csvin.NewReader(strings.NewReader(strings.Join(quoteAll(rec), ",")+"\n"), csvin.Options{Name: name, Drop: drop, ID: id, HeaderOptional: true})
+			if herr != nil {
+				return herr
+			}
+			removed = len(rec) - hr.Dim()
+			header = hr.Header()
+			if header != nil {
+				if hr.Dim() != dim {
+					return fmt.Errorf("%s: line %d: the header keeps %d columns (%s), the pipeline expects %d values per row: %s; nothing was published",
+						name, line, hr.Dim(), strings.Join(header, ","), dim, widthHint(hr.Dim(), dim))
+				}
+				continue
+			}
+		}
+		if w := len(rec) - removed; w != dim {
+			nbad++
+			if len(bad) < 10 {
+				bad = append(bad, fmt.Sprintf("line %d: %d values", line, w))
+			}
+		}
+	}
+	if nbad == 0 {
+		return nil
+	}
+	more := ""
+	if nbad > len(bad) {
+		more = fmt.Sprintf(" and %d more lines", nbad-len(bad))
+	}
+	return fmt.Errorf("%s: rows of the wrong width (the pipeline expects %d values per row): %s%s; nothing was published",
+		name, dim, strings.Join(bad, "; "), more)
+}
+
+// widthHint says what to do about rows of width got where want are expected.
+func widthHint(got, want int) string {
+	if got > want {
+		return fmt.Sprintf("leave %d column(s) out with --drop (or name the id with --id-column)", got-want)
+	}
+	return fmt.Sprintf("%d column(s) missing", want-got)
+}
+
+// quoteAll quotes CSV fields so that they can be joined back into a line.
+func quoteAll(rec []string) []string {
+	q := make([]string, len(rec))
+	for i, f := range rec {
+		q[i] = `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
+	}
+	return q
 }
 
 // publish reads CSV rows from r and publishes them; progress goes to stderr.
-func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.Writer) error {
+func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader, stdout, stderr io.Writer) error {
 	enc, err := codec.ParseEncoding(o.encoding)
 	if err != nil {
 		return err
 	}
-	var drop []string
-	for _, c := range strings.Split(o.drop, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			drop = append(drop, c)
-		}
-	}
+	drop := splitCols(o.drop)
 	name := o.in
 	if name == "-" {
 		name = "stdin"
@@ -96,9 +198,20 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.url, nats.Name("kpcastream-publish"))
+	if o.dim > 0 && cr.Dim() != o.dim {
+		// stdin: the first row (or header) decides every row's width.
+		what := "the first row has"
+		if cr.Header() != nil {
+			what = fmt.Sprintf("the header keeps %d columns (%s), so each row has", cr.Dim(), strings.Join(cr.Header(), ","))
+		}
+		return fmt.Errorf("%s: %s %d values, the pipeline expects %d: %s; nothing was published", name, what, cr.Dim(), o.dim, widthHint(cr.Dim(), o.dim))
+	}
+	if o.maxBatch > 0 && o.batch > o.maxBatch {
+		return fmt.Errorf("--batch %d is more than the pipeline's max_batch %d; nothing was published", o.batch, o.maxBatch)
+	}
+	nc, err := o.client.connect(cfg, "kpcastream-publish")
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", o.url, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -122,11 +235,18 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 		interval = time.Duration(float64(time.Second) / o.rate)
 	}
 	next := start
+	// On a terminal the progress line rewrites itself; elsewhere (a log
+	// file, a CI job) a line every 5 s and the final one.
+	tty := isTerminal(stderr)
+	every := 200 * time.Millisecond
+	if !tty {
+		every = 5 * time.Second
+	}
 	progress := func(final bool) {
 		el := time.Since(start).Seconds()
-		end := "\r"
-		if final {
-			end = "\n"
+		end := "\n"
+		if tty && !final {
+			end = "\r"
 		}
 		fmt.Fprintf(stderr, "published %d messages (%d rows) to %s in %.1fs, %.0f msg/s%s", msgs, rows, o.subject, el, float64(msgs)/max(el, 1e-9), end)
 	}
@@ -165,7 +285,7 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 		}
 		msgs++
 		batch = batch[:0]
-		if time.Since(lastProgress) > 200*time.Millisecond {
+		if time.Since(lastProgress) > every {
 			lastProgress = time.Now()
 			progress(false)
 		}
@@ -200,4 +320,20 @@ func publish(ctx context.Context, o publishOpts, r io.Reader, stdout, stderr io.
 	progress(true)
 	fmt.Fprintf(stdout, "%d\n", msgs)
 	return ctx.Err()
+}
+
+// subjectMatches reports whether the NATS subject filter matches subject.
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
 }

@@ -346,6 +346,13 @@ func writeFileAtomic(path string, b []byte) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	// os.CreateTemp makes the file 0600; a model export is meant to be read
+	// by other programs and users, like any file written with os.Create.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return err

@@ -384,14 +384,6 @@ func newPredWriter(path string, classes []string) (*predWriter, error) {
 	return p, nil
 }
 
-// csvField quotes s when CSV needs it.
-func csvField(s string) string {
-	if strings.ContainsAny(s, ",\"\n\r") {
-		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-	}
-	return s
-}
-
 func (p *predWriter) Write(idx, pass int, label string, classes []string, pred, y int, scores []float64) error {
 	b := p.buf[:0]
 	b = strconv.AppendInt(b, int64(idx), 10)

@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kpcastream/kpcastream/config"
+	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -32,14 +33,15 @@ func init() {
 
 // runRun is "kpcastream run --config FILE [--nats-url URL] [--metrics-addr ADDR]
 // [--data-dir DIR] [--log-format json|console]".
-func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
-	natsURL := fs.String("nats-url", "", "NATS server URLs, comma-separated (env NATS_URL); empty starts an embedded server")
-	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default :9090)`)
+	nf := natsconn.Register(fs, "NATS server URLs, comma-separated (env NATS_URL); none starts an embedded server")
+	metricsAddr := fs.String("metrics-addr", "", `listen address of /metrics, /healthz, /readyz, or "off" (default 127.0.0.1:9090; :9090 for every interface)`)
 	dataDir := fs.String("data-dir", "", "data directory of the embedded server (default kpcastream-data)")
 	logFormat := fs.String("log-format", "", "json or console (default: console on a terminal, else json)")
+	dryRun := fs.Bool("dry-run", false, "check the configuration (with the environment and flags) as 'kpcastream lint' does, start nothing")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -54,8 +56,6 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 	var ov config.Overrides
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "nats-url":
-			ov.NATSURL = natsURL
 		case "metrics-addr":
 			ov.MetricsAddr = metricsAddr
 		case "data-dir":
@@ -64,7 +64,24 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 			ov.LogFormat = logFormat
 		}
 	})
-	cfg, err := config.Load(*cfgPath, nil, ov)
+	// The NATS settings are resolved by natsconn (flag > env > context >
+	// file), so the file is read without the NATS environment.
+	cfg, err := config.Load(*cfgPath, withoutNATSEnv, ov)
+	var ctxName string
+	if err == nil {
+		var flags natsconn.Settings
+		flags, ctxName = nf.Given()
+		var conn natsconn.Settings
+		conn, ctxName, err = natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName, File: natsSettings(cfg.NATS)})
+		if err == nil {
+			cfg.NATS.URL = conn.URL
+			cfg.NATS.Creds, cfg.NATS.NKey, cfg.NATS.User, cfg.NATS.Password, cfg.NATS.Token = conn.Creds, conn.NKey, conn.User, conn.Password, conn.Token
+			cfg.NATS.TLS = config.TLS{CA: conn.CA, Cert: conn.Cert, Key: conn.Key}
+		}
+	}
+	if *dryRun {
+		return reportConfig(*cfgPath, cfg, err, stdout)
+	}
 	if err != nil {
 		return err
 	}
@@ -73,7 +90,24 @@ func runRun(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	if ctxName != "" {
+		log.Info("nats context", zap.String("context", ctxName))
+	}
 	return serve(ctx, cfg, log)
+}
+
+// withoutNATSEnv is os.LookupEnv without the variables natsconn reads.
+func withoutNATSEnv(k string) (string, bool) {
+	if strings.HasPrefix(k, "NATS_") || k == "KPCASTREAM_NATS_URL" {
+		return "", false
+	}
+	return os.LookupEnv(k)
+}
+
+// natsSettings returns the connection settings of the configuration file.
+func natsSettings(c config.NATS) natsconn.Settings {
+	return natsconn.Settings{URL: c.URL, Creds: c.Creds, NKey: c.NKey, User: c.User, Password: c.Password, Token: c.Token,
+		CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key}
 }
 
 // newLogger builds a zap logger writing to w: JSON when configured or when
@@ -114,7 +148,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 	if url == "" {
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		s, u, err := natsembed.StartEmbedded(sctx, natsembed.Options{Host: cfg.Embedded.Host, Port: cfg.Embedded.Port,
-			StoreDir: filepath.Clean(cfg.Embedded.StoreDir), Logger: log})
+			StoreDir: embeddedStoreDir(cfg, log), Logger: log})
 		cancel()
 		if err != nil {
 			return err
@@ -177,52 +211,11 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 }
 
 // connect dials url with the configured authentication and TLS options,
-// reconnecting forever.
+// reconnecting forever; errors and log lines name the server redacted.
 func connect(url string, c config.NATS, log *zap.Logger) (*nats.Conn, error) {
-	opts := []nats.Option{
-		nats.Name(c.Name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(c.ReconnectWait),
-		nats.RetryOnFailedConnect(false),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", zap.Error(err))
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", zap.String("url", nc.ConnectedUrl())) }),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subj := ""
-			if sub != nil {
-				subj = sub.Subject
-			}
-			log.Warn("nats async error", zap.String("subject", subj), zap.Error(err))
-		}),
-	}
-	switch {
-	case c.Creds != "":
-		opts = append(opts, nats.UserCredentials(c.Creds))
-	case c.NKey != "":
-		o, err := nats.NkeyOptionFromSeed(c.NKey)
-		if err != nil {
-			return nil, fmt.Errorf("nkey: %w", err)
-		}
-		opts = append(opts, o)
-	case c.User != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
-	case c.Token != "":
-		opts = append(opts, nats.Token(c.Token))
-	}
-	if c.TLS.CA != "" {
-		opts = append(opts, nats.RootCAs(c.TLS.CA))
-	}
-	if c.TLS.Cert != "" {
-		opts = append(opts, nats.ClientCert(c.TLS.Cert, c.TLS.Key))
-	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", url, err)
-	}
-	return nc, nil
+	s := natsSettings(c)
+	s.URL = url
+	return natsconn.Connect(s, natsconn.Conn{Name: c.Name, Forever: true, ReconnectWait: c.ReconnectWait, Logger: log})
 }
 
 // drain drains nc and waits for it to close, at most timeout.

@@ -2,6 +2,8 @@ package natsembed
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,4 +34,31 @@ func TestStartEmbedded(t *testing.T) {
 	if _, _, err := StartEmbedded(ctx, Options{Port: -1}); err == nil {
 		t.Error("no store dir: got nil error")
 	}
+}
+
+// TestPortInUse: a port held by another listener fails the start at once,
+// naming the cause, instead of after the 10 s readiness wait.
+func TestPortInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	start := time.Now()
+	s, _, err := StartEmbedded(context.Background(), Options{Port: port, StoreDir: t.TempDir()})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("port in use: got nil error")
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("failed after %v, want at once", el)
+	}
+	if !strings.Contains(err.Error(), "listening") {
+		t.Errorf("error %q does not name the listen failure", err)
+	}
+	t.Logf("%v after %v", err, time.Since(start))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,18 +15,17 @@ import (
 // DataEnv names the environment variable that overrides DataDir.
 const DataEnv = "KPCASTREAM_DATA"
 
-// DataDir returns the directory of the shared evaluation data
-// (wine.csv, *.kpca_ref.json, …). It tries, in order: the directory named by
-// $KPCASTREAM_DATA; <module root>/../shared/data, the layout of a CI clone
-// with shared/ beside it; and <git common dir>/../../shared/data, the layout
-// of a git worktree whose main checkout has shared/ beside it. The module
-// root is found by walking up from the working directory to go.mod. When
-// none holds a README.md, the test is skipped with the list of places tried.
+// DataDir returns the directory of the evaluation data (wine.csv,
+// *.kpca_ref.json, …): $KPCASTREAM_DATA when set, else testdata/data at the
+// module root (byte-identical copies of the shared evaluation data, kept in
+// the repository so that a fresh clone runs every data test). The module
+// root is found by walking up from the working directory to go.mod. A
+// missing directory fails the test: the data is part of the repository.
 func DataDir(t testing.TB) string {
 	t.Helper()
 	dir, tried := findDataDir()
 	if dir == "" {
-		t.Skipf("learnertest: shared data not found (set %s); tried %s", DataEnv, strings.Join(tried, ", "))
+		t.Fatalf("learnertest: evaluation data not found (tried %s); it lives in testdata/data", strings.Join(tried, ", "))
 	}
 	return dir
 }
@@ -36,13 +34,8 @@ func findDataDir() (string, []string) {
 	var cands []string
 	if env := os.Getenv(DataEnv); env != "" {
 		cands = append(cands, env)
-	}
-	if root := moduleRoot(); root != "" {
-		cands = append(cands, filepath.Join(root, "..", "shared", "data"))
-		if out, err := exec.Command("git", "-C", root, "rev-parse", "--path-format=absolute", "--git-common-dir").Output(); err == nil {
-			common := strings.TrimSpace(string(out))
-			cands = append(cands, filepath.Join(common, "..", "..", "shared", "data"))
-		}
+	} else if root := moduleRoot(); root != "" {
+		cands = append(cands, filepath.Join(root, "testdata", "data"))
 	}
 	for _, c := range cands {
 		if st, err := os.Stat(filepath.Join(c, "README.md")); err == nil && !st.IsDir() {

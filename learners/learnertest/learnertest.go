@@ -52,6 +52,11 @@ type Options struct {
 	// HeapSlack is the heap growth in bytes tolerated between B and 10·B
 	// observations on top of the state's own size. Default 1 MiB.
 	HeapSlack uint64
+	// Restore builds a learner from a State, as learners.Restore does for
+	// the package's own kinds (the default). A learner defined outside the
+	// package (a test learner given to the processor through its Deps)
+	// passes its own.
+	Restore func(*learners.State) (learners.Learner, error)
 }
 
 // Stream returns observation i of the default stream: a noisy ellipse in
@@ -141,6 +146,9 @@ func Check(t *testing.T, newLearner func() learners.Learner, opts Options) {
 	}
 	if opts.HeapSlack == 0 {
 		opts.HeapSlack = 1 << 20
+	}
+	if opts.Restore == nil {
+		opts.Restore = learners.Restore
 	}
 	if len(opts.Rows)%opts.Dim != 0 {
 		t.Fatalf("learnertest: len(Rows) = %d is not a multiple of Dim = %d", len(opts.Rows), opts.Dim)
@@ -323,7 +331,7 @@ func (s *suite) restore(t *testing.T) {
 		}
 	}
 	t.Run("learners.Restore", func(t *testing.T) {
-		r, err := learners.Restore(st)
+		r, err := s.opts.Restore(st)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -531,8 +539,8 @@ func (s *suite) restoreCorrupt(t *testing.T) {
 				t.Fatalf("failed Restore changed the learner:\n%s", stateDiff(before, after))
 			}
 			bad = c.f(CloneState(src))
-			if r, err := learners.Restore(bad); !errors.Is(err, learners.ErrState) || r != nil {
-				t.Errorf("learners.Restore: got %v, %v; want nil, ErrState", r, err)
+			if r, err := s.opts.Restore(bad); !errors.Is(err, learners.ErrState) || r != nil {
+				t.Errorf("Options.Restore: got %v, %v; want nil, ErrState", r, err)
 			}
 		})
 	}

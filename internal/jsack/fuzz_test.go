@@ -1,4 +1,4 @@
-package processor
+package jsack
 
 import (
 	"strconv"
@@ -6,18 +6,18 @@ import (
 	"testing"
 )
 
-// FuzzParseDelivery compares parseDelivery with nats.go's own parser of
+// FuzzParseDelivery compares Parse with nats.go's own parser of
 // $JS.ACK reply subjects (see jsMeta) on arbitrary strings:
 //
-//   - sound: whatever parseDelivery accepts, nats.go accepts too, and the
+//   - sound: whatever Parse accepts, nats.go accepts too, and the
 //     stream sequence, consumer sequence and pending count agree;
 //   - complete: whatever nats.go accepts whose sequence, timestamp and
 //     pending tokens are uint64s in canonical decimal (as the server writes
-//     them: no sign, no leading zeros), parseDelivery accepts.
+//     them: no sign, no leading zeros), Parse accepts.
 //
-// Where they differ by design, parseDelivery is stricter: nats.go reads a
+// Where they differ by design, Parse is stricter: nats.go reads a
 // non-numeric or empty token as 0 and lets a number past 2⁶⁴−1 wrap, and
-// parseDelivery reports ok false instead (the caller then falls back to
+// Parse reports ok false instead (the caller then falls back to
 // Metadata); it also gives up on a token longer than 20 bytes, which only
 // leading zeros can make (found by this fuzzer; kept in testdata/fuzz).
 //
@@ -41,14 +41,15 @@ func FuzzParseDelivery(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, reply string) {
-		got, ok := parseDelivery(reply)
+		got, ok := Parse(reply)
 		want, err := jsMeta(reply)
 		if ok {
 			if err != nil {
-				t.Fatalf("parseDelivery(%q) = %+v, but nats.go rejects it: %v", reply, got, err)
+				t.Fatalf("Parse(%q) = %+v, but nats.go rejects it: %v", reply, got, err)
 			}
-			if got.stream != want.Sequence.Stream || got.consumer != want.Sequence.Consumer || got.pending != want.NumPending {
-				t.Fatalf("parseDelivery(%q) = %+v, nats.go reads stream %d consumer %d pending %d", reply, got,
+			if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending ||
+				got.Time != want.Timestamp.UnixNano() {
+				t.Fatalf("Parse(%q) = %+v, nats.go reads stream %d consumer %d pending %d", reply, got,
 					want.Sequence.Stream, want.Sequence.Consumer, want.NumPending)
 			}
 			return
@@ -56,7 +57,7 @@ func FuzzParseDelivery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// nats.go accepted it: parseDelivery must too, unless a token it
+		// nats.go accepted it: Parse must too, unless a token it
 		// reads is not a canonical decimal uint64.
 		tokens := strings.Split(reply, ".")
 		first := 5 // index of <sseq> in the old form: $JS ACK stream consumer delivered sseq
@@ -68,7 +69,7 @@ func FuzzParseDelivery(f *testing.F) {
 				return
 			}
 		}
-		t.Fatalf("parseDelivery(%q) failed; nats.go reads stream %d consumer %d pending %d", reply,
+		t.Fatalf("Parse(%q) failed; nats.go reads stream %d consumer %d pending %d", reply,
 			want.Sequence.Stream, want.Sequence.Consumer, want.NumPending)
 	})
 }

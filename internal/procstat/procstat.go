@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 func ProcessCPU() (user, sys time.Duration, err error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, 0, fmt.Errorf("bench: getrusage: %w", err)
+		return 0, 0, fmt.Errorf("procstat: getrusage: %w", err)
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), nil
 }
@@ -29,7 +29,7 @@ func ProcessRSS() (rss, peak int64, err error) {
 	if err != nil {
 		var ru syscall.Rusage
 		if rerr := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); rerr != nil {
-			return 0, 0, fmt.Errorf("bench: rss: %w", errors.Join(err, rerr))
+			return 0, 0, fmt.Errorf("procstat: rss: %w", errors.Join(err, rerr))
 		}
 		return ru.Maxrss * 1024, ru.Maxrss * 1024, nil
 	}
@@ -48,19 +48,19 @@ func ProcessRSS() (rss, peak int64, err error) {
 		}
 		fields := strings.Fields(line)
 		if len(fields) < 2 {
-			return 0, 0, fmt.Errorf("bench: /proc/self/status: malformed line %q", line)
+			return 0, 0, fmt.Errorf("procstat: /proc/self/status: malformed line %q", line)
 		}
 		kb, err := strconv.ParseInt(fields[1], 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("bench: /proc/self/status: %q: %w", line, err)
+			return 0, 0, fmt.Errorf("procstat: /proc/self/status: %q: %w", line, err)
 		}
 		*dst = kb * 1024
 	}
 	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("bench: /proc/self/status: %w", err)
+		return 0, 0, fmt.Errorf("procstat: /proc/self/status: %w", err)
 	}
 	if rss == 0 {
-		return 0, 0, errors.New("bench: /proc/self/status has no VmRSS")
+		return 0, 0, errors.New("procstat: /proc/self/status has no VmRSS")
 	}
 	return rss, peak, nil
 }
@@ -75,12 +75,12 @@ func ProcessRSS() (rss, peak int64, err error) {
 func ProcessRunDelay() (time.Duration, error) {
 	dir, err := os.Open("/proc/self/task")
 	if err != nil {
-		return 0, fmt.Errorf("bench: run delay: %w", err)
+		return 0, fmt.Errorf("procstat: run delay: %w", err)
 	}
 	defer dir.Close()
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		return 0, fmt.Errorf("bench: run delay: %w", err)
+		return 0, fmt.Errorf("procstat: run delay: %w", err)
 	}
 	var total time.Duration
 	n := 0
@@ -91,17 +91,17 @@ func ProcessRunDelay() (time.Duration, error) {
 		}
 		f := strings.Fields(string(b))
 		if len(f) < 2 {
-			return 0, fmt.Errorf("bench: /proc/self/task/%s/schedstat: malformed %q", name, b)
+			return 0, fmt.Errorf("procstat: /proc/self/task/%s/schedstat: malformed %q", name, b)
 		}
 		ns, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("bench: /proc/self/task/%s/schedstat: %w", name, err)
+			return 0, fmt.Errorf("procstat: /proc/self/task/%s/schedstat: %w", name, err)
 		}
 		total += time.Duration(ns)
 		n++
 	}
 	if n == 0 {
-		return 0, errors.New("bench: run delay: no thread has a schedstat")
+		return 0, errors.New("procstat: run delay: no thread has a schedstat")
 	}
 	return total, nil
 }
@@ -114,19 +114,19 @@ func ProcessRunDelay() (time.Duration, error) {
 func MachineCPU() (busy, total time.Duration, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, fmt.Errorf("bench: machine cpu: %w", err)
+		return 0, 0, fmt.Errorf("procstat: machine cpu: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 8 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("bench: /proc/stat: malformed first line %q", line)
+		return 0, 0, fmt.Errorf("procstat: /proc/stat: malformed first line %q", line)
 	}
 	// user nice system idle iowait irq softirq steal [guest guest_nice]:
 	// guest time is already counted in user.
 	var ticks [8]int64
 	for i := range ticks {
 		if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("bench: /proc/stat: %w", err)
+			return 0, 0, fmt.Errorf("procstat: /proc/stat: %w", err)
 		}
 	}
 	const tick = 10 * time.Millisecond // USER_HZ = 100 on Linux

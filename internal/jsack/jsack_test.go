@@ -1,4 +1,4 @@
-package processor
+package jsack
 
 import (
 	"testing"
@@ -7,9 +7,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestParseDelivery compares parseDelivery with nats.go's own parser of
+// TestParse compares Parse with nats.go's own parser of
 // the delivery metadata, on both forms of the reply subject.
-func TestParseDelivery(t *testing.T) {
+func TestParse(t *testing.T) {
 	good := []string{
 		"$JS.ACK.IN.dur.1.42.7.1700000000000000000.3",
 		"$JS.ACK.hub.ACCHASH.IN.dur.2.18446744073709551615.9.1700000000000000000.0.XYZ",
@@ -21,13 +21,14 @@ func TestParseDelivery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: jetstream Metadata: %v", reply, err)
 		}
-		got, ok := parseDelivery(reply)
+		got, ok := Parse(reply)
 		if !ok {
-			t.Errorf("parseDelivery(%q) failed; jetstream reads %+v", reply, want.Sequence)
+			t.Errorf("Parse(%q) failed; jetstream reads %+v", reply, want.Sequence)
 			continue
 		}
-		if got.stream != want.Sequence.Stream || got.consumer != want.Sequence.Consumer || got.pending != want.NumPending {
-			t.Errorf("parseDelivery(%q) = %+v, want stream %d consumer %d pending %d", reply, got,
+		if got.Stream != want.Sequence.Stream || got.Consumer != want.Sequence.Consumer || got.Pending != want.NumPending ||
+			got.Time != want.Timestamp.UnixNano() {
+			t.Errorf("Parse(%q) = %+v, want stream %d consumer %d pending %d", reply, got,
 				want.Sequence.Stream, want.Sequence.Consumer, want.NumPending)
 		}
 	}
@@ -38,16 +39,16 @@ func TestParseDelivery(t *testing.T) {
 		"$JS.ACK.IN.dur.1.42.7.1.",
 	}
 	for _, reply := range bad {
-		if got, ok := parseDelivery(reply); ok {
-			t.Errorf("parseDelivery(%q) = %+v, want failure", reply, got)
+		if got, ok := Parse(reply); ok {
+			t.Errorf("Parse(%q) = %+v, want failure", reply, got)
 		}
 	}
 }
 
-func TestParseDeliveryAllocs(t *testing.T) {
+func TestParseAllocs(t *testing.T) {
 	reply := "$JS.ACK.hub.ACCHASH.IN.dur.2.123456.99.1700000000000000000.17.XYZ"
-	if n := testing.AllocsPerRun(100, func() { _, _ = parseDelivery(reply) }); n != 0 {
-		t.Errorf("parseDelivery allocates %v times, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { _, _ = Parse(reply) }); n != 0 {
+		t.Errorf("Parse allocates %v times, want 0", n)
 	}
 }
 
@@ -60,5 +61,5 @@ func jsMeta(reply string) (*jetstream.MsgMetadata, error) {
 		return nil, err
 	}
 	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer},
-		NumPending: md.NumPending}, nil
+		NumPending: md.NumPending, Timestamp: md.Timestamp}, nil
 }

@@ -1,11 +1,11 @@
-package main
+package e2e
 
 import (
 	"math"
 	"runtime/metrics"
 	"time"
 
-	"github.com/kpcastream/kpcastream/bench"
+	"github.com/kpcastream/kpcastream/internal/procstat"
 )
 
 // schedWindow measures, between start and end, how long goroutines waited
@@ -18,7 +18,7 @@ type schedWindow struct {
 	pause0, pause1 *metrics.Float64Histogram
 	gc0, gc1       uint64
 	gcCPU0, gcCPU1 float64       // /cpu/classes/gc/total:cpu-seconds
-	busy0, busy1   time.Duration // machine CPU busy (bench.MachineCPU), -1 if unknown
+	busy0, busy1   time.Duration // machine CPU busy (procstat.MachineCPU), -1 if unknown
 	all0, all1     time.Duration
 }
 
@@ -47,7 +47,7 @@ func readSched() (lat, pause *metrics.Float64Histogram, gcs uint64, gcCPU float6
 }
 
 func machineNow() (busy, all time.Duration) {
-	b, a, err := bench.MachineCPU()
+	b, a, err := procstat.MachineCPU()
 	if err != nil {
 		return -1, -1
 	}

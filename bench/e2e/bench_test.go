@@ -1,11 +1,13 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,13 +28,13 @@ func TestBench(t *testing.T) {
 		{"core", []string{"--core", "--rate", "5000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"bench", "--count", "300", "--keys", "2", "--budget", "16", "--dim", "4",
+			args := append([]string{"--count", "300", "--keys", "2", "--budget", "16", "--dim", "4",
 				"--components", "2", "--progress", "1ms", "--idle-timeout", "20s"}, tc.args...)
 			var stdout, stderr syncBuffer
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if code := runMain(ctx, args, &stdout, &stderr); code != 0 {
-				t.Fatalf("exit code %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			if err := Run(ctx, args, &stdout, &stderr); err != nil {
+				t.Fatalf("Run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			out := stdout.String()
 			for _, name := range []string{"bare", "ikpca"} {
@@ -79,8 +81,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--rate", "-1"}, "--rate"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := runMain(context.Background(), append([]string{"bench"}, tc.args...), &stdout, &stderr); code != 2 {
-			t.Errorf("%v: exit code %d, want 2", tc.args, code)
+		if err := Run(context.Background(), tc.args, &stdout, &stderr); !errors.Is(err, ErrUsage) {
+			t.Errorf("%v: Run = %v, want ErrUsage", tc.args, err)
 		}
 		if !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: stderr does not name %q:\n%s", tc.args, tc.want, stderr.String())
@@ -107,4 +109,23 @@ func TestLatencyHist(t *testing.T) {
 	if h.max != time.Second {
 		t.Errorf("max = %v, want 1s", h.max)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads (the
+// progress bar writes from its own goroutine).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,0 +1,914 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/natsconn"
+	"github.com/kpcastream/kpcastream/internal/natsembed"
+	"github.com/kpcastream/kpcastream/internal/procstat"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// Summary is the one-line description of "kpcastream bench".
+const Summary = "end-to-end benchmark: the processor with a pass-through learner vs with the real learner"
+
+// ErrUsage marks an error already explained by a usage message on stderr.
+var ErrUsage = errors.New("usage")
+
+// benchOptions are the flags of "kpcastream bench".
+type benchOptions struct {
+	nats       *natsconn.Flags
+	conn       natsconn.Settings // resolved from nats
+	core       bool
+	mode       string
+	learner    string
+	budget     int
+	dim        int
+	components int
+	keys       int
+	count      int
+	warmup     int
+	rate       float64
+	workers    int
+	stream     string
+	storage    string
+	encoding   string
+	progress   time.Duration
+	timeout    time.Duration
+	seed       uint64
+	cpuprofile string
+	memprofile string
+	snapEvery  int
+	pace       time.Duration
+}
+
+func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.nats = natsconn.Register(fs, "NATS server URL (env NATS_URL); none starts an embedded server in a temporary directory (its CPU then counts in the figures)")
+	fs.BoolVar(&o.core, "core", false, "core NATS input (no JetStream, no acks; messages a slow consumer misses are lost and reported)")
+	fs.StringVar(&o.mode, "mode", "both", "which phases to run: bare (a: the processor with a pass-through learner), pipeline (b: with --learner) or both")
+	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
+	fs.IntVar(&o.budget, "budget", 128, "learner budget B")
+	fs.IntVar(&o.dim, "dim", 16, "input dimension d")
+	fs.IntVar(&o.components, "components", 8, "number k of components")
+	fs.IntVar(&o.keys, "keys", 1, "number of partition keys (one learner each), messages round-robin over them")
+	fs.IntVar(&o.count, "count", 100000, "measured messages (after the warm-up)")
+	fs.IntVar(&o.warmup, "warmup", 0, "warm-up messages per key before the measured ones (default 2·budget)")
+	fs.Float64Var(&o.rate, "rate", 0, "publish rate of the measured messages in msgs/s; 0 preloads the JetStream input (throughput) or publishes as fast as possible (core)")
+	fs.IntVar(&o.workers, "workers", 0, "worker goroutines of both pipelines (default GOMAXPROCS)")
+	fs.StringVar(&o.stream, "stream", "ellipse", "synthetic data: ellipse (stationary: noisy ellipse in the first two coordinates) or gaussian (isotropic, every vector novel)")
+	fs.StringVar(&o.storage, "storage", "file", "JetStream storage of the input stream: file or memory")
+	fs.StringVar(&o.encoding, "encoding", "msgpack", "payload encoding: msgpack or json")
+	fs.DurationVar(&o.pace, "pace", 100*time.Microsecond, "at a fixed --rate, the generator wakes up at most once per this interval and sends the messages due by then (never early); 0: a wake-up per message")
+	fs.DurationVar(&o.progress, "progress", 200*time.Millisecond, "progress bar refresh on stderr (0 disables)")
+	fs.DurationVar(&o.timeout, "idle-timeout", 10*time.Second, "give up a phase when no output arrives for this long")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
+	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (allocations since the process started) to this file at the end")
+	return fs
+}
+
+// Run is "kpcastream bench [flags]" (args without "bench"): see benchFlags.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o benchOptions
+	fs := benchFlags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return ErrUsage
+	}
+	if err := o.check(fs.NArg()); err != nil {
+		fmt.Fprintf(stderr, "kpcastream bench: %v\nusage: kpcastream bench [flags]\n", err)
+		fs.PrintDefaults()
+		return ErrUsage
+	}
+	if o.warmup == 0 {
+		o.warmup = 2 * o.budget
+	}
+	flags, ctxName := o.nats.Given()
+	conn, _, err := natsconn.Resolve(natsconn.Sources{Flags: flags, Context: ctxName})
+	if err != nil {
+		return err
+	}
+	o.conn = conn
+	url := conn.URL
+	where := natsconn.Redact(url)
+	if url == "" {
+		dir, err := os.MkdirTemp("", "kpcastream-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		s, u, err := natsembed.StartEmbedded(sctx, natsembed.Options{Port: -1, StoreDir: dir})
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer func() {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}()
+		url, where = u, "embedded server (same process)"
+	}
+	transport := "jetstream (" + o.storage + " storage)"
+	if o.core {
+		transport = "core nats"
+	}
+	rate := "max"
+	if o.rate > 0 {
+		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
+	}
+	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d rate=%s stream=%s; GOGC=%s GOMEMLIMIT=%s\n",
+		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, rate, o.stream, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
+	var results []*phaseResult
+	phases := []string{"bare", "pipeline"}
+	switch o.mode {
+	case "bare":
+		phases = phases[:1]
+	case "pipeline":
+		phases = phases[1:]
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for _, ph := range phases {
+		o.conn.URL = url
+		r, err := runPhase(ctx, o, ph, stderr)
+		if err != nil {
+			return fmt.Errorf("%s pipeline: %w", ph, err)
+		}
+		results = append(results, r)
+	}
+	printResults(stdout, o, results)
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *benchOptions) check(nargs int) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if nargs > 0 {
+		bad("unexpected arguments")
+	}
+	switch o.mode {
+	case "bare", "pipeline", "both":
+	default:
+		bad("--mode: want bare, pipeline or both, got %q", o.mode)
+	}
+	if o.dim < 1 || o.components < 1 || o.budget < 1 || o.keys < 1 || o.count < 1 || o.warmup < 0 {
+		bad("--dim, --components, --budget, --keys and --count must be ≥ 1 and --warmup ≥ 0")
+	}
+	if o.components > o.dim && o.mode != "pipeline" {
+		bad("--components (%d) must be ≤ --dim (%d): the baseline's pass learner publishes the first k values", o.components, o.dim)
+	}
+	if !(o.rate >= 0) || math.IsInf(o.rate, 0) {
+		bad("--rate must be ≥ 0, got %v", o.rate)
+	}
+	if o.pace < 0 {
+		bad("--pace must be ≥ 0")
+	}
+	if o.workers < 0 {
+		bad("--workers must be ≥ 0")
+	}
+	switch o.stream {
+	case "ellipse", "gaussian":
+	default:
+		bad("--stream: want ellipse or gaussian, got %q", o.stream)
+	}
+	switch o.storage {
+	case "file", "memory":
+	default:
+		bad("--storage: want file or memory, got %q", o.storage)
+	}
+	if _, err := codec.ParseEncoding(o.encoding); err != nil {
+		bad("--encoding: %v", err)
+	}
+	if o.timeout <= 0 {
+		bad("--idle-timeout must be > 0")
+	}
+	if o.mode != "bare" {
+		cfg := o.learnerConfig()
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *benchOptions) learnerConfig() learners.Config {
+	return learners.Config{Learner: o.learner, Dim: o.dim, Components: o.components, Budget: o.budget,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(o.dim)}}
+}
+
+// phaseResult holds the figures of one pipeline run.
+type phaseResult struct {
+	name                string
+	received, expected  int
+	lost                int
+	elapsed             time.Duration // first to last measured output
+	cpu                 time.Duration // process user+sys over the same window
+	runDelay            time.Duration // OS run-queue delay of the process's threads over the window (-1: unknown)
+	sched               schedWindow   // Go scheduler latencies over the window
+	rss, peak           int64
+	p50, p99, p999, max time.Duration
+	pubRate             float64 // msgs/s of the (pre)publisher
+	pacing              string  // the generator's pacing summary (fixed rate only)
+}
+
+func (r *phaseResult) rate() float64 {
+	if r.elapsed <= 0 || r.received < 2 {
+		return 0
+	}
+	return float64(r.received-1) / r.elapsed.Seconds()
+}
+
+// Message IDs mark the phase of an output: warm-up, the last warm-up
+// message of a key, or measured.
+const (
+	idWarm     = "w"
+	idWarmLast = "w!"
+	idMeasured = "m"
+)
+
+// receiver collects the outputs of one phase.
+type receiver struct {
+	mu          sync.Mutex
+	hist        latencyHist
+	warmDone    int
+	got         int
+	first, last time.Time
+	cpu0        time.Duration
+	cpu1        time.Duration
+	rd0, rd1    time.Duration // run delay, -1 if unknown
+	sched       schedWindow
+	want        int
+	done        chan struct{}
+	progress    atomic.Int64
+	lastSeen    atomic.Int64 // unix nanos of the last output
+	badOutputs  atomic.Int64
+}
+
+func newReceiver(want int) *receiver {
+	return &receiver{want: want, done: make(chan struct{})}
+}
+
+func (r *receiver) handle(m *nats.Msg) {
+	now := time.Now()
+	r.lastSeen.Store(now.UnixNano())
+	enc := codec.Msgpack
+	if m.Header.Get(processor.HeaderContentType) == codec.JSON.ContentType() {
+		enc = codec.JSON
+	}
+	id, ts, err := codec.OutputStamp(m.Data, enc)
+	if err != nil {
+		r.badOutputs.Add(1)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch string(id) {
+	case idWarmLast:
+		r.warmDone++
+	case idMeasured:
+		if r.got == 0 {
+			r.first = now
+			r.cpu0 = cpuNow()
+			r.rd0 = runDelayNow()
+			r.sched.start()
+		}
+		r.got++
+		lat := now.Sub(time.Unix(0, int64(ts*1e9)))
+		r.hist.add(lat)
+		r.progress.Store(int64(r.got))
+		if r.got == r.want {
+			r.last = now
+			r.endWindow()
+			close(r.done)
+		}
+	}
+}
+
+// endWindow reads the process counters at the end of the measured window.
+func (r *receiver) endWindow() {
+	r.cpu1 = cpuNow()
+	r.rd1 = runDelayNow()
+	r.sched.end()
+}
+
+// runDelayNow returns the process's run-queue delay so far, -1 if unknown.
+func runDelayNow() time.Duration {
+	d, err := procstat.ProcessRunDelay()
+	if err != nil {
+		return -1
+	}
+	return d
+}
+
+func cpuNow() time.Duration {
+	u, s, err := procstat.ProcessCPU()
+	if err != nil {
+		return 0
+	}
+	return u + s
+}
+
+// latencyHist is a log-bucketed histogram (buckets 1% wide) of latencies:
+// bounded memory whatever the count.
+type latencyHist struct {
+	counts map[int]int
+	n      int
+	max    time.Duration
+}
+
+const histBase = 1.01
+
+func (h *latencyHist) add(d time.Duration) {
+	if h.counts == nil {
+		h.counts = map[int]int{}
+	}
+	if d < time.Microsecond {
+		d = time.Microsecond
+	}
+	h.counts[int(math.Log(float64(d))/math.Log(histBase))]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+// quantile returns the upper edge of the bucket holding quantile q.
+func (h *latencyHist) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	lo, hi := math.MaxInt, math.MinInt
+	for b := range h.counts {
+		lo, hi = min(lo, b), max(hi, b)
+	}
+	rank := int(math.Ceil(q * float64(h.n)))
+	seen := 0
+	for b := lo; b <= hi; b++ {
+		seen += h.counts[b]
+		if seen >= rank {
+			return min(time.Duration(math.Pow(histBase, float64(b+1))), h.max)
+		}
+	}
+	return h.max
+}
+
+// benchData generates the synthetic vectors.
+type benchData struct {
+	rng    *rand.Rand
+	stream string
+}
+
+func (g *benchData) next(x []float64) {
+	if g.stream == "gaussian" {
+		for j := range x {
+			x[j] = g.rng.NormFloat64()
+		}
+		return
+	}
+	for j := range x {
+		x[j] = 0.05 * g.rng.NormFloat64()
+	}
+	th := 2 * math.Pi * g.rng.Float64()
+	x[0] += math.Cos(th)
+	if len(x) > 1 {
+		x[1] += 0.5 * math.Sin(th)
+	}
+}
+
+// runPhase runs one pipeline ("bare" or "pipeline") on its own stream and
+// subjects and measures it.
+func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer) (*phaseResult, error) {
+	tag := "a"
+	if name == "pipeline" {
+		tag = "b"
+	}
+	inSubj := "bench." + tag + ".in.*"
+	outSubj := "bench." + tag + ".out"
+	streamName := ""
+	if !o.core {
+		streamName = "BENCH_IN_" + strings.ToUpper(tag)
+	}
+	nc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-" + name})
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	rc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-receiver"})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	pc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-publisher"})
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close()
+
+	recv := newReceiver(o.count)
+	sub, err := rc.Subscribe(outSubj+".*", recv.handle)
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := rc.Flush(); err != nil {
+		return nil, err
+	}
+
+	pjs, err := jetstream.New(pc)
+	if err != nil {
+		return nil, err
+	}
+	if !o.core {
+		st := jetstream.FileStorage
+		if o.storage == "memory" {
+			st = jetstream.MemoryStorage
+		}
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_ = pjs.DeleteStream(sctx, streamName)
+		_, err = pjs.CreateStream(sctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{inSubj}, Storage: st})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("create input stream: %w", err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			_ = pjs.DeleteStream(dctx, streamName)
+			cancel()
+		}()
+	}
+	pub := &benchPublisher{o: o, nc: pc, tag: tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
+	pub.enc, _ = codec.ParseEncoding(o.encoding)
+	if !o.core {
+		if pub.acks, err = newAckPublisher(pc, 4096); err != nil {
+			return nil, err
+		}
+		defer pub.acks.close()
+	}
+
+	res := &phaseResult{name: name, expected: o.count}
+	if name == "pipeline" {
+		res.name = o.learner
+	}
+	preload := !o.core && o.rate == 0
+	if preload {
+		fmt.Fprintf(stderr, "%s: preloading %d messages…\n", name, o.keys*o.warmup+o.count)
+		t0 := time.Now()
+		if err := pub.publish(ctx, true, 0); err != nil {
+			return nil, err
+		}
+		if err := pub.publish(ctx, false, 0); err != nil {
+			return nil, err
+		}
+		res.pubRate = float64(o.keys*o.warmup+o.count) / time.Since(t0).Seconds()
+	}
+
+	pctx, stopPipe := context.WithCancel(ctx)
+	defer stopPipe()
+	pipeDone := make(chan error, 1)
+	lc, newLearner := o.learnerConfig(), learners.New
+	if name == "bare" {
+		// The pass learner ignores the kind; the processor still validates
+		// the pipeline's learner config, and --learner is not checked in
+		// --mode bare.
+		lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
+	}
+	p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj, lc, newLearner)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	go func() { pipeDone <- p.Run(pctx) }()
+	// Core NATS drops what is published before the subscription exists.
+	deadline := time.Now().Add(30 * time.Second)
+	for !p.Ready() {
+		select {
+		case err := <-pipeDone:
+			return nil, fmt.Errorf("processor stopped before it was ready: %w", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("processor not ready after 30s")
+		}
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		stopPipe()
+		select {
+		case err := <-pipeDone:
+			return err
+		case <-time.After(60 * time.Second):
+			return errors.New("pipeline did not stop within 60s")
+		}
+	}
+	defer func() { _ = stop() }()
+
+	bar := newProgressBar(stderr, name, o.progress, o.count, &recv.progress)
+	defer bar.stop()
+	if !preload {
+		// Warm-up first, and wait until every key has produced its last
+		// warm-up output, so that the measured messages all find a ready learner.
+		if err := pub.publish(ctx, true, 0); err != nil {
+			return nil, err
+		}
+		if err := waitFor(ctx, recv, o.timeout, func() bool {
+			recv.mu.Lock()
+			defer recv.mu.Unlock()
+			return recv.warmDone >= o.keys
+		}); err != nil {
+			recv.mu.Lock()
+			n := recv.warmDone
+			recv.mu.Unlock()
+			return nil, fmt.Errorf("warm-up: %d of %d keys produced an output after %d messages each (learner not ready? raise --warmup): %w",
+				n, o.keys, o.warmup, err)
+		}
+		t0 := time.Now()
+		if err := pub.publish(ctx, false, o.rate); err != nil {
+			return nil, err
+		}
+		res.pubRate = float64(o.count) / time.Since(t0).Seconds()
+		res.pacing = pub.pacing
+	}
+	werr := waitFor(ctx, recv, o.timeout, func() bool {
+		select {
+		case <-recv.done:
+			return true
+		default:
+			return false
+		}
+	})
+	bar.stop()
+	recv.mu.Lock()
+	res.received = recv.got
+	last := recv.last
+	if werr != nil {
+		res.lost = o.count - recv.got
+		last = time.Unix(0, recv.lastSeen.Load())
+		recv.endWindow()
+	}
+	res.elapsed = last.Sub(recv.first)
+	res.cpu = recv.cpu1 - recv.cpu0
+	res.runDelay = -1
+	if recv.rd0 >= 0 && recv.rd1 >= 0 {
+		res.runDelay = recv.rd1 - recv.rd0
+	}
+	res.sched = recv.sched
+	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
+	recv.mu.Unlock()
+	res.rss, res.peak, _ = procstat.ProcessRSS()
+	if bad := recv.badOutputs.Load(); bad > 0 {
+		return nil, fmt.Errorf("%d outputs could not be decoded", bad)
+	}
+	if err := stop(); err != nil {
+		return nil, fmt.Errorf("stop: %w", err)
+	}
+	if werr != nil {
+		if o.core && recv.got > 0 {
+			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", name, recv.got, o.count)
+			return res, nil
+		}
+		return nil, fmt.Errorf("%d of %d measured outputs received: %w", recv.got, o.count, werr)
+	}
+	return res, nil
+}
+
+// waitFor polls cond until it holds, ctx ends, or no output has arrived for idle.
+func waitFor(ctx context.Context, r *receiver, idle time.Duration, cond func() bool) error {
+	start := time.Now().UnixNano()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		last := max(r.lastSeen.Load(), start)
+		if time.Since(time.Unix(0, last)) > idle {
+			return fmt.Errorf("no output for %v", idle)
+		}
+	}
+	return nil
+}
+
+// benchPublisher publishes the synthetic stream: keys round-robin, each
+// observation with an ID marking its phase and TS = the publish time. One
+// message, header and payload buffer serve the whole stream (core
+// publishes copy them into the connection's buffer before they return);
+// what goes on the wire per message is the same as with a fresh message:
+// subject, Content-Type header, payload, and (JetStream) a reply subject
+// for the PubAck.
+type benchPublisher struct {
+	o      benchOptions
+	nc     *nats.Conn
+	acks   *ackPublisher // JetStream input; nil for core NATS
+	tag    string
+	enc    codec.Encoding
+	data   benchData
+	msg    *nats.Msg
+	pacing string // summary of the last paced publish
+}
+
+// publish sends the warm-up messages (warm-up per key) or the measured
+// ones, at rate msgs/s (0: as fast as possible), paced by a pacer.
+func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) error {
+	o := p.o
+	n := o.count
+	if warm {
+		n = o.warmup * o.keys
+	}
+	subjects := make([]string, o.keys)
+	for k := range subjects {
+		subjects[k] = "bench." + p.tag + ".in.k" + strconv.Itoa(k)
+	}
+	if p.msg == nil {
+		p.msg = &nats.Msg{Header: nats.Header{processor.HeaderContentType: {p.enc.ContentType()}}}
+	}
+	m := p.msg
+	obs := []codec.Observation{{X: make([]float64, o.dim)}}
+	var pace *pacer
+	if rate > 0 {
+		var err error
+		if pace, err = newPacer(rate, o.pace); err != nil {
+			return err
+		}
+	}
+	for i := range n {
+		if pace != nil {
+			pace.wait(i)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.data.next(obs[0].X)
+		obs[0].ID = idMeasured
+		if warm {
+			obs[0].ID = idWarm
+			if i >= n-o.keys {
+				obs[0].ID = idWarmLast
+			}
+		}
+		obs[0].TS = float64(time.Now().UnixNano()) / 1e9
+		data, err := codec.EncodeObservations(m.Data[:0], p.enc, obs)
+		if err != nil {
+			return err
+		}
+		m.Subject, m.Data = subjects[i%o.keys], data
+		if p.acks == nil {
+			if err := p.nc.PublishMsg(m); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+			continue
+		}
+		if err := p.acks.publish(ctx, m); err != nil {
+			return err
+		}
+	}
+	if pace != nil {
+		p.pacing = pace.summary(n)
+	}
+	if p.acks == nil {
+		return p.nc.FlushTimeout(30 * time.Second)
+	}
+	return p.acks.wait(ctx, 60*time.Second)
+}
+
+// newBenchProcessor builds the pipeline of a phase: processor defaults
+// except the input (the bench stream, or core NATS), the learner (made by
+// newLearner: learners.New, or the baseline's pass learner), the output subject,
+// and its KV buckets (snapshots, large states, checkpoints), which are
+// fresh for each run so that a run against a server that already saw one
+// (--nats-url) does not restore the last run's learners and skip its
+// messages. cleanup deletes them; call it after the processor stopped.
+func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, stream, in, out string, lc learners.Config,
+	newLearner func(learners.Config) (learners.Learner, error)) (p *processor.Processor, cleanup func(), err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	snapCfg := snapshot.Config{Bucket: "kpcastream-bench-snap-" + run, ObjectBucket: "kpcastream-bench-state-" + run}
+	ckpt := "kpcastream-bench-ckpt-" + run
+	cleanup = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = js.DeleteKeyValue(dctx, snapCfg.Bucket)
+		_ = js.DeleteObjectStore(dctx, snapCfg.ObjectBucket)
+		_ = js.DeleteKeyValue(dctx, ckpt)
+	}
+	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	store, err := snapshot.Open(octx, js, snapCfg)
+	cancel()
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("snapshot store: %w", err)
+	}
+	cfg := processor.Config{
+		Workers:          o.workers,
+		ServiceName:      "kpcastream-bench",
+		CheckpointBucket: ckpt,
+		Pipelines: []processor.PipelineConfig{{
+			Name:     "bench",
+			Input:    processor.InputConfig{Stream: stream, Subject: in},
+			Learner:  lc,
+			Output:   processor.OutputConfig{Subject: out + ".{key}"},
+			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
+		}},
+	}
+	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return p, cleanup, nil
+}
+
+// progressBar draws "[=====>    ] 45% 4500/10000 12.3k msgs/s" on w.
+type progressBar struct {
+	once sync.Once
+	quit chan struct{}
+	done chan struct{}
+}
+
+func newProgressBar(w io.Writer, name string, every time.Duration, total int, n *atomic.Int64) *progressBar {
+	b := &progressBar{quit: make(chan struct{}), done: make(chan struct{})}
+	if every <= 0 {
+		close(b.done)
+		return b
+	}
+	// On a terminal the bar redraws itself with \r; elsewhere (a log, CI)
+	// it is a line every 5 s at most, and the final one.
+	tty := isTerminal(w)
+	lead, end := "\r", ""
+	if !tty {
+		lead, end, every = "", "\n", max(every, 5*time.Second)
+	}
+	go func() {
+		defer close(b.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		start := time.Now()
+		var prev int64
+		prevT := start
+		draw := func(final bool) {
+			cur := n.Load()
+			now := time.Now()
+			r := float64(cur-prev) / now.Sub(prevT).Seconds()
+			if final {
+				r = float64(cur) / now.Sub(start).Seconds()
+			}
+			prev, prevT = cur, now
+			const width = 30
+			filled := int(float64(width) * float64(cur) / float64(total))
+			filled = min(max(filled, 0), width)
+			bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+			if filled > 0 && filled < width {
+				bar = bar[:filled-1] + ">" + bar[filled:]
+			}
+			fmt.Fprintf(w, "%s%-8s [%s] %3.0f%% %d/%d %s msgs/s %s", lead, name, bar, 100*float64(cur)/float64(total), cur, total, human(r), end)
+		}
+		for {
+			select {
+			case <-b.quit:
+				draw(true)
+				if tty {
+					fmt.Fprintln(w)
+				}
+				return
+			case <-t.C:
+				draw(false)
+			}
+		}
+	}()
+	return b
+}
+
+func (b *progressBar) stop() {
+	b.once.Do(func() { close(b.quit) })
+	<-b.done
+}
+
+// human formats a rate as 12.3k or 1.2M.
+func human(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+	fmt.Fprintf(w, "%-9s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s\n",
+		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost")
+	for _, r := range rs {
+		cpuPer, cpuPct := 0.0, 0.0
+		if r.received > 1 {
+			cpuPer = float64(r.cpu.Microseconds()) / float64(r.received-1)
+		}
+		if r.elapsed > 0 {
+			cpuPct = 100 * r.cpu.Seconds() / r.elapsed.Seconds()
+		}
+		fmt.Fprintf(w, "%-9s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d\n", r.name, r.rate(), r.pubRate,
+			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost)
+	}
+	fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10s %9s %9s\n",
+		"pipeline", "other cpu %", "runq ms/s", "sched p99", "sched p999", "gc cycles", "gc cpu %", "gc stw ms")
+	for _, r := range rs {
+		secs := r.elapsed.Seconds()
+		if secs <= 0 {
+			continue
+		}
+		other, runq := "?", "?"
+		if busy, all := r.sched.machine(); all > 0 {
+			// Busy CPU of the machine minus this process's, as a share of one CPU.
+			other = strconv.FormatFloat(100*(busy-r.cpu).Seconds()/secs, 'f', 0, 64)
+		}
+		if r.runDelay >= 0 {
+			runq = strconv.FormatFloat(float64(r.runDelay)/1e6/secs, 'f', 1, 64)
+		}
+		pause, cycles := r.sched.gcPause()
+		fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10d %9.1f %9.2f\n", r.name, other, runq,
+			ms(r.sched.latency(0.99)), ms(r.sched.latency(0.999)), cycles, 100*r.sched.gcCPU().Seconds()/secs, float64(pause)/1e6)
+	}
+	fmt.Fprintln(w, "contention over the measured window: other cpu % = CPU used by other processes (100 = one core);",
+		"runq = time this process's threads waited for a CPU (OS run queue) per second;",
+		"sched = goroutine wait for a P (Go scheduler); gc cpu % = GC CPU (100 = one core); gc stw = GC pauses in total")
+	for _, r := range rs {
+		if r.pacing != "" {
+			fmt.Fprintf(w, "%-9s %s\n", r.name, r.pacing)
+		}
+	}
+	if o.rate == 0 && !o.core {
+		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
+	}
+	if len(rs) == 2 && rs[0].rate() > 0 {
+		fmt.Fprintf(w, "ratio (b)/(a) msgs/s: %.3f\n", rs[1].rate()/rs[0].rate())
+	}
+}
+
+// envOr returns the environment variable name, or def when it is unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// isTerminal reports whether w is a terminal (the progress bar may then
+// rewrite itself with \r).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

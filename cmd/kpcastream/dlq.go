@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/processor"
+)
+
+func init() {
+	commands["dlq"] = command{summary: "list stored dead letters (dlq ls) and re-publish them after a fix (dlq republish)", run: runDLQ}
+}
+
+// dlqEntry is one stored dead letter.
+type dlqEntry struct {
+	Seq      uint64          `json:"seq"` // sequence in the dead-letter stream
+	Time     time.Time       `json:"time"`
+	Pipeline string          `json:"pipeline"`
+	Key      string          `json:"key"`
+	Reason   string          `json:"reason"`
+	Detail   string          `json:"detail"`
+	Subject  string          `json:"subject"`   // where it was published (republish target)
+	InputSeq uint64          `json:"input_seq"` // its sequence in the input stream
+	Payload  json.RawMessage `json:"payload"`
+	msg      *jetstream.RawStreamMsg
+}
+
+// dlqFilter selects dead letters.
+type dlqFilter struct {
+	seqs   [][2]uint64 // ranges, inclusive
+	reason string
+	key    string
+	since  time.Duration
+	limit  int
+}
+
+func (f dlqFilter) any() bool {
+	return len(f.seqs) > 0 || f.reason != "" || f.key != "" || f.since > 0
+}
+
+func (f dlqFilter) match(e *dlqEntry, now time.Time) bool {
+	if len(f.seqs) > 0 {
+		in := false
+		for _, r := range f.seqs {
+			in = in || e.Seq >= r[0] && e.Seq <= r[1]
+		}
+		if !in {
+			return false
+		}
+	}
+	return (f.reason == "" || e.Reason == f.reason) && (f.key == "" || e.Key == f.key) &&
+		(f.since <= 0 || now.Sub(e.Time) <= f.since)
+}
+
+// parseSeqs parses "5,7,10-20".
+func parseSeqs(s string) ([][2]uint64, error) {
+	var out [][2]uint64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--seq %q: %q is not a sequence", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
+				return nil, fmt.Errorf("--seq %q: %q is not a range", s, part)
+			}
+		}
+		out = append(out, [2]uint64{a, b})
+	}
+	return out, nil
+}
+
+// runDLQ is "kpcastream dlq ls|republish [flags]".
+func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := func() {
+		fmt.Fprintln(stderr, `usage: kpcastream dlq ls        --config FILE [--pipeline P] | --stream S  [--seq 5,7-9] [--reason R] [--key K] [--since D] [--limit N] [--json]
+       kpcastream dlq republish --config FILE [--pipeline P] | --stream S  (--seq … | --reason R | --key K | --since D | --all) [--to SUBJECT] [--delete] [--dry-run]`)
+	}
+	if len(args) == 0 || (args[0] != "ls" && args[0] != "republish") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			usage()
+			return flag.ErrHelp
+		}
+		usage()
+		return errUsage
+	}
+	op := args[0]
+	fs := flag.NewFlagSet("dlq "+op, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf := registerClient(fs)
+	stream := fs.String("stream", "", "the dead-letter stream (default: the one that stores --pipeline's dead-letter subject)")
+	seqs := fs.String("seq", "", "dead-letter stream sequences: 5,7,10-20")
+	var f dlqFilter
+	fs.StringVar(&f.reason, "reason", "", "only this reason (malformed, dimension, too_large, non_finite, numerical, version, panic)")
+	fs.StringVar(&f.key, "key", "", "only this partition key")
+	fs.DurationVar(&f.since, "since", 0, "only dead letters stored within this duration")
+	fs.IntVar(&f.limit, "limit", 0, "at most this many (0: all)")
+	asJSON := fs.Bool("json", false, "ls: one JSON object per line (with the full detail and payload)")
+	all := fs.Bool("all", false, "republish: every dead letter of the stream")
+	to := fs.String("to", "", "republish: to this subject instead of each one's original input subject")
+	del := fs.Bool("delete", false, "republish: delete each dead letter from the stream once re-published")
+	dry := fs.Bool("dry-run", false, "republish: list what would be sent, send nothing")
+	fs.Usage = func() { usage(); fs.PrintDefaults() }
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return errUsage
+	}
+	var err error
+	if f.seqs, err = parseSeqs(*seqs); err != nil {
+		return err
+	}
+	if op == "republish" && !f.any() && !*all {
+		return errors.New("select the dead letters to re-publish: --seq, --reason, --key, --since, or --all")
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	var dlSubject string
+	if *stream == "" {
+		if cfg == nil {
+			if cf.pipeline == "" {
+				fs.Usage()
+				return errUsage
+			}
+			*stream = strings.ReplaceAll(processor.DefaultDeadLetterStream, "{pipeline}", cf.pipeline)
+		} else {
+			pl, err := cf.pipelineOf(cfg)
+			if err != nil {
+				return err
+			}
+			pc := pl.PipelineConfig.WithDefaults()
+			dlSubject = strings.NewReplacer("{pipeline}", pc.Name, "{key}", "*").Replace(pc.DeadLetter)
+			cf.pipeline = pc.Name
+		}
+	}
+	nc, err := cf.connect(cfg, "kpcastream-dlq")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if *stream == "" {
+		name, err := js.StreamNameBySubject(ctx, dlSubject)
+		if err != nil {
+			return fmt.Errorf("no stream stores the dead letters of pipeline %s (%s): %w; dead letters are stored by default since dead_letters was added, start the workers once", cf.pipeline, dlSubject, err)
+		}
+		*stream = name
+	}
+	entries, err := readDLQ(ctx, js, *stream, cf.pipeline, f)
+	if err != nil {
+		return err
+	}
+	if op == "ls" {
+		return printDLQ(stdout, entries, *asJSON)
+	}
+	return republish(ctx, nc, js, *stream, entries, *to, *del, *dry, stdout)
+}
+
+// readDLQ reads the dead letters of stream that match f (and pipeline,
+// when a stream holds several pipelines' dead letters).
+func readDLQ(ctx context.Context, js jetstream.JetStream, stream, pipeline string, f dlqFilter) ([]*dlqEntry, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream %s: %w", stream, err)
+	}
+	info := st.CachedInfo()
+	var out []*dlqEntry
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	cc := jetstream.OrderedConsumerConfig{}
+	if len(f.seqs) > 0 {
+		lo := f.seqs[0][0]
+		for _, r := range f.seqs {
+			lo = min(lo, r[0])
+		}
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, max(lo, 1)
+	} else if f.since > 0 {
+		t := time.Now().Add(-f.since)
+		cc.DeliverPolicy, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+	}
+	cons, err := st.OrderedConsumer(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	last := info.State.LastSeq
+	now := time.Now()
+	for {
+		if p := cons.CachedInfo(); p != nil && p.NumPending == 0 && p.Delivered.Stream >= last {
+			break
+		}
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		done := false
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			e := dlqEntryOf(md.Sequence.Stream, md.Timestamp, m.Subject(), m.Headers(), m.Data())
+			if (pipeline == "" || e.Pipeline == "" || e.Pipeline == pipeline) && f.match(e, now) {
+				out = append(out, e)
+			}
+			if md.Sequence.Stream >= last || f.limit > 0 && len(out) >= f.limit {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if done {
+			break
+		}
+		if n == 0 {
+			// Nothing at or after the start (or the rest was deleted).
+			if p, err := cons.Info(ctx); err != nil || p.NumPending == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if f.limit > 0 && len(out) > f.limit {
+		out = out[:f.limit]
+	}
+	return out, nil
+}
+
+// dlqEntryOf reads a stored dead letter.
+func dlqEntryOf(seq uint64, ts time.Time, subject string, h nats.Header, data []byte) *dlqEntry {
+	e := &dlqEntry{Seq: seq, Time: ts, Pipeline: h.Get(processor.HeaderPipeline), Key: h.Get(processor.HeaderKey),
+		Reason: h.Get(processor.HeaderError), Detail: h.Get(processor.HeaderErrorDetail),
+		Subject: h.Get(processor.HeaderInputSubject), Payload: payloadJSON(data, h.Get("Content-Type")),
+		msg: &jetstream.RawStreamMsg{Subject: subject, Sequence: seq, Header: h, Data: data, Time: ts}}
+	if e.Subject == "" {
+		e.Subject = h.Get(processor.HeaderSubject) // dead letters of earlier versions
+	}
+	e.InputSeq, _ = strconv.ParseUint(h.Get(processor.HeaderStreamSeq), 10, 64)
+	return e
+}
+
+// printDLQ writes entries as a table (payload and detail shortened) or as
+// JSON lines.
+func printDLQ(w io.Writer, entries []*dlqEntry, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tPIPELINE\tKEY\tREASON\tSUBJECT\tINPUT SEQ\tDETAIL\tPAYLOAD")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Pipeline, e.Key, e.Reason,
+			e.Subject, e.InputSeq, shorten(e.Detail, 60), shorten(string(e.Payload), 60))
+	}
+	fmt.Fprintf(tw, "%d dead letters\n", len(entries))
+	return tw.Flush()
+}
+
+// shorten cuts s to n runes with an ellipsis, on one line.
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// republish sends each entry's payload, with its original headers (not the
+// dead-letter ones), to its input subject (or to), with JetStream when a
+// stream captures the subject; with del it then deletes it from stream.
+func republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream string, entries []*dlqEntry, to string, del, dry bool, stdout io.Writer) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	captured := map[string]bool{}
+	sent := 0
+	for _, e := range entries {
+		subj := e.Subject
+		if to != "" {
+			subj = to
+		}
+		if subj == "" {
+			return fmt.Errorf("dead letter %d names no input subject; give --to", e.Seq)
+		}
+		if dry {
+			fmt.Fprintf(stdout, "would republish %d (%s, key %s) to %s\n", e.Seq, e.Reason, e.Key, subj)
+			continue
+		}
+		m := nats.NewMsg(subj)
+		m.Data = e.msg.Data
+		for k, v := range e.msg.Header {
+			if strings.HasPrefix(k, "Kpcastream-") || strings.HasPrefix(k, "Nats-") {
+				continue
+			}
+			m.Header[k] = v
+		}
+		m.Header.Set("Kpcastream-Republished-From", stream+"/"+strconv.FormatUint(e.Seq, 10))
+		js1, ok := captured[subj]
+		if !ok {
+			name, err := js.StreamNameBySubject(ctx, subj)
+			js1 = err == nil && name != ""
+			captured[subj] = js1
+		}
+		if js1 {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = js.PublishMsg(pctx, m)
+			cancel()
+		} else {
+			err = nc.PublishMsg(m)
+		}
+		if err != nil {
+			return fmt.Errorf("republish %d to %s (%d sent before): %w", e.Seq, subj, sent, err)
+		}
+		sent++
+		if del {
+			if err := st.DeleteMsg(ctx, e.Seq); err != nil {
+				return fmt.Errorf("delete %d from %s after republishing it: %w", e.Seq, stream, err)
+			}
+		}
+		fmt.Fprintf(stdout, "republished %d (%s, key %s) to %s\n", e.Seq, e.Reason, e.Key, subj)
+	}
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	verb := "republished"
+	if dry {
+		verb, sent = "would republish", len(entries)
+	}
+	fmt.Fprintf(stdout, "%s %d dead letters\n", verb, sent)
+	return nil
+}

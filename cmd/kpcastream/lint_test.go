@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// configsInRepo returns every configuration file of the repository meant
+// to be valid (relative to this package), with the ConfigMap's embedded
+// config.yaml written out to a temporary file.
+func configsInRepo(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configs: %v", err)
+	}
+	files = append(files, "../../deploy/compose/kpcastream.yaml")
+	cm, err := os.ReadFile("../../deploy/k8s/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(cm), "  config.yaml: |\n")
+	if !ok {
+		t.Fatal("deploy/k8s/configmap.yaml has no config.yaml")
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(body, "\n") {
+		if line != "\n" && line != "" && !strings.HasPrefix(line, "    ") {
+			break
+		}
+		out.WriteString(strings.TrimPrefix(line, "    "))
+	}
+	f := filepath.Join(t.TempDir(), "configmap-config.yaml")
+	if err := os.WriteFile(f, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return append(files, f)
+}
+
+// TestLintRepoConfigs lints every configuration of the repository.
+func TestLintRepoConfigs(t *testing.T) {
+	for _, f := range configsInRepo(t) {
+		var out, errOut bytes.Buffer
+		if code := runMain(context.Background(), []string{"lint", "--config", f}, &out, &errOut); code != 0 {
+			t.Errorf("lint %s: exit %d\n%s%s", f, code, out.String(), errOut.String())
+			continue
+		}
+		if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], ": ok: ") {
+			t.Errorf("lint %s: want one summary line, got %q", f, out.String())
+		}
+	}
+}
+
+const badConfig = `workers: many
+log: {level: loud}
+nats: {url: "nats://user:s3cret@host:4222"}
+pipelines:
+  - name: p
+    input: {subject: "in.*"}
+    learner: {dim: four, components: 2, budget: 1, kernel: {name: rbf, gamma: 0.5}}
+    max_keys: -1
+`
+
+// TestLintReportsEveryProblem: a YAML type error and the validation
+// problems of the rest of the file, one line each naming the field's YAML
+// path, exit 1; the same from run --dry-run, which starts nothing.
+func TestLintReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(f, []byte(badConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"workers", "pipelines[0].learner.dim", "log.level", "pipelines[0].learner.components", "pipelines[0].max_keys"}
+	lineRE := regexp.MustCompile(`^` + regexp.QuoteMeta(f) + `: config: (\S+): `)
+	for _, args := range [][]string{{"lint", "--config", f}, {"run", "--dry-run", "--config", f, "--data-dir", filepath.Join(dir, "data")}} {
+		var out, errOut bytes.Buffer
+		if code := runMain(context.Background(), args, &out, &errOut); code != 1 {
+			t.Errorf("%v: exit %d, want 1\n%s%s", args, code, out.String(), errOut.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		var paths []string
+		for _, l := range lines {
+			m := lineRE.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("%v: line %q does not name a field", args, l)
+				continue
+			}
+			paths = append(paths, m[1])
+		}
+		if strings.Join(paths, " ") != strings.Join(want, " ") {
+			t.Errorf("%v: fields %q, want %q\n%s", args, paths, want, out.String())
+		}
+		if !strings.Contains(errOut.String(), "5 problems") {
+			t.Errorf("%v: stderr %q, want the count", args, errOut.String())
+		}
+		if strings.Contains(out.String()+errOut.String(), "s3cret") {
+			t.Errorf("%v: the password is printed", args)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("run --dry-run created its data directory (%v): it must start nothing", err)
+	}
+}
+
+// TestDryRunValid: run --dry-run of a valid file prints the summary, with
+// the flags applied and a URL's password hidden, and starts nothing.
+func TestDryRunValid(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	args := []string{"run", "--dry-run", "--config", "../../examples/kpcastream.yaml", "--data-dir", filepath.Join(dir, "data"),
+		"--nats-url", "nats://me:s3cret@nats.example:4222", "--metrics-addr", "127.0.0.1:1"}
+	if code := runMain(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	s := out.String()
+	for _, w := range []string{": ok: 1 pipeline (sensors: ikpca d=4 k=2 B=64", "NATS nats://me:xxxxx@nats.example:4222", "metrics 127.0.0.1:1"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("summary %q lacks %q", s, w)
+		}
+	}
+	if strings.Contains(s+errOut.String(), "s3cret") {
+		t.Error("the password is printed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("run --dry-run created its data directory (%v)", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runMain(context.Background(), []string{"version"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !regexp.MustCompile(`^kpcastream \S+ \(revision \S+(, \S+)?, go\d[^)]*\)\n$`).MatchString(out.String()) {
+		t.Errorf("version: %q", out.String())
+	}
+}
