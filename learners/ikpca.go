@@ -1519,19 +1519,7 @@ func (l *IKPCA) Budget() int { return l.b }
 // wᵀz(x) = Σⱼ αⱼk(dⱼ,x). It is how a classifier on the coordinates is
 // exported. dst of the wrong length panics; nil is allocated.
 func (l *IKPCA) CoordTransform(dst, w []float64, n int) []float64 {
-	m := l.rows.Len()
-	if dst == nil {
-		dst = make([]float64, n*m)
-	}
-	if len(dst) != n*m {
-		panic(fmt.Sprintf("learners: dst has length %d, want %d", len(dst), n*m))
-	}
-	for r := range n {
-		a := dst[r*m : (r+1)*m]
-		copy(a, w[r*l.b:r*l.b+m])
-		trsvLowerT(m, l.L, l.b, a)
-	}
-	return dst
+	return dualWeights(dst, w, n, l.rows.Len(), l.L, l.b)
 }
 
 // LearnTracked is Learn, and tells t of every change of the dictionary

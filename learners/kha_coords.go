@@ -36,18 +36,7 @@ func (l *KHA) CoordTransform(dst, w []float64, n int) []float64 {
 	if l.full {
 		m = l.b
 	}
-	if dst == nil {
-		dst = make([]float64, n*m)
-	}
-	if len(dst) != n*m {
-		panic(fmt.Sprintf("learners: dst has length %d, want %d", len(dst), n*m))
-	}
-	for r := range n {
-		a := dst[r*m : (r+1)*m]
-		copy(a, w[r*l.b:r*l.b+m])
-		trsvLowerT(m, l.chol, l.b, a)
-	}
-	return dst
+	return dualWeights(dst, w, n, m, l.chol, l.b)
 }
 
 // LearnTracked is Learn, telling t of every change of coordinates: the
