@@ -84,6 +84,16 @@ type Limits struct {
 	// MaxDim is the largest length of one observation's x.
 	// Zero means DefaultMaxDim (65536).
 	MaxDim int
+	// MaxLabel is the largest string label y, in bytes. Zero means
+	// DefaultMaxLabel (256).
+	MaxLabel int
+	// MaxMeta is the largest number of entries of one observation's meta
+	// map. Zero means DefaultMaxMeta (16).
+	MaxMeta int
+	// MaxMetaBytes bounds one observation's meta map: the sum over its
+	// entries of the key's bytes plus the value's (a string's bytes, 8 for
+	// any other value). Zero means DefaultMaxMetaBytes (1024).
+	MaxMetaBytes int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -92,6 +102,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDim <= 0 {
 		l.MaxDim = DefaultMaxDim
+	}
+	if l.MaxLabel <= 0 {
+		l.MaxLabel = DefaultMaxLabel
+	}
+	if l.MaxMeta <= 0 {
+		l.MaxMeta = DefaultMaxMeta
+	}
+	if l.MaxMetaBytes <= 0 {
+		l.MaxMetaBytes = DefaultMaxMetaBytes
 	}
 	return l
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kpcastream/kpcastream/learners/classify"
 )
 
 // sameObservations compares bitwise, so NaN equals NaN and −0 differs from 0.
@@ -25,7 +27,8 @@ func sameObservations(a, b []Observation) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].ID != b[i].ID || math.Float64bits(a[i].TS) != math.Float64bits(b[i].TS) || !sameFloats(a[i].X, b[i].X) {
+		if a[i].ID != b[i].ID || math.Float64bits(a[i].TS) != math.Float64bits(b[i].TS) || !sameFloats(a[i].X, b[i].X) ||
+			!a[i].Y.Equal(b[i].Y) || !sameMeta(a[i].Meta, b[i].Meta) {
 			return false
 		}
 	}
@@ -75,12 +78,19 @@ func FuzzDecodeObservations(f *testing.F) {
 		`{"y":{"a":[true,null,"s"]},"x":[-0]}`, `{"x":[1],"ts":-0}`,
 		`{"x":[0],"id":"\ud83d\ude00\ud800\n\u0000"}`, `{"\u0078":[1],"i\u0064":"a\/b"}`,
 		"{\"x\":[0],\"id\":\"\xed\"}", // the failure of issue #14: invalid UTF-8 in an id
+		`{"x":[1],"y":3,"meta":{"site":"b7","n":-2.5,"ok":true,"z":null}}`, `{"x":[1],"y":"cat\u00e9"}`,
+		`{"batch":[{"x":[1],"y":"a"},{"x":[2],"y":2,"meta":{}},[3]]}`, `{"x":[1],"y":[1]}`, `{"x":[1],"y":true}`,
+		`{"x":[1],"meta":{"a":{"b":1}}}`, `{"x":[1],"meta":{"a":1,"a":2}}`, "{\"x\":[1],\"y\":\"\xff\"}",
+		`{"x":[1],"y":"\ud800"}`, `{"x":[1],"meta":{"\ud800":1}}`, `{"x":[1],"y":null,"meta":null}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Add(mp(f, map[string]any{"x": []float32{1, 2}, "id": "a", "ts": 5, "z": map[string]any{"q": []byte{1}}}))
 	f.Add(mp(f, map[string]any{"batch": []any{[]int{1, -2}, map[string]any{"x": []float64{math.NaN()}}}}))
-	lim := Limits{MaxBatch: 16, MaxDim: 64}
+	f.Add(mp(f, map[string]any{"x": []float64{1}, "y": -7, "meta": map[string]any{"s": "v", "f": 0.5, "b": false, "n": nil}}))
+	f.Add(mp(f, map[string]any{"x": []float64{1}, "y": []byte{1}}))
+	f.Add(mp(f, map[string]any{"x": []float64{1}, "y": math.Inf(1)}))
+	lim := Limits{MaxBatch: 16, MaxDim: 64, MaxMeta: 4, MaxMetaBytes: 64, MaxLabel: 16}
 	// A previous result with stale ids, timestamps and capacity, to check
 	// that reusing dst gives the same result as a fresh decode.
 	stale, _, err := DecodeObservations(nil, []byte(`{"batch":[{"x":[9,9,9],"id":"old","ts":7},[8],[7,7]]}`), "", lim)
@@ -112,6 +122,32 @@ func FuzzDecodeObservations(f *testing.F) {
 			}
 			if !utf8.ValidString(o.ID) {
 				t.Fatalf("input %q: decoded id %q is not valid UTF-8", data, o.ID)
+			}
+			switch o.Y.Kind {
+			case ScalarNone:
+			case ScalarNumber:
+				if math.IsNaN(o.Y.Num) || math.IsInf(o.Y.Num, 0) {
+					t.Fatalf("input %q: decoded a non-finite label %v", data, o.Y.Num)
+				}
+			case ScalarString:
+				if !utf8.ValidString(o.Y.Str) || len(o.Y.Str) > lim.MaxLabel {
+					t.Fatalf("input %q: decoded label %q: invalid UTF-8 or over the limit", data, o.Y.Str)
+				}
+			default:
+				t.Fatalf("input %q: decoded a label of kind %d", data, o.Y.Kind)
+			}
+			if len(o.Meta) > lim.MaxMeta {
+				t.Fatalf("input %q: decoded %d meta entries, limit %d", data, len(o.Meta), lim.MaxMeta)
+			}
+			used := 0
+			for _, e := range o.Meta {
+				used += metaBytes([]byte(e.Key), e.Value)
+				if !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value.Str) || e.Value.Kind == ScalarNone {
+					t.Fatalf("input %q: decoded meta entry %+v", data, e)
+				}
+			}
+			if used > lim.MaxMetaBytes {
+				t.Fatalf("input %q: decoded %d meta bytes, limit %d", data, used, lim.MaxMetaBytes)
 			}
 		}
 		if enc == JSON {
@@ -168,6 +204,16 @@ func checkJSONReference(t *testing.T, data []byte, obs []Observation) {
 			if id, ok := v["id"].(string); ok {
 				o.ID = id
 			}
+			if v["y"] != nil {
+				_ = o.Y.set(v["y"])
+			}
+			if m, ok := v["meta"].(map[string]any); ok {
+				for k, mv := range m {
+					var s Scalar
+					_ = s.set(mv)
+					o.Meta = append(o.Meta, MetaEntry{Key: k, Value: s})
+				}
+			}
 		}
 		want = append(want, o)
 	}
@@ -182,7 +228,15 @@ func checkJSONReference(t *testing.T, data []byte, obs []Observation) {
 		t.Fatalf("input %q: %d observations, encoding/json sees %d", data, len(obs), len(want))
 	}
 	for i := range want {
-		if obs[i].ID != want[i].ID || !sameFloats(obs[i].X, want[i].X) {
+		if len(obs[i].Meta) != len(want[i].Meta) {
+			t.Fatalf("input %q: observation %d has %d meta entries, encoding/json reads %d", data, i, len(obs[i].Meta), len(want[i].Meta))
+		}
+		for _, e := range want[i].Meta {
+			if v, ok := obs[i].Meta.Get(e.Key); !ok || !v.Equal(e.Value) {
+				t.Fatalf("input %q: observation %d meta %q is %+v, encoding/json reads %+v", data, i, e.Key, v, e.Value)
+			}
+		}
+		if obs[i].ID != want[i].ID || !sameFloats(obs[i].X, want[i].X) || !obs[i].Y.Equal(want[i].Y) {
 			t.Fatalf("input %q: observation %d is id %q x %v, encoding/json reads id %q x %v", data, i, obs[i].ID, obs[i].X, want[i].ID, want[i].X)
 		}
 	}
@@ -209,6 +263,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	addTestdataSeeds(f, "snapshot_*.bin")
 	good, _ := EncodeSnapshot(testSnapshot())
 	f.Add(good[headerLen:]) // a body, framed below
+	withCls := testSnapshot()
+	withCls.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1}, W: []float64{1, 2, 3, 4}, P: []float64{1, 0, 0, 1}}
+	good, _ = EncodeSnapshot(withCls)
+	f.Add(good[headerLen:])
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given (mostly header and checksum checks), and framed with a
@@ -282,7 +340,16 @@ func FuzzDecodeManifest(f *testing.F) {
 func sameOutput(a, b *Output) bool {
 	return a.ID == b.ID && a.Key == b.Key && a.Seq == b.Seq && a.BasisVersion == b.BasisVersion &&
 		sameFloats([]float64{a.TS, a.SPE, a.T2, a.Explained}, []float64{b.TS, b.SPE, b.T2, b.Explained}) &&
-		sameFloats(a.Z, b.Z)
+		sameFloats(a.Z, b.Z) && a.Y.Equal(b.Y) && a.Pred.Equal(b.Pred) && sameMeta(a.Meta, b.Meta) && sameFloats(a.Scores, b.Scores)
+}
+
+// outputText is every string of o, for the JSON round trip's UTF-8 check.
+func outputText(o *Output) string {
+	s := o.ID + o.Key + o.Y.Str + o.Pred.Str
+	for _, e := range o.Meta {
+		s += e.Key + e.Value.Str
+	}
+	return s
 }
 
 // FuzzDecodeOutput: DecodeOutput (what consumers and the bench use) never
@@ -292,6 +359,7 @@ func FuzzDecodeOutput(f *testing.F) {
 	addTestdataSeeds(f, "output_*")
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1,-2],"spe":0,"t2":0,"explained":1,"basis_version":3}`))
 	f.Add([]byte(`{"id":"\ud800","z":null}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"scores":[0.25,0.75]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, enc := range []Encoding{JSON, Msgpack} {
 			out, err := DecodeOutput(data, enc)
@@ -310,7 +378,7 @@ func FuzzDecodeOutput(f *testing.F) {
 				t.Fatalf("input %q (%v): stamp (%q, %v), decoder (%q, %v)", data, enc, id, ts, out.ID, out.TS)
 			}
 			for _, e := range []Encoding{JSON, Msgpack} {
-				if e == JSON && !utf8.ValidString(out.ID+out.Key) {
+				if e == JSON && !utf8.ValidString(outputText(out)) {
 					continue // JSON replaces invalid UTF-8 (documented)
 				}
 				b1, err := EncodeOutput(nil, e, out)
@@ -375,6 +443,7 @@ func FuzzOutputStamp(f *testing.F) {
 func FuzzDecodeModel(f *testing.F) {
 	addTestdataSeeds(f, "model_*.json")
 	f.Add([]byte(`{"format":"kpcastream.model/v1","learner":"kha","kernel":{"name":"linear"},"points":[[1]],"coefficients":[[1]],"offsets":[0],"eigenvalues":[1],"seen":1}`))
+	f.Add([]byte(`{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"linear"},"points":[[1]],"coefficients":[[1]],"offsets":[0],"eigenvalues":[1],"seen":1,"classifier":{"classes":["a","b"],"alpha":[[1,2]],"bias":[0,1]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeModel(data)
 		if err != nil {

@@ -17,6 +17,14 @@ type wireModel struct {
 	Offsets      []float64       `json:"offsets"`
 	Eigenvalues  []float64       `json:"eigenvalues"`
 	Seen         int64           `json:"seen"`
+	// Classifier is the optional classifier section.
+	Classifier *wireModelClassifier `json:"classifier,omitempty"`
+}
+
+type wireModelClassifier struct {
+	Classes []string    `json:"classes"`
+	Alpha   [][]float64 `json:"alpha"`
+	Bias    []float64   `json:"bias"`
 }
 
 // wireModelKernel uses pointers so that a parameter is present exactly when
@@ -32,6 +40,9 @@ type wireModelKernel struct {
 //
 //	{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"rbf","gamma":0.5},
 //	 "points":[[…]],"coefficients":[[…]],"offsets":[…],"eigenvalues":[…],"seen":n}
+//
+// followed, for a model with a classifier, by
+// "classifier":{"classes":[…C…],"alpha":[[…C…],…p rows],"bias":[…C…]}.
 //
 // The kernel object has "name"; "gamma" except for linear; "degree" for
 // poly only; "coef0" for poly and sigmoid. Numbers are written in the
@@ -57,6 +68,9 @@ func EncodeModel(m *learners.Model) ([]byte, error) {
 	}
 	if k.Name == learners.KernelPoly || k.Name == learners.KernelSigmoid {
 		w.Kernel.Coef0 = &k.Coef0
+	}
+	if c := m.Classifier; c != nil {
+		w.Classifier = &wireModelClassifier{Classes: c.Classes, Alpha: c.Alpha, Bias: c.Bias}
 	}
 	b, err := json.Marshal(&w)
 	if err != nil {
@@ -97,6 +111,9 @@ func DecodeModel(data []byte) (*learners.Model, error) {
 	m := &learners.Model{
 		Format: w.Format, Learner: w.Learner, Kernel: k,
 		Points: w.Points, Coefficients: w.Coefficients, Offsets: w.Offsets, Eigenvalues: w.Eigenvalues, Seen: w.Seen,
+	}
+	if c := w.Classifier; c != nil {
+		m.Classifier = &learners.ModelClassifier{Classes: c.Classes, Alpha: c.Alpha, Bias: c.Bias}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)

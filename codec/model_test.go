@@ -111,3 +111,36 @@ func TestModelErrors(t *testing.T) {
 		t.Errorf("EncodeModel(nil) succeeded")
 	}
 }
+
+// The classifier section: exact format, round trip, and what Validate refuses.
+func TestModelClassifier(t *testing.T) {
+	m := testModel(learners.Kernel{Name: "rbf", Gamma: 0.5})
+	m.Classifier = &learners.ModelClassifier{Classes: []string{"a", "7"}, Alpha: [][]float64{{1, -1}, {0.5, 2}}, Bias: []float64{0.25, 0}}
+	data, err := EncodeModel(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"format":"kpcastream.model/v1","learner":"ikpca","kernel":{"name":"rbf","gamma":0.5},` +
+		`"points":[[1,2,3],[-0.5,0,1e-7]],"coefficients":[[0.25,-1],[3,0.125]],"offsets":[0.1,-0.2],"eigenvalues":[2.5,0.75],"seen":1000,` +
+		`"classifier":{"classes":["a","7"],"alpha":[[1,-1],[0.5,2]],"bias":[0.25,0]}}`
+	if string(data) != want {
+		t.Errorf("got  %s\nwant %s", data, want)
+	}
+	got, err := DecodeModel(data)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string]*learners.ModelClassifier{
+		"one class":      {Classes: []string{"a"}, Alpha: [][]float64{{1}, {1}}, Bias: []float64{0}},
+		"short alpha":    {Classes: []string{"a", "b"}, Alpha: [][]float64{{1, 1}}, Bias: []float64{0, 0}},
+		"ragged alpha":   {Classes: []string{"a", "b"}, Alpha: [][]float64{{1, 1}, {1}}, Bias: []float64{0, 0}},
+		"repeated class": {Classes: []string{"a", "a"}, Alpha: [][]float64{{1, 1}, {1, 1}}, Bias: []float64{0, 0}},
+		"bias":           {Classes: []string{"a", "b"}, Alpha: [][]float64{{1, 1}, {1, 1}}, Bias: []float64{0}},
+	} {
+		b := testModel(learners.Kernel{Name: "rbf", Gamma: 0.5})
+		b.Classifier = bad
+		if _, err := EncodeModel(b); !errors.Is(err, learners.ErrState) {
+			t.Errorf("%s: got %v, want ErrState", name, err)
+		}
+	}
+}

@@ -17,6 +17,12 @@ type Observation struct {
 	TS float64
 	// X is the feature vector.
 	X []float64
+	// Y is the class label: a number, a string, or absent (ScalarNone).
+	// It is passed through to the outputs and trains a classifier stage.
+	Y Scalar
+	// Meta is free metadata passed through to the outputs unchanged
+	// (at most Limits.MaxMeta entries of scalars), or nil.
+	Meta Meta
 }
 
 // maxDepth bounds the nesting of skipped (unknown) values.
@@ -32,7 +38,8 @@ const maxDepth = 32
 //
 // Accepted shapes, the same in JSON and msgpack:
 //
-//	{"x":[x1,…], "id":"…", "ts":…}     one observation; id and ts optional
+//	{"x":[x1,…], "id":"…", "ts":…,     one observation; id, ts, y and
+//	 "y":…, "meta":{…}}                 meta optional
 //	[x1, x2, …]                         one observation, a bare vector
 //	{"batch":[[…], {"x":[…],…}, …]}     a batch of bare vectors and/or objects
 //
@@ -40,7 +47,13 @@ const maxDepth = 32
 // escape of an unpaired surrogate, is malformed (see the package comment).
 // ts is the time in seconds since the Unix epoch: a number, an RFC 3339
 // string such as "2024-05-01T12:00:00.5Z", a msgpack timestamp extension,
-// or null (absent and null give 0). Unknown object
+// or null (absent and null give 0). y is the class label: a number (finite)
+// or a string (valid UTF-8 as for id, at most lim.MaxLabel bytes), or null
+// (absent); any other type is malformed ("field y: label is a bool, want a
+// number or a string"). meta is an object (map) of at most lim.MaxMeta
+// entries whose values are null, bools, numbers or strings (keys and
+// strings valid UTF-8, unique keys, at most lim.MaxMetaBytes in all), or
+// null; nested values are malformed. Unknown object
 // fields are skipped (nesting at most 32 deep). Elements of x may be any
 // JSON number, and msgpack float32, float64 or integers. NaN and ±Inf are
 // not rejected here (msgpack can carry them; the learner rejects them with
@@ -62,15 +75,14 @@ func DecodeObservations(dst []Observation, data []byte, contentType string, lim 
 	if err != nil {
 		return dst[:0], 0, err
 	}
-	if enc == JSON {
-		p := jsonParser{d: d, b: data}
-		err = p.top()
-		d = p.d
+	l := lexer{json: enc == JSON}
+	if l.json {
+		l.j = jsonParser{d: d, b: data}
 	} else {
-		p := mpParser{d: d, b: data}
-		err = p.top()
-		d = p.d
+		l.m = mpParser{d: d, b: data}
 	}
+	err = l.payload()
+	d = *l.dec()
 	if err != nil {
 		return d.dst[:0], enc, err
 	}
@@ -129,7 +141,7 @@ func (d *obsDecoder) slot() (*Observation, error) {
 		d.dst = append(d.dst, Observation{})
 	}
 	o := &d.dst[n]
-	o.ID, o.TS, o.X = "", 0, o.X[:0]
+	o.ID, o.TS, o.X, o.Y, o.Meta = "", 0, o.X[:0], Scalar{}, o.Meta[:0]
 	return o, nil
 }
 
@@ -193,6 +205,9 @@ func EncodeObservations(dst []byte, enc Encoding, obs []Observation) ([]byte, er
 		if !utf8.ValidString(obs[i].ID) {
 			return dst, fmt.Errorf("%w: observation %d: field id: invalid UTF-8 at byte %d", ErrMalformed, i, invalidAt(obs[i].ID))
 		}
+		if err := checkPassThrough(i, obs[i].Y, obs[i].Meta, enc == JSON); err != nil {
+			return dst, err
+		}
 		if enc == JSON {
 			if bad := firstNonFinite(obs[i].TS, obs[i].X); bad >= -1 {
 				return dst, fmt.Errorf("%w: observation %d holds a non-finite value, which JSON cannot carry", ErrNonFinite, i)
@@ -243,6 +258,12 @@ func appendObservation(b []byte, enc Encoding, o *Observation) []byte {
 	if o.TS != 0 || math.Signbit(o.TS) {
 		n++
 	}
+	if o.Y.Kind != ScalarNone {
+		n++
+	}
+	if len(o.Meta) > 0 {
+		n++
+	}
 	if enc == Msgpack {
 		b = append(b, 0x80|byte(n))
 		b = mpStr(b, "x")
@@ -257,6 +278,14 @@ func appendObservation(b []byte, enc Encoding, o *Observation) []byte {
 		if o.TS != 0 || math.Signbit(o.TS) {
 			b = mpStr(b, "ts")
 			b = mpFloat(b, o.TS)
+		}
+		if o.Y.Kind != ScalarNone {
+			b = mpStr(b, "y")
+			b = appendScalar(b, enc, o.Y)
+		}
+		if len(o.Meta) > 0 {
+			b = mpStr(b, "meta")
+			b = appendMeta(b, enc, o.Meta)
 		}
 		return b
 	}
@@ -275,6 +304,14 @@ func appendObservation(b []byte, enc Encoding, o *Observation) []byte {
 	if o.TS != 0 || math.Signbit(o.TS) {
 		b = append(b, `,"ts":`...)
 		b = jsonFloat(b, o.TS)
+	}
+	if o.Y.Kind != ScalarNone {
+		b = append(b, `,"y":`...)
+		b = appendScalar(b, enc, o.Y)
+	}
+	if len(o.Meta) > 0 {
+		b = append(b, `,"meta":`...)
+		b = appendMeta(b, enc, o.Meta)
 	}
 	return append(b, '}')
 }

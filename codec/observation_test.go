@@ -38,7 +38,7 @@ func TestDecodeObservationsShapes(t *testing.T) {
 		{"json escaped id", []byte(`{"x":[1],"id":"a\u00e9\n"}`), "", JSON, []Observation{{ID: "aé\n", X: []float64{1}}}},
 		{"json escapes", []byte(`{"\u0078":[1],"id":"\"\\\/\b\f\n\r\t\ud83d\ude00\ufffd\u0000"}`), "", JSON,
 			[]Observation{{ID: "\"\\/\b\f\n\r\t😀\ufffd\x00", X: []float64{1}}}},
-		{"json invalid utf-8 in a skipped field", []byte("{\"x\":[1],\"meta\":\"\xff\"}"), "", JSON, []Observation{{X: []float64{1}}}},
+		{"json invalid utf-8 in a skipped field", []byte("{\"x\":[1],\"extra\":\"\xff\"}"), "", JSON, []Observation{{X: []float64{1}}}},
 		{"json null id and ts", []byte(`{"x":[1],"id":null,"ts":null}`), "", JSON, []Observation{{X: []float64{1}}}},
 		{"json batch", []byte(`{"batch":[[1,2],{"x":[3,4],"id":"b"},[5,6]]}`), "", JSON,
 			[]Observation{{X: []float64{1, 2}}, {ID: "b", X: []float64{3, 4}}, {X: []float64{5, 6}}}},
@@ -49,7 +49,7 @@ func TestDecodeObservationsShapes(t *testing.T) {
 		{"msgpack bare float32", mp(t, []float32{1.5, -0.25}), "application/x-msgpack", Msgpack, []Observation{{X: []float64{1.5, -0.25}}}},
 		{"msgpack mixed ints", mp(t, []any{int8(-3), uint8(200), int16(-300), uint16(60000), int32(-70000), uint32(4e9), int64(-1 << 40), uint64(1 << 50), 7, -1}), "", Msgpack,
 			[]Observation{{X: []float64{-3, 200, -300, 60000, -70000, 4e9, -(1 << 40), 1 << 50, 7, -1}}}},
-		{"msgpack object", mp(t, map[string]any{"x": []float64{1}, "id": "q", "ts": 3.5, "meta": map[string]any{"b": []byte{1, 2}, "t": true}}), "application/msgpack", Msgpack,
+		{"msgpack object", mp(t, map[string]any{"x": []float64{1}, "id": "q", "ts": 3.5, "extra": map[string]any{"b": []byte{1, 2}, "t": true}}), "application/msgpack", Msgpack,
 			[]Observation{{ID: "q", TS: 3.5, X: []float64{1}}}},
 		{"msgpack rfc3339", mp(t, map[string]any{"x": []float64{1}, "ts": "2024-05-01T12:00:00.5Z"}), "", Msgpack, []Observation{{TS: tsSec, X: []float64{1}}}},
 		{"msgpack timestamp ext", mp(t, map[string]any{"x": []float64{1}, "ts": ts}), "", Msgpack, []Observation{{TS: tsSec, X: []float64{1}}}},
@@ -102,7 +102,7 @@ func TestDecodeObservationsErrors(t *testing.T) {
 		{"json empty bare", []byte(`[]`), "", Limits{}, ErrMalformed, "field x: empty"},
 		{"json x not array", []byte(`{"x":{"a":1}}`), "", Limits{}, ErrMalformed, "field x: is an object"},
 		{"json missing x", []byte(`{"id":"a"}`), "", Limits{}, ErrMalformed, "field x: missing"},
-		{"json no fields", []byte(`{"y":[1]}`), "", Limits{}, ErrMalformed, "missing field x or batch"},
+		{"json no fields", []byte(`{"q":[1]}`), "", Limits{}, ErrMalformed, "missing field x or batch"},
 		{"json id number", []byte(`{"x":[1],"id":5}`), "", Limits{}, ErrMalformed, "field id: is a number"},
 		{"json ts bool", []byte(`{"x":[1],"ts":true}`), "", Limits{}, ErrMalformed, "field ts: is a bool"},
 		{"json ts bad string", []byte(`{"x":[1],"ts":"yesterday"}`), "", Limits{}, ErrMalformed, `"yesterday" is not an RFC 3339 time`},
@@ -310,6 +310,12 @@ func BenchmarkDecodeObservations(b *testing.B) {
 	jsNoID, _ := jsonMarshal(noID)
 	b.Run("msgpack/d=16/no-id", func(b *testing.B) { benchDecode(b, mp(b, noID)) })
 	b.Run("json/d=16/no-id", func(b *testing.B) { benchDecode(b, jsNoID) })
+	// A label and a small meta map: the label is free for a number; each
+	// meta entry allocates its key (and a string value).
+	lab := map[string]any{"x": x, "ts": 1715000000.25, "y": 3}
+	jsLab, _ := jsonMarshal(lab)
+	b.Run("msgpack/d=16/y", func(b *testing.B) { benchDecode(b, mp(b, lab)) })
+	b.Run("json/d=16/y", func(b *testing.B) { benchDecode(b, jsLab) })
 	batch := map[string]any{"batch": [][]float64{x, x, x, x, x, x, x, x}}
 	jsBatch, _ := jsonMarshal(batch)
 	b.Run("msgpack/d=16/batch=8", func(b *testing.B) { benchDecode(b, mp(b, batch)) })

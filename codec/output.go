@@ -18,7 +18,9 @@ import (
 // learner, so every field is meaningful.
 //
 // Wire field names, the same in JSON and msgpack, in this order: "id",
-// "key", "seq", "ts", "z", "spe", "t2", "explained", "basis_version".
+// "key", "seq", "ts", "z", "spe", "t2", "explained", "basis_version", then
+// only when present: "y" and "meta" (passed through from the observation),
+// "pred" and "scores" (from a classifier stage).
 type Output struct {
 	// ID is the observation's ID, or "".
 	ID string `msgpack:"id" json:"id"`
@@ -38,11 +40,39 @@ type Output struct {
 	Explained float64 `msgpack:"explained" json:"explained"`
 	// BasisVersion counts real changes of the published basis.
 	BasisVersion uint64 `msgpack:"basis_version" json:"basis_version"`
+	// Y is the observation's label, passed through (omitted when absent).
+	Y Scalar `msgpack:"y,omitempty" json:"y,omitzero"`
+	// Meta is the observation's meta map, passed through (omitted when empty).
+	Meta Meta `msgpack:"meta,omitempty" json:"meta,omitempty"`
+	// Pred is the classifier's predicted class, made before it learned this
+	// observation's label (omitted without a classifier stage).
+	Pred Scalar `msgpack:"pred,omitempty" json:"pred,omitzero"`
+	// Scores holds the classifier's class scores (see the classifier stage), in the order of the
+	// configured classes (omitted without a classifier stage).
+	Scores []float64 `msgpack:"scores,omitempty" json:"scores,omitempty"`
+}
+
+// extra counts the optional fields of o that are present.
+func (o *Output) extra() int {
+	n := 0
+	if o.Y.Kind != ScalarNone {
+		n++
+	}
+	if len(o.Meta) > 0 {
+		n++
+	}
+	if o.Pred.Kind != ScalarNone {
+		n++
+	}
+	if len(o.Scores) > 0 {
+		n++
+	}
+	return n
 }
 
 // EncodeOutput appends the encoding of out to dst and returns it; it does
 // not allocate when dst has room. Both encodings write all nine fields in
-// the documented order. msgpack writes a map with unsigned integers in
+// the documented order, then the optional ones that are present. msgpack writes a map with unsigned integers in
 // their shortest form and floats as float64; JSON writes floats in the
 // shortest form that reads back exactly, and strings with invalid UTF-8
 // replaced by U+FFFD. JSON cannot carry NaN or ±Inf: such a value gives an
@@ -59,7 +89,7 @@ func EncodeOutput(dst []byte, enc Encoding, out *Output) ([]byte, error) {
 }
 
 func appendOutputMsgpack(b []byte, o *Output) []byte {
-	b = append(b, 0x80|9)
+	b = append(b, 0x80|byte(9+o.extra()))
 	b = mpStr(b, "id")
 	b = mpStr(b, o.ID)
 	b = mpStr(b, "key")
@@ -80,7 +110,27 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 	b = mpStr(b, "explained")
 	b = mpFloat(b, o.Explained)
 	b = mpStr(b, "basis_version")
-	return mpUint(b, o.BasisVersion)
+	b = mpUint(b, o.BasisVersion)
+	if o.Y.Kind != ScalarNone {
+		b = mpStr(b, "y")
+		b = appendScalar(b, Msgpack, o.Y)
+	}
+	if len(o.Meta) > 0 {
+		b = mpStr(b, "meta")
+		b = appendMeta(b, Msgpack, o.Meta)
+	}
+	if o.Pred.Kind != ScalarNone {
+		b = mpStr(b, "pred")
+		b = appendScalar(b, Msgpack, o.Pred)
+	}
+	if len(o.Scores) > 0 {
+		b = mpStr(b, "scores")
+		b = mpArrayLen(b, len(o.Scores))
+		for _, v := range o.Scores {
+			b = mpFloat(b, v)
+		}
+	}
+	return b
 }
 
 func mpStr(b []byte, s string) []byte {
@@ -155,6 +205,28 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 	b = jsonFloat(b, o.Explained)
 	b = append(b, `,"basis_version":`...)
 	b = strconv.AppendUint(b, o.BasisVersion, 10)
+	if o.Y.Kind != ScalarNone {
+		b = append(b, `,"y":`...)
+		b = appendScalar(b, JSON, o.Y)
+	}
+	if len(o.Meta) > 0 {
+		b = append(b, `,"meta":`...)
+		b = appendMeta(b, JSON, o.Meta)
+	}
+	if o.Pred.Kind != ScalarNone {
+		b = append(b, `,"pred":`...)
+		b = appendScalar(b, JSON, o.Pred)
+	}
+	if len(o.Scores) > 0 {
+		b = append(b, `,"scores":[`...)
+		for i, v := range o.Scores {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonFloat(b, v)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 
@@ -175,6 +247,21 @@ func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
 	for i, v := range o.Z {
 		if !finite(v) {
 			return "z", i, v, true
+		}
+	}
+	for i, v := range o.Scores {
+		if !finite(v) {
+			return "scores", i, v, true
+		}
+	}
+	for _, s := range [...]Scalar{o.Y, o.Pred} {
+		if s.Kind == ScalarNumber && !finite(s.Num) {
+			return "y or pred", -1, s.Num, true
+		}
+	}
+	for _, e := range o.Meta {
+		if e.Value.Kind == ScalarNumber && !finite(e.Value.Num) {
+			return "meta." + e.Key, -1, e.Value.Num, true
 		}
 	}
 	return "", -1, 0, false

@@ -13,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/classify"
 )
 
 // SnapshotVersion is the version of the snapshot envelope written by EncodeSnapshot.
@@ -34,6 +35,9 @@ type Snapshot struct {
 	Epoch uint64
 	// State is the learner's state.
 	State *learners.State
+	// Classifier is the state of the key's classifier stage, or nil (no
+	// classifier, and every snapshot written before the stage existed).
+	Classifier *classify.State
 }
 
 // Envelope framing, shared by snapshots and manifests:
@@ -93,6 +97,22 @@ type wireSnapshot struct {
 	LastSeq  uint64    `msgpack:"last_seq"`
 	Epoch    uint64    `msgpack:"epoch,omitempty"`
 	State    wireState `msgpack:"state"`
+	// Classifier is omitted when nil, so snapshots without one keep the
+	// bytes of earlier versions (and those still decode).
+	Classifier *wireClassifier `msgpack:"classifier,omitempty"`
+}
+
+// wireClassifier is a classifier stage's state: its config, the labelled
+// observations learned, W (classes×(dim+1)) and P ((dim+1)×(dim+1)),
+// row-major.
+type wireClassifier struct {
+	Classes int       `msgpack:"classes"`
+	Dim     int       `msgpack:"dim"`
+	Ridge   float64   `msgpack:"ridge"`
+	Forget  float64   `msgpack:"forget"`
+	Seen    int64     `msgpack:"seen"`
+	W       []float64 `msgpack:"w"`
+	P       []float64 `msgpack:"p"`
 }
 
 type wireState struct {
@@ -165,13 +185,17 @@ type wireKernel struct {
 // SnapshotVersion): a 14-byte header (magic "KPCS", version, CRC-32C and
 // length of the body) and a msgpack body holding the key, pipeline, last
 // sequence, epoch (omitted when 0, so snapshots of earlier versions keep
-// their bytes) and the State. Map keys are sorted, so equal snapshots give
+// their bytes), the State and the classifier state (omitted when nil). Map keys are sorted, so equal snapshots give
 // equal bytes. s.State must not be nil.
 func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	if s == nil || s.State == nil {
 		return nil, fmt.Errorf("codec: encode snapshot: nil state")
 	}
 	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, Epoch: s.Epoch, State: toWireState(s.State)}
+	if c := s.Classifier; c != nil {
+		w.Classifier = &wireClassifier{Classes: c.Config.Classes, Dim: c.Config.Dim, Ridge: c.Config.Ridge, Forget: c.Config.Forget,
+			Seen: c.Seen, W: c.W, P: c.P}
+	}
 	body, err := marshalSorted(&w)
 	if err != nil {
 		return nil, fmt.Errorf("codec: encode snapshot: %w", err)
@@ -200,7 +224,17 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Key: w.Key, Pipeline: w.Pipeline, LastSeq: w.LastSeq, Epoch: w.Epoch, State: st}, nil
+	snap := &Snapshot{Key: w.Key, Pipeline: w.Pipeline, LastSeq: w.LastSeq, Epoch: w.Epoch, State: st}
+	if c := w.Classifier; c != nil {
+		// Shapes are checked here; values (finiteness, config) by Restore.
+		if c.Classes < 0 || c.Dim < 0 || c.Classes > 1<<20 || c.Dim > 1<<20 ||
+			uint64(len(c.W)) != uint64(c.Classes)*uint64(c.Dim+1) || uint64(len(c.P)) != uint64(c.Dim+1)*uint64(c.Dim+1) {
+			return nil, malformed("snapshot: classifier of %d classes and dim %d with %d weights and %d covariance values", c.Classes, c.Dim, len(c.W), len(c.P))
+		}
+		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget},
+			Seen: c.Seen, W: c.W, P: c.P}
+	}
+	return snap, nil
 }
 
 func marshalSorted(v any) ([]byte, error) {

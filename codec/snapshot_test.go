@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/classify"
 )
 
 func testSnapshot() *Snapshot {
@@ -211,5 +213,40 @@ func TestDecodeSnapshotLengthBomb(t *testing.T) {
 		if _, err := DecodeManifest(frame(nil, kindManifest, ManifestVersion, body)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("manifest body %x: error %v", body, err)
 		}
+	}
+}
+
+// A snapshot with a classifier round-trips bit-exactly; the golden
+// snapshot of version 1 (written before the classifier existed) decodes
+// with none, and a snapshot without one keeps its old bytes.
+func TestSnapshotClassifier(t *testing.T) {
+	want := testSnapshot()
+	want.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1, Ridge: 0.1, Forget: 1}, Seen: 7,
+		W: []float64{1, -2, math.Copysign(0, -1), 0.25}, P: []float64{10, 0.5, 0.5, math.SmallestNonzeroFloat64}}
+	data, err := EncodeSnapshot(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || !math.Signbit(got.Classifier.W[2]) {
+		t.Fatalf("round trip changed the classifier:\n got %+v\nwant %+v", got.Classifier, want.Classifier)
+	}
+	old, err := DecodeSnapshot(readTestdata(t, "snapshot_v1.bin"))
+	if err != nil || old.Classifier != nil {
+		t.Fatalf("golden v1 snapshot: classifier %+v, error %v; want none, nil", old.Classifier, err)
+	}
+	plain, _ := EncodeSnapshot(testSnapshot())
+	if bytes.Contains(plain, []byte("classifier")) {
+		t.Fatal("a snapshot without a classifier encodes the field")
+	}
+	// A classifier whose arrays do not match its shape is malformed.
+	bad := testSnapshot()
+	bad.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1}, W: []float64{1}, P: []float64{1, 0, 0, 1}}
+	data, _ = EncodeSnapshot(bad)
+	if _, err := DecodeSnapshot(data); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short W: got %v, want ErrMalformed", err)
 	}
 }

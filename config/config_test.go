@@ -292,3 +292,34 @@ func TestSafeDefaults(t *testing.T) {
 		t.Errorf("store_dir %q, want data_dir %q", c.Embedded.StoreDir, c.DataDir)
 	}
 }
+
+// The classifier stage loads from YAML (numeric class names as written)
+// and its problems name the field.
+func TestClassifierConfig(t *testing.T) {
+	c, err := Read(strings.NewReader(`
+pipelines:
+  - name: p
+    input: {subject: "a.*"}
+    learner: {dim: 3, components: 2, budget: 20, kernel: {name: rbf}}
+    classifier: {classes: [0, 1, cat], ridge: 0.5, window: 10}
+`), noEnv, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.ProcessorConfig().Pipelines[0].Classifier
+	if cl == nil || strings.Join(cl.Classes, ",") != "0,1,cat" || cl.Ridge != 0.5 || cl.Window != 10 {
+		t.Fatalf("classifier: got %+v", cl)
+	}
+	_, err = Read(strings.NewReader(`
+pipelines:
+  - name: p
+    input: {subject: "a.*"}
+    learner: {kind: window, dim: 3, components: 2, kernel: {name: rbf}}
+    classifier: {classes: [a], forget: 3}
+`), noEnv, Overrides{})
+	for _, want := range []string{"pipelines[0].classifier.classes: need at least 2 classes", "pipelines[0].classifier.forget", "needs the ikpca or kha learner"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error naming %q", err, want)
+		}
+	}
+}

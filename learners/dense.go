@@ -5,6 +5,7 @@
 package learners
 
 import (
+	"fmt"
 	"math"
 
 	"gonum.org/v1/gonum/blas"
@@ -242,4 +243,24 @@ func splitmixUniform(s *uint64) float64 {
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	z ^= z >> 31
 	return float64(z>>11)/(1<<52) - 1
+}
+
+// dualWeights writes α = L⁻ᵀw for each of the n rows of w (row-major,
+// stride b, first m entries used) into dst (n×m, row-major; nil is
+// allocated, another length panics), for the m×m lower triangle L (stride
+// b): weights on whitened coordinates z = L⁻¹k_D(x) as weights on the
+// kernel row, wᵀz = αᵀk_D(x).
+func dualWeights(dst, w []float64, n, m int, L []float64, b int) []float64 {
+	if dst == nil {
+		dst = make([]float64, n*m)
+	}
+	if len(dst) != n*m {
+		panic(fmt.Sprintf("learners: dst has length %d, want %d", len(dst), n*m))
+	}
+	for r := range n {
+		a := dst[r*m : (r+1)*m]
+		copy(a, w[r*b:r*b+m])
+		trsvLowerT(m, L, b, a)
+	}
+	return dst
 }

@@ -35,6 +35,11 @@
 //   - batch: Raykar-style batch kernel PCA (centred Gram, Lanczos); the
 //     reference for tests and a learner for offline fits.
 //
+// Subpackage classify is an online classifier on ikpca's whitened
+// dictionary coordinates (IKPCA.Coords), kept basis-aware through
+// IKPCA.LearnTracked and the CoordTracker interface: every change of
+// coordinates is reported so that weights defined on them follow it.
+//
 // # Errors
 //
 // Learn, Transform and Score return ErrDimension or ErrNonFinite for a bad

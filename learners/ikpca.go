@@ -155,6 +155,10 @@ type IKPCA struct {
 	carryZ, carryMu float64
 	carryS, carrySU []float64 // b, p
 
+	// tr is told of every change of coordinates during LearnTracked (nil
+	// otherwise; never retained after it returns).
+	tr CoordTracker
+
 	// scratch, never part of the state
 	kr, z, t1 []float64 // b
 	y1, y2    []float64 // b×p
@@ -471,6 +475,13 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 	l.mu[m], l.muRef[m], l.a[m] = 0, 0, 0
 	clear(l.U[m*l.p : (m+1)*l.p])
 	clear(l.SU[m*l.p : (m+1)*l.p])
+	if l.tr != nil {
+		c := 0.0
+		if l.carry {
+			c = math.Max(-1, math.Min(1, l.carryZ/math.Sqrt(s)))
+		}
+		l.tr.Append(m, c)
+	}
 	if l.carry {
 		// The dropped coordinate was the unit direction qⱼ of the removed
 		// member orthogonal to the others; the new one is
@@ -608,6 +619,9 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	l.mirrorFrom(j)
 	for i := j; i < m-1; i++ {
 		c, s := gc[i], gs[i]
+		if l.tr != nil {
+			l.tr.Rotate(i, c, s)
+		}
 		rotate(l.mu, i, i+1, c, s)
 		rotate(l.muRef, i, i+1, c, s)
 		rotate(z, i, i+1, c, s)
@@ -624,6 +638,9 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :] (column m−1 read as row m−1),
 	// c' = U'ᵀμ'_ref = c − U[m−1, :k]·μ_ref[m−1].
 	last := m - 1
+	if l.tr != nil {
+		l.tr.Drop(last)
+	}
 	for i := range last {
 		f := l.S[last*b+i]
 		if f == 0 {
@@ -1469,4 +1486,48 @@ func (l *IKPCA) move(j int) bool {
 	l.append(x, l.kr[:m], z, delta, kxx)
 	l.born[m], l.cnt[m] = born, w
 	return true
+}
+
+// Coords writes x's whitened dictionary coordinates z = L⁻¹k_D(x) into
+// dst[:m] (m = Stored(); the rest of dst is zeroed) and returns dst[:m].
+// zᵀz' is the kernel restricted to span φ(D), so a linear function of z is
+// a kernel expansion Σⱼ αⱼk(dⱼ,x) over the dictionary with α = L⁻ᵀw
+// (Zhang et al. 2010). dst must have length Budget (else it panics); nil
+// is allocated. Cost O(Bd + B²); it does not change the state. Errors:
+// ErrDimension, ErrNonFinite, ErrNumerical.
+func (l *IKPCA) Coords(dst, x []float64) ([]float64, error) {
+	dst = prepareDst(dst, l.b)
+	if err := checkInput(x, l.d); err != nil {
+		return dst[:0], err
+	}
+	m := l.rows.Len()
+	z := l.rows.Row(dst[:m], x, norm2(x))
+	clear(dst[m:])
+	trsvLower(m, l.L, l.b, z)
+	if !finiteAll(z) {
+		return dst[:0], fmt.Errorf("%w: dictionary coordinates are not finite", ErrNumerical)
+	}
+	return z, nil
+}
+
+// Budget returns the dictionary budget B, the largest number of coordinates.
+func (l *IKPCA) Budget() int { return l.b }
+
+// CoordTransform returns the dual form of coordinate weights: α = L⁻ᵀw
+// for each of the n rows of w (row-major, stride Budget, first Stored()
+// entries used), written into dst (n×Stored(), row-major), so that
+// wᵀz(x) = Σⱼ αⱼk(dⱼ,x). It is how a classifier on the coordinates is
+// exported. dst of the wrong length panics; nil is allocated.
+func (l *IKPCA) CoordTransform(dst, w []float64, n int) []float64 {
+	return dualWeights(dst, w, n, l.rows.Len(), l.L, l.b)
+}
+
+// LearnTracked is Learn, and tells t of every change of the dictionary
+// coordinates that Learn makes, in order, so that t can re-express what it
+// defines on them (a classifier's weights) by the same transform. t is not
+// retained. On error nothing changed and t was not called.
+func (l *IKPCA) LearnTracked(x []float64, t CoordTracker) error {
+	l.tr = t
+	defer func() { l.tr = nil }()
+	return l.Learn(x)
 }

@@ -62,6 +62,36 @@ type Learner interface {
 	Model() (*Model, error)
 }
 
+// CoordTracker is told of every change of a learner's dictionary
+// coordinates (see IKPCA.Coords and IKPCA.LearnTracked), so that it can
+// re-express what it defines on them — a linear classifier's weights, its
+// inverse covariance — by the same transform. Coordinates are indexed
+// 0…m−1 with m the number of stored points; they are whitened (zᵀz' is the
+// kernel on the dictionary's span), so every change is an orthogonal map
+// of the span, a projection, or an extension:
+//
+//   - Rotate(i, c, s): the plane rotation of coordinates i and i+1,
+//     z'ᵢ = c·zᵢ + s·zᵢ₊₁, z'ᵢ₊₁ = −s·zᵢ + c·zᵢ₊₁, for every x. Exact: a
+//     weight vector rotated the same way gives the same w'ᵀz' = wᵀz.
+//   - Drop(last): coordinate last (the last one, after the rotations of an
+//     eviction brought the removed member's direction there) is removed;
+//     a weight vector loses its component along it, which is its
+//     orthogonal projection on the remaining span: exact for every x in
+//     that span, an approximation (the best one in the RKHS norm) for x
+//     outside it.
+//   - Append(m, carried): coordinate m (a new member's direction, orthogonal
+//     to the others) is added. Points seen before had no component along
+//     it (they were within the admission tolerance of the old span), so a
+//     weight gets 0 there — exact for every x in the old span — unless
+//     carried ≠ 0: then the coordinate dropped just before (a centroid
+//     move) is projected on the new direction, and a weight's new entry is
+//     carried times its dropped component.
+type CoordTracker interface {
+	Rotate(i int, c, s float64)
+	Drop(last int)
+	Append(m int, carried float64)
+}
+
 // Novelty holds the per-vector novelty scores of an observation.
 type Novelty struct {
 	// SPE is the squared feature-space reconstruction error (Q statistic):

@@ -27,6 +27,42 @@ type Model struct {
 	Offsets      []float64   // k
 	Eigenvalues  []float64   // k
 	Seen         int64
+	// Classifier is the optional classifier section (a pipeline's
+	// classifier stage, replay --label), nil without one.
+	Classifier *ModelClassifier
+}
+
+// ModelClassifier is a classifier on the model's points: the score of
+// class c for x is
+//
+//	s_c(x) = Σⱼ Alpha[j][c]·k(Points[j], x) + Bias[c]
+//
+// and the prediction is the class with the largest score (the first on
+// ties). Alpha is p×C (one row per point, as Coefficients), Bias and
+// Classes have C entries.
+type ModelClassifier struct {
+	Classes []string
+	Alpha   [][]float64 // p×C
+	Bias    []float64   // C
+}
+
+// Predict returns the scores of x (allocated) and the predicted class index.
+func (m *Model) Predict(x []float64) ([]float64, int) {
+	c := m.Classifier
+	s := append([]float64(nil), c.Bias...)
+	for j, p := range m.Points {
+		kv := m.Kernel.Eval(p, x)
+		for i, a := range c.Alpha[j] {
+			s[i] += a * kv
+		}
+	}
+	best := 0
+	for i, v := range s {
+		if v > s[best] {
+			best = i
+		}
+	}
+	return s, best
 }
 
 // Dims returns the number of points p, the dimension d and the number of components k.
@@ -75,7 +111,29 @@ func (m *Model) Validate() error {
 	if err := finite("offsets", m.Offsets, k); err != nil {
 		return err
 	}
-	return finite("eigenvalues", m.Eigenvalues, k)
+	if err := finite("eigenvalues", m.Eigenvalues, k); err != nil {
+		return err
+	}
+	if c := m.Classifier; c != nil {
+		nc := len(c.Classes)
+		if nc < 2 || len(c.Alpha) != p {
+			return fmt.Errorf("%w: model classifier has %d classes and %d alpha rows, want ≥ 2 and %d", ErrState, nc, len(c.Alpha), p)
+		}
+		seen := map[string]bool{}
+		for _, name := range c.Classes {
+			if name == "" || seen[name] {
+				return fmt.Errorf("%w: model classifier class %q is empty or repeated", ErrState, name)
+			}
+			seen[name] = true
+		}
+		for j := range p {
+			if err := finite("classifier alpha row", c.Alpha[j], nc); err != nil {
+				return err
+			}
+		}
+		return finite("classifier bias", c.Bias, nc)
+	}
+	return nil
 }
 
 // Transform applies the model to x: dst[i] = Σⱼ Coefficients[j][i]·k(Points[j], x) − Offsets[i].

@@ -46,15 +46,30 @@ func check(obs []codec.Observation, dim int) error {
 // buffer of length l.Components(). A Learn failure (ErrNumerical) stops the
 // message: earlier observations of a batch stay learned, as they would on
 // a replay, since learners are deterministic.
-func apply(res *applied, l learners.Learner, obs []codec.Observation, key string, seq uint64, eig []float64) error {
+//
+// With a classifier stage (cls not nil, see classifier.go) the labels are
+// checked with the vectors, the learner learns through the classifier (so
+// its weights follow every change of coordinates), and each observation is
+// then predicted (pred and scores on its output) before its label is
+// learned. Outputs carry y and meta through.
+func apply(res *applied, l learners.Learner, cls *keyClassifier, obs []codec.Observation, key string, seq uint64, eig []float64) error {
 	res.outs, res.idx, res.warming = res.outs[:0], res.idx[:0], 0
 	if err := check(obs, l.Dim()); err != nil {
 		return err
 	}
+	if cls != nil {
+		if err := cls.check(obs); err != nil {
+			return err
+		}
+	}
 	k := l.Components()
 	for i := range obs {
 		x := obs[i].X
-		if err := l.Learn(x); err != nil {
+		learn := l.Learn
+		if cls != nil {
+			learn = cls.learn
+		}
+		if err := learn(x); err != nil {
 			return fmt.Errorf("processor: learn observation %d: %w", i, err)
 		}
 		n := len(res.outs)
@@ -74,6 +89,11 @@ func apply(res *applied, l learners.Learner, obs []codec.Observation, key string
 		if errors.Is(err, learners.ErrNotReady) {
 			res.outs = res.outs[:n]
 			res.warming++
+			if cls != nil {
+				if err := cls.step(i, x, nil); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if err != nil {
@@ -81,9 +101,19 @@ func apply(res *applied, l learners.Learner, obs []codec.Observation, key string
 			return fmt.Errorf("processor: score observation %d: %w", i, err)
 		}
 		sum := l.Summary(eig)
+		scores := out.Scores
 		*out = codec.Output{
 			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: z,
 			SPE: nov.SPE, T2: nov.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
+			Y: obs[i].Y, Meta: obs[i].Meta, Scores: scores[:0],
+		}
+		if cls != nil {
+			if err := cls.step(i, x, out); err != nil {
+				res.outs = res.outs[:n]
+				return err
+			}
+		} else {
+			out.Scores = nil
 		}
 		res.idx = append(res.idx, i)
 	}

@@ -62,6 +62,8 @@ func classify(err error) (action, string) {
 		return actTerm, "version"
 	case errors.Is(err, codec.ErrMalformed):
 		return actTerm, "malformed"
+	case errors.Is(err, errLabel):
+		return actTerm, "label"
 	case errors.Is(err, learners.ErrDimension):
 		return actTerm, "dimension"
 	case errors.Is(err, learners.ErrNonFinite), errors.Is(err, codec.ErrNonFinite):

@@ -123,6 +123,9 @@ type PipelineConfig struct {
 	// an existing stream must have it). Default 1: no transform, the stream
 	// is one partition.
 	Partitions int `yaml:"partitions"`
+	// Classifier adds a classifier stage trained on the observations'
+	// labels y (see ClassifierConfig); nil: none.
+	Classifier *ClassifierConfig `yaml:"classifier"`
 }
 
 // InputConfig is a pipeline's input: a JetStream stream (durable pull
@@ -520,6 +523,11 @@ func (p PipelineConfig) validate(path string) []error {
 		bad("partitions", "%d partitions need an input.subject without '>' (the partition is appended as a last token), got %q", p.Partitions, p.Input.Subject)
 	case k < 0 || k >= len(toks) || toks[k] != "*":
 		bad("partitions", "%d partitions need a key_token that is a '*' token of input.subject", p.Partitions)
+	}
+	if p.Classifier != nil {
+		for _, err := range p.Classifier.withDefaults().validate(p.Learner) {
+			errs = append(errs, fmt.Errorf("processor: %s.%w", path, err))
+		}
 	}
 	return errs
 }

@@ -31,6 +31,15 @@
 // and only then acks. Before a learner is ready the message is learned,
 // acked and counted as warming.
 //
+// A pipeline with a classifier stage (classifier.go) also keeps, per key,
+// a classifier on the ikpca learner's dictionary coordinates: apply checks
+// the labels with the vectors (a label that is no class is bad input,
+// reason "label"), learns through the classifier so that its weights
+// follow every change of coordinates, predicts each observation (pred and
+// scores on its output) and only then learns its label. Its state is part
+// of the key's snapshot (codec.Snapshot.Classifier), saved and restored
+// with the learner's.
+//
 // The rules a worker follows for its keys — the order of a key's
 // messages, skipping by sequence, waiting for an unapplied earlier
 // message, unsent outputs first, the tracker's holds, when a snapshot is
@@ -41,8 +50,8 @@
 // # Failures
 //
 // classify sorts errors: bad input (codec ErrMalformed/ErrTooLarge/
-// ErrVersion, learners ErrDimension/ErrNonFinite/ErrNumerical, a recovered
-// panic) is published to the dead-letter subject with headers
+// ErrVersion, learners ErrDimension/ErrNonFinite/ErrNumerical, a label
+// that is no class of the classifier stage, a recovered panic) is published to the dead-letter subject with headers
 // Kpcastream-Error (reason; codec ErrTooManyValues is "dimension", not
 // "too_large"), Kpcastream-Error-Detail, Kpcastream-Pipeline,
 // Kpcastream-Key, Kpcastream-Subject, Kpcastream-Input-Subject and

@@ -130,19 +130,74 @@ func (e *env) loadState(t *testing.T, pipeline, key string) (*learners.State, ui
 	return snap.State, snap.LastSeq
 }
 
+// loadSnap loads the whole snapshot of a key.
+func (e *env) loadSnap(t *testing.T, pipeline, key string) *codec.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, _, err := e.store.Load(ctx, snapshot.JoinKey(pipeline, key))
+	if err != nil {
+		t.Fatalf("load %s/%s: %v", pipeline, key, err)
+	}
+	return snap
+}
+
+// lastOutput decodes the last message of an output stream.
+func (e *env) lastOutput(t *testing.T, stream string) *codec.Output {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := codec.DecodeOutput(m.Data, codec.Msgpack)
+	if err != nil {
+		t.Fatalf("output %q: %v", m.Data, err)
+	}
+	return out
+}
+
 // TestExactlyOnce stops a processor abruptly (no final snapshot) in the
 // middle of a stream, restarts it and checks that every key's learner state
 // equals that of an uninterrupted run, and that the output stream holds each
 // projection once.
 func TestExactlyOnce(t *testing.T) {
 	e := newEnv(t)
-	t.Run("testpca", func(t *testing.T) { exactlyOnce(t, e, "", testLearnerConfig(), newPCA) })
+	t.Run("testpca", func(t *testing.T) { exactlyOnce(t, e, "", testLearnerConfig(), newPCA, nil) })
 	ikpca := learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 12,
 		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Forget: 0.99, Seed: 3}
-	t.Run("ikpca", func(t *testing.T) { exactlyOnce(t, e, "i", ikpca, nil) })
+	t.Run("ikpca", func(t *testing.T) { exactlyOnce(t, e, "i", ikpca, nil, nil) })
+	// With a classifier stage: labelled messages (every third one
+	// unlabelled, with meta); the classifier's state is part of the
+	// key's snapshot and must also equal the uninterrupted run's.
+	cls := &ClassifierConfig{Classes: []string{"neg", "pos", "7"}}
+	t.Run("ikpca+classifier", func(t *testing.T) { exactlyOnce(t, e, "c", ikpca, nil, cls) })
 }
 
-func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLearner func(learners.Config) (learners.Learner, error)) {
+// labelOf is the test class of x for the classifier stage (nil when the
+// message goes unlabelled).
+func labelOf(i int, x []float64) codec.Scalar {
+	switch {
+	case i%3 == 2:
+		return codec.Scalar{}
+	case x[2] > 1:
+		return codec.Number(7)
+	case x[0] > 0:
+		return codec.String("pos")
+	}
+	return codec.String("neg")
+}
+
+func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLearner func(learners.Config) (learners.Learner, error), cls *ClassifierConfig) {
 	keys := []string{"k0", "k1", "k2"}
 	// A seeded random order of keys, so that the keys snapshot at unrelated sequences.
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -164,13 +219,24 @@ func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLea
 			next[j]++
 		}
 		for _, j := range order[from:to] {
-			e.publish(t, "in."+pc.Name+"."+keys[j], encodeObs(t, "msgpack", data[j][next[j]], fmt.Sprint(next[j])), "")
+			x, id := data[j][next[j]], fmt.Sprint(next[j])
+			payload := encodeObs(t, "msgpack", x, id)
+			if cls != nil {
+				var err error
+				payload, err = codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: x, ID: id, Y: labelOf(next[j], x),
+					Meta: codec.Meta{{Key: "n", Value: codec.Number(float64(next[j]))}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.publish(t, "in."+pc.Name+"."+keys[j], payload, "")
 			next[j]++
 		}
 	}
 	// Reference: one uninterrupted run.
 	ref := pipelineConfig(prefix + "ref")
 	ref.Learner = lc
+	ref.Classifier = cls
 	r := e.startWith(t, Config{Pipelines: []PipelineConfig{ref}}, newLearner)
 	publishAll(ref, 0, total)
 	waitFor(t, 20*time.Second, "reference drained", func() bool { return e.drained(t, ref) })
@@ -181,6 +247,7 @@ func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLea
 	// Interrupted run: snapshots every 7 messages per key, no final snapshot.
 	pc := pipelineConfig(prefix + "exo")
 	pc.Learner = lc
+	pc.Classifier = cls
 	no := false
 	pc.Snapshot = SnapshotPolicy{EveryMessages: 7, Every: -1, OnShutdown: &no}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -216,6 +283,21 @@ func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLea
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("key %s: state after interruption differs from the uninterrupted run (ref last seq %d)", k, wantSeq)
+		}
+		if cls != nil {
+			wantC, gotC := e.loadSnap(t, ref.Name, k).Classifier, e.loadSnap(t, pc.Name, k).Classifier
+			if wantC == nil || gotC == nil || wantC.Seen == 0 {
+				t.Fatalf("key %s: classifier state missing from the snapshots (ref %v, interrupted %v)", k, wantC != nil, gotC != nil)
+			}
+			if !reflect.DeepEqual(gotC, wantC) {
+				t.Errorf("key %s: classifier state after interruption differs from the uninterrupted run", k)
+			}
+		}
+	}
+	if cls != nil {
+		out := e.lastOutput(t, ref.Name+"_OUT")
+		if out.Pred.Kind == codec.ScalarNone || len(out.Scores) != len(cls.Classes) || len(out.Meta) != 1 {
+			t.Errorf("last output %+v: want pred, %d scores and the meta passed through", out, len(cls.Classes))
 		}
 	}
 	wantOut := e.streamMsgs(t, ref.Name+"_OUT")

@@ -59,6 +59,8 @@ func TestDeadLetters(t *testing.T) {
 		{"nan", "non_finite", nan},
 		{"oversized batch", "too_large", []byte(`{"batch":[[1,2,3],[1,2,3],[1,2,3],[1,2,3],[1,2,3]]}`)},
 		{"panic", "panic", []byte(fmt.Sprintf(`{"x":[%v,1,1]}`, panicValue))},
+		{"label of a bad type", "malformed", []byte(`{"x":[1,2,3],"y":[1]}`)},
+		{"nested meta", "malformed", []byte(`{"x":[1,2,3],"meta":{"a":{"b":1}}}`)},
 	}
 	before := r.stats(pc.Name)
 	for _, b := range bad {

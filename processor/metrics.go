@@ -38,6 +38,9 @@ type metrics struct {
 	fenced          *prometheus.CounterVec   // pipeline
 	budget          *prometheus.GaugeVec     // pipeline, advice
 	buildInfo       *prometheus.GaugeVec     // version, revision, goversion
+	clsAccuracy     *prometheus.GaugeVec     // pipeline
+	clsLabels       *prometheus.CounterVec   // pipeline, class
+	clsPredictions  *prometheus.CounterVec   // pipeline, class, result
 }
 
 // Message results (label "result" of kpcastream_messages_total).
@@ -56,7 +59,7 @@ var messageResults = []string{resultOK, resultWarming, resultSkipped, resultDead
 // deadLetterReasons are the reasons classify gives a dead-lettered
 // (terminated) message; kpcastream_dead_letters_total starts at 0 for each.
 // TestDeadLetterReasonsComplete checks the list against classify.
-var deadLetterReasons = []string{"too_large", "version", "malformed", "dimension", "non_finite", "numerical", "panic"}
+var deadLetterReasons = []string{"too_large", "version", "malformed", "dimension", "non_finite", "numerical", "label", "panic"}
 
 // snapshotFailureReasons are the reason label values of
 // kpcastream_snapshot_failures_total.
@@ -141,10 +144,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Loaded learners by the budget advice of their last message (ok, tight, too_small: the budget B is too small for the stream)."}, []string{"pipeline", "advice"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "build_info",
 			Help: "Always 1; the labels say what the binary was built from (as 'kpcastream version')."}, []string{"version", "revision", "goversion"}),
+		clsAccuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "classifier_accuracy",
+			Help: "Prequential accuracy of the classifier stage over the last classifier.window labelled predictions of the key most recently processed."}, []string{"pipeline"}),
+		clsLabels: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "classifier_labels_total",
+			Help: "Labelled observations learned by the classifier stage, by class."}, []string{"pipeline", "class"}),
+		clsPredictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "classifier_predictions_total",
+			Help: "Published predictions of the classifier stage, by predicted class and result (correct, wrong, unlabelled)."}, []string{"pipeline", "class", "result"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.t2, m.activeLearners,
 		m.storedPoints, m.budgetPoints, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
-		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo} {
+		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo,
+		m.clsAccuracy, m.clsLabels, m.clsPredictions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -72,6 +72,7 @@ type pipeline struct {
 	idx    int
 	limits codec.Limits
 	outEnc codec.Encoding // 0: the input's
+	cls    *stage         // the classifier stage, nil without one
 	outJS  bool
 	dlJS   bool // some stream captures the dead letters: publish them with JetStream
 	// parts are the partitions this instance runs, by number (nil: not
@@ -176,6 +177,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 				return nil, err
 			}
 		}
+		pl.cls = newStage(pc, met)
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
 	}

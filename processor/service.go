@@ -430,6 +430,9 @@ func (w *worker) control(ctx context.Context, c *control) {
 		case "model":
 			m, err := e.l.Model()
 			if err == nil {
+				err = e.cls.export(m)
+			}
+			if err == nil {
 				r.data, err = codec.EncodeModel(m)
 			}
 			r.err = err
@@ -444,7 +447,12 @@ func (w *worker) control(ctx context.Context, c *control) {
 				r.err = err
 				break
 			}
-			e.l = l
+			cls, err := newKeyClassifier(c.pipe.cls, l, nil)
+			if err != nil {
+				r.err = err
+				break
+			}
+			e.l, e.cls = l, cls
 			w.core.reset(e.keyState, time.Now())
 			e.pending = nil
 			w.saveSoon(e)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,12 +61,11 @@ type watchID struct {
 // keyWatch is one watched key's record. The worker that owns the key adds
 // to it; API requests read it.
 type keyWatch struct {
-	mu     sync.Mutex
-	s      *kpcaview.Series
-	timer  *time.Timer // expiry, reset by each request
-	o      kpcaview.Observation
-	labels int       // index of codec.Output's label field, -1 if none
-	sumAt  time.Time // when swaps and moves were last read (Summary)
+	mu    sync.Mutex
+	s     *kpcaview.Series
+	timer *time.Timer // expiry, reset by each request
+	o     kpcaview.Observation
+	sumAt time.Time // when swaps and moves were last read (Summary)
 }
 
 // sumEvery is how often the hook reads the learner's Summary for the
@@ -106,7 +103,7 @@ func (ws *watches) watch(pl *pipeline, key string) (*keyWatch, error) {
 	if ws.keys == nil {
 		ws.keys = map[watchID]*keyWatch{}
 	}
-	kw := &keyWatch{s: kpcaview.NewSeries(kpcaview.Options{Samples: watchSamples, Buckets: watchBuckets, Width: 1000, PerBucket: watchPerSecond}), labels: labelField}
+	kw := &keyWatch{s: kpcaview.NewSeries(kpcaview.Options{Samples: watchSamples, Buckets: watchBuckets, Width: 1000, PerBucket: watchPerSecond})}
 	kw.timer = time.AfterFunc(watchTTL, func() {
 		ws.mu.Lock()
 		defer ws.mu.Unlock()
@@ -138,47 +135,13 @@ func (ws *watches) stop() {
 
 var errTooManyWatches = fmt.Errorf("too many watched keys")
 
-// labelField is the index of the class label or prediction field of
-// codec.Output ("Pred", else "Y", else "Label"), -1 when the output has
-// none: the page colours the scatter by label when it exists.
-var labelField = func() int {
-	t := reflect.TypeFor[codec.Output]()
-	for _, name := range []string{"Pred", "Y", "Label"} {
-		if f, ok := t.FieldByName(name); ok && len(f.Index) == 1 {
-			return f.Index[0]
-		}
+// label is what the page colours a sample by: the observation's label y
+// when it carried one, else the classifier's prediction, else "".
+func label(o *codec.Output) string {
+	if o.Y.Kind != codec.ScalarNone {
+		return o.Y.Text()
 	}
-	return -1
-}()
-
-// label formats the label field of o ("" when absent, nil or empty).
-func label(o *codec.Output, field int) string { return labelOf(o, field) }
-
-// labelOf formats field number field of the struct *o.
-func labelOf(o any, field int) string {
-	if field < 0 {
-		return ""
-	}
-	v := reflect.ValueOf(o).Elem().Field(field)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return ""
-		}
-		v = v.Elem()
-	}
-	switch v.Kind() {
-	case reflect.String:
-		return v.String()
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(v.Int(), 10)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(v.Uint(), 10)
-	case reflect.Float32, reflect.Float64:
-		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
-	case reflect.Bool:
-		return strconv.FormatBool(v.Bool())
-	}
-	return ""
+	return o.Pred.Text()
 }
 
 // watchOut is the worker's hook: after the outputs of a message of e were
@@ -214,7 +177,7 @@ func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 		if out.TS > 0 {
 			o.Age = float64(now.UnixNano())/1e9 - out.TS
 		}
-		o.Label = label(out, kw.labels)
+		o.Label = label(out)
 		kw.s.Add(o)
 	}
 	o.Z, o.Eigenvalues = nil, nil // the worker's buffers

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 		for j := range x {
 			x[j] = rng.NormFloat64()
 		}
-		if err := apply(&w.res, e.l, w.obs, "k", uint64(i+1), w.eig); err != nil {
+		if err := apply(&w.res, e.l, nil, w.obs, "k", uint64(i+1), w.eig); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -102,24 +101,17 @@ func TestWatchExpires(t *testing.T) {
 }
 
 func TestLabel(t *testing.T) {
-	type out struct {
-		A    float64
-		Pred *int
-		Y    string
-	}
-	two := 2
-	o := &codec.Output{}
-	if got := label(o, labelField); got != "" {
-		t.Errorf("label of an output without one: %q", got)
-	}
-	// The formatting of the kinds a label field may have.
 	for _, c := range []struct {
-		v    out
-		f    int
+		o    codec.Output
 		want string
-	}{{out{Pred: &two}, 1, "2"}, {out{}, 1, ""}, {out{Y: "cat"}, 2, "cat"}, {out{A: math.Pi}, 0, "3.141592653589793"}} {
-		if got := labelOf(&c.v, c.f); got != c.want {
-			t.Errorf("label %+v field %d = %q, want %q", c.v, c.f, got, c.want)
+	}{
+		{codec.Output{}, ""},
+		{codec.Output{Y: codec.Number(2)}, "2"},
+		{codec.Output{Pred: codec.String("cat")}, "cat"},
+		{codec.Output{Y: codec.String("dog"), Pred: codec.String("cat")}, "dog"},
+	} {
+		if got := label(&c.o); got != c.want {
+			t.Errorf("label of %+v = %q, want %q", c.o, got, c.want)
 		}
 	}
 }

@@ -86,7 +86,8 @@ type entry struct {
 	*keyState
 	pipe    *pipeline
 	l       learners.Learner
-	rev     uint64 // KV revision of the last saved or loaded snapshot
+	cls     *keyClassifier // the key's classifier stage, nil without one
+	rev     uint64         // KV revision of the last saved or loaded snapshot
 	stored  int
 	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
 	subject string      // output subject of the key (expanded on first use)
@@ -231,7 +232,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	start := time.Now()
-	err = apply(&w.res, e.l, w.obs, m.key, m.seq, w.eig)
+	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
 	took := time.Since(start)
 	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
@@ -732,6 +733,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 	case err == nil:
 		e.l, err = w.restore(pc, snap)
 		if err == nil {
+			e.cls, err = newKeyClassifier(pl.cls, e.l, snap.Classifier)
+		}
+		if err == nil {
 			e.lastSeq = snap.LastSeq
 			e.stored = e.l.Summary(w.eig).Stored
 			pl.met.storedPoints.Add(float64(e.stored))
@@ -759,6 +763,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 		return nil, false, err
 	}
 	e.l = l
+	if e.cls, err = newKeyClassifier(pl.cls, l, nil); err != nil {
+		return nil, false, err
+	}
 	return e, fenced, nil
 }
 
@@ -770,7 +777,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
-	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State()}
+	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()}
 	rev, err := w.p.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.part.epoch, err)
@@ -856,7 +863,7 @@ func (w *worker) handoff(e *entry) {
 	j := w.core.handoff(e.keyState)
 	w.jobs <- &snapJob{
 		e:    e,
-		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State()},
+		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
 		rev:  e.rev,
 		job:  j,
 	}

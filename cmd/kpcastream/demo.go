@@ -53,6 +53,7 @@ type demoOptions struct {
 	partitions int
 	httpAddr   string
 	httpSet    bool
+	classify   bool // --classify (demo_classify.go)
 }
 
 // demoConfig is the demo's pipeline; the fields are the same as in a
@@ -100,6 +101,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.workers, "workers", 1, "worker processes (members) to run in this process; they join one after the other and share the partitions")
 	fs.IntVar(&o.partitions, "partitions", 0, "partitions of the pipeline (default: 1 with one worker, 4 × workers with more)")
 	fs.StringVar(&o.httpAddr, "http", demoHTTP, `listen address of the first worker's live page /ui/, its JSON API and /metrics ("off": none; the default falls back to a free port when taken)`)
+	fs.BoolVar(&o.classify, "classify", false, "labelled stream (inner and outer ring) and a classifier stage; the status line shows its prequential accuracy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -138,7 +140,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	yml := fmt.Sprintf(demoConfig, url, o.partitions, o.learner, o.dim, o.components, o.budget, o.gamma, o.forget)
+	yml := fmt.Sprintf(demoConfig, url, o.partitions, o.learner, o.dim, o.components, o.budget, o.gamma, o.forget) + demoClassifierConfig(&o)
 	cfg, err := config.Read(strings.NewReader(yml), func(string) (string, bool) { return "", false }, config.Overrides{})
 	if err != nil {
 		return err
@@ -161,6 +163,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return
 		}
 		st.out.Add(1)
+		st.count(out)
 		st.mu.Lock()
 		st.last[out.Key] = *out
 		st.mu.Unlock()
@@ -237,6 +240,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 type demoStats struct {
 	in, out, dlq atomic.Int64
 	phase        atomic.Int64
+	cls          demoAccuracy // --classify
 	mu           sync.Mutex
 	last         map[string]codec.Output
 }
@@ -268,6 +272,9 @@ func demoPublish(ctx context.Context, js jetstream.JetStream, o *demoOptions, st
 			}
 			th := 2 * math.Pi * rng.Float64()
 			r := 1 + 0.05*rng.NormFloat64()
+			if o.classify {
+				r, obs[0].Y = demoRing(rng)
+			}
 			a, b, i, j := 1.0, 0.5, 0, 1
 			if phase == 1 {
 				a, b, i, j = 1.5, 0.75, 2, 3
@@ -330,6 +337,7 @@ func demoReport(ctx context.Context, nc *nats.Conn, o *demoOptions, st *demoStat
 		if b := demoBudget(ctx, nc); b != "" {
 			line += "  budget " + b
 		}
+		line += st.cls.line()
 		shown := min(o.keys, demoMaxKeys)
 		for i := range shown {
 			key := fmt.Sprintf("sensor-%d", i)

@@ -49,6 +49,7 @@ type replayOptions struct {
 	learningRate, decay float64
 	progressEvery       time.Duration
 	budgetIsSet         bool
+	label               labelOptions  // replay --label (replay_label.go)
 	report              reportOptions // replay_report.go
 }
 
@@ -103,6 +104,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.1)")
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
 	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
+	labelFlags(fs, &o.label)
 	reportFlags(fs, &o.report)
 	return fs
 }
@@ -134,9 +136,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
+	problems = append(problems, labelProblems(&o)...)
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "kpcastream replay: %s\n", strings.Join(problems, "; "))
 		return errUsage
+	}
+	if o.label.column != "" {
+		return replayLabelled(ctx, &o, stdout, stderr)
 	}
 	return replay(ctx, &o, stderr)
 }

@@ -1,0 +1,355 @@
+package classify_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/classify"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   classify.Config
+		field string
+	}{
+		{"one class", classify.Config{Classes: 1, Dim: 4}, "classes"},
+		{"no dim", classify.Config{Classes: 2}, "dim"},
+		{"negative ridge", classify.Config{Classes: 2, Dim: 4, Ridge: -1}, "ridge"},
+		{"forget above 1", classify.Config{Classes: 2, Dim: 4, Forget: 1.5}, "forget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if !errors.Is(err, classify.ErrConfig) || !contains(err.Error(), tc.field+":") {
+				t.Fatalf("config %+v: error %v, want ErrConfig naming %s", tc.cfg, err, tc.field)
+			}
+			if _, err := classify.New(tc.cfg); err == nil {
+				t.Fatal("New accepted an invalid config")
+			}
+		})
+	}
+	if err := (classify.Config{Classes: 2, Dim: 1}).Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestBadInput(t *testing.T) {
+	cl, _ := classify.New(classify.Config{Classes: 3, Dim: 2})
+	before := cl.State()
+	for _, tc := range []struct {
+		name string
+		z    []float64
+		y    int
+		want error
+	}{
+		{"class too large", []float64{1, 2}, 3, classify.ErrClass},
+		{"negative class", []float64{1, 2}, -1, classify.ErrClass},
+		{"too many features", []float64{1, 2, 3}, 0, classify.ErrInput},
+		{"nan", []float64{math.NaN()}, 0, classify.ErrInput},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := cl.Learn(tc.z, tc.y); !errors.Is(err, tc.want) {
+				t.Fatalf("Learn(%v, %d): got %v, want %v", tc.z, tc.y, err, tc.want)
+			}
+		})
+	}
+	if _, _, err := cl.Predict(nil, []float64{math.Inf(1)}); !errors.Is(err, classify.ErrInput) {
+		t.Fatalf("Predict(+Inf): got %v, want ErrInput", err)
+	}
+	if after := cl.State(); !slices.Equal(before.W, after.W) || !slices.Equal(before.P, after.P) {
+		t.Fatal("bad input changed the state")
+	}
+}
+
+// Linearly separable classes are learned; the scores sum to about 1.
+func TestLearnsSeparable(t *testing.T) {
+	cl, _ := classify.New(classify.Config{Classes: 3, Dim: 2})
+	rng := rand.New(rand.NewPCG(1, 2))
+	centres := [][]float64{{2, 0}, {-2, 0}, {0, 3}}
+	hits := 0
+	for i := range 600 {
+		y := rng.IntN(3)
+		z := []float64{centres[y][0] + 0.3*rng.NormFloat64(), centres[y][1] + 0.3*rng.NormFloat64()}
+		pred, s, err := cl.Predict(nil, z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 300 {
+			if pred == y {
+				hits++
+			}
+			if sum := s[0] + s[1] + s[2]; math.Abs(sum-1) > 0.05 {
+				t.Fatalf("scores %v sum to %v, want about 1", s, sum)
+			}
+		}
+		if err := cl.Learn(z, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if acc := float64(hits) / 300; acc < 0.99 {
+		t.Fatalf("accuracy %.3f on separable classes, want ≥ 0.99", acc)
+	}
+}
+
+// newLearner returns an ikpca learner on d = 3 with a small budget and the
+// given eviction, fed n seeded points.
+func feed(t *testing.T, ob *classify.OnBasis, rng *rand.Rand, n int, teach bool) {
+	t.Helper()
+	for range n {
+		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		y := 0
+		if x[0]*x[1] > 0 {
+			y = 1
+		}
+		if x[2] > 1 {
+			y = 2
+		}
+		if err := ob.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ob.Predict(nil, x); err != nil {
+			t.Fatal(err)
+		}
+		if teach {
+			if err := ob.Teach(y); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Every change of coordinates leaves the classifier's function unchanged
+// on the span that survives it: the scores of the retained dictionary
+// members are the same before and after each Learn (rotations, dropped
+// and new coordinates, centroid moves), to 1e-9, while the learner keeps
+// evicting. Between those steps the classifier learns, so the weights are
+// far from zero.
+func TestBasisChangeKeepsPredictions(t *testing.T) {
+	for _, ev := range []string{"fifo", "lli", "centroid", "contribution"} {
+		t.Run(ev, func(t *testing.T) {
+			l, err := learners.NewIKPCA(learners.Config{Dim: 3, Components: 2, Budget: 12, Eviction: ev, SwapRatio: 1,
+				Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Jitter: 1e-13, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(5, 6))
+			feed(t, ob, rng, 200, true)
+			changes, checked := 0, 0
+			for step := range 400 {
+				pts := points(l)
+				before := make([][]float64, len(pts))
+				for i, p := range pts {
+					_, s, err := ob.Predict(nil, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					before[i] = s
+				}
+				x := []float64{2 * rng.NormFloat64(), 2 * rng.NormFloat64(), 2 * rng.NormFloat64()}
+				if err := ob.Learn(x); err != nil {
+					t.Fatal(err)
+				}
+				after := points(l)
+				if !samePoints(pts, after) {
+					changes++
+				}
+				for i, p := range pts {
+					if !hasPoint(after, p) {
+						continue
+					}
+					_, s, err := ob.Predict(nil, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for c := range s {
+						if d := math.Abs(s[c] - before[i][c]); d > 1e-9*max(1, math.Abs(before[i][c])) {
+							t.Fatalf("step %d: member %d class %d: score %v after the basis change, %v before (|Δ| %.3g)", step, i, c, s[c], before[i][c], d)
+						}
+					}
+					checked++
+				}
+				// keep training so the weights keep moving
+				if _, _, err := ob.Predict(nil, x); err != nil {
+					t.Fatal(err)
+				}
+				if err := ob.Teach(step % 3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if changes < 10 {
+				t.Fatalf("only %d dictionary changes in 400 steps: the test does not exercise evictions", changes)
+			}
+			t.Logf("%s: %d dictionary changes, %d member scores checked", ev, changes, checked)
+		})
+	}
+}
+
+func points(l *learners.IKPCA) [][]float64 {
+	st := l.State()
+	m := st.Matrices["points"]
+	var out [][]float64
+	for i := range m.Rows {
+		out = append(out, slices.Clone(m.Data[i*m.Cols:(i+1)*m.Cols]))
+	}
+	return out
+}
+
+func hasPoint(set [][]float64, p []float64) bool {
+	for _, q := range set {
+		if slices.Equal(q, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func samePoints(a, b [][]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// State → Restore gives a classifier that continues bit-identically.
+func TestStateRoundTrip(t *testing.T) {
+	l, _ := learners.NewIKPCA(learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}})
+	ob, _ := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	feed(t, ob, rand.New(rand.NewPCG(1, 1)), 300, true)
+	st := ob.Classifier().State()
+	l2, err := learners.Restore(l.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob2, _ := classify.NewOnBasis(l2.(*learners.IKPCA), classify.Config{Classes: 3})
+	if err := ob2.Classifier().Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, ob, rand.New(rand.NewPCG(2, 2)), 200, true)
+	feed(t, ob2, rand.New(rand.NewPCG(2, 2)), 200, true)
+	a, b := ob.Classifier().State(), ob2.Classifier().State()
+	if !bitsEqual(a.W, b.W) || !bitsEqual(a.P, b.P) || a.Seen != b.Seen {
+		t.Fatal("restored classifier diverged from the original")
+	}
+	// A bad state is refused and leaves the classifier as it was.
+	bad := ob.Classifier().State()
+	bad.W[3] = math.NaN()
+	if err := ob2.Classifier().Restore(bad); !errors.Is(err, classify.ErrState) {
+		t.Fatalf("NaN weight: got %v, want ErrState", err)
+	}
+	bad = ob.Classifier().State()
+	bad.P = bad.P[:5]
+	if err := ob2.Classifier().Restore(bad); !errors.Is(err, classify.ErrState) {
+		t.Fatalf("short P: got %v, want ErrState", err)
+	}
+	bad = ob.Classifier().State()
+	bad.Config.Classes = 4
+	if _, err := classify.FromState(bad); !errors.Is(err, classify.ErrState) {
+		t.Fatalf("inconsistent config: got %v, want ErrState", err)
+	}
+	if c := ob2.Classifier().State(); !bitsEqual(c.W, b.W) {
+		t.Fatal("a refused state changed the classifier")
+	}
+}
+
+func bitsEqual(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// The export's dual form gives Predict's scores through the model's
+// points and kernel alone, as another language would apply it.
+func TestExportMatchesPredict(t *testing.T) {
+	l, _ := learners.NewIKPCA(learners.Config{Dim: 3, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}})
+	ob, _ := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	rng := rand.New(rand.NewPCG(4, 4))
+	feed(t, ob, rng, 400, true)
+	m, err := l.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Classifier, err = ob.Export([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		pred, s, err := ob.Predict(nil, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, epred := m.Predict(x)
+		for c := range s {
+			if math.Abs(es[c]-s[c]) > 1e-8*max(1, math.Abs(s[c])) {
+				t.Fatalf("x %v class %d: export score %v, classifier %v", x, c, es[c], s[c])
+			}
+		}
+		if epred != pred {
+			t.Fatalf("x %v: export predicts %d, classifier %d (scores %v)", x, epred, pred, s)
+		}
+	}
+}
+
+// kha's memorised set never changes once complete: before that there are
+// no coordinates (bias-only predictions), at completion the B coordinates
+// appear, and afterwards every Learn leaves the classifier's function
+// exactly as it was; the classifier learns a separable problem on them.
+func TestKHABasis(t *testing.T) {
+	l, err := learners.NewKHA(learners.Config{Learner: learners.KindKHA, Dim: 3, Components: 2, Budget: 30,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	if z, err := l.Coords(nil, []float64{1, 2, 3}); err != nil || len(z) != 0 {
+		t.Fatalf("coordinates before the set is complete: %v, %v", z, err)
+	}
+	feed(t, ob, rng, 600, true)
+	probes := [][]float64{{0.5, 0.5, 0}, {-1, 1, 2}, {2, -1, 0.3}}
+	before := make([][]float64, len(probes))
+	for i, p := range probes {
+		_, before[i], _ = ob.Predict(nil, p)
+	}
+	for range 50 {
+		if err := ob.Learn([]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range probes {
+		_, s, _ := ob.Predict(nil, p)
+		if !bitsEqual(s, before[i]) {
+			t.Fatalf("probe %d: scores %v after learning, %v before", i, s, before[i])
+		}
+	}
+	if ob.Classifier().Seen() != 600 {
+		t.Fatalf("classifier learned %d labels, want 600", ob.Classifier().Seen())
+	}
+}
