@@ -146,7 +146,14 @@
 //
 // # Operations
 //
-// Handler serves /metrics, /healthz and /readyz. The micro service
+// Handler serves /metrics, /healthz, /readyz and the live page /ui/ with
+// its JSON API /api/v1/ (ui.go). A key's outputs are recorded for the page
+// only while it is watched (watch.go): a request watches it for 30 s, the
+// worker's hook then adds each output to the key's bounded record
+// (internal/kpcaview) under the record's lock, and the record is dropped
+// when the watch expires; unwatched, the hook is one atomic load. The
+// keys list is a "keys" control request answered by each worker. The
+// micro service
 // (service_name, default "kpcastream") has endpoints <name>.stats (summed
 // over the live members), <name>.pipelines, <name>.model, <name>.snapshot
 // and <name>.reset; the last three take {"pipeline":"…","key":"…"} and are

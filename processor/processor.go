@@ -60,6 +60,7 @@ type Processor struct {
 	started    atomic.Bool
 	coord      *coordinator // nil without JetStream pipelines
 	id         string       // member id: random hex, unique per Processor
+	watch      watches      // keys watched by the live page (watch.go)
 	// onApply, when set (tests), is called by a worker after it applied a
 	// message to a key's learner.
 	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)

@@ -409,6 +409,8 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 func (w *worker) control(ctx context.Context, c *control) {
 	var r controlReply
 	switch {
+	case c.op == "keys":
+		r.data, r.err = w.listKeys(c.pipe, c.key)
 	case c.op == "snapshot" && c.key == "":
 		for _, e := range w.keys {
 			if e.pipe == c.pipe && e.dirty && !e.unsent {
@@ -557,12 +559,14 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 }
 
 // Handler serves /metrics (Prometheus), /healthz (200 while the process
-// runs) and /readyz (200 only while connected and consuming, else 503).
+// runs), /readyz (200 only while connected and consuming, else 503), and
+// the live page /ui/ with its JSON API /api/v1/ (ui.go).
 func (p *Processor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if p.gatherer != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(p.gatherer, promhttp.HandlerOpts{}))
 	}
+	p.uiRoutes(mux)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

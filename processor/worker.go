@@ -68,7 +68,7 @@ type missing struct {
 
 // control is a request from the micro service, answered on reply.
 type control struct {
-	op    string // "model", "snapshot", "reset"
+	op    string // "model", "snapshot", "reset", "keys"
 	pipe  *pipeline
 	key   string // "" with "snapshot": every key of the worker
 	reply chan controlReply
@@ -233,7 +233,8 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	}
 	start := time.Now()
 	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
-	pl.met.learnSeconds.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
 		// Checked before learning: the learner is untouched.
 		return w.fail(ctx, m, err)
@@ -265,6 +266,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		for i := range w.res.outs {
 			pl.met.t2.Observe(w.res.outs[i].T2)
 		}
+		w.watchOut(e, start, took)
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)

@@ -59,6 +59,7 @@ type benchOptions struct {
 	memprofile string
 	snapEvery  int
 	pace       time.Duration
+	watch      bool
 }
 
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
@@ -85,6 +86,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
 	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
+	fs.BoolVar(&o.watch, "watch", false, "real pipeline: watch the first key on the live page's API (a client polling /api/v1/series, keys and pipelines every second, as the page does), to measure the page's cost")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (allocations since the process started) to this file at the end")
 	return fs
 }
@@ -520,6 +522,13 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 	}
 	defer cleanup()
 	go func() { pipeDone <- p.Run(pctx) }()
+	if o.watch {
+		stopWatch, err := benchWatch(pctx, p, "bench", "k0", stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer stopWatch()
+	}
 	// Core NATS drops what is published before the subscription exists.
 	deadline := time.Now().Add(30 * time.Second)
 	for !p.Ready() {

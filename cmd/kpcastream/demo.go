@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -51,6 +52,8 @@ type demoOptions struct {
 	workers    int
 	partitions int
 	classify   bool // --classify (demo_classify.go)
+	httpAddr   string
+	httpSet    bool
 }
 
 // demoConfig is the demo's pipeline; the fields are the same as in a
@@ -98,12 +101,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.workers, "workers", 1, "worker processes (members) to run in this process; they join one after the other and share the partitions")
 	fs.IntVar(&o.partitions, "partitions", 0, "partitions of the pipeline (default: 1 with one worker, 4 × workers with more)")
 	fs.BoolVar(&o.classify, "classify", false, "labelled stream (inner and outer ring) and a classifier stage; the status line shows its prequential accuracy")
+	fs.StringVar(&o.httpAddr, "http", demoHTTP, `listen address of the first worker's live page /ui/, its JSON API and /metrics ("off": none; the default falls back to a free port when taken)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
 	}
+	fs.Visit(func(f *flag.Flag) { o.httpSet = o.httpSet || f.Name == "http" })
 	if o.partitions == 0 {
 		o.partitions = 1
 		if o.workers > 1 {
@@ -173,7 +178,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer dlq.Unsubscribe()
 
+	var ln net.Listener
+	if o.httpAddr != "off" {
+		if ln, err = net.Listen("tcp", o.httpAddr); err != nil && !o.httpSet {
+			ln, err = net.Listen("tcp", "127.0.0.1:0")
+		}
+		if err != nil {
+			return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+		}
+	}
 	fmt.Fprintf(stdout, "kpcastream demo: embedded NATS with JetStream at %s\n", url)
+	if ln != nil {
+		fmt.Fprintf(stdout, "  live page http://%s/ui/  (JSON API under /api/v1/, Prometheus /metrics)\n", ln.Addr())
+	}
 	fmt.Fprintf(stdout, "  input  demo.sensors.<key>.features (stream DEMO), %d keys, d=%d, %d msgs/s; the structure changes every %s\n", o.keys, o.dim, o.rate, o.driftEvery)
 	fmt.Fprintf(stdout, "  learner %s (B=%d, k=%d, rbf γ=%g, forget %g); outputs on kpca.out.demo.<key>\n", o.learner, o.budget, o.components, o.gamma, o.forget)
 	if o.workers > 1 {
@@ -181,6 +198,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "  other programs can publish to and subscribe on this server while it runs; Ctrl-C stops\n\n")
 
+	if ln != nil && o.workers > 1 {
+		fmt.Fprintf(stdout, "  the page shows the keys of the partitions the first worker owns\n")
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range o.workers {
 		g.Go(func() error {
@@ -189,7 +209,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return nil
 			case <-time.After(time.Duration(i) * demoJoinEvery):
 			}
-			err := serve(gctx, cfg, log)
+			var wln net.Listener
+			if i == 0 {
+				wln = ln // the first worker serves the page
+			}
+			err := serveOn(gctx, cfg, log, wln)
 			if gctx.Err() != nil {
 				return nil
 			}
@@ -284,15 +308,15 @@ func demoPublish(ctx context.Context, js jetstream.JetStream, o *demoOptions, st
 	}
 }
 
-// demoReport prints the status line: rates, and for the first key the
-// explained variance, top eigenvalues (from the model endpoint), novelty
-// scores and basis version of its latest output.
+// demoReport prints the status every interval: a line of rates, then a
+// line per key (the first demoMaxKeys) with its explained variance, top
+// eigenvalues (from the model endpoint), novelty scores and basis version
+// of its latest output.
 func demoReport(ctx context.Context, nc *nats.Conn, o *demoOptions, st *demoStats, w io.Writer) error {
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	start := time.Now()
 	var lastIn, lastOut int64
-	key := "sensor-0"
 	for {
 		select {
 		case <-ctx.Done():
@@ -302,30 +326,44 @@ func demoReport(ctx context.Context, nc *nats.Conn, o *demoOptions, st *demoStat
 		in, out := st.in.Load(), st.out.Load()
 		secs := o.every.Seconds()
 		st.mu.Lock()
-		last, ok := st.last[key]
+		last := make(map[string]codec.Output, len(st.last))
+		for k, v := range st.last {
+			last[k] = v
+		}
 		st.mu.Unlock()
 		line := fmt.Sprintf("%5.0fs phase %d  in %5.0f/s  out %5.0f/s  dlq %d", time.Since(start).Seconds(), st.phase.Load(),
 			float64(in-lastIn)/secs, float64(out-lastOut)/secs, st.dlq.Load())
 		lastIn, lastOut = in, out
-		if !ok {
-			line += "  " + key + ": warming up"
-		} else {
-			line += fmt.Sprintf("  %s: explained %.3f", key, last.Explained)
+		if b := demoBudget(ctx, nc); b != "" {
+			line += "  budget " + b
+		}
+		line += st.cls.line()
+		shown := min(o.keys, demoMaxKeys)
+		for i := range shown {
+			key := fmt.Sprintf("sensor-%d", i)
+			out, ok := last[key]
+			if !ok {
+				line += "\n        " + key + ": warming up"
+				continue
+			}
+			line += fmt.Sprintf("\n        %s: explained %.3f", key, out.Explained)
 			if eig := demoEigenvalues(ctx, nc, key); eig != nil {
 				line += "  eig"
 				for _, v := range eig {
 					line += fmt.Sprintf(" %.4f", v)
 				}
 			}
-			line += fmt.Sprintf("  spe %.4f  t2 %.2f  basis v%d", last.SPE, last.T2, last.BasisVersion)
+			line += fmt.Sprintf("  spe %.4f  t2 %.2f  basis v%d", out.SPE, out.T2, out.BasisVersion)
 		}
-		if b := demoBudget(ctx, nc); b != "" {
-			line += "  budget " + b
+		if o.keys > shown {
+			line += fmt.Sprintf("\n        … and %d more keys (see the live page)", o.keys-shown)
 		}
-		line += st.cls.line()
 		fmt.Fprintln(w, line)
 	}
 }
+
+// demoMaxKeys bounds the keys of the status block.
+const demoMaxKeys = 16
 
 // demoEigenvalues asks the micro service for the key's model export.
 func demoEigenvalues(ctx context.Context, nc *nats.Conn, key string) []float64 {
@@ -342,6 +380,9 @@ func demoEigenvalues(ctx context.Context, nc *nats.Conn, key string) []float64 {
 	}
 	return m.Eigenvalues
 }
+
+// demoHTTP is the default address of the demo's live page.
+const demoHTTP = "127.0.0.1:8080"
 
 // demoJoinEvery is the delay between the starts of the demo's workers.
 const demoJoinEvery = 5 * time.Second

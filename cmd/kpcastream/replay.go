@@ -49,7 +49,8 @@ type replayOptions struct {
 	learningRate, decay float64
 	progressEvery       time.Duration
 	budgetIsSet         bool
-	label               labelOptions // replay --label (replay_label.go)
+	label               labelOptions  // replay --label (replay_label.go)
+	report              reportOptions // replay_report.go
 }
 
 func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
@@ -104,6 +105,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
 	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
 	labelFlags(fs, &o.label)
+	reportFlags(fs, &o.report)
 	return fs
 }
 
@@ -187,6 +189,10 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return fmt.Errorf("learner settings: %w", err)
 	}
 	fitter, _ := l.(interface{ Fit() error })
+	rep, err := newReplayReport(&o.report, filepath.Base(name), cfg)
+	if err != nil {
+		return err
+	}
 
 	var out *projWriter
 	if o.out != "" {
@@ -219,11 +225,14 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			return fmt.Errorf("row %d: %w", idx, err)
 		}
 		fed++
-		if out != nil && fitter == nil {
+		if (out != nil || rep != nil) && fitter == nil {
 			zz, nov, err := l.Score(z, row)
-			if err := out.Write(idx, pass, zz, nov, err); err != nil {
-				return err
+			if out != nil {
+				if err := out.Write(idx, pass, zz, nov, err); err != nil {
+					return err
+				}
 			}
+			rep.add(l, idx, row, zz, nov, err)
 		}
 		prog.Update(fed, l)
 		return checkpoint()
@@ -268,13 +277,16 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		if err := fitter.Fit(); err != nil {
 			return fmt.Errorf("fit: %w", err)
 		}
-		if out != nil {
+		if out != nil || rep != nil {
 			// The batch learner projects every row with the final fit.
 			for idx := range n {
 				zz, nov, err := l.Score(z, x[idx*d:(idx+1)*d])
-				if err := out.Write(idx, o.passes, zz, nov, err); err != nil {
-					return err
+				if out != nil {
+					if err := out.Write(idx, o.passes, zz, nov, err); err != nil {
+						return err
+					}
 				}
+				rep.add(l, idx, x[idx*d:(idx+1)*d], zz, nov, err)
 			}
 		}
 	}
@@ -286,6 +298,9 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	}
 	if fed == 0 {
 		return fmt.Errorf("%s: no data rows", name)
+	}
+	if err := rep.finish(stderr); err != nil {
+		return err
 	}
 	return writeModel(l, o.modelOut)
 }

@@ -143,6 +143,15 @@ func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 // serve connects (or starts the embedded server), runs the processor and
 // the HTTP listener until ctx is cancelled, then shuts everything down.
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
+	return serveOn(ctx, cfg, log, nil)
+}
+
+// serveOn is serve with the HTTP listener given (nil: listen on
+// http.metrics_addr unless it is "off"); it closes ln.
+func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Listener) error {
+	if ln != nil {
+		defer ln.Close()
+	}
 	url := cfg.NATS.URL
 	var embedded *server.Server
 	if url == "" {
@@ -182,11 +191,12 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
 		return err
 	}
 	var srv *http.Server
-	if cfg.HTTP.MetricsAddr != "off" {
-		ln, err := net.Listen("tcp", cfg.HTTP.MetricsAddr)
-		if err != nil {
+	if ln == nil && cfg.HTTP.MetricsAddr != "off" {
+		if ln, err = net.Listen("tcp", cfg.HTTP.MetricsAddr); err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
+	}
+	if ln != nil {
 		srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/kpcastream/kpcastream/internal/kpcaview"
+)
+
+// TestReplayReport replays drift_stream.csv (an abrupt change of structure
+// at row 10,000) with --report and --plot and checks, on the data the
+// report embeds, that the change shows at row 10,000 in the novelty scores
+// (a drift marker there and nowhere else, a jump of the mean SPE) and in
+// the spectrum, and that the similarity to batch KPCA was measured.
+func TestReplayReport(t *testing.T) {
+	data := filepath.Join("..", "..", "testdata", "data", "drift_stream.csv") // byte-identical to learners/testdata's and the shared one
+	dir := t.TempDir()
+	report, plots := filepath.Join(dir, "report.html"), filepath.Join(dir, "plots")
+	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
+		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
+		"--model-out", filepath.Join(dir, "model.json"), "--report", report, "--plot", plots, "--progress", "0")
+	if code != 0 {
+		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
+	}
+	page, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)window\.KPCA_REPORT = (\{.*?\});</script>`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("the report embeds no data")
+	}
+	if regexp.MustCompile(`<script src=|<link [^>]*href=|https?://`).Match(page) {
+		t.Error("the report refers to an external file or address: it must be self-contained")
+	}
+	var rep kpcaview.Report
+	if err := json.Unmarshal(m[1], &rep); err != nil {
+		t.Fatal(err)
+	}
+	v := rep.View
+	if v == nil || v.View == nil || v.Count < 19_000 || v.Count > 20_000 {
+		t.Fatalf("report of %+v", v)
+	}
+
+	// Novelty: one drift marker, at the change.
+	var drifts []int64
+	for _, e := range v.Events {
+		if e.Kind == "drift" {
+			drifts = append(drifts, e.X)
+		}
+	}
+	if len(drifts) != 1 || drifts[0] < 10_000 || drifts[0] > 10_300 {
+		t.Errorf("drift markers at rows %v, want one within 300 rows after 10,000", drifts)
+	}
+	b := v.Buckets
+	mean := func(col []float64, lo, hi int64) float64 {
+		s, n := 0.0, 0
+		for i, x := range b.X {
+			if x >= lo && x < hi {
+				s += col[i]
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("no bucket in rows [%d, %d)", lo, hi)
+		}
+		return s / float64(n)
+	}
+	before, after := mean(b.SPE, 8_000, 10_000), mean(b.SPE, 10_000, 10_500)
+	if after < 5*before {
+		t.Errorf("mean SPE %.4f before the change, %.4f in the 500 rows after: want a jump of 5× or more", before, after)
+	}
+	var over int
+	for i, x := range v.Samples.X {
+		if x >= 10_000 && x < 11_000 && v.Samples.SPE[i] > v.Limits.SPE {
+			over++
+		}
+	}
+	if over < v.Limits.SPEOver/2 {
+		t.Errorf("%d of the %d samples above the SPE limit fall in the 1,000 rows after the change", over, v.Limits.SPEOver)
+	}
+
+	// Spectrum: the eigenvalues change at the change, not before.
+	eigAt := func(x int64) []float64 {
+		for i := range b.X {
+			if b.X[i] <= x && x < b.X[i]+b.Width[i] {
+				e := make([]float64, len(b.Eig))
+				for c := range b.Eig {
+					e[c] = b.Eig[c][i]
+				}
+				return e
+			}
+		}
+		t.Fatalf("no bucket holds row %d", x)
+		return nil
+	}
+	dist := func(a, c []float64) float64 {
+		s, n := 0.0, 0.0
+		for i := range a {
+			s += (a[i] - c[i]) * (a[i] - c[i])
+			n += a[i] * a[i]
+		}
+		return math.Sqrt(s / n)
+	}
+	if d := dist(eigAt(9_900), eigAt(10_500)); d < 0.25 {
+		t.Errorf("spectrum changed by %.3f (relative) across row 10,000, want ≥ 0.25", d)
+	}
+	if d := dist(eigAt(7_900), eigAt(9_900)); d > 0.1 {
+		t.Errorf("spectrum changed by %.3f (relative) between rows 7,900 and 9,900 (no change there), want < 0.1", d)
+	}
+
+	// Similarity to batch KPCA of the last 1,000 rows: high before, a dip
+	// after the change.
+	s := v.Similarity
+	if s == nil || len(s.X) < 30 {
+		t.Fatalf("similarity %+v", s)
+	}
+	lowBefore, lowAfter := 1.0, 1.0
+	for i, x := range s.X {
+		switch {
+		case x >= 3_000 && x < 10_000:
+			lowBefore = math.Min(lowBefore, s.Sim[i])
+		case x >= 10_000 && x < 13_000:
+			lowAfter = math.Min(lowAfter, s.Sim[i])
+		}
+	}
+	if lowBefore < 0.99 || lowAfter > 0.95 {
+		t.Errorf("similarity to batch KPCA: lowest %.3f before the change (want ≥ 0.99), %.3f in the 3,000 rows after (want a dip below 0.95)", lowBefore, lowAfter)
+	}
+
+	for _, f := range []string{"spectrum.png", "explained.png", "novelty_spe.png", "novelty_t2.png", "scatter.png", "dictionary.png", "similarity.png"} {
+		fh, err := os.Open(filepath.Join(plots, f))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		img, err := png.Decode(fh)
+		fh.Close()
+		if err != nil || img.Bounds().Dx() < 300 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package kpcaview
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+func TestQuantile(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, math.NaN(), math.Inf(1)}
+	for _, c := range []struct{ q, want float64 }{{0, 1}, {0.5, 3}, {1, 5}, {0.25, 2}, {0.9, 4.6}} {
+		if got := Quantile(xs, c.q); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if xs[0] != 5 {
+		t.Error("Quantile modified its input")
+	}
+	if Quantile(nil, 0.5) != 0 {
+		t.Error("Quantile of nothing is not 0")
+	}
+	l := ControlLimits([]float64{1, 2, 3, 4, 100}, []float64{1, 1, 1, 1, 1}, 0.75)
+	if l.SPE != 4 || l.SPEOver != 1 || l.T2 != 1 || l.T2Over != 0 {
+		t.Errorf("ControlLimits = %+v", l)
+	}
+}
+
+func obs(x int64, spe float64, basis uint64) *Observation {
+	return &Observation{X: x, Seq: uint64(x), Z: []float64{float64(x), -float64(x), 1, 2}, SPE: spe, T2: 2 * spe,
+		Explained: 0.5, Eigenvalues: []float64{3, 2, 1}, Stored: int(x % 7), Basis: basis, Learn: 0.001, Age: -1}
+}
+
+// TestRing checks that a live Series keeps the latest samples and buckets,
+// aggregates per bucket and records basis changes.
+func TestRing(t *testing.T) {
+	s := NewSeries(Options{Samples: 10, ZDims: 2, Buckets: 5, Width: 100})
+	for x := range int64(1000) {
+		s.Add(obs(x, 1, uint64(x/300)))
+	}
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.X) != 10 || v.Samples.X[0] != 990 || v.Samples.X[9] != 999 {
+		t.Fatalf("samples %v, want 990..999", v.Samples.X)
+	}
+	if len(v.Samples.Z) != 2 || v.Samples.Z[0][9] != 999 || v.Samples.Z[1][9] != -999 {
+		t.Errorf("z columns %v", v.Samples.Z)
+	}
+	if v.Samples.Label != nil {
+		t.Error("labels without any labelled sample")
+	}
+	b := v.Buckets
+	if len(b.X) != 5 || b.X[0] != 500 || b.X[4] != 900 || b.N[4] != 100 || b.Width[0] != 100 {
+		t.Fatalf("buckets x %v n %v, want 500..900 of 100", b.X, b.N)
+	}
+	if len(b.Eig) != 3 || b.Eig[0][0] != 3 || b.SPE[0] != 1 || b.T2[0] != 2 || b.Age[0] != 0 || math.Abs(b.Learn[0]-0.001) > 1e-12 {
+		t.Errorf("bucket aggregates %+v", b)
+	}
+	basis := 0
+	for _, e := range v.Events {
+		if e.Kind == "basis" {
+			basis++
+			if e.To != e.From+1 || e.X%300 != 0 {
+				t.Errorf("basis event %+v", e)
+			}
+		}
+	}
+	if basis != 3 {
+		t.Errorf("%d basis events, want 3: %+v", basis, v.Events)
+	}
+	if _, err := json.Marshal(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestThin checks that a thinned Series covers the whole stream in bounded
+// memory, with exact bucket sums.
+func TestThin(t *testing.T) {
+	s := NewSeries(Options{Samples: 16, Buckets: 8, Width: 10, Thin: true})
+	const n = 1000
+	for x := range int64(n) {
+		s.Add(obs(x, float64(x), 0))
+	}
+	v := s.View(0.5, DefaultDrift)
+	if k := len(v.Samples.X); k > 16 || k < 8 || v.Samples.X[0] != 0 || v.Samples.X[k-1] < n-2*v.Stride {
+		t.Fatalf("thinned samples %v (stride %d)", v.Samples.X, v.Stride)
+	}
+	for i := 1; i < len(v.Samples.X); i++ {
+		if v.Samples.X[i]-v.Samples.X[i-1] != v.Stride {
+			t.Fatalf("samples not evenly spaced by %d: %v", v.Stride, v.Samples.X)
+		}
+	}
+	b := v.Buckets
+	if len(b.X) > 8 || b.X[0] != 0 {
+		t.Fatalf("buckets %v", b.X)
+	}
+	total := 0
+	for i := range b.X {
+		total += b.N[i]
+		// mean SPE of [x, x+w) is x + (w-1)/2 (except the last, partial one)
+		if i < len(b.X)-1 {
+			if want := float64(b.X[i]) + float64(b.Width[i]-1)/2; math.Abs(b.SPE[i]-want) > 1e-9 || b.N[i] != int(b.Width[i]) {
+				t.Errorf("bucket %d: x %d width %d n %d mean %v, want %v", i, b.X[i], b.Width[i], b.N[i], b.SPE[i], want)
+			}
+		}
+	}
+	if total != n {
+		t.Errorf("buckets hold %d observations, want %d", total, n)
+	}
+}
+
+func TestDriftMarkers(t *testing.T) {
+	spe := make([]float64, 100)
+	for i := range spe {
+		spe[i] = 1 + 0.1*float64(i%3)
+	}
+	spe[60], spe[61], spe[62] = 10, 8, 5 // one episode
+	spe[80] = 2                          // below 3 × median
+	got := DefaultDrift.Markers(spe)
+	if len(got) != 1 || got[0] != 60 {
+		t.Errorf("markers %v, want [60]", got)
+	}
+	if m := DefaultDrift.Markers(spe[:10]); len(m) != 0 {
+		t.Errorf("markers %v before half a window", m)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	s := NewSeries(Options{Samples: 4})
+	o := obs(1, 1, 0)
+	s.Add(o)
+	o.Label = "a"
+	s.Add(o)
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.Label) != 2 || v.Samples.Label[0] != "" || v.Samples.Label[1] != "a" {
+		t.Errorf("labels %q", v.Samples.Label)
+	}
+}
+
+// TestPerBucket checks that a live Series spreads its samples over the
+// buckets at a high rate.
+func TestPerBucket(t *testing.T) {
+	s := NewSeries(Options{Samples: 100, Width: 1000, PerBucket: 10})
+	for x := range int64(20_000) { // 1000 observations per bucket, 20 buckets
+		s.Add(obs(x, 1, 0))
+	}
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.X) != 100 || v.Samples.X[0] != 10_000 || v.Samples.X[1] != 10_100 {
+		t.Errorf("kept %d samples from %v, want 100 from 10000 every 100", len(v.Samples.X), v.Samples.X[:2])
+	}
+}

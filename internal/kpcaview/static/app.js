@@ -1,0 +1,281 @@
+// app.js: the kpcastream page. Live (served by a worker at /ui/) it polls
+// the worker's JSON API (../api/v1/…); as a replay report the data is
+// embedded in the page (window.KPCA_REPORT) and nothing is fetched.
+"use strict";
+(function () {
+  var REPORT = window.KPCA_REPORT || null;
+  var API = "../api/v1/";
+  var st = { pipeline: "", key: "", cx: 0, cy: 1, q: "", last: null, prevPipes: null, labels: {} };
+  var $ = function (id) { return document.getElementById(id); };
+
+  function text(el, s) { el.textContent = s; }
+  function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; }); }
+
+  function getJSON(path) {
+    return fetch(API + path, { cache: "no-store" }).then(function (r) {
+      if (!r.ok) return r.text().then(function (t) { throw new Error(r.status + " " + t.trim()); });
+      return r.json();
+    });
+  }
+
+  function setStatus(msg, bad) {
+    var s = $("status");
+    text(s, msg);
+    s.className = bad ? "bad" : "";
+  }
+
+  // ---- live: pipelines and keys -------------------------------------------
+
+  function readHash() {
+    var h = decodeURIComponent(location.hash.replace(/^#/, ""));
+    var i = h.indexOf("/");
+    if (i > 0) { st.pipeline = h.slice(0, i); st.key = h.slice(i + 1); }
+  }
+  function writeHash() {
+    if (st.pipeline && st.key) history.replaceState(null, "", "#" + encodeURIComponent(st.pipeline) + "/" + encodeURIComponent(st.key));
+  }
+
+  function refreshPipelines() {
+    return getJSON("pipelines").then(function (r) {
+      text($("subtitle"), "member " + r.member + (r.pipelines.length ? "" : " · no pipelines"));
+      if (!st.pipeline && r.pipelines.length) st.pipeline = r.pipelines[0].name;
+      var prev = st.prevPipes, html = "";
+      r.pipelines.forEach(function (p) {
+        var rate = "";
+        var old = prev && prev.byName[p.name];
+        if (old) {
+          var dt = (r.time - prev.time) / 1000;
+          if (dt > 0) rate = " · in " + KC.fmt((p.stats.in - old.in) / dt) + "/s · dlq " + KC.fmt((p.stats.dead_lettered - old.dead_lettered) / dt) + "/s";
+        }
+        var fill = p.max_keys ? Math.min(1, p.keys / p.max_keys) : 0;
+        html += '<div class="pipe' + (p.name === st.pipeline ? " sel" : "") + '" data-name="' + esc(p.name) + '"><b>' + esc(p.name) + "</b> " +
+          '<span class="meta">' + esc(p.learner) + " d=" + p.dim + " k=" + p.components + " B=" + p.budget + "</span>" +
+          '<div class="meta">' + p.keys + " of " + p.max_keys + " keys loaded" + rate + "</div>" +
+          '<div class="fill" title="keys loaded / max_keys"><div style="width:' + (fill * 100).toFixed(1) + '%"></div></div></div>';
+      });
+      $("pipelines").innerHTML = html;
+      var byName = {};
+      r.pipelines.forEach(function (p) { byName[p.name] = p.stats; });
+      st.prevPipes = { time: r.time, byName: byName };
+    });
+  }
+
+  function refreshKeys() {
+    if (!st.pipeline) return Promise.resolve();
+    return getJSON("keys?pipeline=" + encodeURIComponent(st.pipeline) + "&q=" + encodeURIComponent(st.q) + "&limit=200").then(function (r) {
+      text($("keyinfo"), r.matched + " of " + r.total + " loaded keys" + (r.matched > r.keys.length ? " (first " + r.keys.length + ")" : "") + " · max_keys " + r.max_keys);
+      if (!st.key && r.keys.length) { st.key = r.keys[0].key; writeHash(); }
+      var html = "";
+      r.keys.forEach(function (k) {
+        html += '<li data-key="' + esc(k.key) + '"' + (k.key === st.key ? ' class="sel"' : "") + "><span>" + esc(k.key) + (k.watched ? " ●" : "") +
+          '</span><span class="adv">' + k.stored + " pts" + (k.advice ? " · " + esc(k.advice) : "") + "</span></li>";
+      });
+      $("keys").innerHTML = html;
+    });
+  }
+
+  function refreshSeries() {
+    if (!st.pipeline || !st.key) return Promise.resolve();
+    return getJSON("series?pipeline=" + encodeURIComponent(st.pipeline) + "&key=" + encodeURIComponent(st.key)).then(function (v) {
+      st.last = v;
+      draw(v);
+    });
+  }
+
+  var busy = false;
+  function tick() {
+    if (busy) return;
+    busy = true;
+    Promise.all([refreshPipelines(), refreshKeys()]).then(refreshSeries).then(function () {
+      setStatus("updated " + new Date().toLocaleTimeString(), false);
+    }).catch(function (e) {
+      setStatus(String(e.message || e), true);
+    }).then(function () { busy = false; });
+  }
+
+  // ---- drawing -------------------------------------------------------------
+
+  function xsOf(v, xs) {
+    if (REPORT) return xs;
+    return xs.map(function (x) { return (x - v.time) / 1000; });
+  }
+  function xfmt(x, step) {
+    if (REPORT) return KC.fmt(x);
+    var d = step < 1 ? (step < 0.1 ? 2 : 1) : 0;
+    return (Math.abs(x) < Math.pow(10, -d) / 2 ? "0" : x.toFixed(d)) + "s";
+  }
+
+  // marks are the drift markers (dashed red lines) and, with basis, the
+  // basis changes (short grey ticks on the x axis).
+  function marks(v, basis) {
+    var out = [];
+    v.events.forEach(function (e) {
+      var x = REPORT ? e.x : (e.x - v.time) / 1000;
+      if (e.kind === "drift") out.push({ x: x, color: "#d23f3f", dash: [4, 2] });
+      else if (basis) out.push({ x: x, color: "#8a93a6", dash: [], tick: 8 });
+    });
+    return out;
+  }
+
+  function components(v) { return v.samples.z.length; }
+
+  function fillSelects(v) {
+    var k = components(v), cx = $("cx"), cy = $("cy");
+    if (cx.options.length !== k) {
+      [cx, cy].forEach(function (s, j) {
+        s.innerHTML = "";
+        for (var i = 0; i < k; i++) { var o = document.createElement("option"); o.value = i; o.textContent = "z" + (i + 1); s.appendChild(o); }
+        s.value = Math.min(j, Math.max(0, k - 1));
+      });
+      st.cx = +cx.value; st.cy = +cy.value;
+    }
+  }
+
+  function draw(v) {
+    var b = v.buckets, s = v.samples, vm = marks(v);
+    text($("keytitle"), (REPORT ? "replay of " + v.key : v.pipeline + " / " + v.key));
+    var last = b.x.length - 1;
+    var meta = v.learner + " d=" + v.dim + " k=" + v.components + " B=" + v.budget + " · " + v.count.toLocaleString() + (REPORT ? " rows" : " observations watched");
+    if (last >= 0) meta += " · basis v" + b.basis[last] + " · stored " + b.stored[last] + "/" + v.budget + " · explained " + b.explained[last].toFixed(3);
+    if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
+    text($("keymeta"), meta);
+    fillSelects(v);
+    var counts = {};
+
+    // spectrum: current eigenvalues and cumulative explained share
+    var eig = b.eig.map(function (col) { return last >= 0 ? col[last] : 0; });
+    var sum = eig.reduce(function (a, x) { return a + x; }, 0), ex = last >= 0 ? b.explained[last] : 0;
+    var total = ex > 0 ? sum / ex : sum, acc = 0;
+    var cum = eig.map(function (x) { acc += x; return total > 0 ? acc / total : 0; });
+    counts.spectrum = KC.bars($("c-spectrum"), {
+      values: last >= 0 ? eig : [], labels: eig.map(function (_, i) { return "λ" + (i + 1); }), cum: cum,
+      legend: [{ label: "eigenvalue", color: "#2f6fdb" }, { label: "cumulative share of the variance", color: "#e08a1e" }]
+    });
+    text($("spec-note"), last >= 0 ? "explained " + (ex * 100).toFixed(1) + "% by " + eig.length : "");
+
+    var bx = xsOf(v, b.x.map(function (x, i) { return x + b.width[i] / 2; }));
+    var eseries = b.eig.map(function (col, i) { return { x: bx, y: col, color: KC.color(i), label: i < 4 ? "λ" + (i + 1) : "" }; });
+    eseries.push({ x: bx, y: b.explained, color: "#1d2330", label: "explained (right)", right: true, width: 1 });
+    counts.eig = KC.line($("c-eig"), { series: eseries, vmarks: marks(v, true), xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1 });
+
+    // scatter of the kept samples on two components
+    var cx = Math.min(st.cx, components(v) - 1), cy = Math.min(st.cy, components(v) - 1);
+    var n = s.x.length, colors = new Array(n), legend;
+    if (s.label) {
+      var seen = {}, order = [];
+      s.label.forEach(function (l) { if (!(l in seen)) { seen[l] = order.length; order.push(l); } });
+      order.sort();
+      order.forEach(function (l, i) { seen[l] = i; });
+      for (var i = 0; i < n; i++) colors[i] = s.label[i] === "" ? "#c5cad3" : KC.color(seen[s.label[i]]);
+      legend = order.slice(0, 8).map(function (l, i) { return { label: l === "" ? "(none)" : l, color: l === "" ? "#c5cad3" : KC.color(i) }; });
+      text($("scatter-note"), "last " + n + ", coloured by label");
+    } else {
+      for (var j = 0; j < n; j++) colors[j] = KC.ramp(n > 1 ? j / (n - 1) : 1);
+      legend = [{ label: "older", color: KC.ramp(0) }, { label: "newer", color: KC.ramp(1) }];
+      text($("scatter-note"), (REPORT ? n + " rows (every " + v.stride + ")" : "last " + n) + ", coloured by time");
+    }
+    counts.scatter = KC.scatter($("c-scatter"), { x: cx >= 0 ? s.z[cx] : [], y: cy >= 0 ? s.z[cy] : [], colors: colors, legend: legend });
+
+    // novelty scores with their control limits
+    var sx = xsOf(v, s.x);
+    [["spe", "SPE", v.limits.spe, s.spe, b.spe], ["t2", "T²", v.limits.t2, s.t2, b.t2]].forEach(function (a) {
+      var vals = a[3], lim = a[2], ox = [], oy = [];
+      for (var i = 0; i < vals.length; i++) if (vals[i] > lim) { ox.push(sx[i]); oy.push(vals[i]); }
+      var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1] + (REPORT && v.stride > 1 ? " (every " + v.stride + "th row)" : ""), dots: true }];
+      var inView = [], inY = [];
+      for (var j = 0; j < bx.length; j++) if (!sx.length || bx[j] >= sx[0]) { inView.push(bx[j]); inY.push(a[4][j]); }
+      ser.push({ x: inView, y: inY, color: "#1d2330", label: REPORT ? "mean per bucket" : "mean per second", width: 1.5 });
+      counts[a[0]] = KC.line($("c-" + a[0]), {
+        series: ser, vmarks: vm, xfmt: xfmt, ymin: 0,
+        hlines: [{ y: lim, color: "#e08a1e", label: Math.round(v.limits.q * 100) + "% limit " + KC.fmt(lim) }],
+        points: [{ x: ox, y: oy, color: "#d23f3f", r: 2.5, label: ox.length + " above" }]
+      });
+      text($(a[0] + "-note"), vals.length ? (ox.length + " of " + vals.length + " above the limit") : "");
+    });
+
+    // dictionary
+    counts.dict = KC.line($("c-dict"), {
+      series: [
+        { x: bx, y: b.stored, color: "#2f6fdb", label: "stored of B=" + v.budget },
+        { x: bx, y: b.swaps, color: "#d23f3f", label: "swaps/1000 (right)", right: true, width: 1 },
+        { x: bx, y: b.moves, color: "#2a9d6f", label: "moves/1000 (right)", right: true, width: 1 }
+      ], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0
+    });
+
+    // rates
+    var rx = [], keyRate = [], inRate = [], dead = [];
+    for (var k = 0; k < b.x.length; k++) {
+      rx.push(bx[k]);
+      keyRate.push(REPORT ? b.n[k] : b.n[k] / (b.width[k] / 1000));
+      if (k > 0 && !REPORT) {
+        var dt = (b.x[k] - b.x[k - 1]) / 1000;
+        inRate.push((b.in[k] - b.in[k - 1]) / dt);
+        dead.push((b.dead[k] - b.dead[k - 1]) / dt);
+      } else { inRate.push(NaN); dead.push(NaN); }
+    }
+    var rser = [{ x: rx, y: keyRate, color: "#2f6fdb", label: REPORT ? "rows per bucket" : "key msgs/s" }];
+    if (!REPORT) {
+      rser.push({ x: rx, y: inRate, color: "#7b5cc4", label: "pipeline in/s", width: 1 });
+      rser.push({ x: rx, y: dead, color: "#d23f3f", label: "dead letters/s (right)", right: true, width: 1 });
+    }
+    if (REPORT) $("card-rate").hidden = true; // a replay has no message rate
+    else counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
+
+    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: REPORT ? "time per row, ms" : "learn + score, ms" }];
+    if (b.age.some(function (a) { return a > 0; })) lser.push({ x: bx, y: b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; }), color: "#e08a1e", label: "age at processing, ms (right)", right: true });
+    counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
+
+    if (v.similarity && v.similarity.x.length) {
+      $("card-sim").hidden = false;
+      counts.sim = KC.line($("c-sim"), {
+        series: [{ x: v.similarity.x, y: v.similarity.sim, color: "#2f6fdb", label: "similarity to batch KPCA of the last " + v.similarity.window + " rows" }],
+        points: [{ x: v.similarity.x, y: v.similarity.sim, color: "#2f6fdb", r: 2.5 }], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: 1
+      });
+    }
+
+    // events: the drift markers, and the basis changes in short
+    var at = function (x) { return REPORT ? "row " + x : new Date(x).toLocaleTimeString(); };
+    var drift = v.events.filter(function (e) { return e.kind === "drift"; });
+    var basis = v.events.filter(function (e) { return e.kind === "basis"; });
+    var parts = drift.slice(-8).reverse().map(function (e) { return "<span>⚑ drift at " + esc(at(e.x)) + "</span>"; });
+    if (basis.length) {
+      var lb = basis[basis.length - 1];
+      parts.push("<span>" + basis.length + " basis changes, the last v" + lb.from + "→v" + lb.to + " at " + esc(at(lb.x)) + "</span>");
+    }
+    $("events").innerHTML = parts.length ? "<b>Events</b> (dashed red lines: drift markers; grey ticks under the eigenvalues: basis changes): " + parts.join("") : "";
+
+    var ok = n > 0;
+    Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0)) ok = false; });
+    document.documentElement.setAttribute("data-charts", JSON.stringify(counts));
+    if (ok) document.documentElement.setAttribute("data-ready", "1");
+  }
+
+  // ---- wiring ----------------------------------------------------------------
+
+  $("cx").addEventListener("change", function () { st.cx = +this.value; if (st.last) draw(st.last); });
+  $("cy").addEventListener("change", function () { st.cy = +this.value; if (st.last) draw(st.last); });
+  window.addEventListener("resize", function () { if (st.last) draw(st.last); });
+
+  if (REPORT) {
+    document.body.classList.add("report");
+    text($("subtitle"), "replay report · " + REPORT.title);
+    text($("status"), "generated " + REPORT.generated);
+    st.last = REPORT.view;
+    draw(REPORT.view);
+    return;
+  }
+  readHash();
+  $("search").addEventListener("input", function () { st.q = this.value; refreshKeys(); });
+  $("pipelines").addEventListener("click", function (e) {
+    var el = e.target.closest(".pipe");
+    if (!el || el.dataset.name === st.pipeline) return;
+    st.pipeline = el.dataset.name; st.key = ""; st.last = null; tick();
+  });
+  $("keys").addEventListener("click", function (e) {
+    var el = e.target.closest("li");
+    if (!el) return;
+    st.key = el.dataset.key; writeHash(); refreshKeys(); refreshSeries();
+  });
+  tick();
+  setInterval(tick, 1000);
+})();
