@@ -97,7 +97,7 @@ func TestClassifierStage(t *testing.T) {
 	subj := "in.cls.s1"
 	xs := vectors(11, 300)
 	for i, x := range xs {
-		o := codec.Observation{X: x, ID: fmt.Sprint(i), Y: labelOf(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}
+		o := codec.Observation{X: x, ID: fmt.Sprint(i), Y: testLabel(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}
 		enc := codec.JSON
 		if i%2 == 1 {
 			enc = codec.Msgpack
@@ -125,7 +125,7 @@ func TestClassifierStage(t *testing.T) {
 		}
 		var i int
 		fmt.Sscan(o.ID, &i)
-		if !o.Y.Equal(labelOf(i, xs[i])) || len(o.Meta) != 1 || !o.Meta[0].Value.Equal(codec.Number(float64(i))) {
+		if !o.Y.Equal(testLabel(i, xs[i])) || len(o.Meta) != 1 || !o.Meta[0].Value.Equal(codec.Number(float64(i))) {
 			t.Fatalf("output %s: y %+v meta %+v, want the input's", o.ID, o.Y, o.Meta)
 		}
 		if len(o.Scores) != 3 || o.Pred.Kind == codec.ScalarNone {
@@ -201,7 +201,7 @@ func TestApplyClassifier(t *testing.T) {
 	eig := make([]float64, 2)
 	xs := vectors(3, 200)
 	for i, x := range xs {
-		obs := []codec.Observation{{X: x, ID: fmt.Sprint(i), Y: labelOf(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}}
+		obs := []codec.Observation{{X: x, ID: fmt.Sprint(i), Y: testLabel(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}}
 		if err := apply(&res, l, kc, obs, "k", uint64(i+1), eig); err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func TestClassifierOnOldSnapshot(t *testing.T) {
 	xs := vectors(21, 120)
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
-			b, err := codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: xs[i], ID: fmt.Sprint(i), Y: labelOf(i, xs[i])}})
+			b, err := codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: xs[i], ID: fmt.Sprint(i), Y: testLabel(i, xs[i])}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,7 +266,7 @@ func TestClassifierOnOldSnapshot(t *testing.T) {
 	snap := e.loadSnap(t, pc.Name, "s1")
 	want := int64(0)
 	for i := 60; i < 120; i++ {
-		if labelOf(i, xs[i]).Kind != codec.ScalarNone {
+		if testLabel(i, xs[i]).Kind != codec.ScalarNone {
 			want++
 		}
 	}

@@ -183,9 +183,9 @@ func TestExactlyOnce(t *testing.T) {
 	t.Run("ikpca+classifier", func(t *testing.T) { exactlyOnce(t, e, "c", ikpca, nil, cls) })
 }
 
-// labelOf is the test class of x for the classifier stage (nil when the
+// testLabel is the test class of x for the classifier stage (nil when the
 // message goes unlabelled).
-func labelOf(i int, x []float64) codec.Scalar {
+func testLabel(i int, x []float64) codec.Scalar {
 	switch {
 	case i%3 == 2:
 		return codec.Scalar{}
@@ -223,7 +223,7 @@ func exactlyOnce(t *testing.T, e *env, prefix string, lc learners.Config, newLea
 			payload := encodeObs(t, "msgpack", x, id)
 			if cls != nil {
 				var err error
-				payload, err = codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: x, ID: id, Y: labelOf(next[j], x),
+				payload, err = codec.EncodeObservations(nil, codec.Msgpack, []codec.Observation{{X: x, ID: id, Y: testLabel(next[j], x),
 					Meta: codec.Meta{{Key: "n", Value: codec.Number(float64(next[j]))}}}})
 				if err != nil {
 					t.Fatal(err)

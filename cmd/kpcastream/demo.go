@@ -51,9 +51,9 @@ type demoOptions struct {
 	every      time.Duration
 	workers    int
 	partitions int
+	classify   bool // --classify (demo_classify.go)
 	httpAddr   string
 	httpSet    bool
-	classify   bool // --classify (demo_classify.go)
 }
 
 // demoConfig is the demo's pipeline; the fields are the same as in a
@@ -100,8 +100,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.every, "every", time.Second, "interval of the status line")
 	fs.IntVar(&o.workers, "workers", 1, "worker processes (members) to run in this process; they join one after the other and share the partitions")
 	fs.IntVar(&o.partitions, "partitions", 0, "partitions of the pipeline (default: 1 with one worker, 4 × workers with more)")
-	fs.StringVar(&o.httpAddr, "http", demoHTTP, `listen address of the first worker's live page /ui/, its JSON API and /metrics ("off": none; the default falls back to a free port when taken)`)
 	fs.BoolVar(&o.classify, "classify", false, "labelled stream (inner and outer ring) and a classifier stage; the status line shows its prequential accuracy")
+	fs.StringVar(&o.httpAddr, "http", demoHTTP, `listen address of the first worker's live page /ui/, its JSON API and /metrics ("off": none; the default falls back to a free port when taken)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
