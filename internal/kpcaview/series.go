@@ -171,8 +171,8 @@ func (s *Series) Add(o *Observation) {
 			s.inBucket = 0
 		}
 		s.inBucket++
-		if (s.inBucket-1)%s.every != 0 {
-			return
+		if (s.inBucket-1)%s.every != 0 || (s.bn == 1 && s.inBucket > s.o.PerBucket) {
+			return // the first bucket, with no rate yet, keeps its first PerBucket
 		}
 	}
 	s.addSample(o)

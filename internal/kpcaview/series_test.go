@@ -146,4 +146,12 @@ func TestPerBucket(t *testing.T) {
 	if len(v.Samples.X) != 100 || v.Samples.X[0] != 10_000 || v.Samples.X[1] != 10_100 {
 		t.Errorf("kept %d samples from %v, want 100 from 10000 every 100", len(v.Samples.X), v.Samples.X[:2])
 	}
+	// The first bucket has no rate to go by: it keeps its first PerBucket.
+	s = NewSeries(Options{Samples: 100, Width: 1000, PerBucket: 10})
+	for x := range int64(1000) {
+		s.Add(obs(x, 1, 0))
+	}
+	if v := s.View(0.99, DefaultDrift); len(v.Samples.X) != 10 {
+		t.Errorf("first bucket kept %d samples, want 10", len(v.Samples.X))
+	}
 }
