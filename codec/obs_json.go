@@ -261,22 +261,50 @@ func (p *jsonParser) skip(depth int) error {
 	return p.unexpected("skipped value")
 }
 
-// vector reads the array of numbers of field x into x[:0].
-func (p *jsonParser) vector(x []float64) ([]float64, error) {
+func (p *jsonParser) top() error {
+	c, err := p.peek("payload")
+	if err != nil {
+		return p.d.fail(ErrMalformed, "empty payload")
+	}
+	switch c {
+	case '[':
+		o, err := p.d.slot()
+		if err != nil {
+			return err
+		}
+		if o.X, err = p.vector(o.X, "x"); err != nil {
+			return err
+		}
+	case '{':
+		if err := p.object(true); err != nil {
+			return err
+		}
+	default:
+		return p.d.fail(ErrMalformed, "payload is %s, want an object or an array", jsonKind(c))
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
+	}
+	return nil
+}
+
+// vector reads an array of numbers into x[:0].
+func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
 	c, err := p.peek("field x")
 	if err != nil {
 		return x, err
 	}
 	if c != '[' {
-		return x, p.d.fail(ErrMalformed, "field x: is %s, want an array", jsonKind(c))
+		return x, p.d.fail(ErrMalformed, "field %s: is %s, want an array", field, jsonKind(c))
 	}
 	p.i++
 	x = x[:0]
 	if p.empty(']') {
-		return x, p.d.fail(ErrMalformed, "field x: empty")
+		return x, p.d.fail(ErrMalformed, "field %s: empty", field)
 	}
 	for j := 0; ; j++ {
-		if err := p.d.checkLen("x", j+1); err != nil {
+		if err := p.d.checkLen(field, j+1); err != nil {
 			return x, err
 		}
 		f, ok, err := p.number("field x")
@@ -284,7 +312,7 @@ func (p *jsonParser) vector(x []float64) ([]float64, error) {
 			return x, err
 		}
 		if !ok {
-			return x, p.d.fail(ErrMalformed, "field x: element %d is %s", j, jsonKind(p.b[p.i]))
+			return x, p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, jsonKind(p.b[p.i]))
 		}
 		x = append(x, f)
 		more, err := p.more(']', "field x")
@@ -293,6 +321,191 @@ func (p *jsonParser) vector(x []float64) ([]float64, error) {
 		}
 		if !more {
 			return x, nil
+		}
+	}
+}
+
+// object reads an object: one observation, or a batch when allowBatch.
+func (p *jsonParser) object(allowBatch bool) error {
+	if err := p.expect('{', "object"); err != nil {
+		return err
+	}
+	var o *Observation
+	var sawX, sawID, sawTS, sawY, sawMeta, sawBatch bool
+	claim := func() error {
+		if sawBatch {
+			return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
+		}
+		if o == nil {
+			var err error
+			o, err = p.d.slot()
+			return err
+		}
+		return nil
+	}
+	if !p.empty('}') {
+		for {
+			k, ok, err := p.str("object key")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return p.unexpected("object key")
+			}
+			if err := p.expect(':', "object"); err != nil {
+				return err
+			}
+			switch string(k) {
+			case "x":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawX {
+					return p.d.fail(ErrMalformed, "field x: duplicate")
+				}
+				sawX = true
+				if o.X, err = p.vector(o.X, "x"); err != nil {
+					return err
+				}
+			case "id":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawID {
+					return p.d.fail(ErrMalformed, "field id: duplicate")
+				}
+				sawID = true
+				s, ok, err := p.str("field id")
+				switch {
+				case err != nil:
+					return err
+				case ok:
+					if err := p.d.checkText("id", s, p.lone); err != nil {
+						return err
+					}
+					o.ID = string(s)
+				case p.b[p.i] == 'n':
+					if err := p.literal("field id"); err != nil {
+						return err
+					}
+				default:
+					return p.d.fail(ErrMalformed, "field id: is %s, want a string", jsonKind(p.b[p.i]))
+				}
+			case "ts":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawTS {
+					return p.d.fail(ErrMalformed, "field ts: duplicate")
+				}
+				sawTS = true
+				if o.TS, err = p.ts(); err != nil {
+					return err
+				}
+			case "y":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawY {
+					return p.d.fail(ErrMalformed, "field y: duplicate")
+				}
+				sawY = true
+				v, raw, lone, err := p.scalar("field y", "a number or a string")
+				if err != nil {
+					return err
+				}
+				if o.Y, err = p.d.label(v, raw, lone); err != nil {
+					return err
+				}
+			case "meta":
+				if err := claim(); err != nil {
+					return err
+				}
+				if sawMeta {
+					return p.d.fail(ErrMalformed, "field meta: duplicate")
+				}
+				sawMeta = true
+				if err := p.meta(o); err != nil {
+					return err
+				}
+			case "batch":
+				if !allowBatch {
+					return p.d.fail(ErrMalformed, "batch inside a batch")
+				}
+				if o != nil {
+					return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
+				}
+				if sawBatch {
+					return p.d.fail(ErrMalformed, "field batch: duplicate")
+				}
+				sawBatch = true
+				if err := p.batch(); err != nil {
+					return err
+				}
+			default:
+				if err := p.skip(1); err != nil {
+					return err
+				}
+			}
+			more, err := p.more('}', "object")
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	switch {
+	case o != nil && !sawX:
+		return p.d.fail(ErrMalformed, "field x: missing")
+	case o == nil && !sawBatch:
+		return p.d.fail(ErrMalformed, "missing field x or batch")
+	}
+	return nil
+}
+
+func (p *jsonParser) batch() error {
+	c, err := p.peek("field batch")
+	if err != nil {
+		return err
+	}
+	if c != '[' {
+		return p.d.fail(ErrMalformed, "field batch: is %s, want an array", jsonKind(c))
+	}
+	p.i++
+	if p.empty(']') {
+		return p.d.fail(ErrMalformed, "field batch: empty")
+	}
+	for j := 0; ; j++ {
+		if j >= p.d.lim.MaxBatch {
+			return p.d.fail(ErrTooLarge, "field batch: more than %d observations", p.d.lim.MaxBatch)
+		}
+		p.d.elem = j
+		c, err := p.peek("batch element")
+		if err != nil {
+			return err
+		}
+		switch c {
+		case '[':
+			o, err := p.d.slot()
+			if err != nil {
+				return err
+			}
+			if o.X, err = p.vector(o.X, "x"); err != nil {
+				return err
+			}
+		case '{':
+			if err := p.object(false); err != nil {
+				return err
+			}
+		default:
+			return p.d.fail(ErrMalformed, "is %s, want an object or an array", jsonKind(c))
+		}
+		p.d.elem = -1
+		more, err := p.more(']', "field batch")
+		if err != nil || !more {
+			return err
 		}
 	}
 }
@@ -443,93 +656,51 @@ func (p *jsonParser) scalar(what, want string) (s Scalar, raw []byte, lone bool,
 	return Number(f), nil, false, nil
 }
 
-// The lexer's side of the grammar (obs_grammar.go).
-
-func (p *jsonParser) class(what string) (valueClass, byte, error) {
-	c, err := p.peek(what)
-	switch {
-	case err != nil:
-		return classOther, 0, err
-	case c == '[':
-		return classArray, c, nil
-	case c == '{':
-		return classMap, c, nil
-	}
-	return classOther, c, nil
-}
-
-func (p *jsonParser) open(isMap bool, what string) (int, error) {
-	start, end, want := byte('['), byte(']'), "an array"
-	if isMap {
-		start, end, want = '{', '}', "an object"
-	}
-	c, err := p.peek(what)
+// meta reads the meta object (or null) into o.Meta.
+func (p *jsonParser) meta(o *Observation) error {
+	c, err := p.peek("field meta")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if c != start {
-		return 0, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, jsonKind(c), want)
+	if c == 'n' {
+		return p.literal("field meta")
+	}
+	if c != '{' {
+		return p.d.fail(ErrMalformed, "field meta: is %s, want an object", jsonKind(c))
 	}
 	p.i++
-	if p.empty(end) {
-		return 0, nil
+	if p.empty('}') {
+		return nil
 	}
-	return -1, nil
-}
-
-func (p *jsonParser) next(_ int, isMap bool, what string) (int, error) {
-	end := byte(']')
-	if isMap {
-		end = '}'
+	used := 0
+	for {
+		k, ok, err := p.str("field meta")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.unexpected("field meta")
+		}
+		klone := p.lone
+		if err := p.expect(':', "field meta"); err != nil {
+			return err
+		}
+		v, raw, lone, err := p.scalar("field meta", "null, a bool, a number or a string")
+		if err != nil {
+			return err
+		}
+		if v.Kind == ScalarString {
+			if err := p.d.checkText("meta value", raw, lone); err != nil {
+				return err
+			}
+			v.Str = string(raw)
+		}
+		if err := p.d.addMeta(o, k, klone, v, &used); err != nil {
+			return err
+		}
+		more, err := p.more('}', "field meta")
+		if err != nil || !more {
+			return err
+		}
 	}
-	more, err := p.more(end, what)
-	if err != nil || !more {
-		return 0, err
-	}
-	return -1, nil
-}
-
-func (p *jsonParser) key(inMeta bool) ([]byte, bool, error) {
-	what, sep := "object key", "object"
-	if inMeta {
-		what, sep = "field meta", "field meta"
-	}
-	k, ok, err := p.str(what)
-	if err != nil {
-		return nil, false, err
-	}
-	if !ok {
-		return nil, false, p.unexpected(what)
-	}
-	lone := p.lone
-	return k, lone, p.expect(':', sep)
-}
-
-func (p *jsonParser) text(what string) (s []byte, lone, null bool, err error) {
-	s, ok, err := p.str(what)
-	switch {
-	case err != nil:
-		return nil, false, false, err
-	case ok:
-		return s, p.lone, false, nil
-	case p.b[p.i] == 'n':
-		return nil, false, true, p.literal(what)
-	}
-	return nil, false, false, p.d.fail(ErrMalformed, "%s: is %s, want a string", what, jsonKind(p.b[p.i]))
-}
-
-func (p *jsonParser) null(what string) (bool, error) {
-	c, err := p.peek(what)
-	if err != nil || c != 'n' {
-		return false, err
-	}
-	return true, p.literal(what)
-}
-
-func (p *jsonParser) end() error {
-	p.ws()
-	if p.i != len(p.b) {
-		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
-	}
-	return nil
 }

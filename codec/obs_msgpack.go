@@ -267,16 +267,42 @@ func (p *mpParser) skip(depth int) error {
 	return nil
 }
 
-// vector reads the array of numbers of field x into x[:0].
-func (p *mpParser) vector(x []float64) ([]float64, error) {
-	n, err := p.open(false, "field x")
-	if err != nil {
-		return x, err
+func (p *mpParser) top() error {
+	if len(p.b) == 0 {
+		return p.d.fail(ErrMalformed, "empty payload")
 	}
+	c := p.b[0]
+	if n, ok, err := p.length(false, "vector"); err != nil {
+		return err
+	} else if ok {
+		o, err := p.d.slot()
+		if err != nil {
+			return err
+		}
+		if o.X, err = p.vector(o.X, "x", n); err != nil {
+			return err
+		}
+	} else if n, ok, err := p.length(true, "payload"); err != nil {
+		return err
+	} else if ok {
+		if err := p.object(n, true); err != nil {
+			return err
+		}
+	} else {
+		return p.d.fail(ErrMalformed, "payload is %s, want a map or an array", mpKind(c))
+	}
+	if p.i != len(p.b) {
+		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
+	}
+	return nil
+}
+
+// vector reads n numbers (the array header is consumed) into x[:0].
+func (p *mpParser) vector(x []float64, field string, n int) ([]float64, error) {
 	if n == 0 {
-		return x, p.d.fail(ErrMalformed, "field x: empty")
+		return x, p.d.fail(ErrMalformed, "field %s: empty", field)
 	}
-	if err := p.d.checkLen("x", n); err != nil {
+	if err := p.d.checkLen(field, n); err != nil {
 		return x, err
 	}
 	x = grow(x, n)
@@ -286,11 +312,191 @@ func (p *mpParser) vector(x []float64) ([]float64, error) {
 			return x, err
 		}
 		if !ok {
-			return x, p.d.fail(ErrMalformed, "field x: element %d is %s", j, mpKind(p.b[p.i]))
+			return x, p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, mpKind(p.b[p.i]))
 		}
 		x = append(x, f)
 	}
 	return x, nil
+}
+
+// object reads a map of n entries (the header is consumed): one
+// observation, or a batch when allowBatch.
+func (p *mpParser) object(n int, allowBatch bool) error {
+	var o *Observation
+	var sawX, sawID, sawTS, sawY, sawMeta, sawBatch bool
+	claim := func() error {
+		if sawBatch {
+			return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
+		}
+		if o == nil {
+			var err error
+			o, err = p.d.slot()
+			return err
+		}
+		return nil
+	}
+	for range n {
+		k, ok, err := p.str("map key")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.d.fail(ErrMalformed, "map key is %s, want a string", mpKind(p.b[p.i]))
+		}
+		switch string(k) {
+		case "x":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawX {
+				return p.d.fail(ErrMalformed, "field x: duplicate")
+			}
+			sawX = true
+			m, ok, err := p.length(false, "field x")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return p.d.fail(ErrMalformed, "field x: is %s, want an array", mpKind(p.b[p.i]))
+			}
+			if o.X, err = p.vector(o.X, "x", m); err != nil {
+				return err
+			}
+		case "id":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawID {
+				return p.d.fail(ErrMalformed, "field id: duplicate")
+			}
+			sawID = true
+			if c, err := p.peek("field id"); err != nil {
+				return err
+			} else if c == 0xc0 {
+				p.i++
+				continue
+			}
+			s, ok, err := p.str("field id")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return p.d.fail(ErrMalformed, "field id: is %s, want a string", mpKind(p.b[p.i]))
+			}
+			if err := p.d.checkText("id", s, false); err != nil {
+				return err
+			}
+			o.ID = string(s)
+		case "ts":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawTS {
+				return p.d.fail(ErrMalformed, "field ts: duplicate")
+			}
+			sawTS = true
+			if o.TS, err = p.ts(); err != nil {
+				return err
+			}
+		case "y":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawY {
+				return p.d.fail(ErrMalformed, "field y: duplicate")
+			}
+			sawY = true
+			v, raw, err := p.scalar("field y", "a number or a string")
+			if err != nil {
+				return err
+			}
+			if o.Y, err = p.d.label(v, raw, false); err != nil {
+				return err
+			}
+		case "meta":
+			if err := claim(); err != nil {
+				return err
+			}
+			if sawMeta {
+				return p.d.fail(ErrMalformed, "field meta: duplicate")
+			}
+			sawMeta = true
+			if err := p.meta(o); err != nil {
+				return err
+			}
+		case "batch":
+			if !allowBatch {
+				return p.d.fail(ErrMalformed, "batch inside a batch")
+			}
+			if o != nil {
+				return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
+			}
+			if sawBatch {
+				return p.d.fail(ErrMalformed, "field batch: duplicate")
+			}
+			sawBatch = true
+			if err := p.batch(); err != nil {
+				return err
+			}
+		default:
+			if p.i >= len(p.b) {
+				return p.truncated("map value")
+			}
+			if err := p.skip(1); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case o != nil && !sawX:
+		return p.d.fail(ErrMalformed, "field x: missing")
+	case o == nil && !sawBatch:
+		return p.d.fail(ErrMalformed, "missing field x or batch")
+	}
+	return nil
+}
+
+func (p *mpParser) batch() error {
+	n, ok, err := p.length(false, "field batch")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return p.d.fail(ErrMalformed, "field batch: is %s, want an array", mpKind(p.b[p.i]))
+	}
+	if n == 0 {
+		return p.d.fail(ErrMalformed, "field batch: empty")
+	}
+	if n > p.d.lim.MaxBatch {
+		return p.d.fail(ErrTooLarge, "field batch: %d observations, limit %d", n, p.d.lim.MaxBatch)
+	}
+	for j := range n {
+		p.d.elem = j
+		if m, ok, err := p.length(false, "batch element"); err != nil {
+			return err
+		} else if ok {
+			o, err := p.d.slot()
+			if err != nil {
+				return err
+			}
+			if o.X, err = p.vector(o.X, "x", m); err != nil {
+				return err
+			}
+			continue
+		}
+		m, ok, err := p.length(true, "batch element")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.d.fail(ErrMalformed, "is %s, want a map or an array", mpKind(p.b[p.i]))
+		}
+		if err := p.object(m, false); err != nil {
+			return err
+		}
+	}
+	p.d.elem = -1
+	return nil
 }
 
 // ts reads a timestamp: a number of seconds, an RFC 3339 string, a msgpack
@@ -391,80 +597,48 @@ func (p *mpParser) scalar(what, want string) (s Scalar, raw []byte, err error) {
 	return Number(f), nil, nil
 }
 
-// The lexer's side of the grammar (obs_grammar.go).
-
-func (p *mpParser) class(what string) (valueClass, byte, error) {
-	c, err := p.peek(what)
-	switch {
-	case err != nil:
-		return classOther, 0, err
-	case c >= 0x90 && c <= 0x9f, c == 0xdc, c == 0xdd:
-		return classArray, c, nil
-	case c >= 0x80 && c <= 0x8f, c == 0xde, c == 0xdf:
-		return classMap, c, nil
-	}
-	return classOther, c, nil
-}
-
-func (p *mpParser) open(isMap bool, what string) (int, error) {
-	n, ok, err := p.length(isMap, what)
+// meta reads the meta map (or nil) into o.Meta.
+func (p *mpParser) meta(o *Observation) error {
+	c, err := p.peek("field meta")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if !ok {
-		want := "an array"
-		if isMap {
-			want = "a map"
-		}
-		return 0, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, mpKind(p.b[p.i]), want)
-	}
-	return n, nil
-}
-
-func (p *mpParser) key(inMeta bool) ([]byte, error) {
-	what, desc := "map key", "map key"
-	if inMeta {
-		what, desc = "field meta", "field meta: key"
-	}
-	k, ok, err := p.str(what)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, p.d.fail(ErrMalformed, "%s is %s, want a string", desc, mpKind(p.b[p.i]))
-	}
-	return k, nil
-}
-
-func (p *mpParser) text(what string) (s []byte, null bool, err error) {
-	if c, err := p.peek(what); err != nil {
-		return nil, false, err
-	} else if c == 0xc0 {
+	if c == 0xc0 {
 		p.i++
-		return nil, true, nil
+		return nil
 	}
-	s, ok, err := p.str(what)
+	n, ok, err := p.length(true, "field meta")
 	if err != nil {
-		return nil, false, err
+		return err
 	}
 	if !ok {
-		return nil, false, p.d.fail(ErrMalformed, "%s: is %s, want a string", what, mpKind(p.b[p.i]))
+		return p.d.fail(ErrMalformed, "field meta: is %s, want a map", mpKind(c))
 	}
-	return s, false, nil
-}
-
-func (p *mpParser) null(what string) (bool, error) {
-	c, err := p.peek(what)
-	if err != nil || c != 0xc0 {
-		return false, err
+	if n > p.d.lim.MaxMeta {
+		return p.d.fail(ErrTooLarge, "field meta: %d entries, limit %d", n, p.d.lim.MaxMeta)
 	}
-	p.i++
-	return true, nil
-}
-
-func (p *mpParser) end() error {
-	if p.i != len(p.b) {
-		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
+	used := 0
+	for range n {
+		k, ok, err := p.str("field meta")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return p.d.fail(ErrMalformed, "field meta: key is %s, want a string", mpKind(p.b[p.i]))
+		}
+		v, raw, err := p.scalar("field meta", "nil, a bool, a number or a string")
+		if err != nil {
+			return err
+		}
+		if v.Kind == ScalarString {
+			if err := p.d.checkText("meta value", raw, false); err != nil {
+				return err
+			}
+			v.Str = string(raw)
+		}
+		if err := p.d.addMeta(o, k, false, v, &used); err != nil {
+			return err
+		}
 	}
 	return nil
 }

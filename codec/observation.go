@@ -75,14 +75,15 @@ func DecodeObservations(dst []Observation, data []byte, contentType string, lim 
 	if err != nil {
 		return dst[:0], 0, err
 	}
-	l := lexer{json: enc == JSON}
-	if l.json {
-		l.j = jsonParser{d: d, b: data}
+	if enc == JSON {
+		p := jsonParser{d: d, b: data}
+		err = p.top()
+		d = p.d
 	} else {
-		l.m = mpParser{d: d, b: data}
+		p := mpParser{d: d, b: data}
+		err = p.top()
+		d = p.d
 	}
-	err = l.payload()
-	d = *l.dec()
 	if err != nil {
 		return d.dst[:0], enc, err
 	}
