@@ -341,6 +341,15 @@ func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 	default:
 		return nil, fmt.Errorf("codec: unknown encoding %d", int(enc))
 	}
+	// A null label or prediction is absent, as on input (found by
+	// FuzzDecodeOutput: {"y":null} decoded as a present null and the two
+	// encodings disagreed).
+	if out.Y.Kind == ScalarNull {
+		out.Y = Scalar{}
+	}
+	if out.Pred.Kind == ScalarNull {
+		out.Pred = Scalar{}
+	}
 	return &out, nil
 }
 

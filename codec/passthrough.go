@@ -167,6 +167,10 @@ func (d *obsDecoder) addMeta(o *Observation, key []byte, keyLone bool, v Scalar,
 	if err := d.checkText("meta key", key, keyLone); err != nil {
 		return err
 	}
+	if v.Kind == ScalarNumber && (math.IsNaN(v.Num) || math.IsInf(v.Num, 0)) {
+		// As for labels: every output must stay representable in JSON.
+		return d.fail(ErrMalformed, "field meta: key %q: %v, want a finite number", key, v.Num)
+	}
 	*used += metaBytes(key, v)
 	if *used > d.lim.MaxMetaBytes {
 		return d.fail(ErrTooLarge, "field meta: more than %d bytes", d.lim.MaxMetaBytes)
