@@ -327,8 +327,18 @@ func DecodeOutput(data []byte, enc Encoding) (*Output, error) {
 			return nil, malformed("output: %v", err)
 		}
 	case Msgpack:
-		p := mpParser{d: obsDecoder{elem: -1}, b: data}
-		if err := p.skip(0); err != nil { // bound the lengths before the library allocates by them
+		// An output is a map (the library would also fill the struct from
+		// an array, by position); its lengths are bounded and extensions
+		// refused before the library allocates by them.
+		if len(data) == 0 || !(data[0] >= 0x80 && data[0] <= 0x8f || data[0] == 0xde || data[0] == 0xdf) {
+			c := "nothing"
+			if len(data) > 0 {
+				c = mpKind(data[0])
+			}
+			return nil, malformed("output is %s, want a map", c)
+		}
+		p := mpParser{d: obsDecoder{elem: -1}, b: data, noExt: true}
+		if err := p.skip(0); err != nil {
 			return nil, malformed("output: %s", strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
 		}
 		r := bytes.NewReader(data)

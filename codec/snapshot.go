@@ -254,7 +254,7 @@ func marshalSorted(v any) ([]byte, error) {
 // at most maxDepth): a 20-byte body claiming a map of 2³² entries used to
 // cost seconds and gigabytes (found by FuzzDecodeSnapshot).
 func unmarshalStrict(body []byte, v any) error {
-	p := mpParser{d: obsDecoder{elem: -1}, b: body}
+	p := mpParser{d: obsDecoder{elem: -1}, b: body, noExt: true}
 	if err := p.skip(0); err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": "))
 	}
