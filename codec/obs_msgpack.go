@@ -280,25 +280,8 @@ func (p *mpParser) top() error {
 	if len(p.b) == 0 {
 		return p.d.fail(ErrMalformed, "empty payload")
 	}
-	c := p.b[0]
-	if n, ok, err := p.length(false, "vector"); err != nil {
+	if err := p.element(true, "payload", "payload "); err != nil {
 		return err
-	} else if ok {
-		o, err := p.d.slot()
-		if err != nil {
-			return err
-		}
-		if o.X, err = p.vector(o.X, "x", n); err != nil {
-			return err
-		}
-	} else if n, ok, err := p.length(true, "payload"); err != nil {
-		return err
-	} else if ok {
-		if err := p.object(n, true); err != nil {
-			return err
-		}
-	} else {
-		return p.d.fail(ErrMalformed, "payload is %s, want a map or an array", mpKind(c))
 	}
 	if p.i != len(p.b) {
 		return p.d.fail(ErrMalformed, "%d trailing bytes after the payload", len(p.b)-p.i)
@@ -306,44 +289,81 @@ func (p *mpParser) top() error {
 	return nil
 }
 
-// vector reads n numbers (the array header is consumed) into x[:0].
-func (p *mpParser) vector(x []float64, field string, n int) ([]float64, error) {
+// element reads one observation, an array (its x) or a map: the payload
+// (allowBatch) or an element of a batch. what names it in an error on
+// truncation, is prefixes the error on another value.
+func (p *mpParser) element(allowBatch bool, what, is string) error {
+	if n, ok, err := p.length(false, what); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		o, err := p.d.slot()
+		if err != nil {
+			return err
+		}
+		o.X, err = p.vectorN(o.X, "x", n)
+		return err
+	}
+	n, ok, err := p.length(true, what)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return p.d.fail(ErrMalformed, "%sis %s, want a map or an array", is, mpKind(p.b[p.i]))
+	}
+	return p.object(n, allowBatch)
+}
+
+// vector reads an array of numbers into x[:0].
+func (p *mpParser) vector(x []float64, field string) ([]float64, error) {
+	n, ok, err := p.length(false, "field x")
+	if err != nil {
+		return x, err
+	}
+	if !ok {
+		return x, p.d.fail(ErrMalformed, "field %s: is %s, want an array", field, mpKind(p.b[p.i]))
+	}
+	return p.vectorN(x, field, n)
+}
+
+// vectorN reads n numbers (the array header is consumed) into x[:0].
+func (p *mpParser) vectorN(x []float64, field string, n int) ([]float64, error) {
 	if n == 0 {
 		return x, p.d.fail(ErrMalformed, "field %s: empty", field)
 	}
 	if err := p.d.checkLen(field, n); err != nil {
 		return x, err
 	}
-	x = grow(x, n)
-	for j := range n {
+	x = grow(x, n)[:n]
+	b, i := p.b, p.i
+	for j := range x {
+		// float64, the encoding producers write, is read in line: the
+		// general reader below costs several times as many instructions
+		// per value.
+		if i+9 <= len(b) && b[i] == 0xcb {
+			x[j] = math.Float64frombits(binary.BigEndian.Uint64(b[i+1 : i+9]))
+			i += 9
+			continue
+		}
+		p.i = i
 		f, ok, err := p.number("field x")
 		if err != nil {
-			return x, err
+			return x[:j], err
 		}
 		if !ok {
-			return x, p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, mpKind(p.b[p.i]))
+			return x[:j], p.d.fail(ErrMalformed, "field %s: element %d is %s", field, j, mpKind(p.b[p.i]))
 		}
-		x = append(x, f)
+		x[j] = f
+		i = p.i
 	}
+	p.i = i
 	return x, nil
 }
 
 // object reads a map of n entries (the header is consumed): one
 // observation, or a batch when allowBatch.
 func (p *mpParser) object(n int, allowBatch bool) error {
-	var o *Observation
-	var sawX, sawID, sawTS, sawY, sawMeta, sawBatch bool
-	claim := func() error {
-		if sawBatch {
-			return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
-		}
-		if o == nil {
-			var err error
-			o, err = p.d.slot()
-			return err
-		}
-		return nil
-	}
+	ob := object{d: &p.d, batch: allowBatch}
 	for range n {
 		k, ok, err := p.str("map key")
 		if err != nil {
@@ -352,117 +372,58 @@ func (p *mpParser) object(n int, allowBatch bool) error {
 		if !ok {
 			return p.d.fail(ErrMalformed, "map key is %s, want a string", mpKind(p.b[p.i]))
 		}
-		switch string(k) {
-		case "x":
-			if err := claim(); err != nil {
-				return err
-			}
-			if sawX {
-				return p.d.fail(ErrMalformed, "field x: duplicate")
-			}
-			sawX = true
-			m, ok, err := p.length(false, "field x")
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return p.d.fail(ErrMalformed, "field x: is %s, want an array", mpKind(p.b[p.i]))
-			}
-			if o.X, err = p.vector(o.X, "x", m); err != nil {
-				return err
-			}
-		case "id":
-			if err := claim(); err != nil {
-				return err
-			}
-			if sawID {
-				return p.d.fail(ErrMalformed, "field id: duplicate")
-			}
-			sawID = true
-			if c, err := p.peek("field id"); err != nil {
-				return err
-			} else if c == 0xc0 {
-				p.i++
-				continue
-			}
-			s, ok, err := p.str("field id")
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return p.d.fail(ErrMalformed, "field id: is %s, want a string", mpKind(p.b[p.i]))
-			}
-			if err := p.d.checkText("id", s, false); err != nil {
-				return err
-			}
-			o.ID = string(s)
-		case "ts":
-			if err := claim(); err != nil {
-				return err
-			}
-			if sawTS {
-				return p.d.fail(ErrMalformed, "field ts: duplicate")
-			}
-			sawTS = true
-			if o.TS, err = p.ts(); err != nil {
-				return err
-			}
-		case "y":
-			if err := claim(); err != nil {
-				return err
-			}
-			if sawY {
-				return p.d.fail(ErrMalformed, "field y: duplicate")
-			}
-			sawY = true
-			v, raw, err := p.scalar("field y", "a number or a string")
-			if err != nil {
-				return err
-			}
-			if o.Y, err = p.d.label(v, raw, false); err != nil {
-				return err
-			}
-		case "meta":
-			if err := claim(); err != nil {
-				return err
-			}
-			if sawMeta {
-				return p.d.fail(ErrMalformed, "field meta: duplicate")
-			}
-			sawMeta = true
-			if err := p.meta(o); err != nil {
-				return err
-			}
-		case "batch":
-			if !allowBatch {
-				return p.d.fail(ErrMalformed, "batch inside a batch")
-			}
-			if o != nil {
-				return p.d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
-			}
-			if sawBatch {
-				return p.d.fail(ErrMalformed, "field batch: duplicate")
-			}
-			sawBatch = true
-			if err := p.batch(); err != nil {
-				return err
-			}
+		f, err := ob.field(k)
+		if err != nil {
+			return err
+		}
+		switch o := ob.o; f {
+		case fieldX:
+			o.X, err = p.vector(o.X, "x")
+		case fieldID:
+			err = ob.id(p.text("field id"))
+		case fieldTS:
+			o.TS, err = p.ts()
+		case fieldY:
+			err = ob.label(p.scalar("field y", "a number or a string"))
+		case fieldMeta:
+			err = p.meta(o)
+		case fieldBatch:
+			err = p.batch()
 		default:
-			if p.i >= len(p.b) {
-				return p.truncated("map value")
-			}
-			if err := p.skip(1); err != nil {
-				return err
-			}
+			err = p.skipField()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	switch {
-	case o != nil && !sawX:
-		return p.d.fail(ErrMalformed, "field x: missing")
-	case o == nil && !sawBatch:
-		return p.d.fail(ErrMalformed, "missing field x or batch")
+	return ob.end()
+}
+
+// text reads a string or nil (see lexer).
+func (p *mpParser) text(what string) (s []byte, lone, null bool, err error) {
+	c, err := p.peek(what)
+	if err != nil {
+		return nil, false, false, err
 	}
-	return nil
+	if c == 0xc0 {
+		p.i++
+		return nil, false, true, nil
+	}
+	s, ok, err := p.str(what)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !ok {
+		return nil, false, false, p.d.fail(ErrMalformed, "%s: is %s, want a string", what, mpKind(c))
+	}
+	return s, false, false, nil
+}
+
+func (p *mpParser) skipField() error {
+	if p.i >= len(p.b) {
+		return p.truncated("map value")
+	}
+	return p.skip(1)
 }
 
 func (p *mpParser) batch() error {
@@ -481,26 +442,7 @@ func (p *mpParser) batch() error {
 	}
 	for j := range n {
 		p.d.elem = j
-		if m, ok, err := p.length(false, "batch element"); err != nil {
-			return err
-		} else if ok {
-			o, err := p.d.slot()
-			if err != nil {
-				return err
-			}
-			if o.X, err = p.vector(o.X, "x", m); err != nil {
-				return err
-			}
-			continue
-		}
-		m, ok, err := p.length(true, "batch element")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return p.d.fail(ErrMalformed, "is %s, want a map or an array", mpKind(p.b[p.i]))
-		}
-		if err := p.object(m, false); err != nil {
+		if err := p.element(false, "batch element", ""); err != nil {
 			return err
 		}
 	}
@@ -577,33 +519,34 @@ func parseTime(d *obsDecoder, s []byte) (float64, error) {
 
 // scalar reads nil, a bool, a number or a string; a string comes back as
 // raw bytes (aliasing the input) with Kind ScalarString, for the caller to
-// check and convert. Any other type is malformed.
-func (p *mpParser) scalar(what, want string) (s Scalar, raw []byte, err error) {
+// check and convert (lone is always false: msgpack has no escapes). Any
+// other type is malformed.
+func (p *mpParser) scalar(what, want string) (s Scalar, raw []byte, lone bool, err error) {
 	c, err := p.peek(what)
 	if err != nil {
-		return Scalar{}, nil, err
+		return Scalar{}, nil, false, err
 	}
 	switch c {
 	case 0xc0:
 		p.i++
-		return Scalar{Kind: ScalarNull}, nil, nil
+		return Scalar{Kind: ScalarNull}, nil, false, nil
 	case 0xc2, 0xc3:
 		p.i++
-		return Bool(c == 0xc3), nil, nil
+		return Bool(c == 0xc3), nil, false, nil
 	}
 	if raw, ok, err := p.str(what); err != nil {
-		return Scalar{}, nil, err
+		return Scalar{}, nil, false, err
 	} else if ok {
-		return Scalar{Kind: ScalarString}, raw, nil
+		return Scalar{Kind: ScalarString}, raw, false, nil
 	}
 	f, ok, err := p.number(what)
 	if err != nil {
-		return Scalar{}, nil, err
+		return Scalar{}, nil, false, err
 	}
 	if !ok {
-		return Scalar{}, nil, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, mpKind(c), want)
+		return Scalar{}, nil, false, p.d.fail(ErrMalformed, "%s: is %s, want %s", what, mpKind(c), want)
 	}
-	return Number(f), nil, nil
+	return Number(f), nil, false, nil
 }
 
 // meta reads the meta map (or nil) into o.Meta.
@@ -635,17 +578,11 @@ func (p *mpParser) meta(o *Observation) error {
 		if !ok {
 			return p.d.fail(ErrMalformed, "field meta: key is %s, want a string", mpKind(p.b[p.i]))
 		}
-		v, raw, err := p.scalar("field meta", "nil, a bool, a number or a string")
+		v, raw, _, err := p.scalar("field meta", "nil, a bool, a number or a string")
 		if err != nil {
 			return err
 		}
-		if v.Kind == ScalarString {
-			if err := p.d.checkText("meta value", raw, false); err != nil {
-				return err
-			}
-			v.Str = string(raw)
-		}
-		if err := p.d.addMeta(o, k, false, v, &used); err != nil {
+		if err := p.d.addMeta(o, k, false, v, raw, false, &used); err != nil {
 			return err
 		}
 	}

@@ -159,8 +159,15 @@ func metaBytes(key []byte, v Scalar) int {
 }
 
 // addMeta appends one entry to o.Meta after checking the limits, the key
-// and duplicates; used is the byte count so far.
-func (d *obsDecoder) addMeta(o *Observation, key []byte, keyLone bool, v Scalar, used *int) error {
+// and duplicates; used is the byte count so far. A string value v (Kind
+// ScalarString) comes as raw bytes, lone as the lexer's scalar reports it.
+func (d *obsDecoder) addMeta(o *Observation, key []byte, keyLone bool, v Scalar, raw []byte, lone bool, used *int) error {
+	if v.Kind == ScalarString {
+		if err := d.checkText("meta value", raw, lone); err != nil {
+			return err
+		}
+		v.Str = string(raw)
+	}
 	if len(o.Meta) >= d.lim.MaxMeta {
 		return d.fail(ErrTooLarge, "field meta: more than %d entries", d.lim.MaxMeta)
 	}
