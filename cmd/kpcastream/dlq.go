@@ -273,22 +273,37 @@ func dlqEntryOf(seq uint64, ts time.Time, subject string, h nats.Header, data []
 // printDLQ writes entries as a table (payload and detail shortened) or as
 // JSON lines.
 func printDLQ(w io.Writer, entries []*dlqEntry, asJSON bool) error {
+	return printRows(w, entries, asJSON, "SEQ\tTIME\tPIPELINE\tKEY\tREASON\tSUBJECT\tINPUT SEQ\tDETAIL\tPAYLOAD", "dead letters",
+		func(e *dlqEntry) []any {
+			return []any{e.Seq, e.Time.UTC().Format(time.RFC3339), e.Pipeline, e.Key, e.Reason,
+				e.Subject, e.InputSeq, shorten(e.Detail, 60), shorten(string(e.Payload), 60)}
+		})
+}
+
+// printRows writes rows as JSON lines, or as a table: the tab-separated
+// header, a line of cells per row, and "<count> <what>".
+func printRows[T any](w io.Writer, rows []T, asJSON bool, header, what string, cells func(T) []any) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
-		for _, e := range entries {
-			if err := enc.Encode(e); err != nil {
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tPIPELINE\tKEY\tREASON\tSUBJECT\tINPUT SEQ\tDETAIL\tPAYLOAD")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Pipeline, e.Key, e.Reason,
-			e.Subject, e.InputSeq, shorten(e.Detail, 60), shorten(string(e.Payload), 60))
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		for i, c := range cells(r) {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
 	}
-	fmt.Fprintf(tw, "%d dead letters\n", len(entries))
+	fmt.Fprintf(tw, "%d %s\n", len(rows), what)
 	return tw.Flush()
 }
 

@@ -150,6 +150,50 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // replay feeds the file through the learner. Single-pass, in-order replays
 // of the online learners stream the file row by row; shuffled, multi-pass
 // and batch replays load it into memory.
+// eachRow calls f with every row index of every pass over n rows held in
+// memory: in file order, or with --shuffle in a new random order each
+// pass (seeded by --shuffle-seed). It stops at f's first error or when ctx
+// ends.
+func (o *replayOptions) eachRow(ctx context.Context, n int, f func(idx, pass int) error) error {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(o.shuffleSeed, 0x6b7063))
+	for pass := 1; pass <= o.passes; pass++ {
+		if o.shuffle {
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		for _, idx := range order {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := f(idx, pass); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// learnerConfig is the learner configuration of the flags for rows of d
+// values (a kernel parameter the kernel does not use is left at zero).
+func (o *replayOptions) learnerConfig(d int) learners.Config {
+	cfg := learners.Config{
+		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
+		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
+		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
+		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
+	}
+	if o.kernel != learners.KernelPoly {
+		cfg.Kernel.Degree = 0
+	}
+	if o.kernel != learners.KernelPoly && o.kernel != learners.KernelSigmoid {
+		cfg.Kernel.Coef0 = 0
+	}
+	return cfg
+}
+
 func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	in, name, closeIn, err := openInput(o.in)
 	if err != nil {
@@ -172,18 +216,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			o.budget = n
 		}
 	}
-	cfg := learners.Config{
-		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
-		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
-		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
-		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
-	}
-	if o.kernel != learners.KernelPoly {
-		cfg.Kernel.Degree = 0
-	}
-	if o.kernel != learners.KernelPoly && o.kernel != learners.KernelSigmoid {
-		cfg.Kernel.Coef0 = 0
-	}
+	cfg := o.learnerConfig(d)
 	l, err := learners.New(cfg)
 	if err != nil {
 		return fmt.Errorf("learner settings: %w", err)
@@ -254,23 +287,8 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			}
 		}
 	} else {
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
-		}
-		rng := rand.New(rand.NewPCG(o.shuffleSeed, 0x6b7063))
-		for pass := 1; pass <= o.passes; pass++ {
-			if o.shuffle {
-				rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-			}
-			for _, idx := range order {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if err := learn(x[idx*d:(idx+1)*d], idx, pass); err != nil {
-					return err
-				}
-			}
+		if err := o.eachRow(ctx, n, func(idx, pass int) error { return learn(x[idx*d:(idx+1)*d], idx, pass) }); err != nil {
+			return err
 		}
 	}
 	if fitter != nil {
@@ -378,18 +396,51 @@ func writeFileAtomic(path string, b []byte) error {
 // projWriter writes one CSV line per fed row: row (0-based data row of the
 // input file), pass, z1…zk, spe, t2. Rows fed before the learner is ready
 // have empty projection and score fields.
-type projWriter struct {
+type projWriter struct{ csvOut }
+
+// csvOut is a buffered CSV output file with a line buffer reused per row.
+type csvOut struct {
 	f   *os.File
 	w   *bufio.Writer
 	buf []byte
 }
 
-func newProjWriter(path string, k int) (*projWriter, error) {
+func createCSV(path string) (csvOut, error) {
 	f, err := os.Create(path)
+	if err != nil {
+		return csvOut{}, err
+	}
+	return csvOut{f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+}
+
+// line writes b, a row without its newline, and keeps b's storage for the
+// next row.
+func (c *csvOut) line(b []byte) error {
+	b = append(b, '\n')
+	c.buf = b
+	_, err := c.w.Write(b)
+	return err
+}
+
+// Close flushes and closes the file; a second Close does nothing.
+func (c *csvOut) Close() error {
+	if c.f == nil {
+		return nil
+	}
+	err := c.w.Flush()
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	c.f = nil
+	return err
+}
+
+func newProjWriter(path string, k int) (*projWriter, error) {
+	c, err := createCSV(path)
 	if err != nil {
 		return nil, err
 	}
-	p := &projWriter{f: f, w: bufio.NewWriterSize(f, 1<<16)}
+	p := &projWriter{c}
 	p.w.WriteString("row,pass")
 	for i := 1; i <= k; i++ {
 		fmt.Fprintf(p.w, ",z%d", i)
@@ -420,22 +471,7 @@ func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err
 	default:
 		return fmt.Errorf("row %d: %w", idx, err)
 	}
-	b = append(b, '\n')
-	p.buf = b
-	_, werr := p.w.Write(b)
-	return werr
-}
-
-func (p *projWriter) Close() error {
-	if p.f == nil {
-		return nil
-	}
-	err := p.w.Flush()
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	p.f = nil
-	return err
+	return p.line(b)
 }
 
 // progress prints a status line on stderr at most every interval.

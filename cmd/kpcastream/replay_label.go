@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,18 +133,7 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 		// The export then applies to standardised rows: say how.
 		fmt.Fprintf(stderr, "replay: --standardize: the model export applies to (x − mean)/std with mean %v and std %v\n", mean, sd)
 	}
-	cfg := learners.Config{
-		Learner: o.learner, Dim: d, Components: o.components, Budget: o.budget,
-		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
-		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
-		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
-	}
-	if o.kernel != learners.KernelPoly {
-		cfg.Kernel.Degree = 0
-	}
-	if o.kernel != learners.KernelPoly && o.kernel != learners.KernelSigmoid {
-		cfg.Kernel.Coef0 = 0
-	}
+	cfg := o.learnerConfig(d)
 	l, err := learners.New(cfg)
 	if err != nil {
 		return fmt.Errorf("learner settings: %w", err)
@@ -181,73 +168,64 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 	scores := make([]float64, len(classes))
 	z := make([]float64, o.components)
 	prog := newProgress(stderr, o.progressEvery)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	rng := rand.New(rand.NewPCG(o.shuffleSeed, 0x6b7063))
-	for pass := 1; pass <= o.passes; pass++ {
-		if o.shuffle {
-			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-		}
-		for _, idx := range order {
-			if err := ctx.Err(); err != nil {
-				return err
+	err = o.eachRow(ctx, n, func(idx, pass int) error {
+		xi, y := x[idx*d:(idx+1)*d], ys[idx]
+		pred := -1
+		if onZ == nil {
+			if err := ob.Learn(xi); err != nil {
+				return fmt.Errorf("row %d: %w", idx, err)
 			}
-			xi, y := x[idx*d:(idx+1)*d], ys[idx]
-			pred := -1
-			if onZ == nil {
-				if err := ob.Learn(xi); err != nil {
+			if pred, _, err = ob.Predict(scores, xi); err != nil {
+				return fmt.Errorf("row %d: %w", idx, err)
+			}
+			if y >= 0 {
+				if err := ob.Teach(y); err != nil {
 					return fmt.Errorf("row %d: %w", idx, err)
 				}
-				if pred, _, err = ob.Predict(scores, xi); err != nil {
+			}
+		} else {
+			if err := l.Learn(xi); err != nil {
+				return fmt.Errorf("row %d: %w", idx, err)
+			}
+			clear(scores)
+			if _, err := l.Transform(z, xi); err == nil {
+				if pred, _, err = onZ.Predict(scores, z); err != nil {
 					return fmt.Errorf("row %d: %w", idx, err)
 				}
 				if y >= 0 {
-					if err := ob.Teach(y); err != nil {
+					if err := onZ.Learn(z, y); err != nil {
 						return fmt.Errorf("row %d: %w", idx, err)
 					}
 				}
-			} else {
-				if err := l.Learn(xi); err != nil {
-					return fmt.Errorf("row %d: %w", idx, err)
-				}
-				clear(scores)
-				if _, err := l.Transform(z, xi); err == nil {
-					if pred, _, err = onZ.Predict(scores, z); err != nil {
-						return fmt.Errorf("row %d: %w", idx, err)
-					}
-					if y >= 0 {
-						if err := onZ.Learn(z, y); err != nil {
-							return fmt.Errorf("row %d: %w", idx, err)
-						}
-					}
-				} else if !errors.Is(err, learners.ErrNotReady) {
-					return fmt.Errorf("row %d: %w", idx, err)
-				}
+			} else if !errors.Is(err, learners.ErrNotReady) {
+				return fmt.Errorf("row %d: %w", idx, err)
 			}
-			if y >= 0 {
-				labelled++
-				counts[y]++
-				if pred == y {
-					hits++
-					correct[y]++
-				}
-				if fed >= total/2 {
-					late++
-					if pred == y {
-						lateHits++
-					}
-				}
-			}
-			fed++
-			if out != nil {
-				if err := out.Write(idx, pass, labels[idx], classes, pred, y, scores); err != nil {
-					return err
-				}
-			}
-			prog.Update(int64(fed), l)
 		}
+		if y >= 0 {
+			labelled++
+			counts[y]++
+			if pred == y {
+				hits++
+				correct[y]++
+			}
+			if fed >= total/2 {
+				late++
+				if pred == y {
+					lateHits++
+				}
+			}
+		}
+		fed++
+		if out != nil {
+			if err := out.Write(idx, pass, labels[idx], classes, pred, y, scores); err != nil {
+				return err
+			}
+		}
+		prog.Update(int64(fed), l)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	prog.Done(int64(fed), l)
 	if out != nil {
@@ -364,18 +342,14 @@ func writeLabelledModel(l learners.Learner, ob *classify.OnBasis, classes []stri
 // predWriter writes one CSV line per fed row: row, pass, label, pred,
 // correct (1, 0, or empty for an unlabelled row), then one score per class
 // (empty before the classifier can predict).
-type predWriter struct {
-	f   *os.File
-	w   *bufio.Writer
-	buf []byte
-}
+type predWriter struct{ csvOut }
 
 func newPredWriter(path string, classes []string) (*predWriter, error) {
-	f, err := os.Create(path)
+	c, err := createCSV(path)
 	if err != nil {
 		return nil, err
 	}
-	p := &predWriter{f: f, w: bufio.NewWriterSize(f, 1<<16)}
+	p := &predWriter{c}
 	p.w.WriteString("row,pass,label,pred,correct")
 	for _, c := range classes {
 		p.w.WriteString(",score_" + csvField(c))
@@ -409,20 +383,5 @@ func (p *predWriter) Write(idx, pass int, label string, classes []string, pred, 
 			b = strconv.AppendFloat(b, v, 'g', -1, 64)
 		}
 	}
-	b = append(b, '\n')
-	p.buf = b
-	_, err := p.w.Write(b)
-	return err
-}
-
-func (p *predWriter) Close() error {
-	if p.f == nil {
-		return nil
-	}
-	err := p.w.Flush()
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	p.f = nil
-	return err
+	return p.line(b)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -189,25 +188,12 @@ func describe(ctx context.Context, store *snapshot.Store, pipeline, key string, 
 }
 
 func printSnapshots(w io.Writer, infos []snapInfo, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		for _, si := range infos {
-			if err := enc.Encode(si); err != nil {
-				return err
+	return printRows(w, infos, asJSON, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS", "snapshots",
+		func(si snapInfo) []any {
+			status := "ok"
+			if si.Error != "" {
+				status = "CORRUPT: " + shorten(si.Error, 80)
 			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS")
-	for _, si := range infos {
-		status := "ok"
-		if si.Error != "" {
-			status = "CORRUPT: " + shorten(si.Error, 80)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", si.Key, si.LastSeq, si.Epoch, si.Bytes, si.Learner, si.Seen,
-			si.BasisVersion, si.Time.UTC().Format(time.RFC3339), status)
-	}
-	fmt.Fprintf(tw, "%d snapshots\n", len(infos))
-	return tw.Flush()
+			return []any{si.Key, si.LastSeq, si.Epoch, si.Bytes, si.Learner, si.Seen, si.BasisVersion, si.Time.UTC().Format(time.RFC3339), status}
+		})
 }
