@@ -121,7 +121,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		explainedBands: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "explained_variance_learners",
 			Help: "Loaded learners whose last projection's explained variance ratio is ≤ at_most (cumulative; at_most=\"1\" counts every learner that has projected)."}, []string{"pipeline", "at_most"}),
 		snapBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: p + "snapshot_state_bytes",
-			Help:    "Size of the learner state arrays of each saved snapshot (8 bytes per value).",
+			Help:    "Size of the state arrays of each saved snapshot: the learner's and the classifier stage's (8 bytes per value).",
 			Buckets: snapByteBuckets}, []string{"pipeline"}),
 		snapSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: p + "snapshot_duration_seconds",
 			Help:    "Time to save one snapshot.",

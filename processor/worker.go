@@ -880,7 +880,7 @@ func (w *worker) landed(r snapResult) {
 	switch {
 	case r.err == nil:
 		e.rev = r.rev
-		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap.State)))
+		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
 	case errors.Is(r.err, errFenced) || (w.part.fence != nil && errors.Is(r.err, snapshot.ErrConflict)):
 		// This partition no longer owns the key (a newer epoch claimed it):
 		// stop writing; the partition stops and its new owner replays from
@@ -932,10 +932,15 @@ func (w *worker) handoffWait(e *entry) {
 	}
 }
 
-func stateBytes(s *learners.State) int {
+// stateBytes is the size of a snapshot's numeric state: the learner's
+// matrices and, with a classifier stage, its weights and covariance.
+func stateBytes(s *codec.Snapshot) int {
 	n := 0
-	for _, m := range s.Matrices {
+	for _, m := range s.State.Matrices {
 		n += 8 * len(m.Data)
+	}
+	if c := s.Classifier; c != nil {
+		n += 8 * (len(c.W) + len(c.P))
 	}
 	return n
 }
