@@ -34,7 +34,7 @@ func TestExampleConfigLoads(t *testing.T) {
 	if p.Output.Duplicates != 10*time.Minute || p.Snapshot.Every != 30*time.Second {
 		t.Errorf("durations: got duplicates %v, every %v", p.Output.Duplicates, p.Snapshot.Every)
 	}
-	if c.Processor.Workers != 2 || c.Snapshots.Config().Bucket != "kpcastream-snapshots" {
+	if c.Processor.Workers != 2 || c.Snapshots.Bucket != "kpcastream-snapshots" {
 		t.Errorf("root: got workers %d, snapshots %+v", c.Processor.Workers, c.Snapshots)
 	}
 }
@@ -220,7 +220,7 @@ func TestYAMLErrorsNameTheField(t *testing.T) {
 		{"type error", "pipelines:\n  - name: p\n    input: {subject: in.*}\n    learner: {dim: x, components: 2, kernel: {name: rbf}}\n",
 			"config: pipelines[0].learner.dim: line 4: cannot unmarshal !!str `x` into int"},
 		{"unknown nested field", "pipelines:\n  - name: p\n    learner:\n      dimm: 3\n",
-			"config: pipelines[0].learner.dimm: line 4: field dimm not found in type config.Learner"},
+			"config: pipelines[0].learner.dimm: line 4: field dimm not found in type learners.Config"},
 		{"second key on a line", "nats: {url: x, bogus: 1}\n", "config: nats.bogus: line 1: field bogus not found in type config.NATS"},
 		{"duplicate key", "workers: 1\nworkers: 2\n", `config: workers: line 2: mapping key "workers" already defined at line 1`},
 		{"odd key", "nats: {\"a.b\": 1}\n", `config: nats["a.b"]: line 1: field a.b not found in type config.NATS`},
