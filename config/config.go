@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -243,10 +244,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// ProcessorConfig returns the processor.Config with its pipelines.
+// ProcessorConfig returns the processor.Config with (a copy of the slice
+// of) its pipelines.
 func (c *Config) ProcessorConfig() processor.Config {
 	pc := c.Processor
-	pc.Pipelines = c.Pipelines
+	pc.Pipelines = slices.Clone(c.Pipelines)
 	return pc
 }
 
