@@ -140,7 +140,8 @@ func Load(path string, getenv func(string) (string, bool), ov Overrides) (*Confi
 // Read is Load from a reader. A YAML type error or unknown field does not
 // stop it: the rest of the file is decoded and validated, and every problem
 // is returned at once, each a *FieldError (see Problems); a problem of a
-// field the YAML could not decode is reported once, by the decoder.
+// field the YAML could not decode, or of a field inside it, is reported
+// once, by the decoder (`kernel: x` is not also "kernel.name: required").
 func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Config, error) {
 	var c Config
 	data, err := io.ReadAll(r)
@@ -159,16 +160,16 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	c = c.WithDefaults()
 	errs := decErrs
 	if err := c.Validate(); err != nil {
-		undecoded := map[string]bool{}
+		var undecoded []string
 		for _, e := range decErrs {
 			var fe *FieldError
 			if errors.As(e, &fe) && fe.Path != "" {
-				undecoded[fe.Path] = true
+				undecoded = append(undecoded, fe.Path)
 			}
 		}
 		for _, e := range Problems(err) {
 			var fe *FieldError
-			if errors.As(e, &fe) && undecoded[fe.Path] {
+			if errors.As(e, &fe) && slices.ContainsFunc(undecoded, func(u string) bool { return within(fe.Path, u) }) {
 				continue // the decoder's error says what is wrong with it
 			}
 			errs = append(errs, e)
@@ -178,6 +179,16 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 		return nil, errors.Join(errs...)
 	}
 	return &c, nil
+}
+
+// within reports whether the field at path is the one at outer or inside it
+// ("a.b" and "a[0]" are within "a", "ab" is not).
+func within(path, outer string) bool {
+	if !strings.HasPrefix(path, outer) {
+		return false
+	}
+	rest := path[len(outer):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
 }
 
 func (c *Config) applyEnv(getenv func(string) (string, bool)) {

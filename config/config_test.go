@@ -447,3 +447,36 @@ pipelines:
 		t.Errorf("%d problems match learners.ErrConfig, %d classify.ErrConfig; want 7 and 2", learnerProblems, classifierProblems)
 	}
 }
+
+// TestUndecodedFieldReportedOnce: a field the YAML could not decode is
+// reported by the decoder alone, not again by the validation of the
+// fields inside it (left at zero).
+func TestUndecodedFieldReportedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"kernel", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: {dim: 3, components: 2, kernel: x}\n",
+			[]string{"pipelines[0].learner.kernel"}},
+		{"learner", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: 5\n    max_keys: -1\n",
+			[]string{"pipelines[0].learner", "pipelines[0].max_keys"}},
+		{"input", "pipelines:\n  - name: p\n    input: [a]\n    learner: {dim: 3, components: 2, kernel: {name: rbf}}\n",
+			[]string{"pipelines[0].input"}},
+		{"a field, not its neighbour", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: {dim: 3, components: 0, componentz: 2, kernel: {name: rbf}}\n",
+			[]string{"pipelines[0].learner.componentz", "pipelines[0].learner.components"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), noEnv, Overrides{})
+			var paths []string
+			for _, e := range Problems(err) {
+				var fe *FieldError
+				if errors.As(e, &fe) {
+					paths = append(paths, fe.Path)
+				}
+			}
+			if !slices.Equal(paths, tt.want) {
+				t.Errorf("paths %q, want %q\n%v", paths, tt.want, err)
+			}
+		})
+	}
+}
