@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -41,12 +43,13 @@ type Config struct {
 	// HTTP configures the /metrics, /healthz and /readyz listener.
 	HTTP HTTP `yaml:"http"`
 	// Snapshots configures where learner snapshots are stored.
-	Snapshots Snapshots `yaml:"snapshots"`
+	Snapshots snapshot.Config `yaml:"snapshots"`
 	// Processor holds the processor-wide settings (workers, queue_size, …),
 	// written at the top level of the file.
 	Processor processor.Config `yaml:",inline"`
-	// Pipelines are the pipelines to run.
-	Pipelines []Pipeline `yaml:"pipelines"`
+	// Pipelines are the pipelines to run, each with its learner
+	// (pipelines[i].learner is a learners.Config).
+	Pipelines []processor.PipelineConfig `yaml:"pipelines"`
 }
 
 // NATS holds the connection settings for an external NATS server.
@@ -112,84 +115,6 @@ type HTTP struct {
 	MetricsAddr string `yaml:"metrics_addr"`
 }
 
-// Snapshots configures the snapshot store (snapshot.Config).
-type Snapshots struct {
-	// Bucket is the KV bucket of snapshots and manifests. Default "kpcastream-snapshots".
-	Bucket string `yaml:"bucket"`
-	// ObjectBucket is the Object Store bucket of snapshots above MaxInline.
-	// Default "kpcastream-state".
-	ObjectBucket string `yaml:"object_bucket"`
-	// Replicas is the replica count of both buckets (1..5). Default 1.
-	Replicas int `yaml:"replicas"`
-	// MaxInline is the largest encoded snapshot (bytes) stored inline in a KV
-	// value. Default and upper bound: min(server max payload − 4 KiB, 900 KiB).
-	MaxInline int `yaml:"max_inline"`
-	// History is the number of revisions kept per key (1..64). Default 1.
-	History int `yaml:"history"`
-}
-
-// Config returns the snapshot.Config of s.
-func (s Snapshots) Config() snapshot.Config {
-	return snapshot.Config{Bucket: s.Bucket, ObjectBucket: s.ObjectBucket, Replicas: s.Replicas, MaxInline: s.MaxInline, History: s.History}
-}
-
-// Pipeline is the YAML form of a processor.PipelineConfig with its learner.
-type Pipeline struct {
-	processor.PipelineConfig `yaml:",inline"`
-	// Learner configures the learner of each key.
-	Learner Learner `yaml:"learner"`
-}
-
-// Learner is the YAML form of learners.Config.
-type Learner struct {
-	Kind         string  `yaml:"kind"`
-	Dim          int     `yaml:"dim"`
-	Components   int     `yaml:"components"`
-	Budget       int     `yaml:"budget"`
-	Kernel       Kernel  `yaml:"kernel"`
-	Forget       float64 `yaml:"forget"`
-	Admission    string  `yaml:"admission"`
-	Eviction     string  `yaml:"eviction"`
-	Tolerance    float64 `yaml:"tolerance"`
-	SwapRatio    float64 `yaml:"swap_ratio"`
-	Coherence    float64 `yaml:"coherence"`
-	Jitter       float64 `yaml:"jitter"`
-	LearningRate float64 `yaml:"learning_rate"`
-	Decay        float64 `yaml:"decay"`
-	Refresh      int     `yaml:"refresh"`
-	Seed         uint64  `yaml:"seed"`
-}
-
-// Kernel is the YAML form of learners.Kernel.
-type Kernel struct {
-	Name   string  `yaml:"name"`
-	Gamma  float64 `yaml:"gamma"`
-	Degree int     `yaml:"degree"`
-	Coef0  float64 `yaml:"coef0"`
-}
-
-// Config returns the learners.Config of l.
-func (l Learner) Config() learners.Config {
-	return learners.Config{
-		Learner:      l.Kind,
-		Dim:          l.Dim,
-		Components:   l.Components,
-		Budget:       l.Budget,
-		Kernel:       learners.Kernel{Name: l.Kernel.Name, Gamma: l.Kernel.Gamma, Degree: l.Kernel.Degree, Coef0: l.Kernel.Coef0},
-		Forget:       l.Forget,
-		Admission:    l.Admission,
-		Eviction:     l.Eviction,
-		Tolerance:    l.Tolerance,
-		SwapRatio:    l.SwapRatio,
-		Coherence:    l.Coherence,
-		Jitter:       l.Jitter,
-		LearningRate: l.LearningRate,
-		Decay:        l.Decay,
-		Refresh:      l.Refresh,
-		Seed:         l.Seed,
-	}
-}
-
 // Overrides are command-line flags; a nil field was not given.
 type Overrides struct {
 	NATSURL     *string
@@ -215,7 +140,8 @@ func Load(path string, getenv func(string) (string, bool), ov Overrides) (*Confi
 // Read is Load from a reader. A YAML type error or unknown field does not
 // stop it: the rest of the file is decoded and validated, and every problem
 // is returned at once, each a *FieldError (see Problems); a problem of a
-// field the YAML could not decode is reported once, by the decoder.
+// field the YAML could not decode, or of a field inside it, is reported
+// once, by the decoder (`kernel: x` is not also "kernel.name: required").
 func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Config, error) {
 	var c Config
 	data, err := io.ReadAll(r)
@@ -234,16 +160,16 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	c = c.WithDefaults()
 	errs := decErrs
 	if err := c.Validate(); err != nil {
-		undecoded := map[string]bool{}
+		var undecoded []string
 		for _, e := range decErrs {
 			var fe *FieldError
 			if errors.As(e, &fe) && fe.Path != "" {
-				undecoded[fe.Path] = true
+				undecoded = append(undecoded, fe.Path)
 			}
 		}
 		for _, e := range Problems(err) {
 			var fe *FieldError
-			if errors.As(e, &fe) && undecoded[fe.Path] {
+			if errors.As(e, &fe) && slices.ContainsFunc(undecoded, func(u string) bool { return within(fe.Path, u) }) {
 				continue // the decoder's error says what is wrong with it
 			}
 			errs = append(errs, e)
@@ -253,6 +179,16 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 		return nil, errors.Join(errs...)
 	}
 	return &c, nil
+}
+
+// within reports whether the field at path is the one at outer or inside it
+// ("a.b" and "a[0]" are within "a", "ab" is not).
+func within(path, outer string) bool {
+	if !strings.HasPrefix(path, outer) {
+		return false
+	}
+	rest := path[len(outer):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
 }
 
 func (c *Config) applyEnv(getenv func(string) (string, bool)) {
@@ -319,15 +255,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// ProcessorConfig returns the processor.Config with its pipelines and their
-// learner configs filled in.
+// ProcessorConfig returns the processor.Config with (a copy of the slice
+// of) its pipelines.
 func (c *Config) ProcessorConfig() processor.Config {
 	pc := c.Processor
-	pc.Pipelines = make([]processor.PipelineConfig, len(c.Pipelines))
-	for i, p := range c.Pipelines {
-		pc.Pipelines[i] = p.PipelineConfig
-		pc.Pipelines[i].Learner = p.Learner.Config()
-	}
+	pc.Pipelines = slices.Clone(c.Pipelines)
 	return pc
 }
 
@@ -337,7 +269,7 @@ func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fieldErr(field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fielderr.New(scope, nil, field, format, args...))
 	}
 	if c.NATS.ReconnectWait < 0 {
 		bad("nats.reconnect_wait", "must be > 0, got %v", c.NATS.ReconnectWait)
@@ -370,43 +302,17 @@ func (c Config) Validate() error {
 	default:
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
-	if err := c.Snapshots.Config().Validate(); err != nil {
-		// snapshot.Config names its fields by their Go names.
-		for _, e := range unjoin(err) {
-			msg := strings.TrimPrefix(e.Error(), "snapshot: ")
-			path := "snapshots"
-			for yamlName, goName := range map[string]string{"bucket": "Bucket ", "object_bucket": "ObjectBucket ", "replicas": "Replicas ", "max_inline": "MaxInline ", "history": "History "} {
-				if rest, ok := strings.CutPrefix(msg, goName); ok {
-					path, msg = "snapshots."+yamlName, rest
-				}
-			}
-			errs = append(errs, &FieldError{Path: path, Err: errors.New(msg)})
-		}
-	}
+	errs = append(errs, fielderr.Prefix(scope, "snapshots", c.Snapshots.Validate())...)
 	for i, p := range c.Pipelines {
-		if p.Learner.Kind == learners.KindBatch {
+		if p.Learner.Learner == learners.KindBatch {
 			// The batch learner projects only after an explicit Fit.
 			bad(fmt.Sprintf("pipelines[%d].learner.kind", i), "batch fits offline only (kpcastream replay --learner batch); use ikpca, kha or window in a pipeline")
 		}
 	}
-	if err := c.ProcessorConfig().Validate(); err != nil {
-		// processor.Config names fields by their YAML paths, learners.Config's
-		// "learner" field is the YAML learner.kind.
-		for _, e := range unjoin(err) {
-			msg := strings.TrimPrefix(e.Error(), "processor: ")
-			msg = strings.Replace(msg, ".learner.learner: ", ".learner.kind: ", 1)
-			errs = append(errs, splitPath(msg))
-		}
-	}
+	// processor.Config names its fields (and its learners' and
+	// classifiers') by their YAML paths from the top of this file.
+	errs = append(errs, fielderr.Prefix(scope, "", c.ProcessorConfig().Validate())...)
 	return errors.Join(errs...)
-}
-
-// unjoin returns the errors joined in err, or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // decodeYAML decodes the single YAML document in data into c, strictly:
@@ -430,7 +336,7 @@ func decodeYAML(data []byte, c *Config) (errs []error, complete bool) {
 		fields := map[int][]lineField{}
 		lineFields(&root, "", fields)
 		for _, msg := range te.Errors {
-			errs = append(errs, fieldErr(errorPath(msg, fields), msg))
+			errs = append(errs, decodeErr(errorPath(msg, fields), msg))
 		}
 		complete = len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode
 		if !complete {
@@ -444,7 +350,7 @@ func decodeYAML(data []byte, c *Config) (errs []error, complete bool) {
 		if err != nil {
 			return append(errs, fmt.Errorf("config: %w", err)), false // trailing text that is no YAML
 		}
-		return append(errs, fieldErr("", fmt.Sprintf("line %d: a second document; the file must hold one", extra.Line))), false
+		return append(errs, decodeErr("", fmt.Sprintf("line %d: a second document; the file must hold one", extra.Line))), false
 	}
 	return errs, true
 }

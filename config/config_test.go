@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/classify"
 	"github.com/kpcastream/kpcastream/processor"
 )
 
@@ -34,7 +37,7 @@ func TestExampleConfigLoads(t *testing.T) {
 	if p.Output.Duplicates != 10*time.Minute || p.Snapshot.Every != 30*time.Second {
 		t.Errorf("durations: got duplicates %v, every %v", p.Output.Duplicates, p.Snapshot.Every)
 	}
-	if c.Processor.Workers != 2 || c.Snapshots.Config().Bucket != "kpcastream-snapshots" {
+	if c.Processor.Workers != 2 || c.Snapshots.Bucket != "kpcastream-snapshots" {
 		t.Errorf("root: got workers %d, snapshots %+v", c.Processor.Workers, c.Snapshots)
 	}
 }
@@ -220,7 +223,7 @@ func TestYAMLErrorsNameTheField(t *testing.T) {
 		{"type error", "pipelines:\n  - name: p\n    input: {subject: in.*}\n    learner: {dim: x, components: 2, kernel: {name: rbf}}\n",
 			"config: pipelines[0].learner.dim: line 4: cannot unmarshal !!str `x` into int"},
 		{"unknown nested field", "pipelines:\n  - name: p\n    learner:\n      dimm: 3\n",
-			"config: pipelines[0].learner.dimm: line 4: field dimm not found in type config.Learner"},
+			"config: pipelines[0].learner.dimm: line 4: field dimm not found in type learners.Config"},
 		{"second key on a line", "nats: {url: x, bogus: 1}\n", "config: nats.bogus: line 1: field bogus not found in type config.NATS"},
 		{"duplicate key", "workers: 1\nworkers: 2\n", `config: workers: line 2: mapping key "workers" already defined at line 1`},
 		{"odd key", "nats: {\"a.b\": 1}\n", `config: nats["a.b"]: line 1: field a.b not found in type config.NATS`},
@@ -321,5 +324,159 @@ pipelines:
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want an error naming %q", err, want)
 		}
+	}
+}
+
+// fieldAt returns the type of the field at a problem's YAML path inside
+// type t (following yaml tags, inline structs, slice indices and pointers),
+// or false when the path names no field: every layer's Validate must name
+// its fields by the names the file uses.
+func fieldAt(t reflect.Type, path string) (reflect.Type, bool) {
+	for path != "" {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if path[0] == '[' {
+			end := strings.IndexByte(path, ']')
+			if t.Kind() != reflect.Slice || end < 0 {
+				return nil, false
+			}
+			t, path = t.Elem(), strings.TrimPrefix(path[end+1:], ".")
+			continue
+		}
+		end := strings.IndexAny(path, ".[")
+		if end < 0 {
+			end = len(path)
+		}
+		key := path[:end]
+		path = strings.TrimPrefix(path[end:], ".")
+		if t.Kind() != reflect.Struct {
+			return nil, false
+		}
+		ft, ok := yamlField(t, key)
+		if !ok {
+			return nil, false
+		}
+		t = ft
+	}
+	return t, true
+}
+
+// yamlField returns the type of the field of struct t with YAML key key.
+func yamlField(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			if ft, ok := yamlField(f.Type, key); ok {
+				return ft, true
+			}
+			continue
+		}
+		if name == key && name != "-" {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// TestProblemPathsAreFields: every validation problem of a file with a
+// problem in each layer (root, snapshots, processor, pipeline, learner,
+// kernel, classifier) is a *FieldError whose path is a field of the file,
+// and the learner's and classifier's problems still match their packages'
+// sentinels.
+func TestProblemPathsAreFields(t *testing.T) {
+	file := `
+workers: -1
+log: {level: loud}
+snapshots: {bucket: "a b", object_bucket: "c.d", replicas: 9, max_inline: -1, history: 65}
+pipelines:
+  - name: p
+    input: {subject: "in.*", replicas: 9}
+    learner: {kind: nope, dim: 0, components: 5, budget: 3, kernel: {name: poly, gamma: 1, degree: 40}, forget: 2, swap_ratio: 0.5}
+    classifier: {classes: [a, a], ridge: -1, window: -1}
+    dead_letters: {replicas: 7}
+  - name: q
+    input: {subject: "in.*"}
+    learner: {dim: 2, components: 1, budget: 20000, kernel: {name: sigmoid, gamma: -1}}
+    classifier: {classes: [a, b]}
+`
+	_, err := Read(strings.NewReader(file), noEnv, Overrides{})
+	var paths []string
+	var learnerProblems, classifierProblems int
+	for _, e := range Problems(err) {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("problem %v (%T) is not a *FieldError", e, e)
+		}
+		if want := "config: " + fe.Path + ": " + fe.Err.Error(); e.Error() != want {
+			t.Errorf("text %q, want %q", e.Error(), want)
+		}
+		paths = append(paths, fe.Path)
+		if _, ok := fieldAt(reflect.TypeFor[Config](), fe.Path); !ok && fe.Path != "pipelines[1].classifier.dim" {
+			t.Errorf("problem %q: %q is no field of the file", e, fe.Path)
+		}
+		if strings.Contains(fe.Path, ".learner.") != errors.Is(e, learners.ErrConfig) {
+			t.Errorf("problem %q: errors.Is(learners.ErrConfig) = %v", e, errors.Is(e, learners.ErrConfig))
+		}
+		if errors.Is(e, learners.ErrConfig) {
+			learnerProblems++
+		}
+		if errors.Is(e, classify.ErrConfig) {
+			classifierProblems++
+		}
+	}
+	want := []string{
+		"log.level",
+		"snapshots.bucket", "snapshots.object_bucket", "snapshots.replicas", "snapshots.max_inline", "snapshots.history",
+		"workers",
+		"pipelines[0].input.replicas",
+		"pipelines[0].learner.kind", "pipelines[0].learner.dim", "pipelines[0].learner.components", "pipelines[0].learner.kernel.degree",
+		"pipelines[0].learner.forget", "pipelines[0].learner.swap_ratio",
+		"pipelines[0].dead_letters.replicas",
+		"pipelines[0].classifier.classes", "pipelines[0].classifier.window", "pipelines[0].classifier.classes", "pipelines[0].classifier.ridge",
+		"pipelines[1].learner.kernel.gamma",
+		// The classifier's dimension is the learner's budget, and bounded
+		// (classify.Config.Dim): no field of its own.
+		"pipelines[1].classifier.dim",
+	}
+	if !slices.Equal(paths, want) {
+		t.Errorf("paths\n%q\nwant\n%q\n%v", paths, want, err)
+	}
+	if learnerProblems != 7 || classifierProblems != 2 {
+		t.Errorf("%d problems match learners.ErrConfig, %d classify.ErrConfig; want 7 and 2", learnerProblems, classifierProblems)
+	}
+}
+
+// TestUndecodedFieldReportedOnce: a field the YAML could not decode is
+// reported by the decoder alone, not again by the validation of the
+// fields inside it (left at zero).
+func TestUndecodedFieldReportedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"kernel", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: {dim: 3, components: 2, kernel: x}\n",
+			[]string{"pipelines[0].learner.kernel"}},
+		{"learner", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: 5\n    max_keys: -1\n",
+			[]string{"pipelines[0].learner", "pipelines[0].max_keys"}},
+		{"input", "pipelines:\n  - name: p\n    input: [a]\n    learner: {dim: 3, components: 2, kernel: {name: rbf}}\n",
+			[]string{"pipelines[0].input"}},
+		{"a field, not its neighbour", "pipelines:\n  - name: p\n    input: {subject: a.*}\n    learner: {dim: 3, components: 0, componentz: 2, kernel: {name: rbf}}\n",
+			[]string{"pipelines[0].learner.componentz", "pipelines[0].learner.components"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.in), noEnv, Overrides{})
+			var paths []string
+			for _, e := range Problems(err) {
+				var fe *FieldError
+				if errors.As(e, &fe) {
+					paths = append(paths, fe.Path)
+				}
+			}
+			if !slices.Equal(paths, tt.want) {
+				t.Errorf("paths %q, want %q\n%v", paths, tt.want, err)
+			}
+		})
 	}
 }

@@ -2,9 +2,15 @@
 // (strict: an unknown field is an error), then environment variables, then
 // command-line flags, with precedence flags > env > file > defaults. It
 // hands each package its own Config: processor.Config (with its pipelines
-// and their learners.Config) and snapshot.Config. Validation reports every
-// problem at once (errors.Join), each naming its field by YAML path, e.g.
-// "config: pipelines[0].learner.components: must be ≤ budget (3), got 5".
+// and their learners.Config) and snapshot.Config. There is one model: the
+// file decodes straight into those structs (their yaml tags name the
+// fields), and config adds only what is its own (nats, embedded, log,
+// http, data_dir). Validation reports every problem at once (errors.Join),
+// each a *FieldError naming its field by YAML path, e.g.
+// "config: pipelines[0].learner.components: must be ≤ budget (3), got 5":
+// each package's Validate names its fields relative to its struct and
+// config puts them under their place in the file (fielderr.Prefix), so
+// no message is parsed.
 // Decoding errors name the field too, with the line the YAML decoder gives
 // ("config: pipelines[0].learner.dim: line 7: cannot unmarshal !!str `x`
 // into int"; an unknown or duplicate key is named itself); only a syntax

@@ -2,7 +2,8 @@ package config
 
 import (
 	"errors"
-	"strings"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 // FieldError is one problem of a configuration: the field it is about,
@@ -10,53 +11,28 @@ import (
 // can be named, such as a YAML syntax error), and what is wrong with it.
 // Read and Validate return every problem at once as errors joined with
 // errors.Join; match one with errors.As, list them all with Problems.
-type FieldError struct {
-	Path string
-	Err  error
-}
+//
+// It is the type every layer validates into (learners, snapshot,
+// processor: see internal/fielderr), each naming fields relative to its
+// own struct; config puts them under their place in the file. Its text is
+// "config: <path>: <problem>", or "config: yaml: <problem>" for a problem
+// of the YAML that names no field. Problems of a learner's settings match
+// learners.ErrConfig with errors.Is, a classifier's classify.ErrConfig.
+type FieldError = fielderr.Error
 
-// Error is "config: <path>: <problem>", or "config: yaml: <problem>" for a
-// problem that names no field.
-func (e *FieldError) Error() string {
-	if e.Path == "" {
-		return "config: yaml: " + e.Err.Error()
-	}
-	return "config: " + e.Path + ": " + e.Err.Error()
-}
-
-// Unwrap returns the problem.
-func (e *FieldError) Unwrap() error { return e.Err }
+// scope starts the text of config's problems.
+const scope = "config"
 
 // Problems returns the problems joined in err (as returned by Read, Load or
 // Validate) one by one, each a *FieldError when it names a field; nil for a
 // nil err.
-func Problems(err error) []error {
-	if err == nil {
-		return nil
-	}
-	var out []error
-	for _, e := range unjoin(err) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			out = append(out, Problems(errors.Join(j.Unwrap()...))...)
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
-}
+func Problems(err error) []error { return fielderr.Split(err) }
 
-// fieldErr is a FieldError whose problem is the text msg.
-func fieldErr(path, msg string) *FieldError {
-	return &FieldError{Path: path, Err: errors.New(msg)}
-}
-
-// splitPath splits a lower layer's message "<path>: <problem>" (as
-// processor.Config.Validate writes them, after its "processor: " prefix)
-// into a FieldError; the path is everything up to the first ": ".
-func splitPath(msg string) *FieldError {
-	path, problem, ok := strings.Cut(msg, ": ")
-	if !ok || strings.ContainsAny(path, " \t") {
-		return fieldErr("", msg)
+// decodeErr is a problem of the YAML with the decoder's text msg, about
+// the field at path ("" for none: "config: yaml: <msg>").
+func decodeErr(path, msg string) *FieldError {
+	if path == "" {
+		return &FieldError{Scope: scope + ": yaml", Err: errors.New(msg)}
 	}
-	return fieldErr(path, problem)
+	return &FieldError{Scope: scope, Path: path, Err: errors.New(msg)}
 }

@@ -105,7 +105,7 @@ func FuzzRead(f *testing.F) {
 			if c != nil {
 				t.Fatalf("input %q: config returned with error %v", data, err)
 			}
-			for _, e := range unjoin(err) {
+			for _, e := range Problems(err) {
 				msg := e.Error()
 				if strings.HasPrefix(msg, "config: yaml: ") {
 					continue

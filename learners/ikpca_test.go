@@ -81,7 +81,7 @@ func TestIKPCAConfigErrors(t *testing.T) {
 	}
 	// Every problem at once.
 	err := learners.Config{Learner: "x", Components: 0, Budget: -1, Forget: 2}.Validate()
-	for _, f := range []string{"learner", "dim", "budget", "components", "kernel", "forget"} {
+	for _, f := range []string{"kind", "dim", "budget", "components", "kernel", "forget"} {
 		if err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("Validate() = %v, does not name %q", err, f)
 		}

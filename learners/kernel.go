@@ -1,7 +1,6 @@
 package learners
 
 import (
-	"fmt"
 	"math"
 
 	"gonum.org/v1/gonum/blas"
@@ -23,45 +22,44 @@ const (
 // for poly. The sigmoid kernel is not positive definite in general: use it
 // with care.
 type Kernel struct {
-	Name   string
-	Gamma  float64
-	Coef0  float64
-	Degree int
+	Name   string  `yaml:"name"`
+	Gamma  float64 `yaml:"gamma"`
+	Coef0  float64 `yaml:"coef0"`
+	Degree int     `yaml:"degree"`
 }
 
-// Validate reports an unknown kernel name or invalid parameters.
+// Validate reports an unknown kernel name or invalid parameters: a
+// *fielderr.Error naming the field by its YAML name ("gamma"), matching
+// ErrConfig with errors.Is.
 func (k Kernel) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: kernel: %s", ErrConfig, fmt.Sprintf(format, args...))
-	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	switch k.Name {
 	case KernelLinear:
 	case KernelRBF, KernelLaplacian:
 		if !(k.Gamma > 0) || !finite(k.Gamma) {
-			return bad("%s needs gamma > 0, got %v", k.Name, k.Gamma)
+			return configErr("gamma", "%s needs gamma > 0, got %v", k.Name, k.Gamma)
 		}
 	case KernelPoly:
 		if !(k.Gamma > 0) || !finite(k.Gamma) {
-			return bad("poly needs gamma > 0, got %v", k.Gamma)
+			return configErr("gamma", "poly needs gamma > 0, got %v", k.Gamma)
 		}
 		if k.Degree < 1 || k.Degree > 32 {
-			return bad("poly needs 1 ≤ degree ≤ 32, got %d", k.Degree)
+			return configErr("degree", "poly needs 1 ≤ degree ≤ 32, got %d", k.Degree)
 		}
 		if !finite(k.Coef0) {
-			return bad("coef0 must be finite, got %v", k.Coef0)
+			return configErr("coef0", "must be finite, got %v", k.Coef0)
 		}
 	case KernelSigmoid:
 		if !(k.Gamma > 0) || !finite(k.Gamma) {
-			return bad("sigmoid needs gamma > 0, got %v", k.Gamma)
+			return configErr("gamma", "sigmoid needs gamma > 0, got %v", k.Gamma)
 		}
 		if !finite(k.Coef0) {
-			return bad("coef0 must be finite, got %v", k.Coef0)
+			return configErr("coef0", "must be finite, got %v", k.Coef0)
 		}
 	case "":
-		return bad("name is required (rbf, poly, linear, sigmoid or laplacian)")
+		return configErr("name", "required (rbf, poly, linear, sigmoid or laplacian)")
 	default:
-		return bad("unknown kernel %q (want rbf, poly, linear, sigmoid or laplacian)", k.Name)
+		return configErr("name", "unknown kernel %q (want rbf, poly, linear, sigmoid or laplacian)", k.Name)
 	}
 	return nil
 }

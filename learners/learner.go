@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 // Sentinel errors. Match them with errors.Is; the learners wrap them with context.
@@ -175,62 +177,63 @@ func BudgetAdvice(stored, budget int, outsideSpan, swapsPer1000 float64) string 
 }
 
 // Config configures any learner. The zero value of an optional field means
-// "use the default" named in its comment.
+// "use the default" named in its comment. The yaml tags name the fields in
+// a configuration file (pipelines[i].learner) and in Validate's errors.
 //
 // Memory is fixed by (Budget B, Dim d, Components k); each learner documents
 // its formula in MemoryBytes.
 type Config struct {
-	// Learner is "ikpca" (default), "kha", "window" or "batch".
-	Learner string
+	// Learner is "ikpca" (default), "kha", "window" or "batch"; in YAML, kind.
+	Learner string `yaml:"kind"`
 	// Dim is the input dimension d (required, ≥ 1).
-	Dim int
+	Dim int `yaml:"dim"`
 	// Components is the number k of components (required, 1 ≤ k ≤ Budget).
-	Components int
+	Components int `yaml:"components"`
 	// Budget is the number B of stored points: dictionary size for ikpca
 	// and kha, window length W for window, the maximum number of rows for
 	// batch. Default 256.
-	Budget int
+	Budget int `yaml:"budget"`
 	// Kernel is the kernel and its parameters (required).
-	Kernel Kernel
+	Kernel Kernel `yaml:"kernel"`
 	// Forget is the forgetting factor f ∈ (0, 1] applied per observation;
 	// 0 means 1 (no forgetting). The effective memory is about 1/(1−f)
 	// observations. ikpca only.
-	Forget float64
+	Forget float64 `yaml:"forget"`
 	// Admission is the dictionary admission rule: "ald" (default) or "coherence".
-	Admission string
+	Admission string `yaml:"admission"`
 	// Eviction is the dictionary eviction policy when full: "centroid"
 	// (default: members move to the mean of the points they stand for and
 	// are replaced when they stand for nothing), "lli" (least linearly
 	// independent; the default before centroid), "fifo" or "contribution".
 	// ikpca only.
-	Eviction string
+	Eviction string `yaml:"eviction"`
 	// SwapRatio is the hysteresis of lli eviction: a full dictionary swaps
 	// its least independent member dⱼ for x only when x's residual exceeds
 	// SwapRatio times dⱼ's, δ(x) > SwapRatio/[K⁻¹]ⱼⱼ, so every swap raises
 	// log det K_DD by more than log SwapRatio. Must be ≥ 1; 1 swaps on
 	// any gain (the rule before this field existed). Default 2. ikpca only.
-	SwapRatio float64
+	SwapRatio float64 `yaml:"swap_ratio"`
 	// Tolerance is the ALD threshold ν relative to k(x,x): a point is admitted
 	// when δ = k(x,x) − ‖z‖² > ν·k(x,x). Default 1e-3.
-	Tolerance float64
+	Tolerance float64 `yaml:"tolerance"`
 	// Coherence is the coherence threshold μ₀ ∈ (0,1): a point is admitted
 	// when max_j |k(x,dⱼ)|/√(k(x,x)k(dⱼ,dⱼ)) ≤ μ₀. Default 0.95.
-	Coherence float64
+	Coherence float64 `yaml:"coherence"`
 	// Jitter ε is added to the diagonal of the dictionary Gram matrix
 	// relative to its mean diagonal. Default 1e-10.
-	Jitter float64
+	Jitter float64 `yaml:"jitter"`
 	// LearningRate is η₀ of kha's schedule η_t = η₀·t₀/(t+t₀). Default 0.1.
-	LearningRate float64
+	LearningRate float64 `yaml:"learning_rate"`
 	// Decay is t₀ of kha's schedule. Default 1000 (observations).
-	Decay float64
+	Decay float64 `yaml:"decay"`
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
 	// (default 2p with the block size p = k + max(k, 8)) and window
 	// (default max(2k, W/40)), one re-orthonormalisation for kha (default
 	// max(1, k/2)). Learners with a Sync method can catch up on demand.
-	Refresh int
+	Refresh int `yaml:"refresh"`
 	// Seed seeds the learner's random generator.
-	Seed uint64
+	Seed uint64 `yaml:"seed"`
 }
 
 // Learner names.
@@ -307,18 +310,20 @@ func (c Config) withDefaults() Config {
 // WithDefaults returns c with every unset optional field set to its default.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
-// Validate reports every problem of c at once, naming the field. Defaults
-// are applied first, so a zero optional field is valid.
+// Validate reports every problem of c at once (errors.Join), each a
+// *fielderr.Error naming the field by its YAML name ("kind", "dim",
+// "kernel.gamma") and matching ErrConfig with errors.Is. Defaults are
+// applied first, so a zero optional field is valid.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, configErr(field, format, args...))
 	}
 	switch c.Learner {
 	case KindIKPCA, KindKHA, KindWindow, KindBatch:
 	default:
-		bad("learner", "unknown learner %q (want ikpca, kha, window or batch)", c.Learner)
+		bad("kind", "unknown learner %q (want ikpca, kha, window or batch)", c.Learner)
 	}
 	if c.Dim < 1 {
 		bad("dim", "must be ≥ 1, got %d", c.Dim)
@@ -331,9 +336,7 @@ func (c Config) Validate() error {
 	} else if c.Budget >= 1 && c.Components > c.Budget {
 		bad("components", "must be ≤ budget (%d), got %d", c.Budget, c.Components)
 	}
-	if err := c.Kernel.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, fielderr.Prefix(ErrConfig.Error(), "kernel", c.Kernel.Validate())...)
 	if !(c.Forget > 0 && c.Forget <= 1) {
 		bad("forget", "must be in (0, 1], got %v", c.Forget)
 	}
@@ -369,6 +372,12 @@ func (c Config) Validate() error {
 		bad("refresh", "must be ≥ 1, got %d", c.Refresh)
 	}
 	return errors.Join(errs...)
+}
+
+// configErr is the problem of a Config or Kernel field: "learners: invalid
+// config: <field>: <problem>", matching ErrConfig.
+func configErr(field, format string, args ...any) *fielderr.Error {
+	return fielderr.New(ErrConfig.Error(), ErrConfig, field, format, args...)
 }
 
 // New returns a learner of the kind named by cfg.Learner.

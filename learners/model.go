@@ -3,6 +3,8 @@ package learners
 import (
 	"fmt"
 	"math"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 // ModelFormat is the format tag of the portable model export.
@@ -79,8 +81,8 @@ func (m *Model) Validate() error {
 	if m.Format != ModelFormat {
 		return fmt.Errorf("%w: model format %q, want %q", ErrState, m.Format, ModelFormat)
 	}
-	if err := m.Kernel.Validate(); err != nil {
-		return err
+	if errs := fielderr.Prefix(ErrConfig.Error(), "kernel", m.Kernel.Validate()); errs != nil {
+		return errs[0]
 	}
 	p, d, k := m.Dims()
 	if p == 0 || d == 0 || k == 0 {

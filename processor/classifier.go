@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/learners"
 	lclassify "github.com/kpcastream/kpcastream/learners/classify"
 )
@@ -57,11 +58,11 @@ func (c ClassifierConfig) model(b int) lclassify.Config {
 }
 
 // validate reports every problem of c for a pipeline with learner lc,
-// naming the fields ("classifier.classes: …").
+// each a *fielderr.Error with a path relative to c ("classes").
 func (c ClassifierConfig) validate(lc learners.Config) []error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("classifier.%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, configErr(field, format, args...))
 	}
 	if len(c.Classes) < 2 {
 		bad("classes", "need at least 2 classes, got %d", len(c.Classes))
@@ -88,26 +89,7 @@ func (c ClassifierConfig) validate(lc learners.Config) []error {
 	}
 	mc := c.model(max(lc.WithDefaults().Budget, 1))
 	mc.Classes = max(mc.Classes, 2) // reported above
-	if err := mc.Validate(); err != nil {
-		for _, e := range unjoin(err) {
-			errs = append(errs, fmt.Errorf("classifier.%s", trimPrefix(e.Error(), lclassify.ErrConfig.Error()+": ")))
-		}
-	}
-	return errs
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-func trimPrefix(s, p string) string {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
+	return append(errs, fielderr.Prefix(scope, "", mc.Validate())...)
 }
 
 // errLabel marks an observation whose label is none of the configured

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -96,8 +97,8 @@ type PipelineConfig struct {
 	// partition key. Default: the first '*' token of Input.Subject; with no
 	// '*' there is one key, "_".
 	KeyToken *int `yaml:"key_token"`
-	// Learner configures each key's learner (mapped by package config).
-	Learner learners.Config `yaml:"-"`
+	// Learner configures each key's learner.
+	Learner learners.Config `yaml:"learner"`
 	// Output is where projections go.
 	Output OutputConfig `yaml:"output"`
 	// DeadLetter is the subject template of rejected inputs ({pipeline} and
@@ -362,14 +363,17 @@ const (
 	OnCorruptReset = "reset"
 )
 
-// Validate reports every problem of c at once, naming each field by its
-// YAML path ("pipelines[0].input.subject: required"). Defaults are applied
-// first. Learner settings are checked with learners.Config.Validate.
+// Validate reports every problem of c at once (errors.Join), each a
+// *fielderr.Error naming the field by its YAML path
+// ("processor: pipelines[0].input.subject: required"). Defaults are
+// applied first. Learner settings are checked with learners.Config.Validate
+// (their problems still match learners.ErrConfig), a classifier's with
+// classify.Config.Validate.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("processor: %s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, configErr(field, format, args...))
 	}
 	if c.Workers < 1 {
 		bad("workers", "must be ≥ 1, got %d", c.Workers)
@@ -413,15 +417,25 @@ func (c Config) Validate() error {
 			bad(path+".name", "%q is also the name of pipelines[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
-		errs = append(errs, p.validate(path)...)
+		errs = append(errs, fielderr.Prefix(scope, path, p.validate()...)...)
 	}
 	return errors.Join(errs...)
 }
 
-func (p PipelineConfig) validate(path string) []error {
+// scope starts the text of the errors of Validate.
+const scope = "processor"
+
+// configErr is the problem of the field at path: "processor: <path>: <problem>".
+func configErr(path, format string, args ...any) *fielderr.Error {
+	return fielderr.New(scope, nil, path, format, args...)
+}
+
+// validate reports every problem of p, each a *fielderr.Error with a path
+// relative to p.
+func (p PipelineConfig) validate() []error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("processor: %s.%s: %s", path, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, configErr(field, format, args...))
 	}
 	if !nameRE.MatchString(p.Name) {
 		bad("name", "must match %s, got %q", nameRE, p.Name)
@@ -476,9 +490,7 @@ func (p PipelineConfig) validate(path string) []error {
 	} else if k < -1 {
 		bad("key_token", "must be ≥ 0, got %d", k)
 	}
-	if err := p.Learner.Validate(); err != nil {
-		errs = append(errs, learnerErrors(path+".learner", err)...)
-	}
+	errs = append(errs, fielderr.Prefix(scope, "learner", p.Learner.Validate())...)
 	if !validTemplate(p.Output.Subject) {
 		bad("output.subject", "invalid subject template %q", p.Output.Subject)
 	}
@@ -525,33 +537,9 @@ func (p PipelineConfig) validate(path string) []error {
 		bad("partitions", "%d partitions need a key_token that is a '*' token of input.subject", p.Partitions)
 	}
 	if p.Classifier != nil {
-		for _, err := range p.Classifier.withDefaults().validate(p.Learner) {
-			errs = append(errs, fmt.Errorf("processor: %s.%w", path, err))
-		}
+		errs = append(errs, fielderr.Prefix(scope, "classifier", p.Classifier.withDefaults().validate(p.Learner)...)...)
 	}
 	return errs
-}
-
-// learnerErrors rewrites the joined errors of learners.Config.Validate
-// ("learners: invalid config: kernel: …") as "<path>.kernel: …".
-func learnerErrors(path string, err error) []error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
-	out := make([]error, 0, len(list))
-	prefix := learners.ErrConfig.Error() + ": "
-	for _, e := range list {
-		msg := strings.TrimPrefix(e.Error(), prefix)
-		if field, rest, ok := strings.Cut(msg, ": "); ok && !strings.Contains(field, " ") {
-			out = append(out, fmt.Errorf("processor: %s.%s: %s", path, field, rest))
-		} else {
-			out = append(out, fmt.Errorf("processor: %s: %s", path, msg))
-		}
-	}
-	return out
 }
 
 // validSubject reports whether s is a NATS subject (wildcards allowed when wild).

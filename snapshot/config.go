@@ -2,9 +2,10 @@ package snapshot
 
 import (
 	"errors"
-	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 // Defaults.
@@ -18,23 +19,25 @@ const (
 	payloadMargin = 4 << 10
 )
 
-// Config configures a Store. The zero value of every field means "use the default".
+// Config configures a Store. The zero value of every field means "use the
+// default". The yaml tags name the fields in a configuration file
+// (snapshots) and in Validate's errors.
 type Config struct {
 	// Bucket is the KV bucket holding one entry per learner key. Default
 	// "kpcastream-snapshots".
-	Bucket string
+	Bucket string `yaml:"bucket"`
 	// ObjectBucket is the object store bucket holding large states. Default
 	// "kpcastream-state".
-	ObjectBucket string
+	ObjectBucket string `yaml:"object_bucket"`
 	// Replicas is the number of replicas of both buckets (1..5). Default 1.
-	Replicas int
+	Replicas int `yaml:"replicas"`
 	// MaxInline is the largest encoded snapshot, in bytes, stored inline in
 	// the KV value; larger ones go to the object store. Default, and upper
 	// bound: min(server max payload − 4 KiB, 900 KiB).
-	MaxInline int
+	MaxInline int `yaml:"max_inline"`
 	// History is the number of revisions the KV bucket keeps per key
 	// (1..64). Default 1.
-	History int
+	History int `yaml:"history"`
 }
 
 var bucketRe = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -57,25 +60,29 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of c at once, naming the field. Defaults
-// are applied first, so zero fields are valid.
+// Validate reports every problem of c at once (errors.Join), each a
+// *fielderr.Error naming the field by its YAML name ("replicas").
+// Defaults are applied first, so zero fields are valid.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fielderr.New("snapshot", nil, field, format, args...))
+	}
 	if !bucketRe.MatchString(c.Bucket) {
-		errs = append(errs, fmt.Errorf("snapshot: Bucket %q must match [a-zA-Z0-9_-]+", c.Bucket))
+		bad("bucket", "%q must match [a-zA-Z0-9_-]+", c.Bucket)
 	}
 	if !bucketRe.MatchString(c.ObjectBucket) {
-		errs = append(errs, fmt.Errorf("snapshot: ObjectBucket %q must match [a-zA-Z0-9_-]+", c.ObjectBucket))
+		bad("object_bucket", "%q must match [a-zA-Z0-9_-]+", c.ObjectBucket)
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
-		errs = append(errs, fmt.Errorf("snapshot: Replicas %d outside [1, 5]", c.Replicas))
+		bad("replicas", "%d outside [1, 5]", c.Replicas)
 	}
 	if c.MaxInline < 0 {
-		errs = append(errs, fmt.Errorf("snapshot: MaxInline %d is negative", c.MaxInline))
+		bad("max_inline", "%d is negative", c.MaxInline)
 	}
 	if c.History < 1 || c.History > 64 {
-		errs = append(errs, fmt.Errorf("snapshot: History %d outside [1, 64]", c.History))
+		bad("history", "%d outside [1, 64]", c.History)
 	}
 	return errors.Join(errs...)
 }

@@ -1,9 +1,12 @@
 package snapshot
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 var kvKeyRe = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
@@ -84,9 +87,20 @@ func TestConfigValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, field := range []string{"Bucket", "ObjectBucket", "Replicas", "MaxInline", "History"} {
-		if !strings.Contains(err.Error(), "snapshot: "+field+" ") {
-			t.Errorf("error %q does not name %s", err, field)
+	// Each problem names its field by its YAML name, as config's file
+	// (snapshots.<field>) does.
+	var paths []string
+	for _, e := range fielderr.Split(err) {
+		var fe *fielderr.Error
+		if !errors.As(e, &fe) {
+			t.Fatalf("problem %v (%T) is not a *fielderr.Error", e, e)
 		}
+		if !strings.HasPrefix(e.Error(), "snapshot: "+fe.Path+": ") {
+			t.Errorf("problem %q does not start with snapshot: %s: ", e, fe.Path)
+		}
+		paths = append(paths, fe.Path)
+	}
+	if got, want := strings.Join(paths, " "), "bucket object_bucket replicas max_inline history"; got != want {
+		t.Errorf("paths %q, want %q", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/learners"
 )
@@ -388,7 +389,8 @@ func TestOddKeys(t *testing.T) {
 }
 
 func TestOpenInvalidConfig(t *testing.T) {
-	if _, err := Open(context.Background(), nil, Config{Bucket: "a.b"}); err == nil || !strings.Contains(err.Error(), "Bucket") {
+	var fe *fielderr.Error
+	if _, err := Open(context.Background(), nil, Config{Bucket: "a.b"}); !errors.As(err, &fe) || fe.Path != "bucket" {
 		t.Errorf("Open with a bad bucket: error %v", err)
 	}
 }

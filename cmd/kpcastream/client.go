@@ -12,6 +12,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/natsconn"
+	"github.com/kpcastream/kpcastream/processor"
 )
 
 // clientFlags are the flags shared by the client commands (publish, tail,
@@ -41,7 +42,7 @@ func (c *clientFlags) load() (*config.Config, error) {
 
 // pipelineOf returns the pipeline named by --pipeline in cfg (its only
 // one when --pipeline is not given).
-func (c *clientFlags) pipelineOf(cfg *config.Config) (*config.Pipeline, error) {
+func (c *clientFlags) pipelineOf(cfg *config.Config) (*processor.PipelineConfig, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("give --config FILE (and --pipeline P)")
 	}

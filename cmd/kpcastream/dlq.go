@@ -149,7 +149,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return err
 			}
-			pc := pl.PipelineConfig.WithDefaults()
+			pc := pl.WithDefaults()
 			dlSubject = strings.NewReplacer("{pipeline}", pc.Name, "{key}", "*").Replace(pc.DeadLetter)
 			cf.pipeline = pc.Name
 		}

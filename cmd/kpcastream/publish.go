@@ -78,7 +78,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if !subjectMatches(pl.Input.Subject, o.subject) {
 			return fmt.Errorf("--subject %s is not one of pipeline %s's input subjects (%s); nothing was published", o.subject, pl.Name, pl.Input.Subject)
 		}
-		o.maxBatch = pl.PipelineConfig.WithDefaults().MaxBatch
+		o.maxBatch = pl.WithDefaults().MaxBatch
 	}
 	var r io.Reader = os.Stdin
 	if o.in != "-" {

@@ -179,7 +179,7 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	store, err := snapshot.Open(octx, js, cfg.Snapshots.Config())
+	store, err := snapshot.Open(octx, js, cfg.Snapshots)
 	cancel()
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	octx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	store, err := snapshot.Open(octx, js, cfg.Snapshots.Config())
+	store, err := snapshot.Open(octx, js, cfg.Snapshots)
 	if err != nil {
 		return err
 	}

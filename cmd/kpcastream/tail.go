@@ -55,7 +55,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		pc := pl.PipelineConfig.WithDefaults()
+		pc := pl.WithDefaults()
 		k := "*"
 		if *key != "" {
 			k = *key

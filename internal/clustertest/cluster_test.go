@@ -248,7 +248,7 @@ func startWorker(t *testing.T, file, urls string) *worker {
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := snapshot.Open(ctx, js, cfg.Snapshots.Config())
+	store, err := snapshot.Open(ctx, js, cfg.Snapshots)
 	if err != nil {
 		t.Fatalf("open snapshot store: %v", err)
 	}
@@ -527,7 +527,7 @@ func TestClusterElastic(t *testing.T) {
 
 	// Learner state: each key's final snapshot has Seen equal to its
 	// message count and LastSeq its last sequence.
-	store, err := snapshot.Open(ctx, adminJS, w1.cfg.Snapshots.Config())
+	store, err := snapshot.Open(ctx, adminJS, w1.cfg.Snapshots)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/blas/blas64"
 
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -28,7 +29,8 @@ const (
 	DefaultRidge = 0.1
 )
 
-// Config configures a Classifier.
+// Config configures a Classifier. (processor.ClassifierConfig is the YAML
+// form of a pipeline's classifier; Validate names the fields in lower case.)
 type Config struct {
 	// Classes is the number C of classes (≥ 2).
 	Classes int
@@ -58,12 +60,14 @@ func (c Config) withDefaults() Config {
 // WithDefaults returns c with unset optional fields at their defaults.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
-// Validate reports every problem of c at once, naming the field.
+// Validate reports every problem of c at once (errors.Join), each a
+// *fielderr.Error naming the field ("ridge") and matching ErrConfig with
+// errors.Is.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fielderr.New(ErrConfig.Error(), ErrConfig, field, format, args...))
 	}
 	if c.Classes < 2 {
 		bad("classes", "need at least 2 classes, got %d", c.Classes)
