@@ -72,3 +72,35 @@ func TestConfigValidatePaths(t *testing.T) {
 		}
 	}
 }
+
+// The window learner's own limits are part of Validate, so that lint and
+// run --dry-run refuse a configuration NewWindow would refuse at run time.
+func TestConfigValidateWindowLimits(t *testing.T) {
+	base := learners.Config{Learner: learners.KindWindow, Dim: 2, Components: 3, Budget: 64, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}}
+	if err := base.Validate(); err != nil {
+		t.Fatalf("valid window config: %v", err)
+	}
+	for _, tt := range []struct {
+		budget, components int
+		path               string
+	}{
+		{learners.WindowMaxBudget + 1, 3, "budget"},
+		{64, 64, "components"},
+	} {
+		c := base
+		c.Budget, c.Components = tt.budget, tt.components
+		err := c.Validate()
+		var fe *fielderr.Error
+		if !errors.As(err, &fe) || fe.Path != tt.path || !errors.Is(err, learners.ErrConfig) {
+			t.Errorf("budget %d, components %d: %v, want an ErrConfig naming %s", tt.budget, tt.components, err, tt.path)
+		}
+		if _, nerr := learners.NewWindow(c); nerr == nil || nerr.Error() != err.Error() {
+			t.Errorf("NewWindow: %v, want Validate's %v", nerr, err)
+		}
+		// Other learners have no such limits.
+		c.Learner = learners.KindIKPCA
+		if err := c.Validate(); err != nil && tt.path == "budget" {
+			t.Errorf("ikpca with budget %d: %v", tt.budget, err)
+		}
+	}
+}

@@ -335,6 +335,12 @@ func (c Config) Validate() error {
 		bad("components", "must be ≥ 1, got %d", c.Components)
 	} else if c.Budget >= 1 && c.Components > c.Budget {
 		bad("components", "must be ≤ budget (%d), got %d", c.Budget, c.Components)
+	} else if c.Learner == KindWindow && c.Components == c.Budget {
+		// The centred Gram of W points has rank at most W−1.
+		bad("components", "window needs components < budget (%d), got %d", c.Budget, c.Components)
+	}
+	if c.Learner == KindWindow && c.Budget > WindowMaxBudget {
+		bad("budget", "window length must be ≤ %d, got %d", WindowMaxBudget, c.Budget)
 	}
 	errs = append(errs, fielderr.Prefix(ErrConfig.Error(), "kernel", c.Kernel.Validate())...)
 	if !(c.Forget > 0 && c.Forget <= 1) {

@@ -147,8 +147,9 @@ type Window struct {
 }
 
 // NewWindow returns an empty sliding-window learner. cfg.Learner must be
-// "window" or empty; Components must be below Budget (the centred Gram of
-// W points has rank at most W−1) and Budget at most WindowMaxBudget.
+// "window" or empty; Config.Validate checks the window's own limits:
+// Components below Budget (the centred Gram of W points has rank at most
+// W−1) and Budget at most WindowMaxBudget.
 func NewWindow(cfg Config) (*Window, error) {
 	if cfg.Learner == "" {
 		cfg.Learner = KindWindow
@@ -159,12 +160,6 @@ func NewWindow(cfg Config) (*Window, error) {
 	}
 	if cfg.Learner != KindWindow {
 		return nil, fmt.Errorf("%w: learner: NewWindow needs %q, got %q", ErrConfig, KindWindow, cfg.Learner)
-	}
-	if cfg.Budget > WindowMaxBudget {
-		return nil, fmt.Errorf("%w: budget: window length must be ≤ %d, got %d", ErrConfig, WindowMaxBudget, cfg.Budget)
-	}
-	if cfg.Components >= cfg.Budget {
-		return nil, fmt.Errorf("%w: components: window needs components < budget (%d), got %d", ErrConfig, cfg.Budget, cfg.Components)
 	}
 	d, k, w := cfg.Dim, cfg.Components, cfg.Budget
 	p := windowBlock(k, w)
