@@ -113,6 +113,13 @@ func TestElasticMembers(t *testing.T) {
 	c, _ := member()
 	waitFor(t, 10*time.Second, "c joined and took its share", func() bool { return owned(c) == 2 && owned(a, b, c) == 6 })
 	publish(pc, 150, 300)
+	// Each key is live on the one member that owns its partition: a and b
+	// gave a partition each to c, and their workers' keys left the counts
+	// with them (they used to stay counted on the old owner too).
+	waitFor(t, 20*time.Second, "drained after c joined", func() bool { return e.drained(t, pc) })
+	if n := a.stats(pc.Name).Learners + b.stats(pc.Name).Learners + c.stats(pc.Name).Learners; n > int64(len(keys)) {
+		t.Errorf("%d learners live over the three members, for %d keys", n, len(keys))
+	}
 	if err := b.stop(); err != nil {
 		t.Fatalf("graceful stop of b: %v", err)
 	}

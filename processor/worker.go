@@ -151,6 +151,7 @@ func newWorker(pt *partition, id, quota int) *worker {
 // run processes the worker's input until it is closed, then writes the
 // final snapshots and waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
+	defer w.release()
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
 	for {
@@ -669,6 +670,19 @@ func (w *worker) entryFor(ctx context.Context, pl *pipeline, key string, create,
 	w.core.add(e.keyState)
 	w.live(pl, 1)
 	return e, nil
+}
+
+// release takes the keys this worker still holds out of the live counts
+// (stats and kpcastream_active_learners) when it stops: its partition
+// stopped, or moved to another member, and its keys load again wherever
+// the partition runs next. Without it a partition that came back to this
+// process counted its keys twice.
+func (w *worker) release() {
+	for _, e := range w.keys {
+		if e.elem != nil { // in the LRU: live (see keyCore)
+			w.live(e.pipe, -1)
+		}
+	}
 }
 
 func (w *worker) live(pl *pipeline, d int) {
