@@ -12,18 +12,41 @@ import "unicode/utf8"
 //	          only, and alone); other fields are skipped
 //
 // The rules of an object (which fields exist, duplicates, batch placement,
-// what is missing) and of each field's value (id's text rule, y's label
-// rule, meta's limits in obsDecoder.addMeta) live here. A lexer
-// (jsonParser, mpParser) only reads its encoding: it walks an object, asks
-// object.field which field each key names (the rules are applied there),
-// reads the value with its own methods and hands text and labels back to
-// object.id and object.label.
+// what is missing), which reader reads each field's value, and the rules
+// of the values (id's text rule, y's label rule, meta's limits in
+// obsDecoder.addMeta) live here, in object.read and object.end. A lexer
+// (jsonParser, mpParser) only reads its encoding: it walks the payload's
+// objects, hands each key to object.read and reads batches (a batch
+// recurses into the lexer's walk).
 //
-// The lexers call the grammar, not the other way round, so that every call
-// on the hot path is direct: a grammar calling the lexers through an
-// interface moves the parser to the heap (one allocation per decode:
-// escape analysis cannot see through the interface), and a generic grammar
-// calls them through its dictionary with the same result (go 1.26).
+// The lexer's readers reach the grammar as a lexer value: method values of
+// its parser, built once per decode. They keep the parser on the stack as
+// long as nothing passed to them is a pointer. Behind an interface the
+// parser moves to the heap (one allocation per decode: escape analysis
+// cannot see through the call), and a generic grammar calls its type's
+// methods through a dictionary with the same result (go 1.26).
+
+// lexer is one encoding's readers of the values of an observation's fields.
+type lexer struct {
+	// vector reads the array of numbers of field x into x[:0].
+	vector func(x []float64, field string) ([]float64, error)
+	// text reads a string (lone: it held an unpaired surrogate escape) or
+	// a null; another value is an error naming what.
+	text func(what string) (s []byte, lone, null bool, err error)
+	// ts reads a timestamp in seconds since the Unix epoch (null: 0).
+	ts func() (float64, error)
+	// scalar reads a null, bool, number or string; a string comes back as
+	// raw bytes with Kind ScalarString; want names the types allowed, for
+	// the error on another value.
+	scalar func(what, want string) (s Scalar, raw []byte, lone bool, err error)
+	// meta reads the meta map (or null), appending its entries to m (one
+	// by one through obsDecoder.addMeta). It takes and returns the slice,
+	// not the observation: a pointer would leak through the call, and the
+	// parser with it.
+	meta func(m Meta) (Meta, error)
+	// skip consumes the value of a field the grammar does not know.
+	skip func() error
+}
 
 // field is a field of an observation object.
 type field uint8
@@ -70,31 +93,44 @@ type object struct {
 
 func (ob *object) saw(f field) bool { return ob.seen&(1<<f) != 0 }
 
-// field applies the grammar to key k of ob before its value is read: it
-// returns the field k names, having claimed the observation (ob.o) for a
-// field of one, or an error for a duplicate or a misplaced batch.
-func (ob *object) field(k []byte) (field, error) {
+// read applies the grammar to key k of ob and reads its value with l: it
+// claims the observation (ob.o) for a field of one, refuses a duplicate or
+// a misplaced batch, and returns batch true, having read nothing, for the
+// field batch, which the lexer reads.
+func (ob *object) read(l *lexer, k []byte) (batch bool, err error) {
 	f := fieldOf(k)
 	d := ob.d
 	switch {
 	case f == fieldOther:
-		return f, nil
+		return false, l.skip()
 	case f == fieldBatch && !ob.batch:
-		return f, d.fail(ErrMalformed, "batch inside a batch")
+		return false, d.fail(ErrMalformed, "batch inside a batch")
 	case f == fieldBatch && ob.o != nil, f != fieldBatch && ob.saw(fieldBatch):
-		return f, d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
+		return false, d.fail(ErrMalformed, "fields x, id, ts, y or meta next to batch")
 	case f != fieldBatch && ob.o == nil:
-		o, err := d.slot()
-		if err != nil {
-			return f, err
+		if ob.o, err = d.slot(); err != nil {
+			return false, err
 		}
-		ob.o = o
 	}
 	if ob.saw(f) {
-		return f, d.fail(ErrMalformed, "field %s: duplicate", fieldNames[f])
+		return false, d.fail(ErrMalformed, "field %s: duplicate", fieldNames[f])
 	}
 	ob.seen |= 1 << f
-	return f, nil
+	switch o := ob.o; f {
+	case fieldX:
+		o.X, err = l.vector(o.X, "x")
+	case fieldID:
+		err = ob.id(l.text("field id"))
+	case fieldTS:
+		o.TS, err = l.ts()
+	case fieldY:
+		err = ob.label(l.scalar("field y", "a number or a string"))
+	case fieldMeta:
+		o.Meta, err = l.meta(o.Meta)
+	case fieldBatch:
+		return true, nil
+	}
+	return false, err
 }
 
 // id sets the observation's id from a lexer's text read: s unless null;

@@ -270,7 +270,8 @@ func (p *jsonParser) top() error {
 	if err != nil {
 		return p.d.fail(ErrMalformed, "empty payload")
 	}
-	if err := p.element(c, true, "payload "); err != nil {
+	l := lexer{p.vector, p.text, p.ts, p.scalar, p.meta, p.skipField}
+	if err := p.element(&l, c, true, "payload "); err != nil {
 		return err
 	}
 	p.ws()
@@ -283,7 +284,7 @@ func (p *jsonParser) top() error {
 // element reads one observation, an array (its x) or an object, whose
 // first byte c has been peeked: the payload (allowBatch) or an element of
 // a batch. is prefixes the error on another value.
-func (p *jsonParser) element(c byte, allowBatch bool, is string) error {
+func (p *jsonParser) element(l *lexer, c byte, allowBatch bool, is string) error {
 	switch c {
 	case '[':
 		o, err := p.d.slot()
@@ -293,7 +294,7 @@ func (p *jsonParser) element(c byte, allowBatch bool, is string) error {
 		o.X, err = p.vector(o.X, "x")
 		return err
 	case '{':
-		return p.object(allowBatch)
+		return p.object(l, allowBatch)
 	}
 	return p.d.fail(ErrMalformed, "%sis %s, want an object or an array", is, jsonKind(c))
 }
@@ -313,8 +314,8 @@ func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
 		return x, p.d.fail(ErrMalformed, "field %s: empty", field)
 	}
 	for j := 0; ; j++ {
-		if err := p.d.checkLen(field, j+1); err != nil {
-			return x, err
+		if j >= p.d.lim.MaxDim { // checkLen in line: this runs per element
+			return x, p.d.checkLen(field, j+1)
 		}
 		f, ok, err := p.number("field x")
 		if err != nil {
@@ -335,7 +336,7 @@ func (p *jsonParser) vector(x []float64, field string) ([]float64, error) {
 }
 
 // object reads an object: one observation, or a batch when allowBatch.
-func (p *jsonParser) object(allowBatch bool) error {
+func (p *jsonParser) object(l *lexer, allowBatch bool) error {
 	if err := p.expect('{', "object"); err != nil {
 		return err
 	}
@@ -354,25 +355,9 @@ func (p *jsonParser) object(allowBatch bool) error {
 		if err := p.expect(':', "object"); err != nil {
 			return err
 		}
-		f, err := ob.field(k)
-		if err != nil {
-			return err
-		}
-		switch o := ob.o; f {
-		case fieldX:
-			o.X, err = p.vector(o.X, "x")
-		case fieldID:
-			err = ob.id(p.text("field id"))
-		case fieldTS:
-			o.TS, err = p.ts()
-		case fieldY:
-			err = ob.label(p.scalar("field y", "a number or a string"))
-		case fieldMeta:
-			err = p.meta(o)
-		case fieldBatch:
-			err = p.batch()
-		default:
-			err = p.skipField()
+		batch, err := ob.read(l, k)
+		if batch {
+			err = p.batch(l)
 		}
 		if err != nil {
 			return err
@@ -403,7 +388,7 @@ func (p *jsonParser) text(what string) (s []byte, lone, null bool, err error) {
 
 func (p *jsonParser) skipField() error { return p.skip(1) }
 
-func (p *jsonParser) batch() error {
+func (p *jsonParser) batch(l *lexer) error {
 	c, err := p.peek("field batch")
 	if err != nil {
 		return err
@@ -424,7 +409,7 @@ func (p *jsonParser) batch() error {
 		if err != nil {
 			return err
 		}
-		if err := p.element(c, false, ""); err != nil {
+		if err := p.element(l, c, false, ""); err != nil {
 			return err
 		}
 		p.d.elem = -1
@@ -581,45 +566,45 @@ func (p *jsonParser) scalar(what, want string) (s Scalar, raw []byte, lone bool,
 	return Number(f), nil, false, nil
 }
 
-// meta reads the meta object (or null) into o.Meta.
-func (p *jsonParser) meta(o *Observation) error {
+// meta reads the meta object (or null), appending its entries to m.
+func (p *jsonParser) meta(m Meta) (Meta, error) {
 	c, err := p.peek("field meta")
 	if err != nil {
-		return err
+		return m, err
 	}
 	if c == 'n' {
-		return p.literal("field meta")
+		return m, p.literal("field meta")
 	}
 	if c != '{' {
-		return p.d.fail(ErrMalformed, "field meta: is %s, want an object", jsonKind(c))
+		return m, p.d.fail(ErrMalformed, "field meta: is %s, want an object", jsonKind(c))
 	}
 	p.i++
 	if p.empty('}') {
-		return nil
+		return m, nil
 	}
 	used := 0
 	for {
 		k, ok, err := p.str("field meta")
 		if err != nil {
-			return err
+			return m, err
 		}
 		if !ok {
-			return p.unexpected("field meta")
+			return m, p.unexpected("field meta")
 		}
 		klone := p.lone
 		if err := p.expect(':', "field meta"); err != nil {
-			return err
+			return m, err
 		}
 		v, raw, lone, err := p.scalar("field meta", "null, a bool, a number or a string")
 		if err != nil {
-			return err
+			return m, err
 		}
-		if err := p.d.addMeta(o, k, klone, v, raw, lone, &used); err != nil {
-			return err
+		if err := p.d.addMeta(&m, k, klone, v, raw, lone, &used); err != nil {
+			return m, err
 		}
 		more, err := p.more('}', "field meta")
 		if err != nil || !more {
-			return err
+			return m, err
 		}
 	}
 }

@@ -280,7 +280,8 @@ func (p *mpParser) top() error {
 	if len(p.b) == 0 {
 		return p.d.fail(ErrMalformed, "empty payload")
 	}
-	if err := p.element(true, "payload", "payload "); err != nil {
+	l := lexer{p.vector, p.text, p.ts, p.scalar, p.meta, p.skipField}
+	if err := p.element(&l, true, "payload", "payload "); err != nil {
 		return err
 	}
 	if p.i != len(p.b) {
@@ -292,7 +293,7 @@ func (p *mpParser) top() error {
 // element reads one observation, an array (its x) or a map: the payload
 // (allowBatch) or an element of a batch. what names it in an error on
 // truncation, is prefixes the error on another value.
-func (p *mpParser) element(allowBatch bool, what, is string) error {
+func (p *mpParser) element(l *lexer, allowBatch bool, what, is string) error {
 	if n, ok, err := p.length(false, what); err != nil || ok {
 		if err != nil {
 			return err
@@ -311,7 +312,7 @@ func (p *mpParser) element(allowBatch bool, what, is string) error {
 	if !ok {
 		return p.d.fail(ErrMalformed, "%sis %s, want a map or an array", is, mpKind(p.b[p.i]))
 	}
-	return p.object(n, allowBatch)
+	return p.object(l, n, allowBatch)
 }
 
 // vector reads an array of numbers into x[:0].
@@ -362,7 +363,7 @@ func (p *mpParser) vectorN(x []float64, field string, n int) ([]float64, error) 
 
 // object reads a map of n entries (the header is consumed): one
 // observation, or a batch when allowBatch.
-func (p *mpParser) object(n int, allowBatch bool) error {
+func (p *mpParser) object(l *lexer, n int, allowBatch bool) error {
 	ob := object{d: &p.d, batch: allowBatch}
 	for range n {
 		k, ok, err := p.str("map key")
@@ -372,25 +373,9 @@ func (p *mpParser) object(n int, allowBatch bool) error {
 		if !ok {
 			return p.d.fail(ErrMalformed, "map key is %s, want a string", mpKind(p.b[p.i]))
 		}
-		f, err := ob.field(k)
-		if err != nil {
-			return err
-		}
-		switch o := ob.o; f {
-		case fieldX:
-			o.X, err = p.vector(o.X, "x")
-		case fieldID:
-			err = ob.id(p.text("field id"))
-		case fieldTS:
-			o.TS, err = p.ts()
-		case fieldY:
-			err = ob.label(p.scalar("field y", "a number or a string"))
-		case fieldMeta:
-			err = p.meta(o)
-		case fieldBatch:
-			err = p.batch()
-		default:
-			err = p.skipField()
+		batch, err := ob.read(l, k)
+		if batch {
+			err = p.batch(l)
 		}
 		if err != nil {
 			return err
@@ -426,7 +411,7 @@ func (p *mpParser) skipField() error {
 	return p.skip(1)
 }
 
-func (p *mpParser) batch() error {
+func (p *mpParser) batch(l *lexer) error {
 	n, ok, err := p.length(false, "field batch")
 	if err != nil {
 		return err
@@ -442,7 +427,7 @@ func (p *mpParser) batch() error {
 	}
 	for j := range n {
 		p.d.elem = j
-		if err := p.element(false, "batch element", ""); err != nil {
+		if err := p.element(l, false, "batch element", ""); err != nil {
 			return err
 		}
 	}
@@ -549,42 +534,42 @@ func (p *mpParser) scalar(what, want string) (s Scalar, raw []byte, lone bool, e
 	return Number(f), nil, false, nil
 }
 
-// meta reads the meta map (or nil) into o.Meta.
-func (p *mpParser) meta(o *Observation) error {
+// meta reads the meta map (or nil), appending its entries to m.
+func (p *mpParser) meta(m Meta) (Meta, error) {
 	c, err := p.peek("field meta")
 	if err != nil {
-		return err
+		return m, err
 	}
 	if c == 0xc0 {
 		p.i++
-		return nil
+		return m, nil
 	}
 	n, ok, err := p.length(true, "field meta")
 	if err != nil {
-		return err
+		return m, err
 	}
 	if !ok {
-		return p.d.fail(ErrMalformed, "field meta: is %s, want a map", mpKind(c))
+		return m, p.d.fail(ErrMalformed, "field meta: is %s, want a map", mpKind(c))
 	}
 	if n > p.d.lim.MaxMeta {
-		return p.d.fail(ErrTooLarge, "field meta: %d entries, limit %d", n, p.d.lim.MaxMeta)
+		return m, p.d.fail(ErrTooLarge, "field meta: %d entries, limit %d", n, p.d.lim.MaxMeta)
 	}
 	used := 0
 	for range n {
 		k, ok, err := p.str("field meta")
 		if err != nil {
-			return err
+			return m, err
 		}
 		if !ok {
-			return p.d.fail(ErrMalformed, "field meta: key is %s, want a string", mpKind(p.b[p.i]))
+			return m, p.d.fail(ErrMalformed, "field meta: key is %s, want a string", mpKind(p.b[p.i]))
 		}
 		v, raw, _, err := p.scalar("field meta", "nil, a bool, a number or a string")
 		if err != nil {
-			return err
+			return m, err
 		}
-		if err := p.d.addMeta(o, k, false, v, raw, false, &used); err != nil {
-			return err
+		if err := p.d.addMeta(&m, k, false, v, raw, false, &used); err != nil {
+			return m, err
 		}
 	}
-	return nil
+	return m, nil
 }

@@ -158,17 +158,17 @@ func metaBytes(key []byte, v Scalar) int {
 	return len(key) + 8
 }
 
-// addMeta appends one entry to o.Meta after checking the limits, the key
-// and duplicates; used is the byte count so far. A string value v (Kind
+// addMeta appends one entry to *m after checking the limits, the key and
+// duplicates; used is the byte count so far. A string value v (Kind
 // ScalarString) comes as raw bytes, lone as the lexer's scalar reports it.
-func (d *obsDecoder) addMeta(o *Observation, key []byte, keyLone bool, v Scalar, raw []byte, lone bool, used *int) error {
+func (d *obsDecoder) addMeta(m *Meta, key []byte, keyLone bool, v Scalar, raw []byte, lone bool, used *int) error {
 	if v.Kind == ScalarString {
 		if err := d.checkText("meta value", raw, lone); err != nil {
 			return err
 		}
 		v.Str = string(raw)
 	}
-	if len(o.Meta) >= d.lim.MaxMeta {
+	if len(*m) >= d.lim.MaxMeta {
 		return d.fail(ErrTooLarge, "field meta: more than %d entries", d.lim.MaxMeta)
 	}
 	if err := d.checkText("meta key", key, keyLone); err != nil {
@@ -182,12 +182,12 @@ func (d *obsDecoder) addMeta(o *Observation, key []byte, keyLone bool, v Scalar,
 	if *used > d.lim.MaxMetaBytes {
 		return d.fail(ErrTooLarge, "field meta: more than %d bytes", d.lim.MaxMetaBytes)
 	}
-	for _, e := range o.Meta {
+	for _, e := range *m {
 		if e.Key == string(key) {
 			return d.fail(ErrMalformed, "field meta: duplicate key %q", key)
 		}
 	}
-	o.Meta = append(o.Meta, MetaEntry{Key: string(key), Value: v})
+	*m = append(*m, MetaEntry{Key: string(key), Value: v})
 	return nil
 }
 
