@@ -210,6 +210,12 @@ type DeadLetterConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 }
 
+// DeadLetterSubjects returns the subject filter of p's dead letters: its
+// DeadLetter template for every key ({key} as '*').
+func (p PipelineConfig) DeadLetterSubjects() string {
+	return expand(p.DeadLetter, p.Name, "*")
+}
+
 // StreamName returns the dead-letter stream's name for pipeline.
 func (d DeadLetterConfig) StreamName(pipeline string) string {
 	return strings.ReplaceAll(d.Stream, "{pipeline}", pipeline)

@@ -358,7 +358,7 @@ func (p *Processor) setup(ctx context.Context) error {
 // creates one (dead_letters.create_stream, the default) when none does.
 func (p *Processor) setupDeadLetters(ctx context.Context, pl *pipeline) error {
 	pc := pl.cfg
-	wild := expand(pc.DeadLetter, pc.Name, "*")
+	wild := pc.DeadLetterSubjects()
 	if !validSubject(wild, true) {
 		return nil
 	}

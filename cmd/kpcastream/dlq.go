@@ -143,14 +143,14 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				fs.Usage()
 				return errUsage
 			}
-			*stream = strings.ReplaceAll(processor.DefaultDeadLetterStream, "{pipeline}", cf.pipeline)
+			*stream = processor.DeadLetterConfig{Stream: processor.DefaultDeadLetterStream}.StreamName(cf.pipeline)
 		} else {
 			pl, err := cf.pipelineOf(cfg)
 			if err != nil {
 				return err
 			}
 			pc := pl.WithDefaults()
-			dlSubject = strings.NewReplacer("{pipeline}", pc.Name, "{key}", "*").Replace(pc.DeadLetter)
+			dlSubject = pc.DeadLetterSubjects()
 			cf.pipeline = pc.Name
 		}
 	}
