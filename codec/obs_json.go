@@ -156,8 +156,7 @@ func (p *jsonParser) number(what string) (f float64, ok bool, err error) {
 }
 
 // skipDigits returns the index of the first byte at or after i in b that
-// is not an ASCII digit. (This loop was a closure over the index, which
-// kept it in memory: a third of the instructions of decoding a vector.)
+// is not an ASCII digit.
 func skipDigits(b []byte, i int) int {
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
 		i++
