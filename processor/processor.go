@@ -318,27 +318,7 @@ func (p *Processor) setup(ctx context.Context) error {
 			}
 		}
 		if validSubject(wild, true) {
-			var name string
-			err := p.retry(ctx, "find output stream", func(ctx context.Context) (err error) {
-				name, err = p.js.StreamNameBySubject(ctx, wild)
-				if errors.Is(err, jetstream.ErrStreamNotFound) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				// The lookup matches any stream whose subjects overlap the
-				// output pattern; publish through JetStream only when that
-				// stream captures every output subject.
-				st, err := p.js.Stream(ctx, name)
-				if err != nil {
-					return err
-				}
-				if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
-					name = ""
-				}
-				return nil
-			})
+			name, err := p.capturingStream(ctx, "find output stream", wild)
 			if err != nil {
 				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)
 			}
@@ -354,6 +334,34 @@ func (p *Processor) setup(ctx context.Context) error {
 	return nil
 }
 
+// capturingStream returns the name of the stream that captures every
+// subject of the pattern wild, or "" when none does (a stream whose
+// subjects only overlap the pattern does not count: publishing through
+// JetStream would fail for the others). It retries transient errors,
+// logging them as what.
+func (p *Processor) capturingStream(ctx context.Context, what, wild string) (string, error) {
+	var name string
+	err := p.retry(ctx, what, func(ctx context.Context) (err error) {
+		name, err = p.js.StreamNameBySubject(ctx, wild)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			name = ""
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		st, err := p.js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
+			name = ""
+		}
+		return nil
+	})
+	return name, err
+}
+
 // setupDeadLetters finds the stream that captures pl's dead letters, or
 // creates one (dead_letters.create_stream, the default) when none does.
 func (p *Processor) setupDeadLetters(ctx context.Context, pl *pipeline) error {
@@ -362,28 +370,7 @@ func (p *Processor) setupDeadLetters(ctx context.Context, pl *pipeline) error {
 	if !validSubject(wild, true) {
 		return nil
 	}
-	find := func() (string, error) {
-		var name string
-		err := p.retry(ctx, "find dead-letter stream", func(ctx context.Context) (err error) {
-			name, err = p.js.StreamNameBySubject(ctx, wild)
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				name = ""
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			st, err := p.js.Stream(ctx, name)
-			if err != nil {
-				return err
-			}
-			if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
-				name = ""
-			}
-			return nil
-		})
-		return name, err
-	}
+	find := func() (string, error) { return p.capturingStream(ctx, "find dead-letter stream", wild) }
 	name, err := find()
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
