@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/natsconn"
@@ -85,6 +88,33 @@ func (c *clientFlags) connect(cfg *config.Config, name string) (*nats.Conn, erro
 		return nil, err
 	}
 	return natsconn.Connect(s, natsconn.Conn{Name: name, DefaultURL: def})
+}
+
+// connectJS is connect with a JetStream context on the connection; the
+// caller closes the connection.
+func (c *clientFlags) connectJS(cfg *config.Config, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := c.connect(cfg, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// publishMsg publishes m through JetStream (acknowledged, within 5 s) when
+// useJS, a stream capturing its subject, else on core NATS.
+func publishMsg(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, useJS bool, m *nats.Msg) error {
+	if !useJS {
+		return nc.PublishMsg(m)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := js.PublishMsg(pctx, m)
+	return err
 }
 
 // isTerminal reports whether w is a terminal (a progress line may then

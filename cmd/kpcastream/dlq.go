@@ -154,15 +154,11 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cf.pipeline = pc.Name
 		}
 	}
-	nc, err := cf.connect(cfg, "kpcastream-dlq")
+	nc, js, err := cf.connectJS(cfg, "kpcastream-dlq")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	if *stream == "" {
 		name, err := js.StreamNameBySubject(ctx, dlSubject)
 		if err != nil {
@@ -353,14 +349,7 @@ func republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, strea
 			js1 = err == nil && name != ""
 			captured[subj] = js1
 		}
-		if js1 {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err = js.PublishMsg(pctx, m)
-			cancel()
-		} else {
-			err = nc.PublishMsg(m)
-		}
-		if err != nil {
+		if err := publishMsg(ctx, nc, js, js1, m); err != nil {
 			return fmt.Errorf("republish %d to %s (%d sent before): %w", e.Seq, subj, sent, err)
 		}
 		sent++

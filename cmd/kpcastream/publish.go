@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
@@ -209,15 +208,11 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	if o.maxBatch > 0 && o.batch > o.maxBatch {
 		return fmt.Errorf("--batch %d is more than the pipeline's max_batch %d; nothing was published", o.batch, o.maxBatch)
 	}
-	nc, err := o.client.connect(cfg, "kpcastream-publish")
+	nc, js, err := o.client.connectJS(cfg, "kpcastream-publish")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	// JetStream publish (acknowledged) when a stream captures the subject.
 	useJS := false
 	if stream, err := js.StreamNameBySubject(ctx, o.subject); err == nil && stream != "" {
@@ -273,14 +268,7 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 		m := nats.NewMsg(o.subject)
 		m.Data = buf
 		m.Header.Set("Content-Type", enc.ContentType())
-		if useJS {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err = js.PublishMsg(pctx, m)
-			cancel()
-		} else {
-			err = nc.PublishMsg(m)
-		}
-		if err != nil {
+		if err := publishMsg(ctx, nc, js, useJS, m); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
 		msgs++

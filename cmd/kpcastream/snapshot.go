@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/kpcastream/kpcastream/processor"
@@ -80,15 +79,11 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	nc, err := cf.connect(cfg, "kpcastream-snapshot")
+	nc, js, err := cf.connectJS(cfg, "kpcastream-snapshot")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	octx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	store, err := snapshot.Open(octx, js, cfg.Snapshots)
