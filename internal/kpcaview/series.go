@@ -195,22 +195,29 @@ func (s *Series) addSample(o *Observation) {
 			return
 		}
 	}
-	var i int
-	if s.o.Thin {
-		i = s.n
-		s.n++
-	} else {
-		i = (s.head + s.n) % s.o.Samples
-		if s.n < s.o.Samples {
-			s.n++
-		} else {
-			s.head = (s.head + 1) % s.o.Samples
-		}
-	}
+	i := nextSlot(s.o.Thin, &s.head, &s.n, s.o.Samples)
 	s.sx[i], s.sseq[i], s.sspe[i], s.st2[i], s.slabel[i] = o.X, o.Seq, o.SPE, o.T2, o.Label
 	z := s.sz[i*s.o.ZDims : (i+1)*s.o.ZDims]
 	clear(z)
 	copy(z, o.Z)
+}
+
+// nextSlot returns the slot to write next in a store of size slots that
+// holds *n from *head on: the next one after them when thin (the caller
+// made room by thinning), else the ring's next, overwriting the oldest
+// once the ring is full.
+func nextSlot(thin bool, head, n *int, size int) int {
+	if thin {
+		*n++
+		return *n - 1
+	}
+	i := (*head + *n) % size
+	if *n < size {
+		*n++
+	} else {
+		*head = (*head + 1) % size
+	}
+	return i
 }
 
 func (s *Series) moveSample(dst, src int) {
@@ -246,19 +253,7 @@ func (s *Series) addToBucket(o *Observation) bool {
 		}
 	}
 	if b == nil || start >= b.x+b.width {
-		var i int
-		if s.o.Thin {
-			i = s.bn
-			s.bn++
-		} else {
-			i = (s.bhead + s.bn) % s.o.Buckets
-			if s.bn < s.o.Buckets {
-				s.bn++
-			} else {
-				s.bhead = (s.bhead + 1) % s.o.Buckets
-			}
-		}
-		b = &s.buckets[i]
+		b = &s.buckets[nextSlot(s.o.Thin, &s.bhead, &s.bn, s.o.Buckets)]
 		eig := b.eig
 		clear(eig)
 		*b = bucket{x: start, width: s.width, eig: eig}
