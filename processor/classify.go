@@ -40,6 +40,10 @@ var errIncompatible = errors.New("processor: snapshot does not match the pipelin
 // lease_ttl/2. The partition stops; its messages come back to the owner.
 var errFenced = errors.New("processor: partition fenced: ownership moved to a newer epoch or was not renewed in time")
 
+// errStalled marks a wait for the output stream's acknowledgements or a
+// snapshot slot that did not end within snapshot_timeout.
+var errStalled = errors.New("processor: stalled")
+
 // errNoKey marks a read-only request for a key that has no learner.
 var errNoKey = errors.New("processor: no such key")
 

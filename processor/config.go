@@ -27,10 +27,13 @@ const (
 	DefaultOutputSubject    = "kpca.out.{pipeline}.{key}"
 	DefaultDeadLetter       = "kpca.dlq.{pipeline}"
 	DefaultDuplicates       = 2 * time.Minute
-	DefaultEveryMessages    = 1000
-	DefaultSnapshotEvery    = 30 * time.Second
-	DefaultMaxKeys          = 1024
-	DefaultMaxBatch         = 1024
+	DefaultOutputWindow     = 256
+	// MaxOutputWindow bounds OutputConfig.Window.
+	MaxOutputWindow      = 1 << 16
+	DefaultEveryMessages = 1000
+	DefaultSnapshotEvery = 30 * time.Second
+	DefaultMaxKeys       = 1024
+	DefaultMaxBatch      = 1024
 	// MaxPartitions bounds PipelineConfig.Partitions.
 	MaxPartitions = 1024
 	// SingleKey is the partition key of a pipeline whose subject has no key token.
@@ -184,6 +187,17 @@ type OutputConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 	// Duplicates is the deduplication window of a created output stream. Default 2m.
 	Duplicates time.Duration `yaml:"duplicates"`
+	// Window bounds the outputs of one partition that a JetStream output
+	// stream has not acknowledged yet (published and waiting for their
+	// PubAck, or queued behind an earlier output of their key), split
+	// evenly over the partition's workers. Outputs are published
+	// asynchronously; a key has one output in flight at a time, so a
+	// partition has min(Window, its busy keys) in flight. When the window
+	// is full the partition stops taking input until acknowledgements come
+	// back. An input is acknowledged only after all its outputs are.
+	// Default 256, at most 65536; input.max_ack_pending also bounds what
+	// a window can fill (each queued output holds its input unacked).
+	Window int `yaml:"window"`
 }
 
 // DeadLetterConfig is the JetStream stream that stores a pipeline's dead
@@ -312,6 +326,9 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	if p.Output.Duplicates == 0 {
 		p.Output.Duplicates = DefaultDuplicates
+	}
+	if p.Output.Window == 0 {
+		p.Output.Window = DefaultOutputWindow
 	}
 	if p.DeadLetter == "" {
 		p.DeadLetter = DefaultDeadLetter
@@ -507,6 +524,9 @@ func (p PipelineConfig) validate() []error {
 	}
 	if p.Output.CreateStream && !nameRE.MatchString(p.Output.Stream) {
 		bad("output.stream", "must match %s when output.create_stream is set, got %q", nameRE, p.Output.Stream)
+	}
+	if p.Output.Window < 1 || p.Output.Window > MaxOutputWindow {
+		bad("output.window", "must be in [1, %d], got %d", MaxOutputWindow, p.Output.Window)
 	}
 	if p.Output.Duplicates < 100*time.Millisecond {
 		bad("output.duplicates", "must be ≥ 100ms, got %v", p.Output.Duplicates)

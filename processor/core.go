@@ -8,7 +8,7 @@ import (
 
 // keyCore holds the rules of one worker's keys, with no I/O: the order in
 // which a key's messages are applied (waiting for an earlier unapplied
-// one, skipping what a snapshot already holds, unsent outputs first), the
+// one, skipping what a snapshot already holds), the
 // replay holds of the tracker, when a key's snapshot is due, what a
 // landed snapshot means for the key, and which key to unload when the
 // worker is full. The worker is the shell around it: it loads and saves
@@ -38,7 +38,6 @@ type keyState struct {
 	saving   bool      // a snapshot job is in flight
 	evicting bool      // unload when the in-flight snapshot lands
 	saveNow  bool      // a request (reset, snapshot) wants the state saved as soon as no job is in flight
-	unsent   bool      // outputs of lastSeq not yet published (the shell keeps them)
 	elem     *list.Element
 }
 
@@ -59,9 +58,8 @@ func newKeyCore(track *tracker, policy SnapshotPolicy, quota, slots int) *keyCor
 type verdict int
 
 const (
-	vApply verdict = iota // decode, learn, publish, ack
+	vApply verdict = iota // learn, publish, ack
 	vSkip                 // at or below the key's last applied sequence: ack as skipped
-	vFlush                // publish the key's unsent outputs first, then call flushed
 )
 
 // waits reports whether a message seq of key must wait for an earlier
@@ -79,27 +77,15 @@ func (c *keyCore) waits(key string, seq uint64, now time.Time) (bool, uint64) {
 	return false, 0
 }
 
-// admit says what to do with message seq of a loaded key.
+// admit says what to do with message seq of a loaded key. A redelivery of
+// an applied message whose outputs are still in the output window is
+// skipped too: the window publishes them and acknowledges the first
+// delivery (window.go).
 func (c *keyCore) admit(k *keyState, seq uint64) verdict {
-	if k.unsent && seq >= k.lastSeq {
-		// The outputs of lastSeq (applied, nak'ed when their publish
-		// failed) go out before anything later of the key is applied: a
-		// later message would otherwise move lastSeq past them, and their
-		// redelivery would be skipped.
-		return vFlush
-	}
 	if c.track != nil && seq <= k.lastSeq {
 		return vSkip
 	}
 	return vApply
-}
-
-// flushed records that the unsent outputs of k went out, and says what to
-// do with message seq next: its own outputs were those (ack it: done), or
-// admit it again.
-func (c *keyCore) flushed(k *keyState, seq uint64) (done bool) {
-	k.unsent = false
-	return seq == k.lastSeq
 }
 
 // add makes a key whose snapshot (or fresh learner) was just loaded the
@@ -146,7 +132,7 @@ func (c *keyCore) victim() *keyState {
 	return nil
 }
 
-// unload takes k out of the LRU (after its unsent outputs went out). It
+// unload takes k out of the LRU. It
 // returns drop when k can be forgotten at once (clean, no save in
 // flight), save when its snapshot must be handed over first (then k is
 // forgotten when it lands, see landed), neither when a save is in flight.
@@ -203,7 +189,6 @@ func (c *keyCore) reset(k *keyState, now time.Time) {
 		k.dirtySeq = k.lastSeq
 		c.track.hold(k.lastSeq)
 	}
-	k.unsent = false
 }
 
 // settled records that message seq of key was acked or terminated.
@@ -214,12 +199,12 @@ func (c *keyCore) settled(key string, seq uint64) {
 }
 
 // due reports whether k's snapshot should be handed over now: it changed,
-// no save is in flight, it has no unsent outputs (a snapshot holding their
-// message would make a restart skip them), the partition may still write,
-// a job slot is free, and the policy (every N messages, every T), a
-// request (saveNow) or force says so.
+// no save is in flight, the partition may still write, a job slot is
+// free, and the policy (every N messages, every T), a request (saveNow) or
+// force says so. (A job of a key whose outputs are not all acknowledged
+// yet is held by the shell until they are: see outQueue.hold.)
 func (c *keyCore) due(k *keyState, now time.Time, force, canWrite bool) bool {
-	if !k.dirty || k.saving || k.unsent || !canWrite || c.closing || c.flying >= c.slots {
+	if !k.dirty || k.saving || !canWrite || c.closing || c.flying >= c.slots {
 		return false
 	}
 	sp := c.policy
@@ -320,11 +305,6 @@ func (c *keyCore) landed(k *keyState, j job, o outcome, now time.Time) next {
 		return nextSave
 	}
 	return nextNone
-}
-
-// canHandoff reports whether a handoff of k waiting for a slot may go on.
-func (c *keyCore) canHandoff(k *keyState) bool {
-	return !c.closing && !k.unsent
 }
 
 // block makes later messages of key wait for seq.

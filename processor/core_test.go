@@ -74,34 +74,6 @@ func TestCoreOrderAndSkip(t *testing.T) {
 	}
 }
 
-func TestCoreUnsentFirst(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: 1, Every: -1})
-	deliver(c, 1, 2)
-	k := &keyState{key: "a"}
-	c.add(k)
-	c.applied(k, 1, t0)
-	k.unsent = true // the publish of 1's outputs failed; 1 was nak'ed
-	if c.due(k, t0, true, true) {
-		t.Error("a key with unsent outputs must not be snapshotted")
-	}
-	if got := c.admit(k, 2); got != vFlush {
-		t.Fatalf("2 after unsent outputs of 1: %v, want flush", got)
-	}
-	if done := c.flushed(k, 2); done || c.admit(k, 2) != vApply {
-		t.Error("after the flush, 2 is applied")
-	}
-	k.unsent = true
-	if got := c.admit(k, 1); got != vFlush {
-		t.Fatalf("redelivered 1 with its outputs unsent: %v, want flush", got)
-	}
-	if done := c.flushed(k, 1); !done {
-		t.Error("the redelivery of 1 is done once its outputs went out")
-	}
-	if !c.due(k, t0, false, true) {
-		t.Error("once published, the key is due again")
-	}
-}
-
 func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
 	c := newTestCore(SnapshotPolicy{EveryMessages: 3, Every: 10 * time.Second})
 	deliver(c, 1, 2, 3, 4, 5, 6)
@@ -211,13 +183,6 @@ func TestCoreLandedOutcomes(t *testing.T) {
 	if next := c.landed(k2, j, saved, t0); next != nextSave {
 		t.Errorf("saveNow while dirty after a save: next %v, want save", next)
 	}
-	if !c.canHandoff(k2) {
-		t.Error("canHandoff false")
-	}
-	k2.unsent = true
-	if c.canHandoff(k2) {
-		t.Error("canHandoff with unsent outputs")
-	}
 }
 
 func TestCoreLRU(t *testing.T) {
@@ -275,9 +240,8 @@ func TestCoreResetAndExpire(t *testing.T) {
 	deliver(c, 5, 6)
 	k := &keyState{key: "a", lastSeq: 4}
 	c.add(k)
-	k.unsent = true
 	c.reset(k, t0)
-	if !k.dirty || k.dirtySeq != 4 || k.unsent {
+	if !k.dirty || k.dirtySeq != 4 {
 		t.Errorf("reset: %+v", k)
 	}
 	if cp := c.track.checkpoint(); cp != 4 {

@@ -205,6 +205,7 @@ func (pt *partition) closeWorkers() {
 func (pt *partition) startWorkers(g *errgroup.Group, ctx context.Context) {
 	for _, w := range pt.workers {
 		g.Go(func() error { return w.snapshotter(ctx) })
+		g.Go(func() error { return w.acker(ctx) })
 		g.Go(func() error { return w.run(ctx) })
 	}
 }

@@ -47,9 +47,13 @@ type Deps struct {
 // Processor runs pipelines: it consumes observations, feeds one learner per
 // partition key, publishes projections and snapshots learner state.
 type Processor struct {
-	cfg        Config
-	conn       *nats.Conn
-	js         jetstream.JetStream
+	cfg  Config
+	conn *nats.Conn
+	js   jetstream.JetStream
+	// pubJS publishes outputs asynchronously (worker.trySend): its own
+	// context, so that its PubAck timeout (publishAttempt) and pending
+	// limit are ours whatever Deps.JS was built with.
+	pubJS      jetstream.JetStream
 	store      *snapshot.Store
 	log        *zap.Logger
 	met        *metrics
@@ -152,6 +156,16 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		}
 		p.js = js
 	}
+	pending := 0
+	for _, pc := range cfg.Pipelines {
+		pending += pc.Output.Window * pc.Partitions
+	}
+	pub, err := jetstream.New(deps.Conn, jetstream.WithPublishAsyncTimeout(p.publishAttempt()),
+		jetstream.WithPublishAsyncMaxPending(min(max(pending, 4096), 1<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("processor: jetstream: %w", err)
+	}
+	p.pubJS = pub
 	reg := deps.Registry
 	p.gatherer = deps.Gatherer
 	if reg == nil {

@@ -413,7 +413,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 		r.data, r.err = w.listKeys(c.pipe, c.key)
 	case c.op == "snapshot" && c.key == "":
 		for _, e := range w.keys {
-			if e.pipe == c.pipe && e.dirty && !e.unsent {
+			if e.pipe == c.pipe && e.dirty {
 				w.saveSoon(e)
 				r.n++
 			}
@@ -437,7 +437,7 @@ func (w *worker) control(ctx context.Context, c *control) {
 			}
 			r.err = err
 		case "snapshot":
-			if e.dirty && !e.unsent {
+			if e.dirty {
 				w.saveSoon(e)
 				r.n = 1
 			}
@@ -453,23 +453,14 @@ func (w *worker) control(ctx context.Context, c *control) {
 				break
 			}
 			e.l, e.cls = l, cls
+			// Outputs already queued (of messages applied before the
+			// reset) still go out; the reset's snapshot waits for them.
 			w.core.reset(e.keyState, time.Now())
-			e.pending = nil
 			w.saveSoon(e)
 			w.log.Info("key reset", zap.String("key", c.key))
 		}
 	}
 	c.reply <- r
-}
-
-// saveSoon hands e's snapshot over now or, when a save of e is already in
-// flight, as soon as it lands (a reset during a save must not wait for the
-// snapshot policy).
-func (w *worker) saveSoon(e *entry) {
-	e.saveNow = true
-	if !e.saving {
-		w.handoffWait(e)
-	}
 }
 
 // startService adds the micro service. Its group "<service_name>" has the

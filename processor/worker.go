@@ -89,9 +89,9 @@ type entry struct {
 	cls     *keyClassifier // the key's classifier stage, nil without one
 	rev     uint64         // KV revision of the last saved or loaded snapshot
 	stored  int
-	pending []*nats.Msg // outputs of lastSeq not yet published (keyState.unsent)
-	subject string      // output subject of the key (expanded on first use)
-	advice  string      // budget advice of the last message (Summary.BudgetAdvice)
+	out     outQueue // outputs not yet acknowledged by the output stream (window.go)
+	subject string   // output subject of the key (expanded on first use)
+	advice  string   // budget advice of the last message (Summary.BudgetAdvice)
 	// explained is the explained variance ratio of the last projection and
 	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
 	explained float64
@@ -116,8 +116,22 @@ type snapResult struct {
 // jobSlots is the number of snapshot jobs a worker may have in flight.
 const jobSlots = 8
 
-// worker owns the learners of the keys hashed to it, and one snapshotter
-// goroutine that saves the snapshots it hands over.
+// pubWait is a JetStream output publish in flight, for the acker.
+type pubWait struct {
+	e *entry
+	f jetstream.PubAckFuture
+}
+
+// pubDone is how a publish in flight ended (err nil: acknowledged).
+type pubDone struct {
+	e   *entry
+	err error
+}
+
+// worker owns the learners of the keys hashed to it, one snapshotter
+// goroutine that saves the snapshots it hands over, and one acker
+// goroutine that waits for the acknowledgements of its output publishes
+// (window.go).
 type worker struct {
 	p       *Processor
 	part    *partition
@@ -131,32 +145,54 @@ type worker struct {
 	obs     []codec.Observation
 	res     applied
 	eig     []float64
-	out     []*nats.Msg // reused by outputs
+	scratch []byte // encoding buffer of outputs
 	dlLog   deadLetterLog
+
+	win      window
+	pubq     chan pubWait // to the acker; capacity: publishes in flight at most
+	acks     chan pubDone // from the acker; same capacity, so it never blocks
+	inflight int          // publishes in flight
+	sendable []*entry     // keys ready to publish, waiting for an in-flight slot
+	retrying []*entry     // keys whose head output waits to be published again
+	retryT   *time.Timer
+	retryAt  time.Time // when retryT fires; zero: stopped
 }
 
 func newWorker(pt *partition, id, quota int) *worker {
 	p := pt.p
+	pc := pt.pipe.cfg
+	limit := max(1, pc.Output.Window/p.workersPerPartition(pc))
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	return &worker{
 		p: p, part: pt, id: id, log: pt.log.With(zap.Int("worker", id)),
 		in:      make(chan item, p.cfg.QueueSize),
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
-		core:    newKeyCore(pt.track, pt.pipe.cfg.Snapshot, quota, jobSlots),
+		core:    newKeyCore(pt.track, pc.Snapshot, quota, jobSlots),
 		keys:    map[string]*entry{},
-		eig:     make([]float64, pt.pipe.cfg.Learner.Components),
+		eig:     make([]float64, pc.Learner.Components),
+		win:     window{limit: limit},
+		pubq:    make(chan pubWait, limit),
+		acks:    make(chan pubDone, limit),
+		retryT:  t,
 	}
 }
 
 // run processes the worker's input until it is closed, then writes the
 // final snapshots and waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
+	defer close(w.pubq)
 	defer w.release()
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
 	for {
+		in := w.in
+		if w.win.full() {
+			in = nil // back-pressure: wait for acknowledgements
+		}
 		select {
-		case it, ok := <-w.in:
+		case it, ok := <-in:
 			if !ok {
 				return w.finish(ctx)
 			}
@@ -175,10 +211,38 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		case r := <-w.results:
 			w.landed(r)
+		case d := <-w.acks:
+			w.acked(d)
+		case <-w.retryT.C:
+			w.retryDue()
 		case <-tick.C:
 			w.tick()
 		}
 	}
+}
+
+// waitOne waits for one event that frees a snapshot slot or the window —
+// a landed save, a publish acknowledged or failed, a retry due — and
+// handles it. It fails when ctx ends, the fence is lost, or deadline
+// passes first.
+func (w *worker) waitOne(ctx context.Context, deadline time.Time) error {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case r := <-w.results:
+		w.landed(r)
+	case d := <-w.acks:
+		w.acked(d)
+	case <-w.retryT.C:
+		w.retryDue()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.part.fence.lostCh():
+		return errFenced
+	case <-t.C:
+		return fmt.Errorf("processor: %w: outputs or snapshots not acknowledged within %v", errStalled, w.p.cfg.SnapshotTimeout)
+	}
+	return nil
 }
 
 func (w *worker) tickEvery() time.Duration {
@@ -201,6 +265,12 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
 		}
 	}()
+	// Bad input is refused before its key is loaded, claimed or created: it
+	// costs no learner, no claim, no snapshot, and evicts nothing.
+	enc, err := w.decode(m)
+	if err != nil {
+		return w.fail(ctx, m, err)
+	}
 	if wait, first := w.core.waits(m.key, m.seq, time.Now()); wait {
 		return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, first, m.seq))
 	}
@@ -210,27 +280,9 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return w.fail(ctx, m, err)
 	}
 	w.core.touch(e.keyState)
-	switch w.core.admit(e.keyState, m.seq) {
-	case vFlush:
-		// m waits (nak) while the unsent outputs cannot go out.
-		if err := w.flushUnsent(ctx, e); err != nil {
-			return w.fail(ctx, m, err)
-		}
-		if w.core.flushed(e.keyState, m.seq) {
-			w.ack(m, resultOK)
-			return nil
-		}
-		if w.core.admit(e.keyState, m.seq) == vSkip {
-			w.ack(m, resultSkipped)
-			return nil
-		}
-	case vSkip:
+	if w.core.admit(e.keyState, m.seq) == vSkip {
 		w.ack(m, resultSkipped)
 		return nil
-	}
-	enc, err := w.decode(m)
-	if err != nil {
-		return w.fail(ctx, m, err)
 	}
 	start := time.Now()
 	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
@@ -254,20 +306,18 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		if err != nil {
 			return w.fail(ctx, m, err)
 		}
-		if err := w.publish(ctx, e, msgs); err != nil {
-			if w.part.track != nil {
-				// Kept until published: before the next message of the
-				// key, or on m's redelivery. No snapshot is taken meanwhile.
-				e.pending, e.unsent = keepMsgs(msgs), true
-			}
-			return w.fail(ctx, m, err)
-		}
-		w.sent(e, n)
 		w.setExplained(e, w.res.outs[n-1].Explained)
 		for i := range w.res.outs {
 			pl.met.t2.Observe(w.res.outs[i].T2)
 		}
 		w.watchOut(e, start, took)
+		// Published through the window (window.go); m is acknowledged with
+		// its last output.
+		if w.win.push(&e.out, &outGroup{seq: m.seq, msgs: msgs, in: *m, result: resultOK}) {
+			w.trySend(e)
+		}
+		w.maybeSnapshot(e, false)
+		return nil
 	}
 	if w.res.warming > 0 && len(w.res.outs) == 0 {
 		pl.stats.Warming.Add(1)
@@ -330,11 +380,10 @@ func (w *worker) setAdvice(e *entry, advice string) {
 	e.advice = advice
 }
 
-// outputs encodes the outputs of the last apply as NATS messages. The
-// messages, their headers and payload buffers belong to the worker and are
-// reused by its next call: publish copies them into the connection's
-// buffer before it returns (a synchronous JetStream or core publish), and
-// whatever must outlive the call (e.unsent) is cloned with keepMsgs.
+// outputs encodes the outputs of the last apply as NATS messages that the
+// caller owns (they wait in the key's output queue until acknowledged);
+// the encoding goes through a scratch buffer of the worker, so each
+// message's payload is allocated at its size.
 //
 // An observation without ts gets the input message's time (tm: its stream
 // timestamp, so a replay stamps the same value), one without id the
@@ -345,15 +394,10 @@ func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, e
 	if e.subject == "" {
 		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
 	}
-	n := len(w.res.outs)
-	for len(w.out) < n {
-		m := &nats.Msg{Header: nats.Header{jetstream.MsgIDHeader: {""}, HeaderContentType: {""}}}
-		w.out = append(w.out, m)
-	}
-	msgs := w.out[:n]
+	msgs := make([]*nats.Msg, len(w.res.outs))
 	batch := len(w.obs) > 1
+	ct := enc.ContentType()
 	for i := range w.res.outs {
-		m := msgs[i]
 		out := &w.res.outs[i]
 		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(out.Seq, 10)
 		if batch {
@@ -365,44 +409,15 @@ func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, e
 		if out.ID == "" {
 			out.ID = id
 		}
-		data, err := codec.EncodeOutput(m.Data[:0], enc, out)
+		data, err := codec.EncodeOutput(w.scratch[:0], enc, out)
 		if err != nil {
 			return nil, err
 		}
-		m.Subject, m.Reply, m.Data = e.subject, "", data
-		m.Header[jetstream.MsgIDHeader][0] = id
-		m.Header[HeaderContentType][0] = enc.ContentType()
+		w.scratch = data
+		msgs[i] = &nats.Msg{Subject: e.subject, Data: append([]byte(nil), data...),
+			Header: nats.Header{jetstream.MsgIDHeader: {id}, HeaderContentType: {ct}}}
 	}
 	return msgs, nil
-}
-
-// keepMsgs returns deep copies of msgs (from outputs) that the worker's
-// next outputs call leaves alone.
-func keepMsgs(msgs []*nats.Msg) []*nats.Msg {
-	kept := make([]*nats.Msg, len(msgs))
-	for i, m := range msgs {
-		c := nats.NewMsg(m.Subject)
-		c.Data = append([]byte(nil), m.Data...)
-		for k, v := range m.Header {
-			c.Header[k] = append([]string(nil), v...)
-		}
-		kept[i] = c
-	}
-	return kept
-}
-
-// flushUnsent publishes the outputs kept by a failed publish and forgets
-// them; on failure they are kept.
-func (w *worker) flushUnsent(ctx context.Context, e *entry) error {
-	if !e.unsent {
-		return nil
-	}
-	if err := w.publish(ctx, e, e.pending); err != nil {
-		return err
-	}
-	w.sent(e, len(e.pending))
-	e.pending, e.unsent = nil, false
-	return nil
 }
 
 // sent counts n published outputs of e.
@@ -411,53 +426,140 @@ func (w *worker) sent(e *entry, n int) {
 	e.pipe.met.outputs.Add(float64(n))
 }
 
-// publish sends msgs: with JetStream (deduplicated by Nats-Msg-Id) when a
-// stream captures the output subject, else with core NATS.
-func (w *worker) publish(ctx context.Context, e *entry, msgs []*nats.Msg) error {
-	for _, m := range msgs {
-		if !w.part.fence.ok() {
-			return fmt.Errorf("processor: publish %s: %w", m.Subject, errFenced)
-		}
-		if e.pipe.outJS {
-			if err := w.publishJS(ctx, m); err != nil {
-				w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
-				return fmt.Errorf("processor: publish %s: %w", m.Subject, err)
+// trySend publishes the head output of e's queue (it must be ready): with
+// JetStream when a stream captures the output subject (asynchronously: the
+// acker reports the PubAck), else with core NATS (done when written to the
+// connection, so e's next outputs follow at once). With every in-flight
+// slot taken, e waits for one (sendable).
+func (w *worker) trySend(e *entry) {
+	if !e.pipe.outJS {
+		for e.out.ready(time.Now()) && w.part.fence.ok() {
+			if err := w.p.conn.PublishMsg(e.out.send()); err != nil {
+				w.pubFailed(e, err)
+				return
 			}
-			continue
+			w.pubAcked(e)
 		}
-		if err := w.p.conn.PublishMsg(m); err != nil {
-			w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
-			return fmt.Errorf("processor: publish %s: %w", m.Subject, err)
-		}
+		return
 	}
-	return nil
+	if w.inflight >= cap(w.pubq) {
+		w.sendable = append(w.sendable, e)
+		return
+	}
+	if !w.part.fence.ok() {
+		// Fenced: nothing more is published; the partition stops and its
+		// new owner replays what is not acknowledged.
+		return
+	}
+	f, err := w.p.pubJS.PublishMsgAsync(e.out.send())
+	if err != nil {
+		w.pubFailed(e, err)
+		return
+	}
+	w.inflight++
+	w.pubq <- pubWait{e: e, f: f}
 }
 
-// publishJS publishes m with JetStream in attempts of publishAttempt(),
-// retried while the failure is transient, until the stream acknowledges m
-// or snapshot_timeout has passed. A retry is safe: the stream drops a
-// duplicate by its Nats-Msg-Id and acknowledges it. Short attempts bound
-// what a lost acknowledgement (a server restarted after storing the
-// message) costs the partition to one attempt instead of the whole
-// timeout.
-func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
-	deadline := time.Now().Add(w.p.cfg.SnapshotTimeout)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, min(w.p.publishAttempt(), max(time.Until(deadline), time.Millisecond)))
-		_, err := w.p.js.PublishMsg(pctx, m)
-		cancel()
-		if err == nil || !transientJS(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		if !w.part.fence.ok() {
-			return errFenced
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(20 * time.Millisecond):
+// acked handles the end of a JetStream publish in flight.
+func (w *worker) acked(d pubDone) {
+	w.inflight--
+	if d.err != nil {
+		w.pubFailed(d.e, d.err)
+	} else {
+		w.pubAcked(d.e)
+		if d.e.out.ready(time.Time{}) {
+			w.trySend(d.e)
 		}
 	}
+	for w.inflight < cap(w.pubq) && len(w.sendable) > 0 {
+		e := w.sendable[0]
+		w.sendable = w.sendable[1:]
+		if e.out.ready(time.Time{}) {
+			w.trySend(e)
+		}
+	}
+}
+
+// pubAcked records that e's output in flight is in the output stream:
+// its input is acknowledged with its last output, and snapshots held for
+// it are handed to the snapshotter.
+func (w *worker) pubAcked(e *entry) {
+	done, saves := w.win.acked(&e.out)
+	w.sent(e, 1)
+	if done != nil {
+		w.ack(&done.in, done.result)
+	}
+	for _, j := range saves {
+		w.jobs <- j // counted in the core's snapshot slots: never blocks
+	}
+}
+
+// pubFailed records a failed publish of e's head output: it is published
+// again after a backoff, before anything later of the key.
+func (w *worker) pubFailed(e *entry, err error) {
+	w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
+	at := e.out.failed(time.Now(), !transientJS(err))
+	if n := e.out.tries; n == 1 || n%20 == 0 {
+		g := e.out.groups[0]
+		w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", e.key),
+			zap.Uint64("seq", g.seq), zap.String("subject", e.subject), zap.Int("attempt", n), zap.Error(err))
+	}
+	w.retrying = append(w.retrying, e)
+	if w.retryAt.IsZero() || at.Before(w.retryAt) {
+		w.retryAt = at
+		w.retryT.Reset(time.Until(at))
+	}
+}
+
+// retryDue publishes again the outputs whose retry is due.
+func (w *worker) retryDue() {
+	now := time.Now()
+	w.retryAt = time.Time{}
+	keep := w.retrying[:0]
+	var due []*entry
+	for _, e := range w.retrying {
+		switch {
+		case e.out.flying || len(e.out.groups) == 0:
+		case e.out.ready(now):
+			due = append(due, e)
+		default:
+			keep = append(keep, e)
+			if w.retryAt.IsZero() || e.out.retryAt.Before(w.retryAt) {
+				w.retryAt = e.out.retryAt
+			}
+		}
+	}
+	w.retrying = keep
+	if !w.retryAt.IsZero() {
+		w.retryT.Reset(time.Until(w.retryAt))
+	}
+	for _, e := range due {
+		w.trySend(e)
+	}
+}
+
+// acker waits for the acknowledgement of each JetStream publish in flight,
+// in publish order, and reports it to the worker, until the worker closes
+// pubq. The JetStream context times an attempt out (publishAttempt); the
+// timer here only guards against a future that is never resolved.
+func (w *worker) acker(ctx context.Context) error {
+	guard := 2*w.p.publishAttempt() + time.Second
+	for pw := range w.pubq {
+		d := pubDone{e: pw.e}
+		t := time.NewTimer(guard)
+		select {
+		case <-pw.f.Ok():
+		case err := <-pw.f.Err():
+			d.err = err
+		case <-t.C:
+			d.err = jetstream.ErrAsyncPublishTimeout
+		case <-ctx.Done():
+			d.err = ctx.Err()
+		}
+		t.Stop()
+		w.acks <- d
+	}
+	return nil
 }
 
 // expireBlocks forgets blocks older than blockExpiry: their message did not
@@ -534,6 +636,15 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
+	if !w.part.fence.ok() {
+		// Dead letters are fenced like outputs: a partition that may no
+		// longer own the message leaves it to the new owner.
+		if m.js != nil {
+			w.part.track.nak(m.seq)
+			_ = m.js.Nak()
+		}
+		return
+	}
 	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
 	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
 	dl.Data = m.data
@@ -670,19 +781,6 @@ func (w *worker) entryFor(ctx context.Context, pl *pipeline, key string, create,
 	w.core.add(e.keyState)
 	w.live(pl, 1)
 	return e, nil
-}
-
-// release takes the keys this worker still holds out of the live counts
-// (stats and kpcastream_active_learners) when it stops: its partition
-// stopped, or moved to another member, and its keys load again wherever
-// the partition runs next. Without it a partition that came back to this
-// process counted its keys twice.
-func (w *worker) release() {
-	for _, e := range w.keys {
-		if e.elem != nil { // in the LRU: live (see keyCore)
-			w.live(e.pipe, -1)
-		}
-	}
 }
 
 func (w *worker) live(pl *pipeline, d int) {
@@ -830,25 +928,30 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 	return l, nil
 }
 
-// evict unloads the least recently used learner of pl, after publishing
-// its unsent outputs and handing its snapshot over (waiting for a job slot
-// if needed). It fails, unloading nothing, when the unsent outputs cannot
-// be published.
+// evict unloads the least recently used learner of pl and hands its
+// snapshot over, waiting up to snapshot_timeout for a job slot. The entry
+// stays (not live) until its save lands; a snapshot of a key with outputs
+// queued is held until they are acknowledged (window.go). When no slot
+// frees in time the key is saved as soon as one does (saveNow) and the
+// error is returned.
 func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 	e := w.keys[w.core.victim().key]
-	if err := w.flushUnsent(ctx, e); err != nil {
-		return fmt.Errorf("processor: unload key %q: %w", e.key, err)
-	}
 	drop, save := w.core.unload(e.keyState)
 	w.live(pl, -1)
 	switch {
 	case drop:
 		w.drop(e)
 	case save:
+		deadline := time.Now().Add(w.p.cfg.SnapshotTimeout)
 		for w.core.flying >= jobSlots {
-			w.landed(<-w.results)
+			if err := w.waitOne(ctx, deadline); err != nil {
+				e.saveNow = true
+				return fmt.Errorf("processor: unload key %q: %w", e.key, err)
+			}
 		}
-		w.handoff(e)
+		if !e.saving && e.dirty { // a landed save may have handed it over meanwhile
+			w.handoff(e)
+		}
 	}
 	return nil
 }
@@ -856,7 +959,14 @@ func (w *worker) evict(ctx context.Context, pl *pipeline) error {
 // drop forgets an unloaded entry.
 func (w *worker) drop(e *entry) {
 	delete(w.keys, e.key)
+	w.unmeter(e)
+}
+
+// unmeter takes e out of the pipeline's per-key metrics (dictionary
+// points, budget advice, explained variance).
+func (w *worker) unmeter(e *entry) {
 	e.pipe.met.storedPoints.Sub(float64(e.stored))
+	e.stored = 0
 	w.setAdvice(e, "")
 	if e.evBand > 0 {
 		e.pipe.met.setExplained(e.evBand-1, e.explained, -1, 0)
@@ -872,15 +982,22 @@ func (w *worker) maybeSnapshot(e *entry, force bool) {
 }
 
 // handoff gives a copy of e's state to the snapshotter; it never blocks
-// (the caller made sure a slot is free).
+// (the caller made sure a slot is free). While e has outputs that the
+// output stream has not acknowledged, the job is held until they are
+// (outQueue.hold): a snapshot never holds a message whose outputs could
+// still be lost. A held job counts as in flight.
 func (w *worker) handoff(e *entry) {
 	j := w.core.handoff(e.keyState)
-	w.jobs <- &snapJob{
+	sj := &snapJob{
 		e:    e,
 		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
 		rev:  e.rev,
 		job:  j,
 	}
+	if e.out.hold(sj) {
+		return
+	}
+	w.jobs <- sj
 }
 
 // landed applies a snapshot result to its entry.
@@ -921,7 +1038,7 @@ func (w *worker) landed(r snapResult) {
 	}
 	switch w.core.landed(e.keyState, j.job, o, time.Now()) {
 	case nextSave:
-		w.handoffWait(e)
+		w.saveSoon(e)
 	case nextDrop:
 		w.drop(e)
 	case nextForget:
@@ -930,18 +1047,24 @@ func (w *worker) landed(r snapResult) {
 		}
 		w.drop(e)
 	}
+	// A slot is free: hand over the keys waiting for one.
+	for _, k := range w.keys {
+		if w.core.flying >= jobSlots {
+			break
+		}
+		if k.saveNow && k.dirty && !k.saving {
+			w.handoff(k)
+		}
+	}
 }
 
-// handoffWait hands e over, waiting for a free slot (not while e has
-// unsent outputs, see keyCore.due).
-func (w *worker) handoffWait(e *entry) {
-	if !w.core.canHandoff(e.keyState) {
-		return
-	}
-	for w.core.flying >= jobSlots {
-		w.landed(<-w.results)
-	}
-	if !e.saving && e.dirty {
+// saveSoon hands e's snapshot over now or, when a save of e is in flight
+// or no slot is free, as soon as that save lands or a slot frees (landed).
+// A reset, a snapshot request or an unloading key must not wait for the
+// snapshot policy.
+func (w *worker) saveSoon(e *entry) {
+	e.saveNow = true
+	if !w.core.closing && !e.saving && e.dirty && w.core.flying < jobSlots {
 		w.handoff(e)
 	}
 }
@@ -971,8 +1094,11 @@ func (w *worker) tick() {
 	}
 }
 
-// finish writes the final snapshots (if the policy says so) and waits for
-// the snapshotter to save everything handed over.
+// finish publishes the queued outputs and writes the final snapshots (if
+// the policy says so), bounded by shutdown_timeout, and waits for the
+// snapshotter to save everything handed over. A key whose outputs are not
+// all acknowledged in time is not snapshotted and its inputs stay
+// unacknowledged: the next owner replays them. Fenced, it writes nothing.
 func (w *worker) finish(ctx context.Context) error {
 	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
 	fctx, cancel := context.WithDeadline(ctx, deadline)
@@ -980,41 +1106,34 @@ func (w *worker) finish(ctx context.Context) error {
 	if !w.part.fence.ok() {
 		deadline = time.Now() // fenced: no final outputs or snapshots
 	}
-	for _, e := range w.keys {
-		if !w.part.fence.ok() {
-			break
-		}
-		if err := w.flushUnsent(fctx, e); err != nil {
-			// Its message was nak'ed and its state is not snapshotted: the
-			// next start replays the key from its last snapshot.
-			w.log.Warn("outputs not published at shutdown; the key will be replayed", zap.String("pipeline", e.pipe.cfg.Name),
-				zap.String("key", e.key), zap.Uint64("seq", e.lastSeq), zap.Error(err))
-		}
-	}
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && w.part.fence.ok() {
 		waiting := false
 		for _, e := range w.keys {
-			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown || e.unsent {
+			if e.out.hopeless() {
+				continue // not waited for: replayed by the next owner
+			}
+			if len(e.out.groups) > 0 {
+				waiting = true // its snapshot is held until its outputs are acknowledged
 				continue
 			}
-			if e.saving {
-				waiting = true // hand the rest over when this save lands
+			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
 				continue
 			}
-			w.handoffWait(e)
 			waiting = true
+			if !e.saving && w.core.flying < jobSlots {
+				w.handoff(e)
+			}
 		}
-		if !waiting && w.core.flying == 0 {
+		if !waiting && w.core.flying == w.heldSaves() {
 			break
 		}
-		if w.core.flying == 0 {
-			continue
+		if err := w.waitOne(fctx, deadline); err != nil {
+			break
 		}
-		select {
-		case r := <-w.results:
-			w.landed(r)
-		case <-time.After(time.Until(deadline)):
-		}
+	}
+	if n := w.win.pending; n > 0 && w.part.fence.ok() {
+		w.log.Warn("outputs not acknowledged at shutdown; their keys will be replayed from their last snapshot",
+			zap.Int("outputs", n), zap.Error(fctx.Err()))
 	}
 	w.core.closing = true
 	close(w.jobs)
@@ -1022,6 +1141,54 @@ func (w *worker) finish(ctx context.Context) error {
 		w.landed(r)
 	}
 	return nil
+}
+
+// heldSaves counts the snapshot jobs held for outputs (window.go).
+func (w *worker) heldSaves() int {
+	n := 0
+	for _, e := range w.keys {
+		n += len(e.out.held)
+	}
+	return n
+}
+
+// release takes the keys this worker still holds out of the live counts
+// (stats and kpcastream_active_learners) and the per-key metrics when it
+// stops: its partition stopped, or moved to another member, and its keys
+// load again wherever the partition runs next. Without it a partition
+// that came back to this process counted its keys twice, and a member
+// kept reporting the dictionaries of keys it no longer runs.
+func (w *worker) release() {
+	for _, e := range w.keys {
+		if e.elem != nil { // in the LRU: live (see keyCore)
+			w.live(e.pipe, -1)
+		}
+		w.unmeter(e)
+	}
+}
+
+// publishJS publishes m (a dead letter) with JetStream in attempts of
+// publishAttempt(), retried while the failure is transient, until the
+// stream acknowledges m or snapshot_timeout has passed. A retry is safe:
+// the stream drops a duplicate by its Nats-Msg-Id and acknowledges it.
+func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
+	deadline := time.Now().Add(w.p.cfg.SnapshotTimeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, min(w.p.publishAttempt(), max(time.Until(deadline), time.Millisecond)))
+		_, err := w.p.js.PublishMsg(pctx, m)
+		cancel()
+		if err == nil || !transientJS(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if !w.part.fence.ok() {
+			return errFenced
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // snapshotter saves the jobs handed over by the worker until jobs is closed.
