@@ -544,3 +544,41 @@ func TestRestoreKeepsBudgetPolicy(t *testing.T) {
 		t.Errorf("saved state of the old key: eviction %q seen %d (%v), want lli and 31", snap.State.Config.Eviction, snap.State.Seen, err)
 	}
 }
+
+// TestJunkCreatesNoState publishes bad messages on many new keys of a
+// pipeline whose one worker may hold two learners, one of them live: each
+// is dead-lettered before its key is loaded, so none creates a learner, a
+// claim or a snapshot, and the live key is not evicted.
+func TestJunkCreatesNoState(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("junk")
+	pc.MaxKeys = 2
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 1})
+	for i, x := range vectors(21, pcaWarm) {
+		e.publish(t, "in.junk.live", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 5*time.Second, "the live key learned", func() bool { return r.stats(pc.Name).In == pcaWarm })
+	junk := []string{`{not json`, `{"x":[1,2]}`, `{"x":[1,2,3,4]}`, `{"x":[1,"a",3]}`, `{"batch":[]}`}
+	const n = 20
+	for i := range n {
+		e.publish(t, fmt.Sprintf("in.junk.j%d", i), []byte(junk[i%len(junk)]), "")
+	}
+	waitFor(t, 5*time.Second, "junk dead-lettered", func() bool { return r.stats(pc.Name).DeadLettered == n })
+	st := r.stats(pc.Name)
+	if st.Learners != 1 {
+		t.Errorf("live learners %d after %d bad messages on new keys, want 1 (the live key)", st.Learners, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range n {
+		key := fmt.Sprintf("j%d", i)
+		if _, _, err := e.store.Load(ctx, snapshot.JoinKey(pc.Name, key)); !errors.Is(err, snapshot.ErrNoSnapshot) {
+			t.Errorf("key %s: snapshot load gives %v, want no snapshot (a bad message must not claim its key)", key, err)
+		}
+	}
+	// The live key was never unloaded: its only snapshot is its claim,
+	// written before it learned anything (an eviction saves what it learned).
+	if st, _ := e.loadState(t, pc.Name, "live"); st.Seen != 0 {
+		t.Errorf("the live key's snapshot holds %d observations: it was evicted by bad messages", st.Seen)
+	}
+}

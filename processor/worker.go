@@ -329,7 +329,10 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 	return nil
 }
 
-// decode decodes m into w.obs and returns the output encoding.
+// decode decodes m into w.obs, checks every observation against the
+// pipeline (dimension, finiteness, batch size, and with a classifier stage
+// the labels) and returns the output encoding. It needs no learner: a bad
+// message is refused before its key is touched.
 func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 	ct := ""
 	if m.header != nil {
@@ -339,6 +342,16 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 	w.obs = obs
 	if err != nil {
 		return 0, err
+	}
+	if err := check(obs, m.pipe.cfg.Learner.Dim); err != nil {
+		return 0, err
+	}
+	if st := m.pipe.cls; st != nil {
+		for i := range obs {
+			if _, err := st.classes.of(obs[i].Y); err != nil {
+				return 0, fmt.Errorf("processor: observation %d: %w", i, err)
+			}
+		}
 	}
 	if m.pipe.outEnc != 0 {
 		enc = m.pipe.outEnc

@@ -203,6 +203,46 @@ func (w *world) publish(n int) {
 	}
 }
 
+// publishAsync publishes n observations like publish, without waiting
+// for each acknowledgement (as fast as the stream takes them), and then
+// waits for all of them.
+func (w *world) publishAsync(n int) {
+	t := w.t
+	for range n {
+		k := w.keys[w.rng.IntN(len(w.keys))]
+		a := w.rng.NormFloat64()
+		x := []float64{a + 0.1*w.rng.NormFloat64(), 2*a + 0.1*w.rng.NormFloat64(), w.rng.NormFloat64()}
+		w.data[k] = append(w.data[k], x)
+		b, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x, ID: fmt.Sprint(w.nsent)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.js.PublishAsync("pin."+k, b, jetstream.WithMsgID(fmt.Sprint("in-", w.nsent))); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		w.sent[k]++
+		w.nsent++
+	}
+	select {
+	case <-w.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("input publishes not acknowledged within 30s")
+	}
+}
+
+// outputs returns the number of messages in the output stream.
+func (w *world) outputs() uint64 {
+	s, err := w.js.Stream(context.Background(), "POUT")
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
+}
+
 // bucket returns the coordination bucket once the workers created it.
 func (w *world) bucket() jetstream.KeyValue {
 	if w.coord == nil {
@@ -347,6 +387,28 @@ func (w *world) check() {
 	if int(info.State.Msgs) != wantOut {
 		t.Errorf("output stream holds %d projections, want %d (one per observation of a ready learner)", info.State.Msgs, wantOut)
 	}
+	// Per key, the outputs are in the stream in input order, each once.
+	last := map[string]uint64{}
+	ids := map[string]bool{}
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("output %d: %v", seq, err)
+		}
+		o, err := codec.DecodeOutput(m.Data, codec.JSON)
+		if err != nil {
+			t.Fatalf("output %d: %v", seq, err)
+		}
+		if o.Seq <= last[o.Key] {
+			t.Errorf("key %s: output of input %d at stream sequence %d follows the output of input %d (out of order or twice)",
+				o.Key, o.Seq, seq, last[o.Key])
+		}
+		last[o.Key] = o.Seq
+		if ids[o.ID] {
+			t.Errorf("output id %q twice", o.ID)
+		}
+		ids[o.ID] = true
+	}
 	t.Logf("%d messages over %d keys: every state equals the uninterrupted run's; %d outputs", w.nsent, len(w.keys), info.State.Msgs)
 }
 
@@ -394,6 +456,40 @@ func TestKillOwner(t *testing.T) {
 	w.publish(200)
 	waitFor(t, 30*time.Second, "drained", w.drained)
 	survivor.stop(t)
+	w.check()
+}
+
+// TestKillWithPublishesInFlight SIGKILLs an owner while its output
+// window is busy — inputs arriving as fast as the stream takes them, the
+// output stream growing, the partitions not drained — so that it dies
+// with publishes in flight and outputs queued: the survivor's replay must
+// give every key the state of an uninterrupted run, and the output stream
+// each output once, per key in input order.
+func TestKillWithPublishesInFlight(t *testing.T) {
+	w := newWorld(t)
+	a, b := start(t, w.cfg), start(t, w.cfg)
+	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
+	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
+	done := make(chan struct{})
+	go func() { // no t.Fatal here: the test goroutine checks what the kill hit
+		defer close(done)
+		for end := time.Now().Add(20 * time.Second); w.outputs() <= 100 && time.Now().Before(end); {
+			time.Sleep(2 * time.Millisecond)
+		}
+		_ = a.cmd.Process.Kill()
+	}()
+	w.publishAsync(3000)
+	<-done
+	_, _ = a.cmd.Process.Wait()
+	atKill := w.outputs()
+	if w.drained() {
+		t.Fatalf("everything was processed before the kill (%d outputs): the test did not kill a busy worker", atKill)
+	}
+	t.Logf("killed with %d of about 3000 outputs in the stream", atKill)
+	waitFor(t, 20*time.Second, "survivor owns every partition", func() bool { return w.count(idb) == partitions })
+	w.publishAsync(300)
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	b.stop(t)
 	w.check()
 }
 
