@@ -20,16 +20,23 @@
 // partition is owned by worker (fnv32a(key)/partitions) mod workers; the
 // consume callback only hands the message to that worker over a bounded
 // channel (back-pressure of that partition only). A core NATS input is one
-// partition, always run here. Per message the worker: loads the key's learner (snapshot or
-// fresh) on first use; skips the message if its stream sequence is at or
-// below the key's last applied one (replay after a restore); decodes;
-// checks every observation (dimension, finiteness) before learning any;
-// Learns and Scores each observation (apply, a plain function); publishes
-// each projection of a ready learner to the output subject template with
-// Nats-Msg-Id "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch),
-// using a JetStream publish when a stream captures the output subject;
-// and only then acks. Before a learner is ready the message is learned,
-// acked and counted as warming.
+// partition, always run here. Per message the worker: decodes and checks
+// every observation (dimension, finiteness, batch size, labels) before its
+// key is touched, so bad input creates no learner, claim or snapshot;
+// loads the key's learner (snapshot or fresh) on first use; skips the
+// message if its stream sequence is at or below the key's last applied one
+// (replay after a restore); Learns and Scores each observation (apply, a
+// plain function); queues each projection of a ready learner in the key's
+// output queue, for the output subject template with Nats-Msg-Id
+// "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch). The output
+// window (window.go) publishes them — asynchronously with JetStream when a
+// stream captures the output subject, else with core NATS — one in flight
+// per key, in order, retrying a failed one before anything later of its
+// key, and acks the input with its last output. Each worker has
+// output.window/workers-per-partition outputs queued or in flight at
+// most; a full window stops it taking input. An acker goroutine per
+// worker waits for the PubAcks. Before a learner is ready the message is
+// learned, acked and counted as warming.
 //
 // A pipeline with a classifier stage (classifier.go) also keeps, per key,
 // a classifier on the ikpca learner's dictionary coordinates: apply checks
@@ -61,13 +68,14 @@
 // letters are aggregated per worker (deadLetterLog); the learner is
 // untouched (ErrNumerical within a batch keeps the observations
 // learned before it, as a replay would). Transient failures are nak'ed
-// with input.nak_delay. A failed output publish keeps the message's
-// outputs on its key and naks it: the key publishes them before it applies
-// anything later (a later message is nak'ed while they cannot be, and the
-// redelivered message is then acked), and is not snapshotted or unloaded
-// meanwhile, so a restart cannot skip them. Each (key, seq)'s outputs are
-// thus published once, up to retries that the output stream deduplicates
-// by Nats-Msg-Id.
+// with input.nak_delay. A failed output publish is retried after a backoff
+// (20ms doubling to 1s), before anything later of its key, while the
+// fence holds; its input stays unacknowledged, and a snapshot of the key
+// handed over meanwhile is held until the outputs of every message it
+// holds are acknowledged, so a restart replays them. Each (key, seq)'s
+// outputs are thus published once, in order per key, up to retries that
+// the output stream deduplicates by Nats-Msg-Id. Dead letters are fenced
+// like outputs: a partition that lost its fence naks instead.
 //
 // A key's messages are applied in stream order, since skipping by last
 // applied sequence depends on it: a message nak'ed before it was applied
@@ -135,7 +143,10 @@
 //
 // Snapshots follow the policy (every N messages, every T, on shutdown, on
 // unload); the worker hands a State copy to its snapshotter goroutine and
-// never waits on the KV except to free a slot when unloading.
+// never waits on the KV except to free a slot when unloading. A graceful
+// stop waits (shutdown_timeout) for the queued outputs, except those whose
+// publish was refused or failed three times, then saves the keys whose
+// outputs are all acknowledged.
 //
 // # Bounded memory
 //
