@@ -49,7 +49,7 @@
 //
 // The rules a worker follows for its keys — the order of a key's
 // messages, skipping by sequence, waiting for an unapplied earlier
-// message, unsent outputs first, the tracker's holds, when a snapshot is
+// message, the tracker's holds, when a snapshot is
 // due, what a landed save means, which key to unload — are keyCore
 // (core.go), a deterministic state machine with no I/O, tested by scripts
 // of events (core_test.go). The worker is the shell around it.
