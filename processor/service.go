@@ -354,7 +354,8 @@ func (p *Processor) clusterStats(ctx context.Context) []PipelineStats {
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, id := range members {
+	for _, m := range members {
+		id := m.id
 		if id == p.id {
 			continue
 		}
