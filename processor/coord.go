@@ -51,8 +51,10 @@ func memberFrom(id string, v []byte) memberInfo {
 
 func memberKey(id string) string { return "members." + id }
 
-func recordKey(pc PipelineConfig, n int) string {
-	return "partitions." + pc.Name + "." + strconv.Itoa(n)
+func recordKey(pc PipelineConfig, n int) string { return recordKeyOf(pc.Name, n) }
+
+func recordKeyOf(pipeline string, n int) string {
+	return "partitions." + pipeline + "." + strconv.Itoa(n)
 }
 
 // seen is a member key's last revision, when it was written (on this
@@ -419,6 +421,40 @@ func (c *coordinator) alive(now time.Time) []memberInfo {
 	}
 	slices.SortFunc(out, func(a, b memberInfo) int { return strings.Compare(a.id, b.id) })
 	return out
+}
+
+// others returns the live members other than this one.
+func (c *coordinator) others() []memberInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []memberInfo
+	for _, m := range c.alive(time.Now()) {
+		if m.id != c.p.id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// runners returns the live members other than this one whose heartbeats
+// announce pipeline, and the partition count announced by the one that
+// has run it longest (0 when none does).
+func (c *coordinator) runners(pipeline string) ([]string, int) {
+	var ids []string
+	var first *memberInfo
+	parts := 0
+	for _, m := range c.others() {
+		for _, mp := range m.pipelines {
+			if mp.Name != pipeline {
+				continue
+			}
+			ids = append(ids, m.id)
+			if first == nil || m.started.Before(first.started) {
+				first, parts = &m, mp.Partitions
+			}
+		}
+	}
+	return ids, parts
 }
 
 // view returns this member's view of a record.

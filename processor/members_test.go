@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -254,6 +255,63 @@ func TestTwoDeployments(t *testing.T) {
 		e.publish(t, "in.depy."+k, encodeObs(t, "json", vectors(uint64(i), 1)[0], "0"), "")
 	}
 	waitFor(t, 10*time.Second, "both pipelines drained", func() bool { return e.drained(t, x) && e.drained(t, y) })
+
+	// The control plane: whichever member of either deployment takes a
+	// request (one queue group for both), it answers for the pipeline
+	// asked about.
+	ask := func(subject string, body string, v any) string {
+		t.Helper()
+		msg, err := e.nc.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s %s: %v", subject, body, err)
+		}
+		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+			return code
+		}
+		if err := json.Unmarshal(msg.Data, v); err != nil {
+			t.Fatalf("%s %s: %v in %q", subject, body, err, msg.Data)
+		}
+		return ""
+	}
+	for i := range 12 { // 12 requests reach members of both deployments
+		for _, pc := range []PipelineConfig{x, y} {
+			var st []PipelineStats
+			if code := ask("kpcastream.stats", `{"pipeline":"`+pc.Name+`"}`, &st); code != "" {
+				t.Fatalf("request %d: stats of %s: error %s", i, pc.Name, code)
+			}
+			if len(st) != 1 || st[0].Pipeline != pc.Name || st[0].Instances != 2 || len(st[0].Partitions) != 4 || st[0].In != 4 || st[0].Learners != 4 {
+				t.Errorf("request %d: stats of %s: %+v, want that pipeline alone over its 2 members: 4 partitions, 4 in, 4 learners", i, pc.Name, st)
+			}
+			var infos []PipelineInfo
+			if code := ask("kpcastream.pipelines", `{"pipeline":"`+pc.Name+`"}`, &infos); code != "" || len(infos) != 1 || infos[0].Stream != pc.Input.Stream {
+				t.Errorf("request %d: pipelines of %s: %v (error %q)", i, pc.Name, infos, code)
+			}
+			// A key request reaches the key's owner, in the other
+			// deployment when need be.
+			var snap map[string]int
+			if code := ask("kpcastream.snapshot", `{"pipeline":"`+pc.Name+`","key":"k1"}`, &snap); code != "" {
+				t.Errorf("request %d: snapshot of %s/k1: error %s", i, pc.Name, code)
+			}
+			if code := ask("kpcastream.reset", `{"pipeline":"`+pc.Name+`","key":"never"}`, &snap); code != "404" {
+				t.Errorf("request %d: reset of %s/never: error %q, want 404 from its owner", i, pc.Name, code)
+			}
+		}
+		var all []PipelineStats
+		if code := ask("kpcastream.stats", "", &all); code != "" {
+			t.Fatalf("request %d: stats: error %s", i, code)
+		}
+		names := map[string]int{}
+		for _, s := range all {
+			names[s.Pipeline] = s.Instances
+		}
+		if len(all) != 2 || names[x.Name] != 2 || names[y.Name] != 2 {
+			t.Errorf("request %d: stats of every pipeline: %v, want both, each over its 2 members", i, names)
+		}
+		var none []PipelineStats
+		if code := ask("kpcastream.stats", `{"pipeline":"nope"}`, &none); code != "404" {
+			t.Errorf("request %d: stats of an unknown pipeline: error %q, want 404", i, code)
+		}
+	}
 }
 
 // TestFleetStopLeavesNothingOwned stops every member of a fleet at once,
@@ -332,7 +390,7 @@ func TestJoinAfterKill(t *testing.T) {
 	killed := time.Now()
 	time.Sleep(ttl * 6 / 10)
 	c, _ := member()
-	time.Sleep(killed.Add(ttl*12/10).Sub(time.Now()))
+	time.Sleep(killed.Add(ttl * 12 / 10).Sub(time.Now()))
 	d, _ := member()
 	waitFor(t, 3*ttl+5*time.Second, "b, c and d run every partition", func() bool {
 		return ownedBy(pc.Name, b, c, d) == 6 && ownedBy(pc.Name, c) > 0 && ownedBy(pc.Name, d) > 0
