@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,4 +417,78 @@ func TestJoinAfterKill(t *testing.T) {
 	if took := time.Since(left); took > time.Second {
 		t.Errorf("partitions of a member that left ran again %v after it stopped, want ≤ 1s", took)
 	}
+}
+
+// stallingKV is a coordination bucket whose partition record writes
+// (renewals, takes, releases) hang until their context ends while stall
+// is set, as while the bucket has no leader; heartbeats still land.
+type stallingKV struct {
+	jetstream.KeyValue
+	stall *atomic.Bool
+}
+
+func (kv stallingKV) hang(ctx context.Context, key string) error {
+	if !kv.stall.Load() || !strings.HasPrefix(key, "partitions.") {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (kv stallingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if err := kv.hang(ctx, key); err != nil {
+		return 0, err
+	}
+	return kv.KeyValue.Update(ctx, key, value, last)
+}
+
+func (kv stallingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if err := kv.hang(ctx, key); err != nil {
+		return 0, err
+	}
+	return kv.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// TestHeartbeatNotBlockedByTakes stalls one member's record writes for
+// 3·lease_ttl (its fence expires and its takes hang for snapshot_timeout):
+// its heartbeat must keep landing, so the other member never judges it
+// dead and never takes its partitions over; once writes land again it
+// runs its partitions again.
+func TestHeartbeatNotBlockedByTakes(t *testing.T) {
+	e := newEnv(t)
+	const ttl = time.Second
+	pc := pipelineConfig("hbtake")
+	pc.Partitions = 4
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second, SnapshotTimeout: 5 * time.Second}
+	var stall atomic.Bool
+	e.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue { return stallingKV{KeyValue: kv, stall: &stall} }
+	nc, js := natstest.Connect(t, e.url)
+	a := e.startOn(t, cfg, newPCA, nc, js, nil)
+	e.wrapKV = nil
+	nc2, js2 := natstest.Connect(t, e.url)
+	b := e.startOn(t, cfg, newPCA, nc2, js2, nil)
+	waitFor(t, 10*time.Second, "a and b share the partitions", func() bool {
+		return ownedBy(pc.Name, a) == 2 && ownedBy(pc.Name, b) == 2
+	})
+	stall.Store(true)
+	stalled := time.Now()
+	for time.Since(stalled) < 3*ttl {
+		b.p.coord.mu.Lock()
+		alive := b.p.coord.alive(time.Now())
+		b.p.coord.mu.Unlock()
+		if !slices.ContainsFunc(alive, func(m memberInfo) bool { return m.id == a.p.ID() }) {
+			t.Fatalf("%v into the stall of a's record writes, b judges a dead: its heartbeat was held back", time.Since(stalled).Round(time.Millisecond))
+		}
+		if n := ownedBy(pc.Name, b); n > 2 {
+			t.Fatalf("%v into the stall, b runs %d partitions: it took a's over", time.Since(stalled).Round(time.Millisecond), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ownedBy(pc.Name, a); n != 0 {
+		t.Errorf("a runs %d partitions after its renewals failed for 3·lease_ttl, want 0 (fenced)", n)
+	}
+	stall.Store(false)
+	waitFor(t, cfg.SnapshotTimeout+5*time.Second, "a runs its partitions again", func() bool {
+		return ownedBy(pc.Name, a) == 2 && ownedBy(pc.Name, b) == 2
+	})
 }
