@@ -240,3 +240,99 @@ func decide(self, want string, v partView, running bool, now time.Time, ttl time
 	}
 	return ownNone
 }
+
+// memberPipeline is one pipeline a member runs, as its heartbeat announces
+// it: the name and the layout (layoutOf) of its partitions.
+type memberPipeline struct {
+	Name       string `json:"name"`
+	Partitions int    `json:"partitions"`
+	Layout     string `json:"layout"`
+}
+
+// memberInfo is a live member as the coordinator sees it: its id, when it
+// started, and the pipelines its heartbeat announces. legacy marks a
+// heartbeat of a version before per-pipeline membership (no "pipelines"
+// field): such a member counts as running a pipeline while it owns one of
+// its partition records (see candidates).
+type memberInfo struct {
+	id        string
+	started   time.Time
+	pipelines []memberPipeline
+	legacy    bool
+}
+
+// runs returns the layout under which m announces pipeline, and whether it does.
+func (m memberInfo) runs(pipeline string) (string, bool) {
+	for _, p := range m.pipelines {
+		if p.Name == pipeline {
+			return p.Layout, true
+		}
+	}
+	return "", false
+}
+
+// candidates returns the members among alive (sorted by id) that share the
+// partitions of pipeline — the set assignTargets balances over — and the
+// layout they run it under. A member is a candidate when its heartbeat
+// announces the pipeline with the layout of the member that has announced
+// it longest (earliest started, then smallest id): in a rolling upgrade
+// that changes a pipeline's partitions the new members wait, owning
+// nothing, until the last member of the old layout has left, instead of
+// two layouts fighting over the records. A legacy member (a heartbeat
+// without the field) is a candidate of a pipeline while it owns one of
+// the pipeline's records (owners), so an older version keeps what it
+// runs, and is never given a partition of a pipeline it may not run (a
+// pipeline added by the upgrade). Every member that sees the same
+// heartbeats and records computes the same set.
+func candidates(alive []memberInfo, pipeline string, owners []string) ([]string, string) {
+	var first *memberInfo
+	for i := range alive {
+		m := &alive[i]
+		if _, ok := m.runs(pipeline); !ok {
+			continue
+		}
+		if first == nil || m.started.Before(first.started) || (m.started.Equal(first.started) && m.id < first.id) {
+			first = m
+		}
+	}
+	layout := ""
+	if first != nil {
+		layout, _ = first.runs(pipeline)
+	}
+	var out []string
+	for _, m := range alive {
+		if l, ok := m.runs(pipeline); ok && l == layout {
+			out = append(out, m.id)
+		} else if m.legacy && slices.Contains(owners, m.id) {
+			out = append(out, m.id)
+		}
+	}
+	slices.Sort(out)
+	return out, layout
+}
+
+// layoutOf is the fingerprint of pc's partition layout, which members
+// sharing its partitions must agree on: input stream, subject, key token
+// and partition count (FNV-1a 64, hex).
+func layoutOf(pc PipelineConfig) string {
+	kt := 0
+	if pc.KeyToken != nil {
+		kt = *pc.KeyToken
+	}
+	return strconv.FormatUint(rendezvousScore(pc.Input.Stream+"\x00"+pc.Input.Subject, strconv.Itoa(kt), pc.Partitions), 16)
+}
+
+// backdate returns when, on this member's clock (now), an entry written
+// at created on the server's clock was written, given ref, the latest
+// server timestamp among the same batch of entries (at least this member's
+// own heartbeat, put just before its watcher started): now − (ref −
+// created), and never after now. Both timestamps come from the server, so
+// clock skew between members does not enter; ref is at most the server's
+// time, so an age is never overestimated (a live member is never judged
+// dead), only underestimated by the time since ref.
+func backdate(now, ref, created time.Time) time.Time {
+	if created.IsZero() || ref.IsZero() {
+		return now
+	}
+	return now.Add(-max(0, ref.Sub(created)))
+}

@@ -3,6 +3,7 @@ package processor
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -172,5 +173,182 @@ func TestFence(t *testing.T) {
 	var none *fence
 	if !none.ok() || none.lostCh() != nil {
 		t.Fatal("nil fence (core input) must always be ok and never lost")
+	}
+}
+
+// TestCandidates is the table of per-pipeline membership: who shares a
+// pipeline's partitions, given the live members' heartbeats and the
+// record owners.
+func TestCandidates(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	runs := func(id string, started int, pipes ...string) memberInfo {
+		m := memberInfo{id: id, started: t0.Add(time.Duration(started) * time.Second), pipelines: []memberPipeline{}}
+		for _, p := range pipes {
+			name, layout, _ := strings.Cut(p, "@")
+			if layout == "" {
+				layout = "L1"
+			}
+			m.pipelines = append(m.pipelines, memberPipeline{Name: name, Partitions: 4, Layout: layout})
+		}
+		return m
+	}
+	legacy := func(id string) memberInfo { return memberInfo{id: id, legacy: true} }
+	cases := []struct {
+		name       string
+		alive      []memberInfo
+		pipeline   string
+		owners     []string
+		want       []string
+		wantLayout string
+	}{
+		{"one deployment", []memberInfo{runs("a", 0, "x"), runs("b", 1, "x")}, "x", nil, []string{"a", "b"}, "L1"},
+		{"two deployments on one bucket: x only among x's members",
+			[]memberInfo{runs("a", 0, "x"), runs("b", 1, "y"), runs("c", 2, "x"), runs("d", 3, "y")}, "x", []string{"b", "", "d", ""},
+			[]string{"a", "c"}, "L1"},
+		{"two deployments: y only among y's members",
+			[]memberInfo{runs("a", 0, "x"), runs("b", 1, "y"), runs("c", 2, "x"), runs("d", 3, "y")}, "y", nil, []string{"b", "d"}, "L1"},
+		{"rolling upgrade adds a pipeline: only the new members run it",
+			[]memberInfo{runs("old1", 0, "x"), runs("new1", 5, "x", "z")}, "z", nil, []string{"new1"}, "L1"},
+		{"rolling upgrade adds a pipeline: the old pipeline is shared by all",
+			[]memberInfo{runs("old1", 0, "x"), runs("new1", 5, "x", "z")}, "x", nil, []string{"new1", "old1"}, "L1"},
+		{"layout changed: the earliest member's layout wins",
+			[]memberInfo{runs("b", 0, "x@old"), runs("a", 9, "x@new"), runs("c", 1, "x@old")}, "x", nil, []string{"b", "c"}, "old"},
+		{"layout changed: ties on start broken by id",
+			[]memberInfo{runs("b", 0, "x@B"), runs("a", 0, "x@A")}, "x", nil, []string{"a"}, "A"},
+		{"legacy member counts for the pipelines whose records it owns",
+			[]memberInfo{runs("a", 0, "x"), legacy("old")}, "x", []string{"old", "a", ""}, []string{"a", "old"}, "L1"},
+		{"legacy member owning nothing of the pipeline is left out",
+			[]memberInfo{runs("a", 0, "x", "z"), legacy("old")}, "z", []string{"", "a"}, []string{"a"}, "L1"},
+		{"nobody runs it", []memberInfo{runs("a", 0, "x")}, "q", nil, nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, layout := candidates(c.alive, c.pipeline, c.owners)
+			if !slices.Equal(got, c.want) || layout != c.wantLayout {
+				t.Errorf("candidates = %v (layout %q), want %v (layout %q)", got, layout, c.want, c.wantLayout)
+			}
+			// Every candidate computes the same set from the same view.
+			rev := slices.Clone(c.alive)
+			slices.Reverse(rev)
+			if again, _ := candidates(rev, c.pipeline, c.owners); !slices.Equal(again, got) {
+				t.Errorf("candidates depend on the order of members: %v vs %v", again, got)
+			}
+		})
+	}
+	// Two deployments never assign a partition to a member of the other.
+	alive := []memberInfo{runs("a", 0, "x"), runs("b", 1, "y"), runs("c", 2, "x"), runs("d", 3, "y")}
+	for _, pipe := range []string{"x", "y"} {
+		owners := make([]string, 8)
+		cands, _ := candidates(alive, pipe, owners)
+		for n, m := range assignTargets(cands, pipe, owners) {
+			if l, ok := alive[slices.IndexFunc(alive, func(x memberInfo) bool { return x.id == m })].runs(pipe); !ok || l == "" {
+				t.Errorf("pipeline %s partition %d assigned to %s, which does not run it", pipe, n, m)
+			}
+		}
+	}
+}
+
+// TestMemberFrom checks the heartbeat format: the pipelines a member
+// announces, and a heartbeat of an older version (no "pipelines") read as
+// a legacy member.
+func TestMemberFrom(t *testing.T) {
+	m := memberFrom("a", []byte(`{"id":"a","started":"2026-01-02T03:04:05Z","pipelines":[{"name":"x","partitions":4,"layout":"f00"}]}`))
+	if m.legacy || len(m.pipelines) != 1 || m.pipelines[0] != (memberPipeline{Name: "x", Partitions: 4, Layout: "f00"}) || m.started.Year() != 2026 {
+		t.Errorf("new heartbeat read as %+v", m)
+	}
+	if m := memberFrom("b", []byte(`{"id":"b","host":"h","pid":1,"started":"2026-01-02T03:04:05Z","renewed":"2026-01-02T03:04:05Z"}`)); !m.legacy {
+		t.Errorf("heartbeat without pipelines read as %+v, want legacy", m)
+	}
+	if m := memberFrom("c", []byte(`{"pipelines":[]}`)); m.legacy {
+		t.Errorf("heartbeat with an empty pipeline list read as legacy: %+v", m)
+	}
+	if m := memberFrom("d", []byte(`not json`)); !m.legacy || m.id != "d" {
+		t.Errorf("unreadable heartbeat read as %+v, want legacy d", m)
+	}
+	a, b := pipelineConfig("x"), pipelineConfig("x")
+	b.Partitions = 3
+	if layoutOf(a) == layoutOf(b) {
+		t.Error("layouts with different partition counts are equal")
+	}
+	if layoutOf(a) != layoutOf(pipelineConfig("x")) {
+		t.Error("layout of one config is not stable")
+	}
+}
+
+// TestBackdate is the table of liveness from the bucket's own timestamps:
+// a watcher's initial value is as old, on this member's clock, as it is
+// behind the latest server timestamp of the batch, whatever the clock
+// skew between server and member.
+func TestBackdate(t *testing.T) {
+	now := time.Unix(5000, 0)    // this member's clock
+	server := time.Unix(9000, 0) // the server's clock, skewed by more than an hour
+	cases := []struct {
+		name         string
+		ref, created time.Time
+		want         time.Time
+	}{
+		{"own heartbeat, the latest", server, server, now},
+		{"a live member's, 1s older", server, server.Add(-time.Second), now.Add(-time.Second)},
+		{"a crashed member's, 12s older", server, server.Add(-12 * time.Second), now.Add(-12 * time.Second)},
+		{"no reference: dated now", time.Time{}, server, now},
+		{"no timestamp: dated now", server, time.Time{}, now},
+	}
+	for _, c := range cases {
+		if got := backdate(now, c.ref, c.created); !got.Equal(c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got.Sub(now), c.want.Sub(now))
+		}
+	}
+	// A newcomer judges a member dead (lease_ttl 10s) from its first view,
+	// and a dead owner's record ready for takeover as soon as it is
+	// lease_ttl old on the server's clock, not lease_ttl after joining.
+	const ttl = 10 * time.Second
+	ghost := backdate(now, server, server.Add(-12*time.Second))
+	if now.Sub(ghost) < ttl {
+		t.Errorf("a heartbeat 12s old counts alive to a newcomer with lease_ttl %v", ttl)
+	}
+	rec := partView{exists: true, rec: partRecord{Owner: "dead", Epoch: 2}, rev: 3, seenAt: backdate(now, server, server.Add(-9*time.Second))}
+	if got := decide("new", "new", rec, false, now.Add(time.Second), ttl); got != ownTake {
+		t.Errorf("record unrenewed for 9s on the server, 1s after joining: %v, want take", got)
+	}
+}
+
+// TestPullTiming checks that pull heartbeats and expiries fit nats.go's
+// limits and that a lost pull is issued again within lease_ttl.
+func TestPullTiming(t *testing.T) {
+	for _, ttl := range []time.Duration{30 * time.Millisecond, 600 * time.Millisecond, 3 * time.Second, 10 * time.Second, time.Minute, time.Hour} {
+		hb, exp := pullTiming(ttl)
+		if hb < 500*time.Millisecond || hb > 30*time.Second || exp < time.Second || hb > exp/2 {
+			t.Errorf("lease_ttl %v: heartbeat %v, expiry %v outside nats.go's limits", ttl, hb, exp)
+		}
+		if repull := 2 * hb; repull > max(ttl/2, time.Second) {
+			t.Errorf("lease_ttl %v: a lost pull is issued again after %v, want ≤ max(lease_ttl/2, 1s)", ttl, repull)
+		}
+	}
+	h := &pullHealth{window: time.Second, gap: 300 * time.Millisecond}
+	t0 := time.Unix(0, 0)
+	steps := []struct {
+		at        time.Duration
+		delivered bool
+		want      bool
+	}{
+		{0, false, false},
+		{250 * time.Millisecond, false, false},
+		{500 * time.Millisecond, false, false},
+		{900 * time.Millisecond, false, false}, // gap 400ms > 300ms: a new streak
+		{1100 * time.Millisecond, false, false},
+		{1400 * time.Millisecond, false, false},
+		{1700 * time.Millisecond, false, false},
+		{1900 * time.Millisecond, false, true}, // a streak of 1s
+		{2000 * time.Millisecond, true, false}, // a delivery ends it
+		{2100 * time.Millisecond, false, false},
+	}
+	for _, s := range steps {
+		if s.delivered {
+			h.delivered()
+			continue
+		}
+		if got := h.failed(t0.Add(s.at)); got != s.want {
+			t.Errorf("failure at %v: failed = %v, want %v", s.at, got, s.want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // The coordination bucket (checkpoint_bucket) holds
@@ -22,28 +23,46 @@ import (
 //	partitions.<pipeline>.<n>  the ownership record of each partition (partRecord, JSON)
 //
 // Every instance watches the bucket, sees the members alive (a heartbeat
-// seen within lease_ttl on its own clock) and the records, and applies
-// decide to each partition of each JetStream pipeline. See doc.go.
+// written within lease_ttl: see observe) and the records, and applies
+// decide to each partition of each JetStream pipeline, among the members
+// that run the pipeline (candidates). See doc.go.
 
-// memberValue is the JSON value of a member's heartbeat.
+// memberValue is the JSON value of a member's heartbeat. Pipelines lists
+// the pipelines the member runs; a heartbeat without the field comes from
+// a version before per-pipeline membership (see candidates).
 type memberValue struct {
-	ID      string    `json:"id"`
-	Host    string    `json:"host"`
-	PID     int       `json:"pid"`
-	Started time.Time `json:"started"`
-	Renewed time.Time `json:"renewed"`
+	ID        string           `json:"id"`
+	Host      string           `json:"host"`
+	PID       int              `json:"pid"`
+	Started   time.Time        `json:"started"`
+	Renewed   time.Time        `json:"renewed"`
+	Pipelines []memberPipeline `json:"pipelines"`
+}
+
+// memberFrom reads a heartbeat's value; an unreadable one counts as a
+// legacy member that runs nothing it does not own.
+func memberFrom(id string, v []byte) memberInfo {
+	var mv memberValue
+	if err := json.Unmarshal(v, &mv); err != nil {
+		return memberInfo{id: id, legacy: true}
+	}
+	return memberInfo{id: id, started: mv.Started, pipelines: mv.Pipelines, legacy: mv.Pipelines == nil}
 }
 
 func memberKey(id string) string { return "members." + id }
 
-func recordKey(pc PipelineConfig, n int) string {
-	return "partitions." + pc.Name + "." + strconv.Itoa(n)
+func recordKey(pc PipelineConfig, n int) string { return recordKeyOf(pc.Name, n) }
+
+func recordKeyOf(pipeline string, n int) string {
+	return "partitions." + pipeline + "." + strconv.Itoa(n)
 }
 
-// seen is a key's last revision and when this instance first saw it.
+// seen is a member key's last revision, when it was written (on this
+// instance's clock: see observe) and what its heartbeat announces.
 type seen struct {
-	rev uint64
-	at  time.Time
+	rev  uint64
+	at   time.Time
+	info memberInfo
 }
 
 // coordinator runs this instance's membership and partition ownership.
@@ -51,12 +70,14 @@ type coordinator struct {
 	p       *Processor
 	kv      jetstream.KeyValue
 	started time.Time
+	self    memberInfo // what this member's heartbeat announces
 	log     *zap.Logger
 
 	mu      sync.Mutex
 	members map[string]seen
 	records map[string]partView
-	synced  bool // the watcher delivered the bucket's initial values
+	synced  bool            // the watcher delivered the bucket's initial values
+	outside map[string]bool // pipelines whose layout here lost to another (warned once)
 
 	kick  chan struct{}
 	wg    sync.WaitGroup // partition goroutines
@@ -64,9 +85,14 @@ type coordinator struct {
 }
 
 func newCoordinator(p *Processor, kv jetstream.KeyValue) *coordinator {
-	return &coordinator{p: p, kv: kv, started: time.Now(), log: p.log.Named("coord"),
-		members: map[string]seen{}, records: map[string]partView{},
+	c := &coordinator{p: p, kv: kv, started: time.Now(), log: p.log.Named("coord"),
+		members: map[string]seen{}, records: map[string]partView{}, outside: map[string]bool{},
 		kick: make(chan struct{}, 1), fatal: make(chan error, 1)}
+	c.self = memberInfo{id: p.id, started: c.started.UTC(), pipelines: []memberPipeline{}}
+	for _, pl := range p.pipes {
+		c.self.pipelines = append(c.self.pipelines, memberPipeline{Name: pl.cfg.Name, Partitions: pl.cfg.Partitions, Layout: layoutOf(pl.cfg)})
+	}
+	return c
 }
 
 func (c *coordinator) poke() {
@@ -77,20 +103,31 @@ func (c *coordinator) poke() {
 }
 
 // run heartbeats, watches the bucket and takes, releases and abandons
-// partitions until ctx ends; then it stops every partition it runs
-// gracefully (final snapshots, record released) and removes its
-// heartbeat. A partition's fatal error (invalid learner configuration) is
-// returned.
+// partitions until ctx ends; then it leaves: it removes its heartbeat,
+// stops every partition it runs gracefully (final snapshots, record
+// released) and releases any record that still names it. A partition's
+// fatal error (invalid learner configuration) is returned.
+//
+// The heartbeat has a goroutine of its own, so that no blocking KV call
+// of the ownership loop (a take waits up to snapshot_timeout while the
+// bucket has no leader) can hold it back and make the others judge this
+// member dead.
 func (c *coordinator) run(ctx context.Context) error {
 	p := c.p
+	// The first heartbeat lands before the watcher starts: its server
+	// timestamp dates the watcher's initial values (observeInitial).
 	c.heartbeat(ctx)
+	var bg errgroup.Group
 	wctx, cancelWatch := context.WithCancel(ctx)
 	defer cancelWatch()
-	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); c.watch(wctx) }()
+	bg.Go(func() error { c.watch(wctx); return nil })
+	hctx, cancelBeat := context.WithCancel(ctx)
+	defer cancelBeat()
+	var beat errgroup.Group
+	beat.Go(func() error { c.heartbeatLoop(hctx); return nil })
 
-	hb := time.NewTicker(max(p.cfg.LeaseTTL/3, 5*time.Millisecond))
-	defer hb.Stop()
+	gc := time.NewTicker(max(p.cfg.LeaseTTL/3, 5*time.Millisecond))
+	defer gc.Stop()
 	tick := time.NewTicker(max(p.cfg.LeaseTTL/10, 5*time.Millisecond))
 	defer tick.Stop()
 	var fatal error
@@ -101,8 +138,7 @@ loop:
 			break loop
 		case fatal = <-c.fatal:
 			break loop
-		case <-hb.C:
-			c.heartbeat(ctx)
+		case <-gc.C:
 			c.collect(ctx)
 		case <-tick.C:
 			c.evaluate(ctx)
@@ -110,9 +146,13 @@ loop:
 			c.evaluate(ctx)
 		}
 	}
-	// Leave: remove the heartbeat first, so the others assign this member's
-	// partitions elsewhere and take each one as soon as it is released;
-	// then stop every partition (graceful unless fenced).
+	// Leave: stop heartbeating and remove the heartbeat first, so the
+	// others assign this member's partitions elsewhere and take each one as
+	// soon as it is released; then stop every partition (graceful unless
+	// fenced), and release what the records still say this member owns (a
+	// take that landed as the stop began, a partition that could not start).
+	cancelBeat()
+	_ = beat.Wait()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	if err := c.kv.Delete(dctx, memberKey(p.id)); err != nil {
 		c.log.Warn("remove heartbeat", zap.Error(err))
@@ -126,8 +166,9 @@ loop:
 		}
 	}
 	c.wg.Wait()
+	c.releaseOwned(context.WithoutCancel(ctx))
 	cancelWatch()
-	<-watchDone
+	_ = bg.Wait()
 	if fatal == nil {
 		select {
 		case fatal = <-c.fatal:
@@ -137,16 +178,80 @@ loop:
 	return fatal
 }
 
+// heartbeatLoop puts this member's heartbeat every lease_ttl/3 until ctx
+// ends. Each put is bounded by lease_ttl/3, so a slow one never delays the
+// next by more than that.
+func (c *coordinator) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(max(c.p.cfg.LeaseTTL/3, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.heartbeat(ctx)
+		}
+	}
+}
+
 // heartbeat puts this member's key.
 func (c *coordinator) heartbeat(ctx context.Context) {
 	p := c.p
 	host, _ := os.Hostname()
-	v, _ := json.Marshal(memberValue{ID: p.id, Host: host, PID: os.Getpid(), Started: c.started.UTC(), Renewed: time.Now().UTC()})
+	v, _ := json.Marshal(memberValue{ID: p.id, Host: host, PID: os.Getpid(), Started: c.self.started, Renewed: time.Now().UTC(),
+		Pipelines: c.self.pipelines})
 	hctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, max(p.cfg.LeaseTTL/3, 100*time.Millisecond)))
 	defer cancel()
 	if _, err := c.kv.Put(hctx, memberKey(p.id), v); err != nil && ctx.Err() == nil {
 		c.log.Warn("heartbeat", zap.Error(err))
 	}
+}
+
+// releaseOwned releases every record of this member's pipelines that still
+// names it, read from the bucket (not the watcher, which may lag), by
+// compare-and-set with the record's own checkpoint — which a renewal only
+// ever moves to a sequence whose effects are saved, so the next owner
+// replays from a safe place. Called when leaving, after every partition
+// stopped, so nothing of this member writes any more; bounded by
+// shutdown_timeout in all.
+func (c *coordinator) releaseOwned(ctx context.Context) {
+	p := c.p
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, pl := range p.pipes {
+		if pl.cfg.Input.Stream == "" {
+			continue
+		}
+		for n := range pl.parts {
+			key := recordKey(pl.cfg, n)
+			e, err := c.kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				continue
+			}
+			if err != nil {
+				c.log.Warn("read partition record when leaving", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+				continue
+			}
+			r, err := decodeRecord(e.Value())
+			if err != nil || r.Owner != p.id {
+				continue
+			}
+			if err := c.releaseRecord(ctx, key, r, e.Revision()); err != nil {
+				c.log.Warn("release partition when leaving (another member takes it over after lease_ttl)",
+					zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+				continue
+			}
+			c.log.Info("released a partition record left naming this member", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
+				zap.Uint64("epoch", r.Epoch), zap.Uint64("checkpoint", r.Checkpoint))
+		}
+	}
+}
+
+// releaseRecord writes r with no owner by compare-and-set on rev.
+func (c *coordinator) releaseRecord(ctx context.Context, key string, r partRecord, rev uint64) error {
+	r.Owner, r.Renewed = "", time.Now().UTC()
+	_, err := c.kv.Update(ctx, key, r.encode(), rev)
+	return err
 }
 
 // watch follows the bucket's members and records until ctx ends; the
@@ -168,6 +273,8 @@ func (c *coordinator) watch(ctx context.Context) {
 		// recovering from a lost server, say) and is made anew, which
 		// delivers every current value again.
 		stale := time.NewTimer(c.p.cfg.LeaseTTL)
+		var initial []jetstream.KeyValueEntry
+		inInitial := true
 	updates:
 		for {
 			select {
@@ -182,7 +289,15 @@ func (c *coordinator) watch(ctx context.Context) {
 				if !ok {
 					break updates
 				}
-				c.observe(e)
+				switch {
+				case inInitial && e != nil:
+					initial = append(initial, e)
+				case inInitial:
+					c.observeInitial(initial)
+					initial, inInitial = nil, false
+				default:
+					c.observe(e, time.Now())
+				}
 				c.poke()
 				if !stale.Stop() {
 					select {
@@ -195,18 +310,39 @@ func (c *coordinator) watch(ctx context.Context) {
 		}
 		stale.Stop()
 		_ = w.Stop()
+		if len(initial) > 0 {
+			c.observeInitial(initial)
+		}
 	}
 }
 
-// observe records one watcher update (nil: the initial values are done).
-func (c *coordinator) observe(e jetstream.KeyValueEntry) {
+// observeInitial records a watcher's initial values (the bucket as it
+// stands) and marks the view synced. A value is dated by its own server
+// timestamp relative to the latest of them (backdate), not by when it
+// arrived here: a crashed member's heartbeat, or a record its owner
+// stopped renewing, is as old to a newcomer as to everyone else, so the
+// newcomer neither counts a dead member alive nor restarts the wait for
+// its partitions. Later updates are fresh puts, dated on arrival.
+func (c *coordinator) observeInitial(es []jetstream.KeyValueEntry) {
+	now := time.Now()
+	var ref time.Time
+	for _, e := range es {
+		if t := e.Created(); t.After(ref) {
+			ref = t
+		}
+	}
+	for _, e := range es {
+		c.observe(e, backdate(now, ref, e.Created()))
+	}
+	c.mu.Lock()
+	c.synced = true
+	c.mu.Unlock()
+}
+
+// observe records one watcher update, written at at on this member's clock.
+func (c *coordinator) observe(e jetstream.KeyValueEntry, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	if e == nil {
-		c.synced = true
-		return
-	}
 	del := e.Operation() != jetstream.KeyValuePut
 	switch k := e.Key(); {
 	case strings.HasPrefix(k, "members."):
@@ -214,14 +350,14 @@ func (c *coordinator) observe(e jetstream.KeyValueEntry) {
 		if del {
 			delete(c.members, id)
 		} else if s, ok := c.members[id]; !ok || s.rev != e.Revision() {
-			c.members[id] = seen{rev: e.Revision(), at: now}
+			c.members[id] = seen{rev: e.Revision(), at: at, info: memberFrom(id, e.Value())}
 		}
 	case strings.HasPrefix(k, "partitions."):
 		v := c.records[k]
 		if v.rev == e.Revision() {
 			return
 		}
-		v = partView{rev: e.Revision(), seenAt: now}
+		v = partView{rev: e.Revision(), seenAt: at}
 		if !del {
 			r, err := decodeRecord(e.Value())
 			if err != nil {
@@ -270,21 +406,55 @@ func (c *coordinator) collect(ctx context.Context) {
 func (c *coordinator) refresh(ctx context.Context, key string) {
 	e, err := c.kv.Get(ctx, key)
 	if err == nil {
-		c.observe(e)
+		c.observe(e, time.Now())
 	}
 }
 
-// alive returns the members whose heartbeat moved within lease_ttl, and
-// this member.
-func (c *coordinator) alive(now time.Time) []string {
-	out := []string{c.p.id}
+// alive returns the members whose heartbeat was written within lease_ttl,
+// and this member, sorted by id. Call with c.mu held.
+func (c *coordinator) alive(now time.Time) []memberInfo {
+	out := []memberInfo{c.self}
 	for id, s := range c.members {
 		if id != c.p.id && now.Sub(s.at) < c.p.cfg.LeaseTTL {
-			out = append(out, id)
+			out = append(out, s.info)
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b memberInfo) int { return strings.Compare(a.id, b.id) })
 	return out
+}
+
+// others returns the live members other than this one.
+func (c *coordinator) others() []memberInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []memberInfo
+	for _, m := range c.alive(time.Now()) {
+		if m.id != c.p.id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// runners returns the live members other than this one whose heartbeats
+// announce pipeline, and the partition count announced by the one that
+// has run it longest (0 when none does).
+func (c *coordinator) runners(pipeline string) ([]string, int) {
+	var ids []string
+	var first *memberInfo
+	parts := 0
+	for _, m := range c.others() {
+		for _, mp := range m.pipelines {
+			if mp.Name != pipeline {
+				continue
+			}
+			ids = append(ids, m.id)
+			if first == nil || m.started.Before(first.started) {
+				first, parts = &m, mp.Partitions
+			}
+		}
+	}
+	return ids, parts
 }
 
 // view returns this member's view of a record.
@@ -330,7 +500,9 @@ func (c *coordinator) evaluate(ctx context.Context) {
 				owners[n] = p.id
 			}
 		}
-		targets := assignTargets(alive, pl.cfg.Name, owners)
+		cands, layout := candidates(alive, pl.cfg.Name, owners)
+		c.warnOutside(pl.cfg, cands, layout)
+		targets := assignTargets(cands, pl.cfg.Name, owners)
 		for n := range pl.parts {
 			key := recordKey(pl.cfg, n)
 			v := views[n]
@@ -343,10 +515,8 @@ func (c *coordinator) evaluate(ctx context.Context) {
 					zap.String("to", targets[n]))
 				pt.requestStop()
 			case ownAbandon:
-				rec := v.rec
-				rec.Owner, rec.Renewed = "", now.UTC()
-				uctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
-				if _, err := c.kv.Update(uctx, key, rec.encode(), v.rev); err != nil {
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
+				if err := c.releaseRecord(uctx, key, v.rec, v.rev); err != nil {
 					if !isRevisionMismatch(err) {
 						c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
 					}
@@ -358,13 +528,31 @@ func (c *coordinator) evaluate(ctx context.Context) {
 	}
 }
 
+// warnOutside logs, once per change, that this member's layout of pc lost
+// to the one the members sharing its partitions run (candidates): it runs
+// none of them until those members have left.
+func (c *coordinator) warnOutside(pc PipelineConfig, cands []string, layout string) {
+	out := !slices.Contains(cands, c.p.id)
+	c.mu.Lock()
+	was := c.outside[pc.Name]
+	c.outside[pc.Name] = out
+	c.mu.Unlock()
+	if out && !was {
+		c.log.Warn("other members run this pipeline with another partition layout (input stream, subject, key token or partitions); "+
+			"this member takes none of its partitions until they have left", zap.String("pipeline", pc.Name),
+			zap.String("layout", layoutOf(pc)), zap.String("their_layout", layout), zap.Strings("members", cands))
+	}
+}
+
 // take writes the record {self, epoch+1, checkpoint} by compare-and-set on
-// the revision seen, and starts the partition.
+// the revision seen, and starts the partition. The write survives ctx's
+// cancellation (bounded by snapshot_timeout): a take that lands after the
+// stop began is released at once, never left naming a member that exits.
 func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView) {
 	p := c.p
 	pc := pl.cfg
 	key := recordKey(pc, n)
-	tctx, cancel := context.WithTimeout(ctx, p.cfg.SnapshotTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
 	defer cancel()
 	rec := partRecord{Owner: p.id, Epoch: 1, Checkpoint: 1}
 	prev := "nobody"
@@ -396,6 +584,12 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView)
 			c.log.Warn("take partition", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
 		}
 		c.refresh(tctx, key)
+		return
+	}
+	if ctx.Err() != nil {
+		if err := c.releaseRecord(tctx, key, rec, rev); err != nil {
+			c.log.Warn("release a partition taken as the stop began", zap.String("pipeline", pc.Name), zap.Int("partition", n), zap.Error(err))
+		}
 		return
 	}
 	if prev != "nobody" && prev != p.id {

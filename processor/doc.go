@@ -109,20 +109,38 @@
 // partitionOf computes) appended as a last token; with N = 1 it has no
 // transform. Any number of instances run the same configuration. The
 // coordination bucket (checkpoint_bucket) holds a heartbeat
-// "members.<id>" of each instance, put every lease_ttl/3, and one record
-// "partitions.<pipeline>.<n>" per partition: {owner, epoch, checkpoint}.
-// Every instance watches the bucket and applies the pure rules of
-// assign.go: the members alive (heartbeat seen within lease_ttl on its own
-// clock) get balanced shares of the partitions, owners keeping theirs
-// (assignTargets), and decide says whether to take, release or abandon
-// each partition. Every change of a record is a compare-and-set on it:
-// the owner renews it with the current checkpoint every
-// min(lease_ttl/3, checkpoint_every); a member takes a released or
-// missing partition, or one whose record has not moved for lease_ttl, by
-// writing epoch+1. The new owner deletes the consumers of earlier epochs
+// "members.<id>" of each instance, put every lease_ttl/3 by a goroutine of
+// its own (so that no blocking record write can hold it back), which names
+// the pipelines the instance runs and their layouts (memberValue), and one
+// record "partitions.<pipeline>.<n>" per partition: {owner, epoch,
+// checkpoint}. Every instance watches the bucket and applies the pure rules
+// of assign.go: a member is alive while its heartbeat is younger than
+// lease_ttl — dated on arrival for updates, and, for the values already in
+// the bucket when a watcher starts, by their server timestamps relative to
+// the newest of them (backdate), so a newcomer judges a crashed member and
+// its unrenewed records exactly as the others do; a pipeline's partitions
+// go only to the live members that run it under the layout of the one
+// that has run it longest (candidates; a heartbeat of an earlier version,
+// without pipelines, counts for the pipelines whose records it owns); those
+// get balanced shares, owners keeping theirs (assignTargets), and decide
+// says whether to take, release or abandon each partition. Every change of
+// a record is a compare-and-set on it: the owner renews it with the current
+// checkpoint every min(lease_ttl/3, checkpoint_every); a member takes a
+// released or missing partition, or one whose record has not moved for
+// lease_ttl, by writing epoch+1. Takes and releases run to completion
+// (bounded by snapshot_timeout) even when Run's ctx is cancelled: a take
+// that lands after the stop began is released at once, a partition whose
+// consumer could not start releases its record, and leaving releases every
+// record that still names the member, so a stop of the whole fleet leaves
+// nothing owned. The new owner deletes the consumers of earlier epochs
 // (and the single durable consumer of earlier versions, whose checkpoint
 // "checkpoint.<stream>.<durable>" seeds a new single-partition record) and
-// creates its own, "<durable>-p<n>-e<epoch>", at the checkpoint.
+// creates its own, "<durable>-p<n>-e<epoch>", at the checkpoint. Its pulls
+// carry an idle heartbeat of lease_ttl/4 and expire after lease_ttl
+// (pullTiming), so nats.go issues a pull lost with a server again within
+// lease_ttl/2; a consume that ended for good, or that fails for lease_ttl
+// without a delivery, revokes the fence and the partition is taken again
+// under a new epoch.
 //
 // Every state write is fenced. A partition's fence is ok while its last
 // successful renewal was sent less than lease_ttl/2 ago (monotonic clock)
@@ -165,10 +183,14 @@
 // when the watch expires; unwatched, the hook is one atomic load. The
 // keys list is a "keys" control request answered by each worker. The
 // micro service
-// (service_name, default "kpcastream") has endpoints <name>.stats (summed
-// over the live members), <name>.pipelines, <name>.model, <name>.snapshot
-// and <name>.reset; the last three take {"pipeline":"…","key":"…"} and are
-// forwarded to the member owning the key's partition. <name>.i.<member>.*
+// (service_name, default "kpcastream") has endpoints <name>.stats (every
+// pipeline run by a live member, each summed over the members that run
+// it), <name>.pipelines (likewise), <name>.model, <name>.snapshot and
+// <name>.reset; the first two take an optional {"pipeline":"…"}, the last
+// three {"pipeline":"…","key":"…"}, forwarded to the member owning the
+// key's partition — for a pipeline configured only on other members too,
+// found from their heartbeats — so that any member, of any deployment
+// sharing the service name and bucket, answers alike. <name>.i.<member>.*
 // are one instance's own endpoints. Errors carry the service error codes
 // of statusOf: 400, 404, 409, 503, 500.
 package processor

@@ -26,6 +26,9 @@ type env struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	store *snapshot.Store
+	// wrapKV, when set, wraps the coordination bucket of the processors
+	// started next.
+	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -111,6 +114,7 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 		t.Fatalf("New: %v", err)
 	}
 	p.onApply = onApply
+	p.wrapKV = e.wrapKV
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

@@ -2,12 +2,15 @@ package processor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +174,321 @@ func TestElasticMembers(t *testing.T) {
 	if n := log.check(t); n < 6+2+3 {
 		t.Errorf("only %d partition epochs applied anything: the partitions did not move as the test meant", n)
 	}
+}
+
+// records returns every ownership record of pc in the coordination bucket
+// (a missing one as the zero record).
+func (e *env) records(t *testing.T, pc PipelineConfig) []partRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatalf("coordination bucket: %v", err)
+	}
+	out := make([]partRecord, pc.Partitions)
+	for n := range out {
+		en, err := kv.Get(ctx, recordKey(pc, n))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("record %d of %s: %v", n, pc.Name, err)
+		}
+		if out[n], err = decodeRecord(en.Value()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// ownedBy counts the partitions of pipeline running on rs.
+func ownedBy(pipeline string, rs ...*running) int {
+	n := 0
+	for _, r := range rs {
+		n += len(r.stats(pipeline).Partitions)
+	}
+	return n
+}
+
+// TestTwoDeployments runs two deployments with different pipelines on one
+// server with the default bucket and service names: each pipeline's
+// partitions are shared only among the members that run it, all of them
+// are taken, and none moves afterwards (no take/release loop: every
+// record stays at its first epoch).
+func TestTwoDeployments(t *testing.T) {
+	e := newEnv(t)
+	const ttl = 600 * time.Millisecond
+	x, y := pipelineConfig("depx"), pipelineConfig("depy")
+	x.Partitions, y.Partitions = 4, 4
+	cfg := func(pc PipelineConfig) Config {
+		return Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second}
+	}
+	member := func(pc PipelineConfig) *running {
+		nc, js := natstest.Connect(t, e.url)
+		return e.startOn(t, cfg(pc), newPCA, nc, js, nil)
+	}
+	a1, b1 := member(x), member(y)
+	a2, b2 := member(x), member(y)
+	waitFor(t, 10*time.Second, "every partition of both pipelines running", func() bool {
+		return ownedBy(x.Name, a1, a2) == 4 && ownedBy(y.Name, b1, b2) == 4
+	})
+	before := map[string][]partRecord{x.Name: e.records(t, x), y.Name: e.records(t, y)}
+	time.Sleep(5 * ttl) // long enough for any loop of takes and releases to show
+	if n := ownedBy(x.Name, a1, a2); n != 4 || ownedBy(x.Name, a1) == 0 || ownedBy(x.Name, a2) == 0 {
+		t.Errorf("pipeline x: %d partitions running on its members (a1 %d, a2 %d), want 4 shared by both", n, ownedBy(x.Name, a1), ownedBy(x.Name, a2))
+	}
+	if n := ownedBy(y.Name, b1, b2); n != 4 || ownedBy(y.Name, b1) == 0 || ownedBy(y.Name, b2) == 0 {
+		t.Errorf("pipeline y: %d partitions running on its members (b1 %d, b2 %d), want 4 shared by both", n, ownedBy(y.Name, b1), ownedBy(y.Name, b2))
+	}
+	for _, pc := range []PipelineConfig{x, y} {
+		for n, r := range e.records(t, pc) {
+			// A partition moves at most once: from the first member of its
+			// deployment to the second.
+			if was := before[pc.Name][n]; r.Epoch != was.Epoch || r.Owner != was.Owner || r.Epoch > 2 {
+				t.Errorf("pipeline %s partition %d: epoch %d owner %q, was epoch %d owner %q (it moved between deployments)",
+					pc.Name, n, r.Epoch, r.Owner, was.Epoch, was.Owner)
+			}
+		}
+	}
+	// Data flows through both.
+	for i, k := range []string{"k0", "k1", "k2", "k3"} {
+		e.publish(t, "in.depx."+k, encodeObs(t, "json", vectors(uint64(i), 1)[0], "0"), "")
+		e.publish(t, "in.depy."+k, encodeObs(t, "json", vectors(uint64(i), 1)[0], "0"), "")
+	}
+	waitFor(t, 10*time.Second, "both pipelines drained", func() bool { return e.drained(t, x) && e.drained(t, y) })
+
+	// The control plane: whichever member of either deployment takes a
+	// request (one queue group for both), it answers for the pipeline
+	// asked about.
+	ask := func(subject string, body string, v any) string {
+		t.Helper()
+		msg, err := e.nc.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s %s: %v", subject, body, err)
+		}
+		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+			return code
+		}
+		if err := json.Unmarshal(msg.Data, v); err != nil {
+			t.Fatalf("%s %s: %v in %q", subject, body, err, msg.Data)
+		}
+		return ""
+	}
+	for i := range 12 { // 12 requests reach members of both deployments
+		for _, pc := range []PipelineConfig{x, y} {
+			var st []PipelineStats
+			if code := ask("kpcastream.stats", `{"pipeline":"`+pc.Name+`"}`, &st); code != "" {
+				t.Fatalf("request %d: stats of %s: error %s", i, pc.Name, code)
+			}
+			if len(st) != 1 || st[0].Pipeline != pc.Name || st[0].Instances != 2 || len(st[0].Partitions) != 4 || st[0].In != 4 || st[0].Learners != 4 {
+				t.Errorf("request %d: stats of %s: %+v, want that pipeline alone over its 2 members: 4 partitions, 4 in, 4 learners", i, pc.Name, st)
+			}
+			var infos []PipelineInfo
+			if code := ask("kpcastream.pipelines", `{"pipeline":"`+pc.Name+`"}`, &infos); code != "" || len(infos) != 1 || infos[0].Stream != pc.Input.Stream {
+				t.Errorf("request %d: pipelines of %s: %v (error %q)", i, pc.Name, infos, code)
+			}
+			// A key request reaches the key's owner, in the other
+			// deployment when need be.
+			var snap map[string]int
+			if code := ask("kpcastream.snapshot", `{"pipeline":"`+pc.Name+`","key":"k1"}`, &snap); code != "" {
+				t.Errorf("request %d: snapshot of %s/k1: error %s", i, pc.Name, code)
+			}
+			if code := ask("kpcastream.reset", `{"pipeline":"`+pc.Name+`","key":"never"}`, &snap); code != "404" {
+				t.Errorf("request %d: reset of %s/never: error %q, want 404 from its owner", i, pc.Name, code)
+			}
+		}
+		var all []PipelineStats
+		if code := ask("kpcastream.stats", "", &all); code != "" {
+			t.Fatalf("request %d: stats: error %s", i, code)
+		}
+		names := map[string]int{}
+		for _, s := range all {
+			names[s.Pipeline] = s.Instances
+		}
+		if len(all) != 2 || names[x.Name] != 2 || names[y.Name] != 2 {
+			t.Errorf("request %d: stats of every pipeline: %v, want both, each over its 2 members", i, names)
+		}
+		var none []PipelineStats
+		if code := ask("kpcastream.stats", `{"pipeline":"nope"}`, &none); code != "404" {
+			t.Errorf("request %d: stats of an unknown pipeline: error %q, want 404", i, code)
+		}
+	}
+}
+
+// TestFleetStopLeavesNothingOwned stops every member of a fleet at once,
+// while partitions move between them: no record may be left naming a
+// member that has exited (a take landing after the stop began, a
+// partition that could not start), so the next fleet takes every
+// partition at once instead of after lease_ttl.
+func TestFleetStopLeavesNothingOwned(t *testing.T) {
+	e := newEnv(t)
+	const ttl = 3 * time.Second // long, so that a record left owned is not taken over by the next fleet in time
+	pc := pipelineConfig("fleet")
+	pc.Partitions = 6
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second}
+	member := func() *running {
+		nc, js := natstest.Connect(t, e.url)
+		return e.startOn(t, cfg, newPCA, nc, js, nil)
+	}
+	for round := range 3 {
+		rs := []*running{member(), member()}
+		started := time.Now()
+		waitFor(t, 10*time.Second, "the fleet runs every partition", func() bool { return ownedBy(pc.Name, rs...) == 6 })
+		if round > 0 {
+			// The previous fleet left nothing owned: nothing waits for lease_ttl.
+			if d := time.Since(started); d > ttl {
+				t.Errorf("round %d: the fleet took %v to run every partition, want < lease_ttl %v", round, d, ttl)
+			}
+		}
+		for i := range 4 {
+			e.publish(t, fmt.Sprintf("in.fleet.k%d", i), encodeObs(t, "json", vectors(uint64(i), 1)[0], fmt.Sprint(round)), "")
+		}
+		// A third member joins and the fleet stops while partitions move to it.
+		rs = append(rs, member())
+		errs := make(chan error, len(rs))
+		var wg sync.WaitGroup
+		for _, r := range rs {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- r.stop() }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("round %d: stop: %v", round, err)
+			}
+		}
+		for n, r := range e.records(t, pc) {
+			if r.Owner != "" {
+				t.Errorf("round %d: partition %d still owned by %s (epoch %d) after the whole fleet stopped", round, n, r.Owner, r.Epoch)
+			}
+		}
+	}
+}
+
+// TestJoinAfterKill kills a member (connection closed: no release, its
+// heartbeat stays in the bucket) and has two members join after it, one
+// within lease_ttl and one later: the newcomers must judge the dead
+// member dead from the bucket's timestamps, so its partitions run again
+// within lease_ttl + 1 s of the kill whatever the joins, and the
+// partitions released to a newcomer are taken within 1 s.
+func TestJoinAfterKill(t *testing.T) {
+	e := newEnv(t)
+	const ttl = 2 * time.Second
+	pc := pipelineConfig("jak")
+	pc.Partitions = 6
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second}
+	member := func() (*running, func()) {
+		nc, js := natstest.Connect(t, e.url)
+		return e.startOn(t, cfg, newPCA, nc, js, nil), nc.Close
+	}
+	a, kill := member()
+	b, _ := member()
+	waitFor(t, 10*time.Second, "a and b run every partition", func() bool {
+		return ownedBy(pc.Name, a, b) == 6 && ownedBy(pc.Name, a) > 0 && ownedBy(pc.Name, b) > 0
+	})
+	kill()
+	killed := time.Now()
+	time.Sleep(ttl * 6 / 10)
+	c, _ := member()
+	time.Sleep(killed.Add(ttl * 12 / 10).Sub(time.Now()))
+	d, _ := member()
+	waitFor(t, 3*ttl+5*time.Second, "b, c and d run every partition", func() bool {
+		return ownedBy(pc.Name, b, c, d) == 6 && ownedBy(pc.Name, c) > 0 && ownedBy(pc.Name, d) > 0
+	})
+	took := time.Since(killed)
+	t.Logf("the killed member's partitions all running again %v after the kill (lease_ttl %v, joins at %v and %v)",
+		took.Round(time.Millisecond), ttl, ttl*6/10, ttl*12/10)
+	if took > ttl+time.Second {
+		t.Errorf("partitions of a killed member ran again %v after the kill, want ≤ lease_ttl + 1s = %v", took, ttl+time.Second)
+	}
+	for n, r := range e.records(t, pc) {
+		if r.Owner == a.p.ID() || r.Owner == "" {
+			t.Errorf("partition %d: record owner %q, want a live member", n, r.Owner)
+		}
+	}
+	// A graceful leave: its partitions are released and taken within 1 s.
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now()
+	waitFor(t, 10*time.Second, "b and c run every partition", func() bool { return ownedBy(pc.Name, b, c) == 6 })
+	if took := time.Since(left); took > time.Second {
+		t.Errorf("partitions of a member that left ran again %v after it stopped, want ≤ 1s", took)
+	}
+}
+
+// stallingKV is a coordination bucket whose partition record writes
+// (renewals, takes, releases) hang until their context ends while stall
+// is set, as while the bucket has no leader; heartbeats still land.
+type stallingKV struct {
+	jetstream.KeyValue
+	stall *atomic.Bool
+}
+
+func (kv stallingKV) hang(ctx context.Context, key string) error {
+	if !kv.stall.Load() || !strings.HasPrefix(key, "partitions.") {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (kv stallingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if err := kv.hang(ctx, key); err != nil {
+		return 0, err
+	}
+	return kv.KeyValue.Update(ctx, key, value, last)
+}
+
+func (kv stallingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if err := kv.hang(ctx, key); err != nil {
+		return 0, err
+	}
+	return kv.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// TestHeartbeatNotBlockedByTakes stalls one member's record writes for
+// 3·lease_ttl (its fence expires and its takes hang for snapshot_timeout):
+// its heartbeat must keep landing, so the other member never judges it
+// dead and never takes its partitions over; once writes land again it
+// runs its partitions again.
+func TestHeartbeatNotBlockedByTakes(t *testing.T) {
+	e := newEnv(t)
+	const ttl = time.Second
+	pc := pipelineConfig("hbtake")
+	pc.Partitions = 4
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second, SnapshotTimeout: 5 * time.Second}
+	var stall atomic.Bool
+	e.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue { return stallingKV{KeyValue: kv, stall: &stall} }
+	nc, js := natstest.Connect(t, e.url)
+	a := e.startOn(t, cfg, newPCA, nc, js, nil)
+	e.wrapKV = nil
+	nc2, js2 := natstest.Connect(t, e.url)
+	b := e.startOn(t, cfg, newPCA, nc2, js2, nil)
+	waitFor(t, 10*time.Second, "a and b share the partitions", func() bool {
+		return ownedBy(pc.Name, a) == 2 && ownedBy(pc.Name, b) == 2
+	})
+	stall.Store(true)
+	stalled := time.Now()
+	for time.Since(stalled) < 3*ttl {
+		b.p.coord.mu.Lock()
+		alive := b.p.coord.alive(time.Now())
+		b.p.coord.mu.Unlock()
+		if !slices.ContainsFunc(alive, func(m memberInfo) bool { return m.id == a.p.ID() }) {
+			t.Fatalf("%v into the stall of a's record writes, b judges a dead: its heartbeat was held back", time.Since(stalled).Round(time.Millisecond))
+		}
+		if n := ownedBy(pc.Name, b); n > 2 {
+			t.Fatalf("%v into the stall, b runs %d partitions: it took a's over", time.Since(stalled).Round(time.Millisecond), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ownedBy(pc.Name, a); n != 0 {
+		t.Errorf("a runs %d partitions after its renewals failed for 3·lease_ttl, want 0 (fenced)", n)
+	}
+	stall.Store(false)
+	waitFor(t, cfg.SnapshotTimeout+5*time.Second, "a runs its partitions again", func() bool {
+		return ownedBy(pc.Name, a) == 2 && ownedBy(pc.Name, b) == 2
+	})
 }

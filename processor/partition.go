@@ -283,10 +283,18 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
 	pt.startWorkers(g, gctx)
 	if err := pt.consume(ctx, gctx); err != nil {
-		pt.fence.revoke() // give up this epoch; the record is taken again or by another member
+		// Give up this epoch: release the record (nothing was consumed, so
+		// its checkpoint stands), so that the member it is assigned to —
+		// this one again, unless it is stopping — takes it at once, and a
+		// stop that cancelled the consume leaves nothing owned.
 		stopRenew()
 		_ = pt.waitWorkers(g)
-		pt.deleteConsumer()
+		if pt.fence.ok() {
+			pt.release()
+		} else {
+			pt.deleteConsumer()
+		}
+		pt.fence.revoke()
 		return err
 	}
 	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
@@ -390,7 +398,10 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}
 	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
 	pl := pt.pipe
+	hb, expiry := pullTiming(p.cfg.LeaseTTL)
+	health := &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}
 	pt.cc, err = cons.Consume(func(m jetstream.Msg) {
+		health.delivered()
 		d, ok := jsack.Parse(m.Reply())
 		if !ok {
 			md, err := m.Metadata()
@@ -415,13 +426,73 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		pt.track.deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
+		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(expiry),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			pt.log.Warn("consume", zap.Error(err))
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest):
+				// The consume has ended for good (a newer owner deleted the
+				// consumer, say): stop this epoch without further writes;
+				// the member the partition is assigned to takes it again.
+				pt.log.Warn("consume ended; stopping the partition", zap.Error(err))
+				pt.fence.revoke()
+			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
+				// nats.go pulls again after 2 missed heartbeats
+				// (lease_ttl/2); a consumer unreachable for lease_ttl
+				// is made anew under a new epoch.
+				if health.failed(time.Now()) {
+					pt.log.Warn("consumer unreachable for lease_ttl; stopping the partition to take it again with a new consumer", zap.Error(err))
+					pt.fence.revoke()
+					return
+				}
+				pt.log.Info("consume", zap.Error(err))
+			default:
+				pt.log.Warn("consume", zap.Error(err))
+			}
 		}))
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s partition %d: consume: %w", pc.Name, pt.num, err)
 	}
 	return nil
+}
+
+// pullTiming returns the idle heartbeat and the expiry of a partition's
+// pull requests, sized to lease_ttl so that a pull lost with a server (a
+// "no responders" answer, or heartbeats that stop) is issued again by
+// nats.go within lease_ttl/2 (two missed heartbeats) rather than after
+// nats.go's 30 s default: heartbeat lease_ttl/4 within nats.go's
+// 500 ms–30 s, expiry lease_ttl within [max(1 s, 2·heartbeat), 30 s].
+func pullTiming(ttl time.Duration) (heartbeat, expiry time.Duration) {
+	heartbeat = min(max(ttl/4, 500*time.Millisecond), 15*time.Second)
+	expiry = max(min(ttl, 30*time.Second), 2*heartbeat, time.Second)
+	return heartbeat, expiry
+}
+
+// pullHealth tells a consume that keeps failing (errors no more than gap
+// apart, no delivery in between) for window from one that failed once.
+// Safe for concurrent use.
+type pullHealth struct {
+	window, gap time.Duration
+	mu          sync.Mutex
+	first, last time.Time // the current streak of failures
+}
+
+// delivered ends the streak.
+func (h *pullHealth) delivered() {
+	h.mu.Lock()
+	h.first = time.Time{}
+	h.mu.Unlock()
+}
+
+// failed records a failure at now and reports whether the streak has
+// lasted window.
+func (h *pullHealth) failed(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.first.IsZero() || now.Sub(h.last) > h.gap {
+		h.first = now
+	}
+	h.last = now
+	return now.Sub(h.first) >= h.window
 }
 
 // findMissing registers the messages of the partition with stream

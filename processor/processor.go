@@ -68,6 +68,8 @@ type Processor struct {
 	// onApply, when set (tests), is called by a worker after it applied a
 	// message to a key's learner.
 	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)
+	// wrapKV, when set (tests), wraps the coordination bucket.
+	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 }
 
 // pipeline is the run-time state of one PipelineConfig.
@@ -312,6 +314,9 @@ func (p *Processor) setup(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("processor: checkpoint bucket %q (%d replicas), which holds the members, partition ownership and checkpoints: %w",
 					p.cfg.CheckpointBucket, replicas, err)
+			}
+			if p.wrapKV != nil {
+				kv = p.wrapKV(kv)
 			}
 			p.coord = newCoordinator(p, kv)
 		}

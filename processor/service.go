@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -146,13 +148,16 @@ func (p *Processor) Stats() []PipelineStats {
 	return out
 }
 
-// mergeStats adds b's counters and partitions to a (same pipelines, same order).
-func mergeStats(a, b []PipelineStats) {
-	for i := range a {
-		if i >= len(b) || b[i].Pipeline != a[i].Pipeline {
+// mergeStats adds b's counters and partitions to a's entries of the same
+// pipelines, appends the pipelines a lacks, and returns a.
+func mergeStats(a, b []PipelineStats) []PipelineStats {
+	for _, y := range b {
+		i := slices.IndexFunc(a, func(x PipelineStats) bool { return x.Pipeline == y.Pipeline })
+		if i < 0 {
+			a = append(a, y)
 			continue
 		}
-		x, y := &a[i], &b[i]
+		x := &a[i]
 		x.In += y.In
 		x.Out += y.Out
 		x.Warming += y.Warming
@@ -173,6 +178,7 @@ func mergeStats(a, b []PipelineStats) {
 			x.Budget[a] += n
 		}
 	}
+	return a
 }
 
 // Pipelines describes the configured pipelines.
@@ -285,6 +291,9 @@ func (p *Processor) control(ctx context.Context, op, pipeline, key string) (cont
 func (p *Processor) controlAt(ctx context.Context, op, pipeline, key string, forward bool) (controlReply, error) {
 	pl, err := p.pipeline(pipeline)
 	if err != nil {
+		if forward && p.coord != nil {
+			return p.controlElsewhere(ctx, op, pipeline, key, err)
+		}
 		return controlReply{}, err
 	}
 	if key == "" {
@@ -301,6 +310,30 @@ func (p *Processor) controlAt(ctx context.Context, op, pipeline, key string, for
 	}
 	return controlReply{}, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) has no running owner at the moment; retry",
 		ErrUnavailable, n, pipeline, key)
+}
+
+// controlElsewhere forwards a key request for a pipeline not configured
+// here to the member owning the key's partition, found from the
+// heartbeats of the members that run the pipeline (its partition count)
+// and the partition's record; notHere when no live member runs it.
+func (p *Processor) controlElsewhere(ctx context.Context, op, pipeline, key string, notHere error) (controlReply, error) {
+	ids, parts := p.coord.runners(pipeline)
+	if len(ids) == 0 {
+		return controlReply{}, notHere
+	}
+	if key == "" {
+		return controlReply{}, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
+	}
+	n := partitionOf(key, parts)
+	owner := ""
+	if v := p.coord.view(recordKeyOf(pipeline, n)); v.exists {
+		owner = v.rec.Owner
+	}
+	if owner == "" {
+		return controlReply{}, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) has no running owner at the moment; retry",
+			ErrUnavailable, n, pipeline, key)
+	}
+	return p.forward(ctx, owner, op, KeyRequest{Pipeline: pipeline, Key: key})
 }
 
 // instanceSubject is the subject of op on member id's own endpoints.
@@ -339,46 +372,129 @@ func (p *Processor) forward(ctx context.Context, id, op string, kr KeyRequest) (
 	return r, nil
 }
 
-// clusterStats sums the stats of every live member (asked on its own
-// endpoint; those that do not answer within the request's time are left
-// out) with this instance's.
-func (p *Processor) clusterStats(ctx context.Context) []PipelineStats {
+// clusterStats sums, per pipeline, the stats of every live member of the
+// coordination bucket (asked on its own endpoint; those that do not answer
+// within the request's time are left out) with this instance's: every
+// pipeline any of them runs, each summed over the members that run it, so
+// that the answer does not depend on which member took the request (two
+// deployments sharing a bucket and a service name see each other's
+// pipelines, never one's counters under the other's name). With pipeline
+// set, only that pipeline's entry (ErrNotFound when no member runs it).
+func (p *Processor) clusterStats(ctx context.Context, pipeline string) ([]PipelineStats, error) {
 	out := p.Stats()
-	if p.coord == nil {
-		return out
-	}
-	p.coord.mu.Lock()
-	members := p.coord.alive(time.Now())
-	p.coord.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, 2*time.Second))
-	defer cancel()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, id := range members {
-		if id == p.id {
-			continue
+	if p.coord != nil {
+		ctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, 2*time.Second))
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range p.coord.others() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var st []PipelineStats
+				if p.askMember(ctx, m.id, "stats", nil, &st) != nil {
+					return
+				}
+				mu.Lock()
+				out = mergeStats(out, st)
+				mu.Unlock()
+			}()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			msg, err := p.conn.RequestWithContext(ctx, p.instanceSubject(id, "stats"), nil)
-			if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "" {
-				return
-			}
-			var st []PipelineStats
-			if json.Unmarshal(msg.Data, &st) != nil {
-				return
-			}
-			mu.Lock()
-			mergeStats(out, st)
-			mu.Unlock()
-		}()
+		wg.Wait()
 	}
-	wg.Wait()
+	own := len(p.pipes)
+	slices.SortFunc(out[own:], func(a, b PipelineStats) int { return strings.Compare(a.Pipeline, b.Pipeline) })
 	for i := range out {
 		slices.SortFunc(out[i].Partitions, func(a, b PartitionStats) int { return a.Partition - b.Partition })
 	}
-	return out
+	if pipeline == "" {
+		return out, nil
+	}
+	if i := slices.IndexFunc(out, func(s PipelineStats) bool { return s.Pipeline == pipeline }); i >= 0 {
+		return out[i : i+1], nil
+	}
+	return nil, fmt.Errorf("processor: %w: no member runs pipeline %q", ErrNotFound, pipeline)
+}
+
+// clusterPipelines describes the pipelines configured here and those that
+// only other live members run (each asked of one member that runs it), so
+// that any member gives the same list; with name set, only that one
+// (ErrNotFound when no member runs it).
+func (p *Processor) clusterPipelines(ctx context.Context, name string) ([]PipelineInfo, error) {
+	out := p.Pipelines()
+	if p.coord != nil {
+		ctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, 2*time.Second))
+		defer cancel()
+		elsewhere := map[string][]string{}
+		for _, m := range p.coord.others() {
+			for _, mp := range m.pipelines {
+				if _, err := p.pipeline(mp.Name); err != nil && (name == "" || name == mp.Name) {
+					elsewhere[mp.Name] = append(elsewhere[mp.Name], m.id)
+				}
+			}
+		}
+		for _, pipe := range slices.Sorted(maps.Keys(elsewhere)) {
+			for _, id := range elsewhere[pipe] {
+				var infos []PipelineInfo
+				if p.askMember(ctx, id, "pipelines", nil, &infos) != nil {
+					continue
+				}
+				if i := slices.IndexFunc(infos, func(pi PipelineInfo) bool { return pi.Name == pipe }); i >= 0 {
+					out = append(out, infos[i])
+					break
+				}
+			}
+		}
+	}
+	if name == "" {
+		return out, nil
+	}
+	if i := slices.IndexFunc(out, func(pi PipelineInfo) bool { return pi.Name == name }); i >= 0 {
+		return out[i : i+1], nil
+	}
+	return nil, fmt.Errorf("processor: %w: no member runs pipeline %q", ErrNotFound, name)
+}
+
+// clusterSnapshot hands over a snapshot of every changed key of pipeline
+// on every member that runs it, and returns the number handed over.
+func (p *Processor) clusterSnapshot(ctx context.Context, pipeline string) (int, error) {
+	n, err := p.SnapshotNow(ctx, pipeline, "")
+	here := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return n, err
+	}
+	if p.coord == nil {
+		return n, err
+	}
+	ids, _ := p.coord.runners(pipeline)
+	if len(ids) == 0 && !here {
+		return 0, err
+	}
+	body, _ := json.Marshal(KeyRequest{Pipeline: pipeline})
+	for _, id := range ids {
+		var v map[string]int
+		if err := p.askMember(ctx, id, "snapshot", body, &v); err != nil {
+			return n, err
+		}
+		n += v["snapshots"]
+	}
+	return n, nil
+}
+
+// askMember sends a request to member id's own endpoint op and decodes
+// its JSON answer into v.
+func (p *Processor) askMember(ctx context.Context, id, op string, body []byte, v any) error {
+	msg, err := p.conn.RequestWithContext(ctx, p.instanceSubject(id, op), body)
+	if err != nil {
+		return fmt.Errorf("processor: %w: %s of member %s: %w", ErrUnavailable, op, id, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return fmt.Errorf("processor: member %s: %s %s", id, code, msg.Header.Get(micro.ErrorHeader))
+	}
+	if err := json.Unmarshal(msg.Data, v); err != nil {
+		return fmt.Errorf("processor: %s of member %s: %w", op, id, err)
+	}
+	return nil
 }
 
 func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlReply, error) {
@@ -514,6 +630,10 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 				return r.data, err
 			}},
 			{"snapshot", func(ctx context.Context, kr KeyRequest) (any, error) {
+				if kr.Key == "" && forward {
+					n, err := p.clusterSnapshot(ctx, kr.Pipeline)
+					return map[string]int{"snapshots": n}, err
+				}
 				if kr.Key == "" {
 					n, err := p.SnapshotNow(ctx, kr.Pipeline, "")
 					return map[string]int{"snapshots": n}, err
@@ -528,11 +648,12 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 		}
 	}
 	shared := append([]endpoint{
-		{"stats", func(ctx context.Context, _ KeyRequest) (any, error) { return p.clusterStats(ctx), nil }},
-		{"pipelines", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
+		{"stats", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterStats(ctx, kr.Pipeline) }},
+		{"pipelines", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterPipelines(ctx, kr.Pipeline) }},
 	}, keyOps(true)...)
 	own := append([]endpoint{
 		{"stats", func(context.Context, KeyRequest) (any, error) { return p.Stats(), nil }},
+		{"pipelines", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
 	}, keyOps(false)...)
 	for _, grp := range []struct {
 		prefix string

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -755,4 +756,113 @@ func TestServerRestart(t *testing.T) {
 	}
 	t.Logf("server down %v: largest gap between outputs of one partition %v (per partition %v); stall beyond the outage %v",
 		outage.Round(time.Millisecond), worst.Round(time.Millisecond), gap, (worst - outage).Round(time.Millisecond))
+}
+
+// TestJoinAfterKill SIGKILLs a member (its heartbeat stays in the bucket)
+// and starts two members after it, one within lease_ttl of the kill and
+// one after: the newcomers judge the dead member from the bucket's
+// timestamps, so its partitions run again within lease_ttl + 1 s of the
+// kill whatever the joins; every state and output is that of an
+// uninterrupted run.
+func TestJoinAfterKill(t *testing.T) {
+	w := newWorld(t)
+	a, b := start(t, w.cfg), start(t, w.cfg)
+	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
+	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
+	w.publish(200)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = a.cmd.Process.Wait()
+	killed := time.Now()
+	c := start(t, w.cfg)
+	var d *proc
+	var took time.Duration
+	for took == 0 || d == nil {
+		if d == nil && time.Since(killed) >= ttl*12/10 {
+			d = start(t, w.cfg) // the second join, while the wait goes on
+		}
+		if took == 0 && !slices.ContainsFunc(w.owners(), func(r record) bool { return r.Owner == "" || r.Owner == ida }) {
+			took = time.Since(killed)
+		}
+		if time.Since(killed) > 20*time.Second {
+			t.Fatal("timed out after 20s waiting for every partition owned by a live member")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	live := map[string]bool{idb: true}
+	t.Logf("partitions of the SIGKILLed member owned again %v after the kill (lease_ttl %v, joins at 0 and %v)",
+		took.Round(time.Millisecond), ttl, ttl*12/10)
+	if took > ttl+time.Second {
+		t.Errorf("partitions of a killed member taken %v after the kill, want ≤ lease_ttl + 1s = %v", took, ttl+time.Second)
+	}
+	idd := w.memberOf(d.cmd.Process.Pid)
+	live[w.memberOf(c.cmd.Process.Pid)], live[idd] = true, true
+	// The later joiner gets its share too: partitions released to it are
+	// taken at once (it does not count the dead member alive).
+	joined := time.Now()
+	waitFor(t, 20*time.Second, "every partition owned by b, c or d, d among them", func() bool {
+		for _, r := range w.owners() {
+			if !live[r.Owner] {
+				return false
+			}
+		}
+		return w.count(idd) > 0
+	})
+	t.Logf("the member joining after the kill owns its share %v after its heartbeat appeared", time.Since(joined).Round(time.Millisecond))
+	w.publish(200)
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	for _, p := range []*proc{b, c, d} {
+		p.stop(t)
+	}
+	w.check()
+}
+
+// TestFleetStop SIGTERMs every member at once, right after a member
+// joined (partitions moving): no record may be left naming a member that
+// exited, so the next fleet runs every partition at once rather than
+// after lease_ttl; every state and output is that of an uninterrupted run.
+func TestFleetStop(t *testing.T) {
+	w := newWorld(t)
+	for round := range 2 {
+		ps := []*proc{start(t, w.cfg), start(t, w.cfg)}
+		started := time.Now()
+		ids := map[string]bool{w.memberOf(ps[0].cmd.Process.Pid): true, w.memberOf(ps[1].cmd.Process.Pid): true}
+		waitFor(t, 20*time.Second, "the fleet owns every partition", func() bool {
+			n := 0
+			for _, r := range w.owners() {
+				if ids[r.Owner] {
+					n++
+				}
+			}
+			return n == partitions
+		})
+		if took := time.Since(started); round > 0 && took > 5*time.Second {
+			t.Errorf("round %d: the fleet took %v to own every partition after the previous fleet stopped", round, took)
+		}
+		w.publish(150)
+		ps = append(ps, start(t, w.cfg))
+		time.Sleep(200 * time.Millisecond) // the third has started joining: partitions move to it as the fleet stops
+		for _, p := range ps {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range ps {
+			p.stop(t)
+		}
+		for n, r := range w.owners() {
+			if r.Owner != "" {
+				t.Errorf("round %d: partition %d still owned by %s (epoch %d) after the whole fleet stopped", round, n, r.Owner, r.Epoch)
+			}
+		}
+	}
+	last := start(t, w.cfg)
+	id := w.memberOf(last.cmd.Process.Pid)
+	started := time.Now()
+	waitFor(t, 20*time.Second, "one member owns every partition", func() bool { return w.count(id) == partitions })
+	if took := time.Since(started); took > ttl {
+		t.Errorf("a member started after a fleet stop took %v to own every partition, want < lease_ttl %v (nothing left owned)", took, ttl)
+	}
+	waitFor(t, 30*time.Second, "drained", w.drained)
+	last.stop(t)
+	w.check()
 }
