@@ -230,8 +230,11 @@ func TestTwoDeployments(t *testing.T) {
 	}
 	a1, b1 := member(x), member(y)
 	a2, b2 := member(x), member(y)
-	waitFor(t, 10*time.Second, "every partition of both pipelines running", func() bool {
-		return ownedBy(x.Name, a1, a2) == 4 && ownedBy(y.Name, b1, b2) == 4
+	// Balanced first (the second member of a deployment may join after
+	// the first took every partition): only moves after that are loops.
+	waitFor(t, 10*time.Second, "every partition of both pipelines running, shared by both members", func() bool {
+		return ownedBy(x.Name, a1, a2) == 4 && ownedBy(y.Name, b1, b2) == 4 &&
+			ownedBy(x.Name, a1) > 0 && ownedBy(x.Name, a2) > 0 && ownedBy(y.Name, b1) > 0 && ownedBy(y.Name, b2) > 0
 	})
 	before := map[string][]partRecord{x.Name: e.records(t, x), y.Name: e.records(t, y)}
 	time.Sleep(5 * ttl) // long enough for any loop of takes and releases to show
