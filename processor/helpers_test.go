@@ -29,6 +29,9 @@ type env struct {
 	// wrapKV, when set, wraps the coordination bucket of the processors
 	// started next.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
+	// wrapPub, when set, wraps the output publisher of the processors
+	// started on this env (fault injection).
+	wrapPub func(asyncPublisher) asyncPublisher
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -115,6 +118,9 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	}
 	p.onApply = onApply
 	p.wrapKV = e.wrapKV
+	if e.wrapPub != nil {
+		p.pubJS = e.wrapPub(p.pubJS)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

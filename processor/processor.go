@@ -50,10 +50,11 @@ type Processor struct {
 	cfg  Config
 	conn *nats.Conn
 	js   jetstream.JetStream
-	// pubJS publishes outputs asynchronously (worker.trySend): its own
-	// context, so that its PubAck timeout (publishAttempt) and pending
-	// limit are ours whatever Deps.JS was built with.
-	pubJS      jetstream.JetStream
+	// pubJS publishes outputs asynchronously (worker.trySend): a
+	// JetStream context of its own, so that its PubAck timeout
+	// (publishAttempt) and pending limit are ours whatever Deps.JS was
+	// built with. Tests wrap it to inject faults.
+	pubJS      asyncPublisher
 	store      *snapshot.Store
 	log        *zap.Logger
 	met        *metrics

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The output window: how a worker publishes to a JetStream output stream
@@ -27,6 +28,14 @@ import (
 // acknowledged: a snapshot never records a message whose outputs could
 // still be lost, so a restart replays them. The rules here do no I/O; the
 // worker publishes, retries and acknowledges what they say.
+
+// asyncPublisher is the output window's port to JetStream (the method of
+// jetstream.JetStream it uses): publish m and return a future that
+// resolves with its PubAck or an error. Nothing else of the worker talks
+// to the output stream.
+type asyncPublisher interface {
+	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+}
 
 // outGroup is the outputs of one input message of a key.
 type outGroup struct {

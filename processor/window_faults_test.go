@@ -1,0 +1,166 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+)
+
+// faultyPub injects the failures an output publish meets: refused before
+// it is sent (a reconnecting connection), lost on the way (never stored,
+// the acknowledgement times out), and stored with its acknowledgement
+// lost (a retry is a duplicate). Futures resolve in whatever order their
+// goroutines run.
+type faultyPub struct {
+	asyncPublisher
+	mu                                sync.Mutex
+	rng                               *rand.Rand
+	refused, lost, ackLost, delivered atomic.Int64
+}
+
+type fakeFuture struct {
+	msg *nats.Msg
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (f *fakeFuture) Ok() <-chan *jetstream.PubAck { return f.ok }
+func (f *fakeFuture) Err() <-chan error            { return f.err }
+func (f *fakeFuture) Msg() *nats.Msg               { return f.msg }
+
+func (f *faultyPub) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	f.mu.Lock()
+	r, wait := f.rng.Float64(), time.Duration(f.rng.IntN(3))*time.Millisecond
+	f.mu.Unlock()
+	fut := &fakeFuture{msg: m, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
+	switch {
+	case r < 0.1:
+		f.refused.Add(1)
+		return nil, nats.ErrConnectionReconnecting
+	case r < 0.2:
+		f.lost.Add(1)
+		go func() {
+			time.Sleep(wait)
+			fut.err <- jetstream.ErrAsyncPublishTimeout
+		}()
+		return fut, nil
+	case r < 0.3:
+		real, err := f.asyncPublisher.PublishMsgAsync(m, opts...)
+		if err != nil {
+			return nil, err
+		}
+		f.ackLost.Add(1)
+		go func() {
+			select {
+			case <-real.Ok():
+			case <-real.Err():
+			}
+			fut.err <- jetstream.ErrAsyncPublishTimeout
+		}()
+		return fut, nil
+	}
+	f.delivered.Add(1)
+	return f.asyncPublisher.PublishMsgAsync(m, opts...)
+}
+
+// TestWindowFaults runs a pipeline whose output publishes fail in every
+// way (faultyPub, 30 % of attempts) while inputs arrive faster than the
+// window drains, with a small window and frequent snapshots (held until
+// their outputs are acknowledged): each key's outputs must land once and
+// in input order, and each key's state must equal a run without faults.
+func TestWindowFaults(t *testing.T) {
+	e := newEnv(t)
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	const n = 360
+	run := func(name string, faults *faultyPub) PipelineConfig {
+		pc := pipelineConfig(name)
+		pc.Output.Window = 8
+		pc.Snapshot = SnapshotPolicy{EveryMessages: 5, Every: -1}
+		if faults != nil {
+			e.wrapPub = func(p asyncPublisher) asyncPublisher { faults.asyncPublisher = p; return faults }
+			defer func() { e.wrapPub = nil }()
+		}
+		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+		rng := rand.New(rand.NewPCG(5, 6))
+		xs := vectors(9, n)
+		for i := range n {
+			k := keys[rng.IntN(len(keys))]
+			if _, err := e.js.PublishAsync("in."+name+"."+k, encodeObs(t, "json", xs[i], fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-e.js.PublishAsyncComplete():
+		case <-time.After(10 * time.Second):
+			t.Fatal("inputs not acknowledged")
+		}
+		waitFor(t, 30*time.Second, name+" drained", func() bool { return e.drained(t, pc) })
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	ref := run("wref", nil)
+	faults := &faultyPub{rng: rand.New(rand.NewPCG(1, 2))}
+	pc := run("wfault", faults)
+	t.Logf("publish attempts: %d delivered, %d refused, %d lost, %d stored with the ack lost",
+		faults.delivered.Load(), faults.refused.Load(), faults.lost.Load(), faults.ackLost.Load())
+	if faults.refused.Load() == 0 || faults.lost.Load() == 0 || faults.ackLost.Load() == 0 {
+		t.Fatal("not every fault was injected")
+	}
+
+	outs := func(stream string) map[string][]uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := e.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[string][]uint64{}
+		for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := codec.DecodeOutput(m.Data, codec.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per[o.Key] = append(per[o.Key], o.Seq)
+		}
+		return per
+	}
+	want, got := outs(ref.Output.Stream), outs(pc.Output.Stream)
+	for _, k := range keys {
+		// Input sequences differ between the two streams only by where
+		// the key's messages fell; order and count must match.
+		g := got[k]
+		for i := 1; i < len(g); i++ {
+			if g[i] <= g[i-1] {
+				t.Errorf("key %s: output of input %d after that of input %d (out of order or twice)", k, g[i], g[i-1])
+			}
+		}
+		if len(g) != len(want[k]) {
+			t.Errorf("key %s: %d outputs, want %d (each once)", k, len(g), len(want[k]))
+		}
+		sr, _ := e.loadState(t, ref.Name, k)
+		sf, _ := e.loadState(t, pc.Name, k)
+		if !reflect.DeepEqual(sr, sf) {
+			t.Errorf("key %s: state differs from the run without faults (seen %d, want %d)", k, sf.Seen, sr.Seen)
+		}
+	}
+}
