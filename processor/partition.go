@@ -95,6 +95,7 @@ type partition struct {
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
 	inClosed bool
+	closing  chan struct{} // closed by closeWorkers: workers take their queued input even with a full output window
 
 	cc  jetstream.ConsumeContext
 	sub *nats.Subscription
@@ -112,7 +113,7 @@ type partition struct {
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
 	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), filter: pc.Input.Subject,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
 	}
@@ -196,6 +197,7 @@ func (pt *partition) closeWorkers() {
 		return
 	}
 	pt.inClosed = true
+	close(pt.closing)
 	for _, w := range pt.workers {
 		close(w.in)
 	}

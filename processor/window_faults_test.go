@@ -164,3 +164,58 @@ func TestWindowFaults(t *testing.T) {
 		}
 	}
 }
+
+// holePub accepts every publish and never acknowledges one (an output
+// stream that stopped answering).
+type holePub struct{ n atomic.Int64 }
+
+func (h *holePub) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	h.n.Add(1)
+	return &fakeFuture{msg: m, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}, nil
+}
+
+// TestFencedWithFullWindow fences a partition whose output window is full
+// of publishes that are never acknowledged: the partition must still stop
+// at once (its worker naks what is queued instead of waiting for room in
+// the window), not after the workers' stop timeout. Then a graceful stop
+// with the window full again (the partition was retaken) must end within
+// shutdown_timeout, giving up the unacknowledged outputs.
+func TestFencedWithFullWindow(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("wfence")
+	pc.Output.Window = 2
+	hole := &holePub{}
+	e.wrapPub = func(asyncPublisher) asyncPublisher { return hole }
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 1, ShutdownTimeout: 2 * time.Second})
+	e.wrapPub = nil
+	for i, x := range vectors(4, pcaWarm+40) {
+		e.publish(t, "in.wfence.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 5*time.Second, "outputs in flight", func() bool { return hole.n.Load() >= 1 })
+	pt := r.p.pipes[0].parts[0].Load()
+	if pt == nil {
+		t.Fatal("partition 0 not running")
+	}
+	start := time.Now()
+	pt.fence.revoke()
+	waitFor(t, 3*time.Second, "the fenced partition stopped", func() bool {
+		select {
+		case <-pt.done:
+			return true
+		default:
+			return false
+		}
+	})
+	t.Logf("fenced partition stopped %v after the revoke", time.Since(start).Round(time.Millisecond))
+	waitFor(t, 10*time.Second, "the partition retaken and its window full again", func() bool {
+		pt2 := r.p.pipes[0].parts[0].Load()
+		return pt2 != nil && pt2 != pt && hole.n.Load() >= 2
+	})
+	start = time.Now()
+	if err := r.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("graceful stop with a full window took %v, want about shutdown_timeout (2s)", took)
+	}
+}

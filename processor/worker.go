@@ -150,6 +150,7 @@ type worker struct {
 
 	win      window
 	pubq     chan pubWait // to the acker; capacity: publishes in flight at most
+	stopped  chan struct{} // closed when run returns: the acker stops waiting
 	acks     chan pubDone // from the acker; same capacity, so it never blocks
 	inflight int          // publishes in flight
 	sendable []*entry     // keys ready to publish, waiting for an in-flight slot
@@ -174,6 +175,7 @@ func newWorker(pt *partition, id, quota int) *worker {
 		eig:     make([]float64, pc.Learner.Components),
 		win:     window{limit: limit},
 		pubq:    make(chan pubWait, limit),
+		stopped: make(chan struct{}),
 		acks:    make(chan pubDone, limit),
 		retryT:  t,
 	}
@@ -182,16 +184,22 @@ func newWorker(pt *partition, id, quota int) *worker {
 // run processes the worker's input until it is closed, then writes the
 // final snapshots and waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
-	defer close(w.pubq)
+	defer close(w.stopped)
 	defer w.release()
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
+	closing := w.part.closing
 	for {
 		in := w.in
-		if w.win.full() {
-			in = nil // back-pressure: wait for acknowledgements
+		if w.win.full() && w.part.fence.ok() && closing != nil {
+			// Back-pressure: wait for acknowledgements. Not when fenced (nak
+			// what comes until the input closes) or stopping (take the
+			// queued input, then finish: the window may stay full).
+			in = nil
 		}
 		select {
+		case <-closing:
+			closing = nil
 		case it, ok := <-in:
 			if !ok {
 				return w.finish(ctx)
@@ -265,6 +273,10 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
 		}
 	}()
+	if !w.part.fence.ok() {
+		// The partition is stopping: its new owner applies m.
+		return w.fail(ctx, m, errFenced)
+	}
 	// Bad input is refused before its key is loaded, claimed or created: it
 	// costs no learner, no claim, no snapshot, and evicts nothing.
 	enc, err := w.decode(m)
@@ -552,12 +564,20 @@ func (w *worker) retryDue() {
 }
 
 // acker waits for the acknowledgement of each JetStream publish in flight,
-// in publish order, and reports it to the worker, until the worker closes
-// pubq. The JetStream context times an attempt out (publishAttempt); the
-// timer here only guards against a future that is never resolved.
+// in publish order, and reports it to the worker, until the worker stops
+// (what is still in flight then no longer matters: its inputs are not
+// acknowledged, and the partition's next owner replays them). The
+// JetStream context times an attempt out (publishAttempt); the timer here
+// only guards against a future that is never resolved.
 func (w *worker) acker(ctx context.Context) error {
 	guard := 2*w.p.publishAttempt() + time.Second
-	for pw := range w.pubq {
+	for {
+		var pw pubWait
+		select {
+		case pw = <-w.pubq:
+		case <-w.stopped:
+			return nil
+		}
 		d := pubDone{e: pw.e}
 		t := time.NewTimer(guard)
 		select {
@@ -568,11 +588,13 @@ func (w *worker) acker(ctx context.Context) error {
 			d.err = jetstream.ErrAsyncPublishTimeout
 		case <-ctx.Done():
 			d.err = ctx.Err()
+		case <-w.stopped:
+			t.Stop()
+			return nil
 		}
 		t.Stop()
 		w.acks <- d
 	}
-	return nil
 }
 
 // expireBlocks forgets blocks older than blockExpiry: their message did not
