@@ -149,12 +149,12 @@ type worker struct {
 	dlLog   deadLetterLog
 
 	win      window
-	pubq     chan pubWait // to the acker; capacity: publishes in flight at most
+	pubq     chan pubWait  // to the acker; capacity: publishes in flight at most
 	stopped  chan struct{} // closed when run returns: the acker stops waiting
-	acks     chan pubDone // from the acker; same capacity, so it never blocks
-	inflight int          // publishes in flight
-	sendable []*entry     // keys ready to publish, waiting for an in-flight slot
-	retrying []*entry     // keys whose head output waits to be published again
+	acks     chan pubDone  // from the acker; same capacity, so it never blocks
+	inflight int           // publishes in flight
+	sendable []*entry      // keys ready to publish, waiting for an in-flight slot
+	retrying []*entry      // keys whose head output waits to be published again
 	retryT   *time.Timer
 	retryAt  time.Time // when retryT fires; zero: stopped
 }
