@@ -26,10 +26,9 @@ const proxyQueue = 1024
 // arrived and queues it, and a writer releases it once the delay has
 // passed since that stamp, so chunks read a microsecond apart leave a
 // microsecond apart and throughput is that of the proxy without the
-// delay. A chunk never leaves early; it may leave late by the Go timer's
-// granularity (tens of µs on a busy process, up to ≈ 1 ms on an idle
-// one), which is why the bench measures and prints the round trip seen
-// through the proxy.
+// delay. A chunk never leaves early; it may leave late by the sleep's
+// granularity (≈ 0.05–0.1 ms with sleepPrecise on Linux), which is why
+// the bench measures and prints the round trip seen through the proxy.
 //
 // Close stops the listener, closes every connection and waits for every
 // goroutine the proxy started. Its methods are safe for concurrent use.
@@ -175,7 +174,7 @@ func (p *delayProxy) release(dst net.Conn, q <-chan chunk) {
 	var bufs net.Buffers
 	for c := range q {
 		if d := time.Until(c.due); d > 0 {
-			time.Sleep(d)
+			sleepPrecise(d)
 		}
 		bufs = append(bufs[:0], c.b)
 		now := time.Now()
@@ -192,7 +191,7 @@ func (p *delayProxy) release(dst net.Conn, q <-chan chunk) {
 						return
 					}
 					if d := time.Until(n.due); d > 0 {
-						time.Sleep(d)
+						sleepPrecise(d)
 					}
 					bufs, now = append(bufs[:0], n.b), time.Now()
 					continue
