@@ -306,6 +306,7 @@ type phaseResult struct {
 	rtt                 time.Duration // simulated round trip (0: direct)
 	rttSeen             time.Duration // median nc.RTT() of the phase's connection
 	capped              bool          // the window ended at --duration
+	stored              int           // messages in the output stream at the end (-1: no output stream)
 	received, expected  int
 	lost                int
 	elapsed             time.Duration // first to last measured output
@@ -513,6 +514,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	if !o.core {
 		streamName = "BENCH_IN_" + strings.ToUpper(tag)
 	}
+	outStream := "BENCH_OUT_" + strings.ToUpper(tag)
 	label := name
 	if name == "pipeline" {
 		label = o.learner
@@ -596,7 +598,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		// As deployed: a stream captures the outputs and drops a replayed
 		// one by its Nats-Msg-Id; the processor then publishes with
 		// JetStream and waits for each PubAck.
-		if err := create(jetstream.StreamConfig{Name: "BENCH_OUT_" + strings.ToUpper(tag), Subjects: []string{outSubj + ".*"},
+		if err := create(jetstream.StreamConfig{Name: outStream, Subjects: []string{outSubj + ".*"},
 			Storage: st, Duplicates: 2 * time.Minute}); err != nil {
 			return nil, err
 		}
@@ -636,7 +638,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	}
 	defer func() { _ = stop() }()
 	if name == "raw" {
-		r, err := startRaw(ctx, nc, streamName, outSubj, o.components, o.window)
+		r, err := startRaw(ctx, nc, streamName, outSubj, o.components, o.window, o.output == "core")
 		if err != nil {
 			return nil, err
 		}
@@ -741,6 +743,20 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	if err := stop(); err != nil {
 		return nil, fmt.Errorf("stop: %w", err)
 	}
+	res.stored = -1
+	if o.output == "jetstream" {
+		if res.stored, err = streamMsgs(ctx, pjs, outStream); err != nil {
+			return nil, err
+		}
+		// Every output once: the raw relay and the pass learner publish one
+		// per input, ikpca none until it is ready.
+		total := o.keys*o.warmup + o.count
+		exact := name != "pipeline" && !o.core && werr == nil && !res.capped
+		if res.stored < res.received || res.stored > total || (exact && res.stored != total) {
+			return nil, fmt.Errorf("the output stream holds %d messages after %d inputs (%d measured outputs received): want each output once",
+				res.stored, total, res.received)
+		}
+	}
 	if werr != nil {
 		if o.core && recv.got > 0 {
 			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", label, recv.got, o.count)
@@ -749,6 +765,21 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		return nil, fmt.Errorf("%d of %d measured outputs received: %w", recv.got, o.count, werr)
 	}
 	return res, nil
+}
+
+// streamMsgs returns the number of messages in a stream.
+func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) (int, error) {
+	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, name)
+	if err != nil {
+		return 0, fmt.Errorf("output stream: %w", err)
+	}
+	info, err := st.Info(ictx)
+	if err != nil {
+		return 0, fmt.Errorf("output stream: %w", err)
+	}
+	return int(info.State.Msgs), nil
 }
 
 // medianRTT returns the median of n nc.RTT() round trips, 0 if they fail.
@@ -1088,15 +1119,19 @@ func printSummary(w io.Writer, rs []*phaseResult) {
 func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
 	printSummary(w, rs)
-	fmt.Fprintf(w, "%-12s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s\n",
-		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost")
+	fmt.Fprintf(w, "%-12s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s %8s\n",
+		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost", "stored")
 	for _, r := range rs {
 		cpuPer, cpuPct := r.cpuPerMsg(), 0.0
 		if r.elapsed > 0 {
 			cpuPct = 100 * r.cpu.Seconds() / r.elapsed.Seconds()
 		}
-		fmt.Fprintf(w, "%-12s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d\n", r.name, r.rate(), r.pubRate,
-			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost)
+		stored := "-"
+		if r.stored >= 0 {
+			stored = strconv.Itoa(r.stored)
+		}
+		fmt.Fprintf(w, "%-12s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d %8s\n", r.name, r.rate(), r.pubRate,
+			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost, stored)
 	}
 	fmt.Fprintf(w, "%-12s %12s %11s %10s %11s %10s %9s %9s\n",
 		"pipeline", "other cpu %", "runq ms/s", "sched p99", "sched p999", "gc cycles", "gc cpu %", "gc stw ms")
@@ -1124,6 +1159,9 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 		if r.pacing != "" {
 			fmt.Fprintf(w, "%-12s %s\n", r.name, r.pacing)
 		}
+	}
+	if o.output == "jetstream" {
+		fmt.Fprintln(w, "stored: messages in the phase's deduplicating output stream at its end (warm-up outputs included; each output once)")
 	}
 	if o.rate == 0 && !o.core {
 		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")

@@ -31,10 +31,16 @@ import (
 // for a consume → publish → ack pass-through; the processor's figures are
 // read as ratios to it.
 //
+// With core outputs (no stream captures them: --output core) it
+// publishes with core NATS and acks the input at once, as the processor
+// does then.
+//
 // An error (a failed publish, a PubAck that reports one) stops nothing:
 // it is kept, its input is not acked, and Err reports the first.
 type rawRelay struct {
 	js      jetstream.JetStream
+	nc      *nats.Conn
+	core    bool // core NATS outputs
 	cc      jetstream.ConsumeContext
 	subject string // output subject prefix: outputs go to <subject>.<key>
 	k       int
@@ -58,12 +64,12 @@ const rawConsumer = "bench-raw"
 // filtered by the stream itself) on nc and starts relaying to
 // outSubject.<key>, k values per output, at most window publishes
 // pending.
-func startRaw(ctx context.Context, nc *nats.Conn, stream, outSubject string, k, window int) (*rawRelay, error) {
+func startRaw(ctx context.Context, nc *nats.Conn, stream, outSubject string, k, window int, coreOut bool) (*rawRelay, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
 	if err != nil {
 		return nil, err
 	}
-	r := &rawRelay{js: js, subject: outSubject, k: k, q: make(chan rawPending, window+1), done: make(chan struct{})}
+	r := &rawRelay{js: js, nc: nc, core: coreOut, subject: outSubject, k: k, q: make(chan rawPending, window+1), done: make(chan struct{})}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cons, err := js.CreateOrUpdateConsumer(cctx, stream, jetstream.ConsumerConfig{
@@ -131,6 +137,18 @@ func (r *rawRelay) relay(m jetstream.Msg) {
 		}
 		pm := &nats.Msg{Subject: r.subject + "." + key, Data: data,
 			Header: nats.Header{jetstream.MsgIDHeader: {id}, processor.HeaderContentType: {enc.ContentType()}}}
+		if r.core {
+			if err := r.nc.PublishMsg(pm); err != nil {
+				r.fail(fmt.Errorf("publish: %w", err))
+				return
+			}
+			if i == len(r.obs)-1 {
+				if err := m.Ack(); err != nil {
+					r.fail(fmt.Errorf("ack: %w", err))
+				}
+			}
+			continue
+		}
 		f, err := r.js.PublishMsgAsync(pm, jetstream.WithStallWait(time.Minute))
 		if err != nil {
 			r.fail(fmt.Errorf("publish: %w", err))
