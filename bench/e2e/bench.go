@@ -42,6 +42,7 @@ var ErrUsage = errors.New("usage")
 type benchOptions struct {
 	nats       *natsconn.Flags
 	conn       natsconn.Settings // resolved from nats
+	embedded   bool              // the server runs in this process
 	core       bool
 	output     string
 	mode       string
@@ -147,7 +148,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			s.Shutdown()
 			s.WaitForShutdown()
 		}()
-		url, where = u, "embedded server (same process)"
+		url, where, o.embedded = u, "embedded server (same process)", true
 	}
 	transport := "jetstream (" + o.storage + " storage)"
 	if o.core {
@@ -1064,10 +1065,18 @@ func (r *phaseResult) cpuPerMsg() float64 {
 	return float64(r.cpu.Nanoseconds()) / 1e3 / float64(r.received-1)
 }
 
+// cpuNote says whose CPU the figures count.
+func cpuNote(o benchOptions) string {
+	if o.embedded {
+		return "cpu: this process, the embedded server's work included"
+	}
+	return "cpu: this process only (generator, receiver, processor or raw relay, proxy; not the server's)"
+}
+
 // printSummary writes the headline table: every phase's msgs/s as a
 // ratio to the raw baseline at the same round trip and to itself without
 // one, and its CPU per message over the raw baseline's.
-func printSummary(w io.Writer, rs []*phaseResult) {
+func printSummary(w io.Writer, o benchOptions, rs []*phaseResult) {
 	find := func(phase string, rtt time.Duration) *phaseResult {
 		for _, r := range rs {
 			if r.phase == phase && r.rtt == rtt {
@@ -1111,14 +1120,14 @@ func printSummary(w io.Writer, rs []*phaseResult) {
 	fmt.Fprintln(w, "raw = nats.go consume → async JetStream publish → ack, no processor; bare = the processor with a pass-through learner;",
 		"× raw: msgs/s over the raw baseline's at the same rtt; × no rtt: over the same phase's at rtt 0;",
 		"rtt seen: median nats RTT of the phase's connection (through the delaying proxy when rtt > 0);",
-		"cpu: whole process (an embedded server included), first to last measured output; cpu over raw: µs/msg more than the raw baseline's;",
+		cpuNote(o)+", first to last measured output; cpu over raw: µs/msg more than the raw baseline's;",
 		"outputs: measured outputs (* the window ended at --duration)")
 	fmt.Fprintln(w)
 }
 
 func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
-	printSummary(w, rs)
+	printSummary(w, o, rs)
 	fmt.Fprintf(w, "%-12s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s %8s\n",
 		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost", "stored")
 	for _, r := range rs {
