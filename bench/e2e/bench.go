@@ -1117,7 +1117,11 @@ func printSummary(w io.Writer, o benchOptions, rs []*phaseResult) {
 			strconv.FormatFloat(float64(r.rttSeen)/1e6, 'f', 2, 64)+"ms", r.rate(), xraw, xnod, r.cpuPerMsg(), over,
 			float64(r.rss)/(1<<20), outputs)
 	}
-	fmt.Fprintln(w, "raw = nats.go consume → async JetStream publish → ack, no processor; bare = the processor with a pass-through learner;",
+	rawNote := "raw = nats.go consume → async JetStream publish → ack after the PubAck, no processor;"
+	if o.output == "core" {
+		rawNote = "raw = nats.go consume → core publish → ack, no processor;"
+	}
+	fmt.Fprintln(w, rawNote, "bare = the processor with a pass-through learner;",
 		"× raw: msgs/s over the raw baseline's at the same rtt; × no rtt: over the same phase's at rtt 0;",
 		"rtt seen: median nats RTT of the phase's connection (through the delaying proxy when rtt > 0);",
 		cpuNote(o)+", first to last measured output; cpu over raw: µs/msg more than the raw baseline's;",
