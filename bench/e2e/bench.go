@@ -308,6 +308,7 @@ type phaseResult struct {
 	rttSeen             time.Duration // median nc.RTT() of the phase's connection
 	capped              bool          // the window ended at --duration
 	stored              int           // messages in the output stream at the end (-1: no output stream)
+	proxyLate           string        // how late the delaying proxy's writes left ("" without one)
 	received, expected  int
 	lost                int
 	elapsed             time.Duration // first to last measured output
@@ -524,12 +525,13 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		label += "@" + rtt.String()
 	}
 	pconn := o.conn
+	var px *delayProxy
 	if rtt > 0 {
 		target, err := hostPort(o.conn.URL)
 		if err != nil {
 			return nil, err
 		}
-		px, err := newDelayProxy(target, rtt/2)
+		px, err = newDelayProxy(target, rtt/2)
 		if err != nil {
 			return nil, err
 		}
@@ -738,6 +740,11 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
 	recv.mu.Unlock()
 	res.rss, res.peak, _ = procstat.ProcessRSS()
+	if px != nil {
+		p50, p99, mx, n := px.Lateness()
+		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+		res.proxyLate = fmt.Sprintf("proxy writes left late by p50 %s ms, p99 %s ms, max %s ms (%d writes, whole phase)", ms(p50), ms(p99), ms(mx), n)
+	}
 	if bad := recv.badOutputs.Load(); bad > 0 {
 		return nil, fmt.Errorf("%d outputs could not be decoded", bad)
 	}
@@ -1116,6 +1123,11 @@ func printSummary(w io.Writer, o benchOptions, rs []*phaseResult) {
 		fmt.Fprintf(w, "%-14s %6s %9s %10.0f %8s %10s %11.1f %14s %8.1f %9s\n", r.name, rtt,
 			strconv.FormatFloat(float64(r.rttSeen)/1e6, 'f', 2, 64)+"ms", r.rate(), xraw, xnod, r.cpuPerMsg(), over,
 			float64(r.rss)/(1<<20), outputs)
+	}
+	for _, r := range rs {
+		if r.proxyLate != "" {
+			fmt.Fprintf(w, "%-14s %s\n", r.name, r.proxyLate)
+		}
 	}
 	rawNote := "raw = nats.go consume → async JetStream publish → ack after the PubAck, no processor;"
 	if o.output == "core" {

@@ -40,7 +40,25 @@ type delayProxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	late   latencyHist // how late chunks left, one sample per write
 	wg     sync.WaitGroup
+}
+
+// Lateness returns the median, 99th percentile and maximum of how late
+// the proxy's writes left after their first chunk was due, and the number
+// of writes: the simulated delay is the asked one plus this.
+func (p *delayProxy) Lateness() (p50, p99, maxLate time.Duration, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.late.quantile(0.5), p.late.quantile(0.99), p.late.max, p.late.n
+}
+
+// wrote records the lateness of a write whose first chunk was due at due.
+func (p *delayProxy) wrote(due time.Time) {
+	late := time.Since(due)
+	p.mu.Lock()
+	p.late.add(late)
+	p.mu.Unlock()
 }
 
 // newDelayProxy listens on 127.0.0.1 on a free port and forwards to
@@ -176,7 +194,7 @@ func (p *delayProxy) release(dst net.Conn, q <-chan chunk) {
 		if d := time.Until(c.due); d > 0 {
 			sleepPrecise(d)
 		}
-		bufs = append(bufs[:0], c.b)
+		bufs, first := append(bufs[:0], c.b), c.due
 		now := time.Now()
 	more:
 		for len(bufs) < 64 {
@@ -187,13 +205,14 @@ func (p *delayProxy) release(dst net.Conn, q <-chan chunk) {
 				}
 				if n.due.After(now) {
 					// Not due yet: write what is, then wait for this one.
+					p.wrote(first)
 					if _, err := writeBuffers(dst, bufs); err != nil {
 						return
 					}
 					if d := time.Until(n.due); d > 0 {
 						sleepPrecise(d)
 					}
-					bufs, now = append(bufs[:0], n.b), time.Now()
+					bufs, first, now = append(bufs[:0], n.b), n.due, time.Now()
 					continue
 				}
 				bufs = append(bufs, n.b)
@@ -201,6 +220,7 @@ func (p *delayProxy) release(dst net.Conn, q <-chan chunk) {
 				break more
 			}
 		}
+		p.wrote(first)
 		if _, err := writeBuffers(dst, bufs); err != nil {
 			return
 		}
