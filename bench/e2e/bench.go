@@ -51,6 +51,8 @@ type benchOptions struct {
 	rttList    string
 	duration   time.Duration
 	window     int
+	maxAck     int // max_ack_pending of every phase's consumer
+	queueSize  int // the processor's queue_size; with maxAck, the pull batch of every phase
 	learner    string
 	budget     int
 	dim        int
@@ -83,6 +85,8 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.rttList, "rtt", "0,1ms", "simulated network round trips between NATS and the processor (or raw baseline), comma-separated; every phase runs once per value; 0 connects directly, more through a delaying TCP proxy on loopback (half each way)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "end a phase's measured window after this long even if fewer than --count outputs arrived (0: wait for all --count)")
 	fs.IntVar(&o.window, "window", processor.DefaultMaxAckPending, "raw baseline: most asynchronous publishes awaiting their PubAck")
+	fs.IntVar(&o.maxAck, "max-ack-pending", processor.DefaultMaxAckPending, "every phase's consumer: max_ack_pending (the processor's input.max_ack_pending)")
+	fs.IntVar(&o.queueSize, "queue-size", processor.DefaultQueueSize, "the processor's queue_size; every phase's consumer pulls min(max-ack-pending, 2·queue-size) messages at a time, as the processor does")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
 	fs.IntVar(&o.budget, "budget", 128, "learner budget B")
 	fs.IntVar(&o.dim, "dim", 16, "input dimension d")
@@ -254,6 +258,9 @@ func (o *benchOptions) check(nargs int) error {
 	}
 	if o.window < 1 {
 		bad("--window must be ≥ 1")
+	}
+	if o.maxAck < 1 || o.queueSize < 1 {
+		bad("--max-ack-pending and --queue-size must be ≥ 1")
 	}
 	if o.dim < 1 || o.components < 1 || o.budget < 1 || o.keys < 1 || o.count < 1 || o.warmup < 0 {
 		bad("--dim, --components, --budget, --keys and --count must be ≥ 1 and --warmup ≥ 0")
@@ -641,7 +648,8 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	}
 	defer func() { _ = stop() }()
 	if name == "raw" {
-		r, err := startRaw(ctx, nc, streamName, outSubj, o.components, o.window, o.output == "core")
+		r, err := startRaw(ctx, nc, rawConfig{stream: streamName, subject: outSubj, k: o.components, window: o.window,
+			maxAck: o.maxAck, pull: pullBatch(o.maxAck, o.queueSize), coreOut: o.output == "core"})
 		if err != nil {
 			return nil, err
 		}
@@ -970,11 +978,12 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, strea
 	}
 	cfg := processor.Config{
 		Workers:          o.workers,
+		QueueSize:        o.queueSize,
 		ServiceName:      "kpcastream-bench",
 		CheckpointBucket: ckpt,
 		Pipelines: []processor.PipelineConfig{{
 			Name:     "bench",
-			Input:    processor.InputConfig{Stream: stream, Subject: in},
+			Input:    processor.InputConfig{Stream: stream, Subject: in, MaxAckPending: o.maxAck},
 			Learner:  lc,
 			Output:   processor.OutputConfig{Subject: out + ".{key}"},
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},

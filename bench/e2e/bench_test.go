@@ -208,6 +208,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--rtt", "-1ms"}, "--rtt"},
 		{[]string{"--duration", "-1s"}, "--duration"},
 		{[]string{"--window", "0"}, "--window"},
+		{[]string{"--max-ack-pending", "0"}, "--max-ack-pending"},
+		{[]string{"--queue-size", "-1"}, "--queue-size"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := Run(context.Background(), tc.args, &stdout, &stderr); !errors.Is(err, ErrUsage) {

@@ -20,8 +20,9 @@ import (
 
 // rawRelay is the raw baseline: no processor, only what any pass-through
 // on NATS has to do, written the fast way with nats.go. A durable pull
-// consumer with explicit acks (the processor's shape: max_ack_pending and
-// pull batch at the processor's defaults) delivers each input; the
+// consumer with explicit acks (the processor's shape: the same
+// max_ack_pending and pull batch, by default the processor's defaults;
+// one consumer whatever the number of keys) delivers each input; the
 // callback decodes it, builds the output a pass-through learner would
 // (the first k values, same fields, so the same size on the wire) and
 // publishes it asynchronously with JetStream (PublishMsgAsync, a
@@ -57,32 +58,45 @@ type rawPending struct {
 	in jetstream.Msg
 }
 
+// rawConfig is the raw baseline's shape.
+type rawConfig struct {
+	stream  string // input stream
+	subject string // outputs go to <subject>.<key>
+	k       int    // values per output
+	window  int    // most publishes awaiting their PubAck
+	maxAck  int    // the consumer's max_ack_pending
+	pull    int    // messages per pull request
+	coreOut bool   // core NATS outputs, acked at once
+}
+
+// pullBatch is the processor's pull batch for a max_ack_pending and a
+// queue_size: min(maxAck, 2·queueSize), at least 1.
+func pullBatch(maxAck, queueSize int) int { return max(1, min(maxAck, 2*queueSize)) }
+
 // rawConsumer is the durable name of the raw baseline's consumer.
 const rawConsumer = "bench-raw"
 
-// startRaw creates the raw baseline's consumer on stream (input subjects
-// filtered by the stream itself) on nc and starts relaying to
-// outSubject.<key>, k values per output, at most window publishes
-// pending.
-func startRaw(ctx context.Context, nc *nats.Conn, stream, outSubject string, k, window int, coreOut bool) (*rawRelay, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
+// startRaw creates the raw baseline's consumer on cfg.stream (every
+// subject of the stream) on nc and starts relaying.
+func startRaw(ctx context.Context, nc *nats.Conn, cfg rawConfig) (*rawRelay, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.window))
 	if err != nil {
 		return nil, err
 	}
-	r := &rawRelay{js: js, nc: nc, core: coreOut, subject: outSubject, k: k, q: make(chan rawPending, window+1), done: make(chan struct{})}
+	r := &rawRelay{js: js, nc: nc, core: cfg.coreOut, subject: cfg.subject, k: cfg.k, q: make(chan rawPending, cfg.window+1), done: make(chan struct{})}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	cons, err := js.CreateOrUpdateConsumer(cctx, stream, jetstream.ConsumerConfig{
+	cons, err := js.CreateOrUpdateConsumer(cctx, cfg.stream, jetstream.ConsumerConfig{
 		Durable:       rawConsumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		MaxAckPending: processor.DefaultMaxAckPending,
+		MaxAckPending: cfg.maxAck,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raw baseline: consumer: %w", err)
 	}
 	go r.ackLoop()
 	r.cc, err = cons.Consume(r.relay,
-		jetstream.PullMaxMessages(max(1, min(processor.DefaultMaxAckPending, 2*processor.DefaultQueueSize))),
+		jetstream.PullMaxMessages(cfg.pull),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { r.fail(fmt.Errorf("consume: %w", err)) }))
 	if err != nil {
 		close(r.q)

@@ -17,7 +17,8 @@ import (
 )
 
 // TestRawRelay runs the raw baseline on a real server: 500 inputs over 3
-// keys, through a 1 ms round-trip proxy, with a window of 8. Every input
+// keys, through a 1 ms round-trip proxy, with a window of 8 (16 acks
+// pending, pulls of 8). Every input
 // must come out once, in input order per key, with Nats-Msg-Id
 // raw/<key>/<seq> and the first k values of its x, and every input must
 // be acked. A second relay that starts over from the first message (its
@@ -71,7 +72,7 @@ func TestRawRelay(t *testing.T) {
 
 	relay := func() {
 		t.Helper()
-		r, err := startRaw(ctx, nc, "IN", "out", k, 8, false)
+		r, err := startRaw(ctx, nc, rawConfig{stream: "IN", subject: "out", k: k, window: 8, maxAck: 16, pull: pullBatch(16, 4)})
 		if err != nil {
 			t.Fatal(err)
 		}
