@@ -680,7 +680,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 				return errors.New("pipeline did not stop within 60s")
 			}
 		}
-		if o.watch && name == "pipeline" {
+		if o.watch {
 			stopWatch, err := benchWatch(pctx, p, "bench", "k0", stderr)
 			if err != nil {
 				return nil, err
