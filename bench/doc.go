@@ -2,7 +2,9 @@
 // ordinary unit benchmarks: the learner floor table (TestFloor, run with
 // KPCASTREAM_BENCH=1), the learners' memory check, the peer comparison with
 // scikit-learn (peers/) and the similarity tool used by it (cmd/similarity).
-// The end-to-end benchmark behind "kpcastream bench" is bench/e2e. RESULTS.md
+// The end-to-end benchmark behind "kpcastream bench" is bench/e2e;
+// limit/run.sh puts it next to natscli's figures for the same server
+// (issue 20's measurement of the messaging limit). RESULTS.md
 // records the figures and the commands that produced them. Process
 // measurements (CPU, RSS, run-queue delay) are in internal/procstat.
 package bench

@@ -8,8 +8,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +33,7 @@ import (
 )
 
 // Summary is the one-line description of "kpcastream bench".
-const Summary = "end-to-end benchmark: the processor with a pass-through learner vs with the real learner"
+const Summary = "end-to-end benchmark: a raw nats.go pass-through, the processor with a pass-through learner and with the real one, directly and over a simulated round trip"
 
 // ErrUsage marks an error already explained by a usage message on stderr.
 var ErrUsage = errors.New("usage")
@@ -38,8 +42,17 @@ var ErrUsage = errors.New("usage")
 type benchOptions struct {
 	nats       *natsconn.Flags
 	conn       natsconn.Settings // resolved from nats
+	embedded   bool              // the server runs in this process
 	core       bool
+	output     string
 	mode       string
+	phases     []string        // resolved from mode
+	rtts       []time.Duration // resolved from rttList
+	rttList    string
+	duration   time.Duration
+	window     int
+	maxAck     int // max_ack_pending of every phase's consumer
+	queueSize  int // the processor's queue_size; with maxAck, the pull batch of every phase
 	learner    string
 	budget     int
 	dim        int
@@ -65,9 +78,15 @@ type benchOptions struct {
 func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o.nats = natsconn.Register(fs, "NATS server URL (env NATS_URL); none starts an embedded server in a temporary directory (its CPU then counts in the figures)")
-	fs.BoolVar(&o.core, "core", false, "core NATS input (no JetStream, no acks; messages a slow consumer misses are lost and reported)")
-	fs.StringVar(&o.mode, "mode", "both", "which phases to run: bare (a: the processor with a pass-through learner), pipeline (b: with --learner) or both")
+	o.nats = natsconn.Register(fs, "NATS server URL (env NATS_URL), e.g. a nats-server in its own process (the deployed shape); none starts an embedded server in a temporary directory (its CPU then counts in the figures)")
+	fs.BoolVar(&o.core, "core", false, "core NATS input (no JetStream, no acks; messages a slow consumer misses are lost and reported); no raw baseline")
+	fs.StringVar(&o.output, "output", "jetstream", "outputs go to: jetstream (a stream with duplicate detection captures them, as deployed: the processor publishes with JetStream and waits for PubAcks) or core (no stream: core NATS publishes, the bench's default before issue 20)")
+	fs.StringVar(&o.mode, "mode", "all", "which phases to run, comma-separated: raw (r: nats.go consume → async JetStream publish → ack, no processor), bare (a: the processor with a pass-through learner), pipeline (b: with --learner); all = raw,bare,pipeline; both = bare,pipeline")
+	fs.StringVar(&o.rttList, "rtt", "0,1ms", "simulated network round trips between NATS and the processor (or raw baseline), comma-separated; every phase runs once per value; 0 connects directly, more through a delaying TCP proxy on loopback (half each way)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "end a phase's measured window after this long even if fewer than --count outputs arrived (0: wait for all --count)")
+	fs.IntVar(&o.window, "window", processor.DefaultMaxAckPending, "raw baseline: most asynchronous publishes awaiting their PubAck")
+	fs.IntVar(&o.maxAck, "max-ack-pending", processor.DefaultMaxAckPending, "every phase's consumer: max_ack_pending (the processor's input.max_ack_pending)")
+	fs.IntVar(&o.queueSize, "queue-size", processor.DefaultQueueSize, "the processor's queue_size; every phase's consumer pulls min(max-ack-pending, 2·queue-size) messages at a time, as the processor does")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
 	fs.IntVar(&o.budget, "budget", 128, "learner budget B")
 	fs.IntVar(&o.dim, "dim", 16, "input dimension d")
@@ -133,26 +152,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			s.Shutdown()
 			s.WaitForShutdown()
 		}()
-		url, where = u, "embedded server (same process)"
+		url, where, o.embedded = u, "embedded server (same process)", true
 	}
 	transport := "jetstream (" + o.storage + " storage)"
 	if o.core {
 		transport = "core nats"
 	}
+	transport += " in, "
+	if o.output == "jetstream" {
+		transport += "jetstream (" + o.storage + " storage, deduplicated) out"
+	} else {
+		transport += "core nats out"
+	}
 	rate := "max"
 	if o.rate > 0 {
 		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
 	}
-	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d rate=%s stream=%s; GOGC=%s GOMEMLIMIT=%s\n",
-		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, rate, o.stream, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
+	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d duration=%v rate=%s stream=%s rtt=%s; GOGC=%s GOMEMLIMIT=%s\n",
+		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, o.duration, rate, o.stream, o.rttList, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
 	var results []*phaseResult
-	phases := []string{"bare", "pipeline"}
-	switch o.mode {
-	case "bare":
-		phases = phases[:1]
-	case "pipeline":
-		phases = phases[1:]
-	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
@@ -164,13 +182,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	for _, ph := range phases {
-		o.conn.URL = url
-		r, err := runPhase(ctx, o, ph, stderr)
-		if err != nil {
-			return fmt.Errorf("%s pipeline: %w", ph, err)
+	for i, rtt := range o.rtts {
+		for _, ph := range o.phases {
+			o.conn.URL = url
+			// Each phase's RSS without the garbage of the one before.
+			debug.FreeOSMemory()
+			r, err := runPhase(ctx, o, ph, i, rtt, stderr)
+			if err != nil {
+				return fmt.Errorf("%s pipeline (rtt %v): %w", ph, rtt, err)
+			}
+			results = append(results, r)
 		}
-		results = append(results, r)
 	}
 	printResults(stdout, o, results)
 	if o.memprofile != "" {
@@ -192,16 +214,59 @@ func (o *benchOptions) check(nargs int) error {
 	if nargs > 0 {
 		bad("unexpected arguments")
 	}
-	switch o.mode {
-	case "bare", "pipeline", "both":
+	o.phases = nil
+	want := map[string]bool{}
+	for _, m := range strings.Split(o.mode, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "all":
+			want["raw"], want["bare"], want["pipeline"] = !o.core, true, true
+		case "both":
+			want["bare"], want["pipeline"] = true, true
+		case "raw":
+			if o.core {
+				bad("--mode raw: the raw baseline needs a JetStream input, not --core")
+			}
+			want[m] = true
+		case "bare", "pipeline":
+			want[m] = true
+		default:
+			bad("--mode: want raw, bare, pipeline, all or both (comma-separated), got %q", m)
+		}
+	}
+	for _, m := range []string{"raw", "bare", "pipeline"} {
+		if want[m] {
+			o.phases = append(o.phases, m)
+		}
+	}
+	switch o.output {
+	case "jetstream", "core":
 	default:
-		bad("--mode: want bare, pipeline or both, got %q", o.mode)
+		bad("--output: want jetstream or core, got %q", o.output)
+	}
+	o.rtts = nil
+	for _, v := range strings.Split(o.rttList, ",") {
+		v = strings.TrimSpace(v)
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad("--rtt: want durations ≥ 0 such as 0 or 1ms, got %q", v)
+			continue
+		}
+		o.rtts = append(o.rtts, d)
+	}
+	if o.duration < 0 {
+		bad("--duration must be ≥ 0")
+	}
+	if o.window < 1 {
+		bad("--window must be ≥ 1")
+	}
+	if o.maxAck < 1 || o.queueSize < 1 {
+		bad("--max-ack-pending and --queue-size must be ≥ 1")
 	}
 	if o.dim < 1 || o.components < 1 || o.budget < 1 || o.keys < 1 || o.count < 1 || o.warmup < 0 {
 		bad("--dim, --components, --budget, --keys and --count must be ≥ 1 and --warmup ≥ 0")
 	}
-	if o.components > o.dim && o.mode != "pipeline" {
-		bad("--components (%d) must be ≤ --dim (%d): the baseline's pass learner publishes the first k values", o.components, o.dim)
+	if o.components > o.dim && (want["raw"] || want["bare"]) {
+		bad("--components (%d) must be ≤ --dim (%d): the baselines publish the first k values", o.components, o.dim)
 	}
 	if !(o.rate >= 0) || math.IsInf(o.rate, 0) {
 		bad("--rate must be ≥ 0, got %v", o.rate)
@@ -228,7 +293,7 @@ func (o *benchOptions) check(nargs int) error {
 	if o.timeout <= 0 {
 		bad("--idle-timeout must be > 0")
 	}
-	if o.mode != "bare" {
+	if want["pipeline"] {
 		cfg := o.learnerConfig()
 		if err := cfg.Validate(); err != nil {
 			errs = append(errs, err)
@@ -244,7 +309,13 @@ func (o *benchOptions) learnerConfig() learners.Config {
 
 // phaseResult holds the figures of one pipeline run.
 type phaseResult struct {
-	name                string
+	name                string        // raw, bare or the learner's kind; @rtt when rtt > 0
+	phase               string        // raw, bare or pipeline
+	rtt                 time.Duration // simulated round trip (0: direct)
+	rttSeen             time.Duration // median nc.RTT() of the phase's connection
+	capped              bool          // the window ended at --duration
+	stored              int           // messages in the output stream at the end (-1: no output stream)
+	proxyLate           string        // how late the delaying proxy's writes left ("" without one)
 	received, expected  int
 	lost                int
 	elapsed             time.Duration // first to last measured output
@@ -284,6 +355,7 @@ type receiver struct {
 	rd0, rd1    time.Duration // run delay, -1 if unknown
 	sched       schedWindow
 	want        int
+	capped      bool // the window was ended early (--duration)
 	done        chan struct{}
 	progress    atomic.Int64
 	lastSeen    atomic.Int64 // unix nanos of the last output
@@ -312,6 +384,9 @@ func (r *receiver) handle(m *nats.Msg) {
 	case idWarmLast:
 		r.warmDone++
 	case idMeasured:
+		if r.capped || r.got == r.want {
+			return // the window is over
+		}
 		if r.got == 0 {
 			r.first = now
 			r.cpu0 = cpuNow()
@@ -322,12 +397,28 @@ func (r *receiver) handle(m *nats.Msg) {
 		lat := now.Sub(time.Unix(0, int64(ts*1e9)))
 		r.hist.add(lat)
 		r.progress.Store(int64(r.got))
+		r.last = now
 		if r.got == r.want {
-			r.last = now
 			r.endWindow()
 			close(r.done)
 		}
 	}
+}
+
+// capAt ends the window if it has lasted d (d > 0) and is not over yet;
+// it reports whether the window is over.
+func (r *receiver) capAt(d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got == r.want || r.capped {
+		return true
+	}
+	if d <= 0 || r.got == 0 || time.Since(r.first) < d {
+		return false
+	}
+	r.capped = true
+	r.endWindow()
+	return true
 }
 
 // endWindow reads the process counters at the end of the measured window.
@@ -419,20 +510,44 @@ func (g *benchData) next(x []float64) {
 	}
 }
 
-// runPhase runs one pipeline ("bare" or "pipeline") on its own stream and
-// subjects and measures it.
-func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer) (*phaseResult, error) {
-	tag := "a"
-	if name == "pipeline" {
-		tag = "b"
-	}
+// runPhase runs one phase ("raw", "bare" or "pipeline") on its own
+// streams and subjects and measures it. With rtt > 0 the phase's
+// processor (or raw relay) connects through a delayProxy that delays each
+// direction by rtt/2; the generator and the receiver always connect
+// directly.
+func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rtt time.Duration, stderr io.Writer) (*phaseResult, error) {
+	tag := map[string]string{"raw": "r", "bare": "a", "pipeline": "b"}[name] + strconv.Itoa(rttIndex)
 	inSubj := "bench." + tag + ".in.*"
 	outSubj := "bench." + tag + ".out"
 	streamName := ""
 	if !o.core {
 		streamName = "BENCH_IN_" + strings.ToUpper(tag)
 	}
-	nc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-" + name})
+	outStream := "BENCH_OUT_" + strings.ToUpper(tag)
+	label := name
+	if name == "pipeline" {
+		label = o.learner
+	}
+	if rtt > 0 {
+		label += "@" + rtt.String()
+	}
+	pconn := o.conn
+	var px *delayProxy
+	if rtt > 0 {
+		target, err := hostPort(o.conn.URL)
+		if err != nil {
+			return nil, err
+		}
+		px, err = newDelayProxy(target, rtt/2)
+		if err != nil {
+			return nil, err
+		}
+		defer px.Close()
+		if pconn.URL, err = withHost(o.conn.URL, px.Addr()); err != nil {
+			return nil, err
+		}
+	}
+	nc, err := natsconn.Connect(pconn, natsconn.Conn{Name: "kpcastream-bench-" + name})
 	if err != nil {
 		return nil, err
 	}
@@ -462,23 +577,41 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 	if err != nil {
 		return nil, err
 	}
-	if !o.core {
-		st := jetstream.FileStorage
-		if o.storage == "memory" {
-			st = jetstream.MemoryStorage
+	st := jetstream.FileStorage
+	if o.storage == "memory" {
+		st = jetstream.MemoryStorage
+	}
+	var streams []string
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		for _, n := range streams {
+			_ = pjs.DeleteStream(dctx, n)
 		}
+	}()
+	create := func(cfg jetstream.StreamConfig) error {
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_ = pjs.DeleteStream(sctx, streamName)
-		_, err = pjs.CreateStream(sctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{inSubj}, Storage: st})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("create input stream: %w", err)
+		defer cancel()
+		_ = pjs.DeleteStream(sctx, cfg.Name)
+		if _, err := pjs.CreateStream(sctx, cfg); err != nil {
+			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-			_ = pjs.DeleteStream(dctx, streamName)
-			cancel()
-		}()
+		streams = append(streams, cfg.Name)
+		return nil
+	}
+	if !o.core {
+		if err := create(jetstream.StreamConfig{Name: streamName, Subjects: []string{inSubj}, Storage: st}); err != nil {
+			return nil, err
+		}
+	}
+	if o.output == "jetstream" {
+		// As deployed: a stream captures the outputs and drops a replayed
+		// one by its Nats-Msg-Id; the processor then publishes with
+		// JetStream and waits for each PubAck.
+		if err := create(jetstream.StreamConfig{Name: outStream, Subjects: []string{outSubj + ".*"},
+			Storage: st, Duplicates: 2 * time.Minute}); err != nil {
+			return nil, err
+		}
 	}
 	pub := &benchPublisher{o: o, nc: pc, tag: tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
 	pub.enc, _ = codec.ParseEncoding(o.encoding)
@@ -489,13 +622,10 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 		defer pub.acks.close()
 	}
 
-	res := &phaseResult{name: name, expected: o.count}
-	if name == "pipeline" {
-		res.name = o.learner
-	}
+	res := &phaseResult{name: label, phase: name, rtt: rtt, expected: o.count}
 	preload := !o.core && o.rate == 0
 	if preload {
-		fmt.Fprintf(stderr, "%s: preloading %d messages…\n", name, o.keys*o.warmup+o.count)
+		fmt.Fprintf(stderr, "%s: preloading %d messages…\n", label, o.keys*o.warmup+o.count)
 		t0 := time.Now()
 		if err := pub.publish(ctx, true, 0); err != nil {
 			return nil, err
@@ -505,59 +635,74 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 		}
 		res.pubRate = float64(o.keys*o.warmup+o.count) / time.Since(t0).Seconds()
 	}
+	res.rttSeen = medianRTT(nc, 5)
 
-	pctx, stopPipe := context.WithCancel(ctx)
-	defer stopPipe()
-	pipeDone := make(chan error, 1)
-	lc, newLearner := o.learnerConfig(), learners.New
-	if name == "bare" {
-		// The pass learner ignores the kind; the processor still validates
-		// the pipeline's learner config, and --learner is not checked in
-		// --mode bare.
-		lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
-	}
-	p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj, lc, newLearner)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	go func() { pipeDone <- p.Run(pctx) }()
-	if o.watch {
-		stopWatch, err := benchWatch(pctx, p, "bench", "k0", stderr)
-		if err != nil {
-			return nil, err
-		}
-		defer stopWatch()
-	}
-	// Core NATS drops what is published before the subscription exists.
-	deadline := time.Now().Add(30 * time.Second)
-	for !p.Ready() {
-		select {
-		case err := <-pipeDone:
-			return nil, fmt.Errorf("processor stopped before it was ready: %w", err)
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.New("processor not ready after 30s")
-		}
-	}
 	stopped := false
+	var stopRun func() error
 	stop := func() error {
 		if stopped {
 			return nil
 		}
 		stopped = true
-		stopPipe()
-		select {
-		case err := <-pipeDone:
-			return err
-		case <-time.After(60 * time.Second):
-			return errors.New("pipeline did not stop within 60s")
-		}
+		return stopRun()
 	}
 	defer func() { _ = stop() }()
+	if name == "raw" {
+		r, err := startRaw(ctx, nc, rawConfig{stream: streamName, subject: outSubj, k: o.components, window: o.window,
+			maxAck: o.maxAck, pull: pullBatch(o.maxAck, o.queueSize), coreOut: o.output == "core"})
+		if err != nil {
+			return nil, err
+		}
+		stopRun = func() error { return r.stop(60 * time.Second) }
+	} else {
+		pctx, stopPipe := context.WithCancel(ctx)
+		defer stopPipe()
+		pipeDone := make(chan error, 1)
+		lc, newLearner := o.learnerConfig(), learners.New
+		if name == "bare" {
+			// The pass learner ignores the kind; the processor still validates
+			// the pipeline's learner config, and --learner is not checked in
+			// --mode bare.
+			lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
+		}
+		p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj, lc, newLearner)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		go func() { pipeDone <- p.Run(pctx) }()
+		stopRun = func() error {
+			stopPipe()
+			select {
+			case err := <-pipeDone:
+				return err
+			case <-time.After(60 * time.Second):
+				return errors.New("pipeline did not stop within 60s")
+			}
+		}
+		if o.watch {
+			stopWatch, err := benchWatch(pctx, p, "bench", "k0", stderr)
+			if err != nil {
+				return nil, err
+			}
+			defer stopWatch()
+		}
+		// Core NATS drops what is published before the subscription exists.
+		deadline := time.Now().Add(30 * time.Second)
+		for !p.Ready() {
+			select {
+			case err := <-pipeDone:
+				stopped = true
+				return nil, fmt.Errorf("processor stopped before it was ready: %w", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return nil, errors.New("processor not ready after 30s")
+			}
+		}
+	}
 
-	bar := newProgressBar(stderr, name, o.progress, o.count, &recv.progress)
+	bar := newProgressBar(stderr, label, o.progress, o.count, &recv.progress)
 	defer bar.stop()
 	if !preload {
 		// Warm-up first, and wait until every key has produced its last
@@ -583,21 +728,14 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 		res.pubRate = float64(o.count) / time.Since(t0).Seconds()
 		res.pacing = pub.pacing
 	}
-	werr := waitFor(ctx, recv, o.timeout, func() bool {
-		select {
-		case <-recv.done:
-			return true
-		default:
-			return false
-		}
-	})
+	werr := waitFor(ctx, recv, o.timeout, func() bool { return recv.capAt(o.duration) })
 	bar.stop()
 	recv.mu.Lock()
 	res.received = recv.got
+	res.capped = recv.capped
 	last := recv.last
 	if werr != nil {
 		res.lost = o.count - recv.got
-		last = time.Unix(0, recv.lastSeen.Load())
 		recv.endWindow()
 	}
 	res.elapsed = last.Sub(recv.first)
@@ -610,20 +748,101 @@ func runPhase(ctx context.Context, o benchOptions, name string, stderr io.Writer
 	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
 	recv.mu.Unlock()
 	res.rss, res.peak, _ = procstat.ProcessRSS()
+	if px != nil {
+		p50, p99, mx, n := px.Lateness()
+		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+		res.proxyLate = fmt.Sprintf("proxy writes left late by p50 %s ms, p99 %s ms, max %s ms (%d writes, whole phase)", ms(p50), ms(p99), ms(mx), n)
+	}
 	if bad := recv.badOutputs.Load(); bad > 0 {
 		return nil, fmt.Errorf("%d outputs could not be decoded", bad)
 	}
 	if err := stop(); err != nil {
 		return nil, fmt.Errorf("stop: %w", err)
 	}
+	res.stored = -1
+	if o.output == "jetstream" {
+		if res.stored, err = streamMsgs(ctx, pjs, outStream); err != nil {
+			return nil, err
+		}
+		// Every output once: the raw relay and the pass learner publish one
+		// per input, ikpca none until it is ready.
+		total := o.keys*o.warmup + o.count
+		exact := name != "pipeline" && !o.core && werr == nil && !res.capped
+		if res.stored < res.received || res.stored > total || (exact && res.stored != total) {
+			return nil, fmt.Errorf("the output stream holds %d messages after %d inputs (%d measured outputs received): want each output once",
+				res.stored, total, res.received)
+		}
+	}
 	if werr != nil {
 		if o.core && recv.got > 0 {
-			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", name, recv.got, o.count)
+			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", label, recv.got, o.count)
 			return res, nil
 		}
 		return nil, fmt.Errorf("%d of %d measured outputs received: %w", recv.got, o.count, werr)
 	}
 	return res, nil
+}
+
+// streamMsgs returns the number of messages in a stream.
+func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) (int, error) {
+	ictx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, name)
+	if err != nil {
+		return 0, fmt.Errorf("output stream: %w", err)
+	}
+	info, err := st.Info(ictx)
+	if err != nil {
+		return 0, fmt.Errorf("output stream: %w", err)
+	}
+	return int(info.State.Msgs), nil
+}
+
+// medianRTT returns the median of n nc.RTT() round trips, 0 if they fail.
+func medianRTT(nc *nats.Conn, n int) time.Duration {
+	var ds []time.Duration
+	for range n {
+		d, err := nc.RTT()
+		if err != nil {
+			return 0
+		}
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// hostPort returns the host:port of the first server of a NATS URL list
+// (default port 4222).
+func hostPort(u string) (string, error) {
+	first := strings.TrimSpace(strings.Split(u, ",")[0])
+	if !strings.Contains(first, "://") {
+		first = "nats://" + first
+	}
+	pu, err := url.Parse(first)
+	if err != nil {
+		return "", fmt.Errorf("--rtt: cannot read the server URL: %w", err)
+	}
+	port := pu.Port()
+	if port == "" {
+		port = "4222"
+	}
+	return net.JoinHostPort(pu.Hostname(), port), nil
+}
+
+// withHost returns the first server of a NATS URL list with its host and
+// port replaced by addr (user information and scheme kept).
+func withHost(u, addr string) (string, error) {
+	first := strings.TrimSpace(strings.Split(u, ",")[0])
+	if !strings.Contains(first, "://") {
+		first = "nats://" + first
+	}
+	pu, err := url.Parse(first)
+	if err != nil {
+		return "", fmt.Errorf("--rtt: cannot read the server URL: %w", err)
+	}
+	pu.Host = addr
+	return pu.String(), nil
 }
 
 // waitFor polls cond until it holds, ctx ends, or no output has arrived for idle.
@@ -759,11 +978,12 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, strea
 	}
 	cfg := processor.Config{
 		Workers:          o.workers,
+		QueueSize:        o.queueSize,
 		ServiceName:      "kpcastream-bench",
 		CheckpointBucket: ckpt,
 		Pipelines: []processor.PipelineConfig{{
 			Name:     "bench",
-			Input:    processor.InputConfig{Stream: stream, Subject: in},
+			Input:    processor.InputConfig{Stream: stream, Subject: in, MaxAckPending: o.maxAck},
 			Learner:  lc,
 			Output:   processor.OutputConfig{Subject: out + ".{key}"},
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
@@ -853,22 +1073,101 @@ func human(v float64) string {
 	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
+// cpuPerMsg returns the process CPU per measured output in µs.
+func (r *phaseResult) cpuPerMsg() float64 {
+	if r.received < 2 {
+		return 0
+	}
+	return float64(r.cpu.Nanoseconds()) / 1e3 / float64(r.received-1)
+}
+
+// cpuNote says whose CPU the figures count.
+func cpuNote(o benchOptions) string {
+	if o.embedded {
+		return "cpu: this process, the embedded server's work included"
+	}
+	return "cpu: this process only (generator, receiver, processor or raw relay, proxy; not the server's)"
+}
+
+// printSummary writes the headline table: every phase's msgs/s as a
+// ratio to the raw baseline at the same round trip and to itself without
+// one, and its CPU per message over the raw baseline's.
+func printSummary(w io.Writer, o benchOptions, rs []*phaseResult) {
+	find := func(phase string, rtt time.Duration) *phaseResult {
+		for _, r := range rs {
+			if r.phase == phase && r.rtt == rtt {
+				return r
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b float64) string {
+		if a <= 0 || b <= 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(a/b, 'f', 2, 64)
+	}
+	fmt.Fprintf(w, "%-14s %6s %9s %10s %8s %10s %11s %14s %8s %9s\n",
+		"phase", "rtt", "rtt seen", "msgs/s", "× raw", "× no rtt", "cpu µs/msg", "cpu over raw", "rss MiB", "outputs")
+	for _, r := range rs {
+		rtt := "0"
+		if r.rtt > 0 {
+			rtt = r.rtt.String()
+		}
+		xraw, over := "-", "-"
+		if raw := find("raw", r.rtt); raw != nil {
+			xraw = ratio(r.rate(), raw.rate())
+			if raw.received > 1 && r.received > 1 {
+				over = strconv.FormatFloat(r.cpuPerMsg()-raw.cpuPerMsg(), 'f', 1, 64)
+			}
+		}
+		xnod := "-"
+		if base := find(r.phase, 0); base != nil {
+			xnod = ratio(r.rate(), base.rate())
+		}
+		outputs := strconv.Itoa(r.received)
+		if r.capped {
+			outputs += "*"
+		}
+		fmt.Fprintf(w, "%-14s %6s %9s %10.0f %8s %10s %11.1f %14s %8.1f %9s\n", r.name, rtt,
+			strconv.FormatFloat(float64(r.rttSeen)/1e6, 'f', 2, 64)+"ms", r.rate(), xraw, xnod, r.cpuPerMsg(), over,
+			float64(r.rss)/(1<<20), outputs)
+	}
+	for _, r := range rs {
+		if r.proxyLate != "" {
+			fmt.Fprintf(w, "%-14s %s\n", r.name, r.proxyLate)
+		}
+	}
+	rawNote := "raw = nats.go consume → async JetStream publish → ack after the PubAck, no processor;"
+	if o.output == "core" {
+		rawNote = "raw = nats.go consume → core publish → ack, no processor;"
+	}
+	fmt.Fprintln(w, rawNote, "bare = the processor with a pass-through learner;",
+		"× raw: msgs/s over the raw baseline's at the same rtt; × no rtt: over the same phase's at rtt 0;",
+		"rtt seen: median nats RTT of the phase's connection (through the delaying proxy when rtt > 0);",
+		cpuNote(o)+", first to last measured output; cpu over raw: µs/msg more than the raw baseline's;",
+		"outputs: measured outputs (* the window ended at --duration)")
+	fmt.Fprintln(w)
+}
+
 func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
-	fmt.Fprintf(w, "%-9s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s\n",
-		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost")
+	printSummary(w, o, rs)
+	fmt.Fprintf(w, "%-12s %10s %10s %9s %9s %9s %9s %11s %7s %8s %9s %8s %8s\n",
+		"pipeline", "msgs/s", "publish/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "cpu µs/msg", "cpu %", "rss MiB", "peak MiB", "lost", "stored")
 	for _, r := range rs {
-		cpuPer, cpuPct := 0.0, 0.0
-		if r.received > 1 {
-			cpuPer = float64(r.cpu.Microseconds()) / float64(r.received-1)
-		}
+		cpuPer, cpuPct := r.cpuPerMsg(), 0.0
 		if r.elapsed > 0 {
 			cpuPct = 100 * r.cpu.Seconds() / r.elapsed.Seconds()
 		}
-		fmt.Fprintf(w, "%-9s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d\n", r.name, r.rate(), r.pubRate,
-			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost)
+		stored := "-"
+		if r.stored >= 0 {
+			stored = strconv.Itoa(r.stored)
+		}
+		fmt.Fprintf(w, "%-12s %10.0f %10.0f %9s %9s %9s %9s %11.1f %7.0f %8.1f %9.1f %8d %8s\n", r.name, r.rate(), r.pubRate,
+			ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), cpuPer, cpuPct, float64(r.rss)/(1<<20), float64(r.peak)/(1<<20), r.lost, stored)
 	}
-	fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10s %9s %9s\n",
+	fmt.Fprintf(w, "%-12s %12s %11s %10s %11s %10s %9s %9s\n",
 		"pipeline", "other cpu %", "runq ms/s", "sched p99", "sched p999", "gc cycles", "gc cpu %", "gc stw ms")
 	for _, r := range rs {
 		secs := r.elapsed.Seconds()
@@ -884,7 +1183,7 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 			runq = strconv.FormatFloat(float64(r.runDelay)/1e6/secs, 'f', 1, 64)
 		}
 		pause, cycles := r.sched.gcPause()
-		fmt.Fprintf(w, "%-9s %12s %11s %10s %11s %10d %9.1f %9.2f\n", r.name, other, runq,
+		fmt.Fprintf(w, "%-12s %12s %11s %10s %11s %10d %9.1f %9.2f\n", r.name, other, runq,
 			ms(r.sched.latency(0.99)), ms(r.sched.latency(0.999)), cycles, 100*r.sched.gcCPU().Seconds()/secs, float64(pause)/1e6)
 	}
 	fmt.Fprintln(w, "contention over the measured window: other cpu % = CPU used by other processes (100 = one core);",
@@ -892,14 +1191,27 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 		"sched = goroutine wait for a P (Go scheduler); gc cpu % = GC CPU (100 = one core); gc stw = GC pauses in total")
 	for _, r := range rs {
 		if r.pacing != "" {
-			fmt.Fprintf(w, "%-9s %s\n", r.name, r.pacing)
+			fmt.Fprintf(w, "%-12s %s\n", r.name, r.pacing)
 		}
+	}
+	if o.output == "jetstream" {
+		fmt.Fprintln(w, "stored: messages in the phase's deduplicating output stream at its end (warm-up outputs included; each output once)")
 	}
 	if o.rate == 0 && !o.core {
 		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
 	}
-	if len(rs) == 2 && rs[0].rate() > 0 {
-		fmt.Fprintf(w, "ratio (b)/(a) msgs/s: %.3f\n", rs[1].rate()/rs[0].rate())
+	var a, b *phaseResult
+	for _, r := range rs {
+		switch {
+		case r.rtt != 0:
+		case r.phase == "bare":
+			a = r
+		case r.phase == "pipeline":
+			b = r
+		}
+	}
+	if a != nil && b != nil && a.rate() > 0 {
+		fmt.Fprintf(w, "ratio (b)/(a) msgs/s: %.3f\n", b.rate()/a.rate())
 	}
 }
 
