@@ -84,7 +84,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.mode, "mode", "all", "which phases to run, comma-separated: raw (r: nats.go consume → async JetStream publish → ack, no processor), bare (a: the processor with a pass-through learner), pipeline (b: with --learner); all = raw,bare,pipeline; both = bare,pipeline")
 	fs.StringVar(&o.rttList, "rtt", "0,1ms", "simulated network round trips between NATS and the processor (or raw baseline), comma-separated; every phase runs once per value; 0 connects directly, more through a delaying TCP proxy on loopback (half each way)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "end a phase's measured window after this long even if fewer than --count outputs arrived (0: wait for all --count)")
-	fs.IntVar(&o.window, "window", processor.DefaultMaxAckPending, "raw baseline: most asynchronous publishes awaiting their PubAck")
+	fs.IntVar(&o.window, "window", processor.DefaultOutputWindow, "outputs awaiting their PubAck at most: the raw baseline's asynchronous publishes, the processor's output.window")
 	fs.IntVar(&o.maxAck, "max-ack-pending", processor.DefaultMaxAckPending, "every phase's consumer: max_ack_pending (the processor's input.max_ack_pending)")
 	fs.IntVar(&o.queueSize, "queue-size", processor.DefaultQueueSize, "the processor's queue_size; every phase's consumer pulls min(max-ack-pending, 2·queue-size) messages at a time, as the processor does")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
@@ -985,7 +985,7 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, strea
 			Name:     "bench",
 			Input:    processor.InputConfig{Stream: stream, Subject: in, MaxAckPending: o.maxAck},
 			Learner:  lc,
-			Output:   processor.OutputConfig{Subject: out + ".{key}"},
+			Output:   processor.OutputConfig{Subject: out + ".{key}", Window: o.window},
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
 		}},
 	}
