@@ -182,7 +182,14 @@ func newWorld(t *testing.T) *world {
 }
 
 // publish publishes n observations over the keys, each acked by the stream.
-func (w *world) publish(n int) {
+func (w *world) publish(n int) { w.publishN(n, false) }
+
+// publishAsync publishes n observations like publish, without waiting
+// for each acknowledgement (as fast as the stream takes them), and then
+// waits for all of them.
+func (w *world) publishAsync(n int) { w.publishN(n, true) }
+
+func (w *world) publishN(n int, async bool) {
 	t := w.t
 	for range n {
 		k := w.keys[w.rng.IntN(len(w.keys))]
@@ -193,36 +200,22 @@ func (w *world) publish(n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = w.js.Publish(ctx, "pin."+k, b, jetstream.WithMsgID(fmt.Sprint("in-", w.nsent)))
-		cancel()
+		id := jetstream.WithMsgID(fmt.Sprint("in-", w.nsent))
+		if async {
+			_, err = w.js.PublishAsync("pin."+k, b, id)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = w.js.Publish(ctx, "pin."+k, b, id)
+			cancel()
+		}
 		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		w.sent[k]++
 		w.nsent++
 	}
-}
-
-// publishAsync publishes n observations like publish, without waiting
-// for each acknowledgement (as fast as the stream takes them), and then
-// waits for all of them.
-func (w *world) publishAsync(n int) {
-	t := w.t
-	for range n {
-		k := w.keys[w.rng.IntN(len(w.keys))]
-		a := w.rng.NormFloat64()
-		x := []float64{a + 0.1*w.rng.NormFloat64(), 2*a + 0.1*w.rng.NormFloat64(), w.rng.NormFloat64()}
-		w.data[k] = append(w.data[k], x)
-		b, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x, ID: fmt.Sprint(w.nsent)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.js.PublishAsync("pin."+k, b, jetstream.WithMsgID(fmt.Sprint("in-", w.nsent))); err != nil {
-			t.Fatalf("publish: %v", err)
-		}
-		w.sent[k]++
-		w.nsent++
+	if !async {
+		return
 	}
 	select {
 	case <-w.js.PublishAsyncComplete():
