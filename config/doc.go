@@ -103,6 +103,7 @@
 //	pipelines[i].output.max_age           created stream, ≥ duplicates  0 (no limit)
 //	pipelines[i].output.max_bytes         created stream, bytes      0 (no limit)
 //	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
+//	pipelines[i].output.window            unacknowledged outputs a partition, 1..65536  256
 //	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
 //	pipelines[i].dead_letters.stream      stream name ({pipeline})   KPCA_DLQ_{pipeline}
 //	pipelines[i].dead_letters.create_stream  bool (unless a stream captures the subjects)  true
