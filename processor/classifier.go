@@ -204,15 +204,23 @@ func (k *keyClassifier) state() *lclassify.State {
 // check maps the labels of a message to classes before anything is
 // learned: a label that is no class fails the message (errLabel).
 func (k *keyClassifier) check(obs []codec.Observation) error {
-	k.ys = k.ys[:0]
+	var err error
+	k.ys, err = k.st.classes.labels(k.ys[:0], obs)
+	return err
+}
+
+// labels appends the class of each observation's label to dst (−1: no
+// label); a label that is no class fails (errLabel, naming the
+// observation).
+func (c *classes) labels(dst []int, obs []codec.Observation) ([]int, error) {
 	for i := range obs {
-		y, err := k.st.classes.of(obs[i].Y)
+		y, err := c.of(obs[i].Y)
 		if err != nil {
-			return fmt.Errorf("processor: observation %d: %w", i, err)
+			return dst, fmt.Errorf("processor: observation %d: %w", i, err)
 		}
-		k.ys = append(k.ys, y)
+		dst = append(dst, y)
 	}
-	return nil
+	return dst, nil
 }
 
 // learn has the learner learn x, the classifier's weights following its

@@ -146,6 +146,7 @@ type worker struct {
 	res     applied
 	eig     []float64
 	scratch []byte // encoding buffer of outputs
+	ys      []int  // scratch of decode's label check
 	dlLog   deadLetterLog
 
 	win      window
@@ -359,10 +360,8 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 		return 0, err
 	}
 	if st := m.pipe.cls; st != nil {
-		for i := range obs {
-			if _, err := st.classes.of(obs[i].Y); err != nil {
-				return 0, fmt.Errorf("processor: observation %d: %w", i, err)
-			}
+		if w.ys, err = st.classes.labels(w.ys[:0], obs); err != nil {
+			return 0, err
 		}
 	}
 	if m.pipe.outEnc != 0 {
@@ -639,7 +638,9 @@ func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
 		switch reason {
 		case "corrupt_snapshot":
 			level = w.log.Error
-		case "waiting":
+		case "waiting", "fenced":
+			// Fenced: the partition logs its fence loss once; each message
+			// it naks meanwhile goes to the new owner.
 			level = w.log.Debug
 		}
 		level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
