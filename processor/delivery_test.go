@@ -22,7 +22,17 @@ import (
 // sequences of its projections, in stream order.
 func (e *env) outputSeqs(t *testing.T, stream string) []uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var seqs []uint64
+	for _, o := range e.outputs(t, stream) {
+		seqs = append(seqs, o.Seq)
+	}
+	return seqs
+}
+
+// outputs reads every message of an output stream (JSON) in stream order.
+func (e *env) outputs(t *testing.T, stream string) []*codec.Output {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := e.js.Stream(ctx, stream)
 	if err != nil {
@@ -32,7 +42,7 @@ func (e *env) outputSeqs(t *testing.T, stream string) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seqs []uint64
+	var outs []*codec.Output
 	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
@@ -42,9 +52,9 @@ func (e *env) outputSeqs(t *testing.T, stream string) []uint64 {
 		if err != nil {
 			t.Fatalf("decode output %d: %v", seq, err)
 		}
-		seqs = append(seqs, o.Seq)
+		outs = append(outs, o)
 	}
-	return seqs
+	return outs
 }
 
 // TestUnsentOutputsGoFirst makes the output publish of one message fail

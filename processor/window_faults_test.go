@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/kpcastream/kpcastream/codec"
 )
 
 // faultyPub injects the failures an output publish meets: refused before
@@ -120,26 +117,8 @@ func TestWindowFaults(t *testing.T) {
 	}
 
 	outs := func(stream string) map[string][]uint64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s, err := e.js.Stream(ctx, stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		per := map[string][]uint64{}
-		for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
-			m, err := s.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o, err := codec.DecodeOutput(m.Data, codec.JSON)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, o := range e.outputs(t, stream) {
 			per[o.Key] = append(per[o.Key], o.Seq)
 		}
 		return per

@@ -815,13 +815,9 @@ func medianRTT(nc *nats.Conn, n int) time.Duration {
 // hostPort returns the host:port of the first server of a NATS URL list
 // (default port 4222).
 func hostPort(u string) (string, error) {
-	first := strings.TrimSpace(strings.Split(u, ",")[0])
-	if !strings.Contains(first, "://") {
-		first = "nats://" + first
-	}
-	pu, err := url.Parse(first)
+	pu, err := firstURL(u)
 	if err != nil {
-		return "", fmt.Errorf("--rtt: cannot read the server URL: %w", err)
+		return "", err
 	}
 	port := pu.Port()
 	if port == "" {
@@ -833,16 +829,26 @@ func hostPort(u string) (string, error) {
 // withHost returns the first server of a NATS URL list with its host and
 // port replaced by addr (user information and scheme kept).
 func withHost(u, addr string) (string, error) {
+	pu, err := firstURL(u)
+	if err != nil {
+		return "", err
+	}
+	pu.Host = addr
+	return pu.String(), nil
+}
+
+// firstURL parses the first server of a NATS URL list ("nats://" when it
+// names no scheme).
+func firstURL(u string) (*url.URL, error) {
 	first := strings.TrimSpace(strings.Split(u, ",")[0])
 	if !strings.Contains(first, "://") {
 		first = "nats://" + first
 	}
 	pu, err := url.Parse(first)
 	if err != nil {
-		return "", fmt.Errorf("--rtt: cannot read the server URL: %w", err)
+		return nil, fmt.Errorf("--rtt: cannot read the server URL: %w", err)
 	}
-	pu.Host = addr
-	return pu.String(), nil
+	return pu, nil
 }
 
 // waitFor polls cond until it holds, ctx ends, or no output has arrived for idle.
