@@ -5,6 +5,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -28,7 +29,7 @@ var errPanic = errors.New("processor: panic while processing message")
 
 // errWaiting marks a message that waits for an earlier unapplied message
 // of its key.
-var errWaiting = errors.New("processor: waiting for an earlier message of the key")
+var errWaiting = machine.ErrWaiting
 
 // errIncompatible marks a snapshot whose learner configuration differs from
 // the pipeline's.
@@ -38,11 +39,11 @@ var errIncompatible = errors.New("processor: snapshot does not match the pipelin
 // partition: its ownership record moved to a newer epoch, a snapshot of a
 // newer epoch exists, or it failed to renew its ownership within
 // lease_ttl/2. The partition stops; its messages come back to the owner.
-var errFenced = errors.New("processor: partition fenced: ownership moved to a newer epoch or was not renewed in time")
+var errFenced = machine.ErrFenced
 
 // errStalled marks a wait for the output stream's acknowledgements or a
 // snapshot slot that did not end within snapshot_timeout.
-var errStalled = errors.New("processor: stalled")
+var errStalled = machine.ErrStalled
 
 // errNoKey marks a read-only request for a key that has no learner.
 var errNoKey = errors.New("processor: no such key")

@@ -248,10 +248,10 @@ func TestFindMissing(t *testing.T) {
 	}
 	pl := p.pipes[0]
 	pt := p.newPartition(pl, 0, 1, 0, 1, time.Now())
-	pt.track.deliver(1) // 1 delivered and settled, then 6 arrives after a gap
-	pt.track.release(1)
+	pt.track.Deliver(1) // 1 delivered and settled, then 6 arrives after a gap
+	pt.track.Release(1)
 	pt.findMissing(ctx, stream, 2, 6)
-	if c := pt.track.checkpoint(); c != 2 {
+	if c := pt.track.Checkpoint(); c != 2 {
 		t.Errorf("checkpoint: got %d, want 2 (the first missing message)", c)
 	}
 	got := map[uint64]string{}

@@ -18,7 +18,7 @@ import (
 // buffer is reused.
 func TestOutputsOwned(t *testing.T) {
 	pl := &pipeline{cfg: PipelineConfig{Name: "p", Output: OutputConfig{Subject: "out.{pipeline}.{key}"}}}
-	e := &entry{pipe: pl, keyState: &keyState{key: "k1"}}
+	e := &entry{pipe: pl, key: "k1"}
 	w := &worker{}
 	w.obs = obsOf([]float64{1}, []float64{2})
 	w.res = applied{

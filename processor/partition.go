@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/jsack"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -89,8 +90,8 @@ type partition struct {
 	filter string // input subject filter of this partition
 	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
 
-	track   *tracker // nil for a core NATS input
-	fence   *fence   // nil for a core NATS input
+	track   *machine.Tracker // nil for a core NATS input
+	fence   *fence           // nil for a core NATS input
 	workers []*worker
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
@@ -119,7 +120,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	pt.log = p.log.With(zap.String("pipeline", pc.Name), zap.Int("partition", num))
 	if pc.Input.Stream != "" {
-		pt.track = newTracker()
+		pt.track = machine.NewTracker()
 		pt.fence = newFence(p.cfg.LeaseTTL, grantedAt)
 		pt.log = pt.log.With(zap.Uint64("epoch", epoch))
 		pt.checkpoint.Store(pt.start)
@@ -417,7 +418,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
 		if cs := d.Consumer; cs > lastCons {
-			if next := pt.track.max() + 1; lastCons != 0 && cs > lastCons+1 && d.Stream > next && next > 1 {
+			if next := pt.track.Max() + 1; lastCons != 0 && cs > lastCons+1 && d.Stream > next && next > 1 {
 				// Deliveries lastCons+1..cs-1 never arrived (lost with a
 				// connection); they come back after ack_wait. Their keys
 				// must wait for them, and the checkpoint must not pass them.
@@ -425,7 +426,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 			}
 			lastCons = cs
 		}
-		pt.track.deliver(d.Stream)
+		pt.track.Deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
 	}, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(expiry),
@@ -519,7 +520,7 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 			break
 		}
 		key := keyOf(m.Subject, *pc.KeyToken)
-		pt.track.missing(m.Sequence)
+		pt.track.Missing(m.Sequence)
 		pt.enqueue(ctx, pt.workers[pt.owner(key)], item{miss: &missing{pipe: pt.pipe, key: key, seq: m.Sequence}})
 		n++
 		seq = m.Sequence + 1
@@ -576,7 +577,7 @@ func (pt *partition) renewLoop(ctx context.Context) {
 // pt.rev.
 func (pt *partition) renew(ctx context.Context) {
 	p := pt.p
-	c := pt.track.checkpoint()
+	c := pt.track.Checkpoint()
 	if c == 0 {
 		c = pt.checkpoint.Load()
 	}
@@ -624,7 +625,7 @@ func (pt *partition) renew(ctx context.Context) {
 // consumer. Called after the workers stopped, with the renewals stopped.
 func (pt *partition) release() {
 	p := pt.p
-	c := pt.track.checkpoint()
+	c := pt.track.Checkpoint()
 	if c == 0 {
 		c = pt.checkpoint.Load()
 	}

@@ -16,9 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.uber.org/zap"
 
-	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -519,64 +517,6 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 	case <-ctx.Done():
 		return controlReply{}, ctx.Err()
 	}
-}
-
-// control runs a control request on the worker goroutine.
-func (w *worker) control(ctx context.Context, c *control) {
-	var r controlReply
-	switch {
-	case c.op == "keys":
-		r.data, r.err = w.listKeys(c.pipe, c.key)
-	case c.op == "snapshot" && c.key == "":
-		for _, e := range w.keys {
-			if e.pipe == c.pipe && e.dirty {
-				w.saveSoon(e)
-				r.n++
-			}
-		}
-	default:
-		// Requests never create learners; a reset does not need to decode
-		// the key's snapshot (it may be corrupt: the reset is the fix).
-		e, err := w.entryFor(ctx, c.pipe, c.key, false, c.op == "reset")
-		if err != nil {
-			r.err = err
-			break
-		}
-		switch c.op {
-		case "model":
-			m, err := e.l.Model()
-			if err == nil {
-				err = e.cls.export(m)
-			}
-			if err == nil {
-				r.data, err = codec.EncodeModel(m)
-			}
-			r.err = err
-		case "snapshot":
-			if e.dirty {
-				w.saveSoon(e)
-				r.n = 1
-			}
-		case "reset":
-			l, err := w.p.newLearner(c.pipe.cfg.Learner)
-			if err != nil {
-				r.err = err
-				break
-			}
-			cls, err := newKeyClassifier(c.pipe.cls, l, nil)
-			if err != nil {
-				r.err = err
-				break
-			}
-			e.l, e.cls = l, cls
-			// Outputs already queued (of messages applied before the
-			// reset) still go out; the reset's snapshot waits for them.
-			w.core.reset(e.keyState, time.Now())
-			w.saveSoon(e)
-			w.log.Info("key reset", zap.String("key", c.key))
-		}
-	}
-	c.reply <- r
 }
 
 // startService adds the micro service. Its group "<service_name>" has the

@@ -134,57 +134,6 @@ func TestKeyOf(t *testing.T) {
 	}
 }
 
-func TestTracker(t *testing.T) {
-	tr := newTracker()
-	if c := tr.checkpoint(); c != 0 {
-		t.Fatalf("empty: got %d, want 0", c)
-	}
-	for s := uint64(1); s <= 5; s++ {
-		tr.deliver(s)
-	}
-	tr.hold(2) // key A dirty since 2
-	for s := uint64(1); s <= 5; s++ {
-		if s == 4 {
-			tr.nak(4)
-			continue
-		}
-		tr.release(s)
-	}
-	if c := tr.checkpoint(); c != 2 {
-		t.Fatalf("dirty key at 2: got %d, want 2", c)
-	}
-	tr.release(2) // key A snapshotted
-	if c := tr.checkpoint(); c != 4 {
-		t.Fatalf("nak'd 4: got %d, want 4", c)
-	}
-	tr.deliver(4) // redelivered
-	if c := tr.checkpoint(); c != 4 {
-		t.Fatalf("redelivered 4: got %d, want 4", c)
-	}
-	tr.release(4)
-	if c := tr.checkpoint(); c != 6 {
-		t.Fatalf("all settled: got %d, want 6", c)
-	}
-	// 7 is lost in transit, 8 delivered and settled: held at 7 until 7's
-	// redelivery is settled.
-	tr.missing(7)
-	tr.deliver(8)
-	tr.release(8)
-	if c := tr.checkpoint(); c != 7 {
-		t.Fatalf("missing 7: got %d, want 7", c)
-	}
-	tr.deliver(7)
-	tr.release(7)
-	if c := tr.checkpoint(); c != 9 {
-		t.Fatalf("7 redelivered and settled: got %d, want 9", c)
-	}
-	tr.missing(9) // never comes back
-	tr.forget(9)
-	if c := tr.checkpoint(); c != 9 {
-		t.Fatalf("forgotten 9 (max delivered 8): got %d, want 9", c)
-	}
-}
-
 func TestSubjectCovers(t *testing.T) {
 	for _, tc := range []struct {
 		filter, subj string

@@ -198,11 +198,12 @@ type KeyInfo struct {
 // the loaded keys of pl (only key when set), as JSON.
 func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
 	var out []KeyInfo
-	for _, e := range w.keys {
-		if e.pipe != pl || e.evicting || (key != "" && e.key != key) {
+	for _, k := range w.m.Keys() {
+		e := w.keys[k.Key]
+		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
 			continue
 		}
-		out = append(out, KeyInfo{Key: e.key, Partition: w.part.num, Seen: e.l.Seen(), LastSeq: e.lastSeq, Stored: e.stored, Advice: e.advice})
+		out = append(out, KeyInfo{Key: k.Key, Partition: w.part.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
 	}
 	return json.Marshal(out)
 }

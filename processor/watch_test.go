@@ -20,7 +20,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 	}
 	pl := &pipeline{cfg: PipelineConfig{Name: "p", Learner: cfg}}
 	w := &worker{p: &Processor{}, eig: make([]float64, cfg.Components)}
-	e := &entry{keyState: &keyState{key: "k"}, pipe: pl, l: l, stored: 1}
+	e := &entry{key: "k", pipe: pl, l: l, stored: 1}
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := make([]float64, cfg.Dim)
 	w.obs = []codec.Observation{{X: x, TS: float64(time.Now().UnixNano()) / 1e9}}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -80,18 +81,18 @@ type controlReply struct {
 	err  error
 }
 
-// entry is one loaded learner, owned by one worker: the core's state of
-// the key and what the shell keeps beside it.
+// entry is one loaded learner, owned by one worker: what the shell keeps
+// of a key beside the machine's state of it.
 type entry struct {
-	*keyState
+	key     string
 	pipe    *pipeline
 	l       learners.Learner
 	cls     *keyClassifier // the key's classifier stage, nil without one
 	rev     uint64         // KV revision of the last saved or loaded snapshot
+	lastSeq uint64         // last sequence of the loaded snapshot (the machine keeps the live one)
 	stored  int
-	out     outQueue // outputs not yet acknowledged by the output stream (window.go)
-	subject string   // output subject of the key (expanded on first use)
-	advice  string   // budget advice of the last message (Summary.BudgetAdvice)
+	subject string // output subject of the key (expanded on first use)
+	advice  string // budget advice of the last message (Summary.BudgetAdvice)
 	// explained is the explained variance ratio of the last projection and
 	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
 	explained float64
@@ -103,7 +104,7 @@ type snapJob struct {
 	e    *entry
 	snap *codec.Snapshot
 	rev  uint64
-	job  job
+	job  machine.Job
 }
 
 type snapResult struct {
@@ -118,20 +119,37 @@ const jobSlots = 8
 
 // pubWait is a JetStream output publish in flight, for the acker.
 type pubWait struct {
-	e *entry
-	f jetstream.PubAckFuture
+	key string
+	f   jetstream.PubAckFuture
 }
 
 // pubDone is how a publish in flight ended (err nil: acknowledged).
 type pubDone struct {
-	e   *entry
+	key string
 	err error
 }
 
-// worker owns the learners of the keys hashed to it, one snapshotter
-// goroutine that saves the snapshots it hands over, and one acker
-// goroutine that waits for the acknowledgements of its output publishes
-// (window.go).
+// asyncPublisher is the worker's port to the output stream (the method of
+// jetstream.JetStream it uses): publish m and return a future that
+// resolves with its PubAck or an error.
+type asyncPublisher interface {
+	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+}
+
+// Types of the worker's machine: inputs are inMsg, outputs NATS messages.
+type (
+	workerCore = machine.Machine[inMsg, *nats.Msg]
+	coreAction = machine.Action[inMsg, *nats.Msg]
+)
+
+// worker executes its machine (processor/internal/machine), which holds
+// every rule about its keys: it decodes and checks each message, steps the
+// machine with it and with the results of what it did, and executes the
+// machine's Ready — loading keys, applying messages to their learners,
+// publishing outputs, acking, dead-lettering, saving snapshots. It owns the
+// learners of the keys hashed to it, one snapshotter goroutine that saves
+// the snapshots it hands over, and one acker goroutine that waits for the
+// acknowledgements of its output publishes.
 type worker struct {
 	p       *Processor
 	part    *partition
@@ -140,24 +158,24 @@ type worker struct {
 	in      chan item
 	jobs    chan *snapJob
 	results chan snapResult
-	core    *keyCore
+	m       *workerCore
 	keys    map[string]*entry
+	held    map[uint64]*snapJob // snapshot copies held for outputs, by job ID
 	obs     []codec.Observation
+	enc     codec.Encoding // output encoding of the message in progress
 	res     applied
 	eig     []float64
 	scratch []byte // encoding buffer of outputs
 	ys      []int  // scratch of decode's label check
 	dlLog   deadLetterLog
 
-	win      window
-	pubq     chan pubWait  // to the acker; capacity: publishes in flight at most
-	stopped  chan struct{} // closed when run returns: the acker stops waiting
-	acks     chan pubDone  // from the acker; same capacity, so it never blocks
-	inflight int           // publishes in flight
-	sendable []*entry      // keys ready to publish, waiting for an in-flight slot
-	retrying []*entry      // keys whose head output waits to be published again
-	retryT   *time.Timer
-	retryAt  time.Time // when retryT fires; zero: stopped
+	pubq    chan pubWait  // to the acker; capacity: publishes in flight at most
+	stopped chan struct{} // closed when run returns: the acker stops waiting
+	acks    chan pubDone  // from the acker; same capacity, so it never blocks
+	wake    *time.Timer
+	wakeAt  time.Time // when wake fires; zero: stopped
+	fenced  bool      // the machine was told
+	fatal   error
 }
 
 func newWorker(pt *partition, id, quota int) *worker {
@@ -166,179 +184,503 @@ func newWorker(pt *partition, id, quota int) *worker {
 	limit := max(1, pc.Output.Window/p.workersPerPartition(pc))
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	sp := pc.Snapshot
 	return &worker{
 		p: p, part: pt, id: id, log: pt.log.With(zap.Int("worker", id)),
 		in:      make(chan item, p.cfg.QueueSize),
 		jobs:    make(chan *snapJob, jobSlots),
 		results: make(chan snapResult, jobSlots),
-		core:    newKeyCore(pt.track, pc.Snapshot, quota, jobSlots),
+		m: machine.New[inMsg, *nats.Msg](machine.Config{
+			Policy:     machine.Policy{EveryMessages: sp.EveryMessages, Every: sp.Every},
+			OnShutdown: *sp.OnShutdown, Quota: quota, Slots: jobSlots, Window: limit,
+			SlotWait: p.cfg.SnapshotTimeout, BlockTTL: blockExpiry(pc),
+		}, pt.track),
 		keys:    map[string]*entry{},
+		held:    map[uint64]*snapJob{},
 		eig:     make([]float64, pc.Learner.Components),
-		win:     window{limit: limit},
 		pubq:    make(chan pubWait, limit),
 		stopped: make(chan struct{}),
 		acks:    make(chan pubDone, limit),
-		retryT:  t,
+		wake:    t,
 	}
 }
 
-// run processes the worker's input until it is closed, then writes the
-// final snapshots and waits for its snapshotter.
+// run processes the worker's input until it is closed and the machine
+// finished, then waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
 	defer close(w.stopped)
 	defer w.release()
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
-	closing := w.part.closing
+	closing, lost, done := w.part.closing, w.part.fence.lostCh(), ctx.Done()
+	in := w.in
 	for {
-		in := w.in
-		if w.win.full() && w.part.fence.ok() && closing != nil {
-			// Back-pressure: wait for acknowledgements. Not when fenced (nak
-			// what comes until the input closes) or stopping (take the
-			// queued input, then finish: the window may stay full).
-			in = nil
+		w.drain(ctx)
+		if w.fatal != nil {
+			close(w.jobs)
+			return w.fatal
 		}
+		if w.m.Done() {
+			return w.finish(ctx)
+		}
+		input := in
+		if !w.m.Accepting() {
+			input = nil
+		}
+		w.armWake()
 		select {
 		case <-closing:
 			closing = nil
-		case it, ok := <-in:
-			if !ok {
-				return w.finish(ctx)
+			w.step(machine.Stopping{})
+		case <-lost:
+			lost = nil
+			w.fenceLost()
+		case <-done:
+			// Cancelled: finish now once the input has closed.
+			done = nil
+			if in == nil {
+				w.step(machine.Close{Deadline: time.Now()})
 			}
-			if it.ctl != nil {
-				w.control(ctx, it.ctl)
-				continue
-			}
-			if it.miss != nil {
-				w.core.block(it.miss.key, it.miss.seq, true, time.Now())
-				continue
-			}
-			if err := w.handle(ctx, &it.msg); err != nil {
-				w.core.closing = true
-				close(w.jobs)
-				return err
+		case it, ok := <-input:
+			switch {
+			case !ok:
+				in = nil
+				deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
+				if done == nil {
+					deadline = time.Now()
+				}
+				w.step(machine.Close{Deadline: deadline})
+			case it.ctl != nil:
+				w.control(it.ctl)
+			case it.miss != nil:
+				w.step(machine.Missing{Key: it.miss.key, Seq: it.miss.seq})
+			default:
+				w.deliver(&it.msg)
 			}
 		case r := <-w.results:
 			w.landed(r)
 		case d := <-w.acks:
 			w.acked(d)
-		case <-w.retryT.C:
-			w.retryDue()
+		case <-w.wake.C:
+			w.wakeAt = time.Time{}
+			w.step(machine.Tick{})
 		case <-tick.C:
-			w.tick()
+			w.dlLog.flush(w.log, time.Now())
+			w.step(machine.Tick{})
 		}
 	}
 }
 
-// waitOne waits for one event that frees a snapshot slot or the window —
-// a landed save, a publish acknowledged or failed, a retry due — and
-// handles it. It fails when ctx ends, the fence is lost, or deadline
-// passes first.
-func (w *worker) waitOne(ctx context.Context, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case r := <-w.results:
-		w.landed(r)
-	case d := <-w.acks:
-		w.acked(d)
-	case <-w.retryT.C:
-		w.retryDue()
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-w.part.fence.lostCh():
-		return errFenced
-	case <-t.C:
-		return fmt.Errorf("processor: %w: outputs or snapshots not acknowledged within %v", errStalled, w.p.cfg.SnapshotTimeout)
+// step steps the machine; a protocol error is a bug of the worker, which
+// stops.
+func (w *worker) step(ev machine.Event) {
+	if err := w.m.Step(time.Now(), ev); err != nil && w.fatal == nil {
+		w.log.Error("worker broke its machine's protocol", zap.Error(err))
+		w.fatal = err
 	}
-	return nil
 }
 
-func (w *worker) tickEvery() time.Duration {
-	d := time.Second
-	if e := w.part.pipe.cfg.Snapshot.Every; e > 0 {
-		d = min(d, max(e/2, 10*time.Millisecond))
+// fenceLost tells the machine, once, that the partition may no longer
+// write.
+func (w *worker) fenceLost() {
+	if !w.fenced {
+		w.fenced = true
+		w.step(machine.FenceLost{})
 	}
-	return d
 }
 
-// handle processes one message; it returns an error only when Run must stop.
-func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
-	pl := m.pipe
-	name := pl.cfg.Name
-	pl.stats.In.Add(1)
-	defer func() {
-		if r := recover(); r != nil {
-			w.log.Error("panic while processing message", zap.String("pipeline", name), zap.String("key", m.key),
-				zap.Uint64("seq", m.seq), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
-			w.reject(ctx, m, fmt.Errorf("%w: %v", errPanic, r))
+// armWake sets the wake timer to the machine's next deadline.
+func (w *worker) armWake() {
+	at := w.m.Wake()
+	if at.Equal(w.wakeAt) {
+		return
+	}
+	w.wake.Stop()
+	w.wakeAt = at
+	if !at.IsZero() {
+		w.wake.Reset(max(time.Until(at), 0))
+	}
+}
+
+// drain executes the machine's Ready until it has nothing more to do.
+func (w *worker) drain(ctx context.Context) {
+	for w.m.HasReady() && w.fatal == nil {
+		rd := w.m.Ready()
+		for i := range rd.Actions {
+			w.exec(ctx, &rd.Actions[i])
 		}
-	}()
+		w.m.Advance(rd)
+	}
+}
+
+// exec executes one action of the machine.
+func (w *worker) exec(ctx context.Context, a *coreAction) {
+	switch a.Kind {
+	case machine.ActLoad:
+		w.loadKey(ctx, a.Key, a.Load)
+	case machine.ActApply:
+		w.apply(&a.Msg)
+	case machine.ActPublish:
+		w.publish(a.Key, a.Out)
+	case machine.ActRetry:
+		w.p.met.publishErrors.WithLabelValues(w.part.pipe.cfg.Name).Inc()
+		if errors.Is(a.Err, errFenced) {
+			break
+		}
+		if n := a.Attempt; n == 1 || n%20 == 0 {
+			w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", a.Key),
+				zap.Uint64("seq", a.Seq), zap.String("subject", w.keys[a.Key].subject), zap.Int("attempt", n), zap.Error(a.Err))
+		}
+	case machine.ActAck:
+		w.ack(&a.Msg, a.Result)
+	case machine.ActNak:
+		w.nak(&a.Msg, a.Err)
+	case machine.ActReject:
+		w.reject(ctx, &a.Msg, a.Err)
+	case machine.ActSnapshot:
+		sj := w.snapshot(w.keys[a.Key], a.Job)
+		if a.Held {
+			w.held[a.Job.ID] = sj
+		} else {
+			w.jobs <- sj // counted in the machine's snapshot slots: never blocks
+		}
+	case machine.ActSaveHeld:
+		sj := w.held[a.Job.ID]
+		delete(w.held, a.Job.ID)
+		w.jobs <- sj
+	case machine.ActUnload:
+		if e, ok := w.keys[a.Key]; ok {
+			delete(w.keys, a.Key)
+			w.unmeter(e)
+		}
+	case machine.ActLive:
+		w.live(w.part.pipe, a.Delta)
+	case machine.ActServe:
+		w.serve(a)
+	case machine.ActGaveUp:
+		w.log.Error("gave up waiting for a message of a key; later messages go on without it",
+			zap.String("key", a.Key), zap.Uint64("seq", a.Seq), zap.Duration("waited", a.Waited))
+	case machine.ActFinished:
+		if a.Pending > 0 && w.part.fence.ok() {
+			w.log.Warn("outputs not acknowledged at shutdown; their keys will be replayed from their last snapshot",
+				zap.Int("outputs", a.Pending))
+		}
+	case machine.ActFatal:
+		w.log.Error("fatal", zap.String("pipeline", w.part.pipe.cfg.Name), zap.Error(a.Err))
+		if m := &a.Msg; m.js != nil {
+			w.part.track.Nak(m.seq)
+			_ = m.js.Nak()
+		}
+		w.fatal = a.Err
+	}
+}
+
+// dispOf is how the machine disposes of a message that failed with err.
+func dispOf(err error) *machine.Fail {
+	d := machine.Nak
+	switch classifyAction(err) {
+	case actTerm:
+		d = machine.Reject
+	case actFatal:
+		d = machine.Fatal
+	}
+	return &machine.Fail{Disp: d, Err: err}
+}
+
+// deliver decodes and checks m — bad input is refused before its key is
+// loaded, claimed or created: it costs no learner, no claim, no snapshot,
+// and evicts nothing — and steps the machine with it.
+func (w *worker) deliver(m *inMsg) {
+	m.pipe.stats.In.Add(1)
+	var f *machine.Fail
 	if !w.part.fence.ok() {
 		// The partition is stopping: its new owner applies m.
-		return w.fail(ctx, m, errFenced)
+		w.fenceLost()
+		f = dispOf(errFenced)
+	} else if enc, err := w.decodeSafe(m); err != nil {
+		f = dispOf(err)
+	} else {
+		w.enc = enc
 	}
-	// Bad input is refused before its key is loaded, claimed or created: it
-	// costs no learner, no claim, no snapshot, and evicts nothing.
-	enc, err := w.decode(m)
+	w.step(machine.Delivered[inMsg]{Msg: *m, Key: m.key, Seq: m.seq, Fail: f})
+}
+
+// decodeSafe is decode, with a panic turned into bad input.
+func (w *worker) decodeSafe(m *inMsg) (enc codec.Encoding, err error) {
+	defer w.recoverAs(m, &err)
+	return w.decode(m)
+}
+
+// recoverAs turns a panic while processing m into errPanic in *err.
+func (w *worker) recoverAs(m *inMsg, err *error) {
+	if r := recover(); r != nil {
+		w.log.Error("panic while processing message", zap.String("pipeline", m.pipe.cfg.Name), zap.String("key", m.key),
+			zap.Uint64("seq", m.seq), zap.Any("panic", r), zap.ByteString("stack", debug.Stack()))
+		*err = fmt.Errorf("%w: %v", errPanic, r)
+	}
+}
+
+// loadKey loads key (its snapshot, or a fresh learner) and answers the
+// machine.
+func (w *worker) loadKey(ctx context.Context, key string, o machine.LoadOpts) {
+	e, err := w.load(ctx, w.part.pipe, key, o.Create, o.ReplaceCorrupt)
 	if err != nil {
-		return w.fail(ctx, m, err)
+		w.step(machine.Loaded{Key: key, Fail: dispOf(err)})
+		return
 	}
-	if wait, first := w.core.waits(m.key, m.seq, time.Now()); wait {
-		return w.fail(ctx, m, fmt.Errorf("%w: key %q: sequence %d before %d", errWaiting, m.key, first, m.seq))
-	}
-	e, err := w.entry(ctx, pl, m.key)
-	if err != nil {
-		w.core.loadFailed(m.key, m.seq, classifyAction(err) == actNak, time.Now())
-		return w.fail(ctx, m, err)
-	}
-	w.core.touch(e.keyState)
-	if w.core.admit(e.keyState, m.seq) == vSkip {
-		w.ack(m, resultSkipped)
-		return nil
-	}
+	w.keys[key] = e
+	w.step(machine.Loaded{Key: key, LastSeq: e.lastSeq})
+}
+
+// apply applies message m (decoded into w.obs) to its key's learner and
+// answers the machine with its outputs.
+func (w *worker) apply(m *inMsg) {
+	ev := machine.Applied[*nats.Msg]{Key: m.key, Result: resultOK}
+	defer func() { w.step(ev) }()
+	var err error
+	defer func() {
+		if err != nil {
+			ev.Fail = dispOf(err)
+		}
+	}()
+	defer w.recoverAs(m, &err)
+	pl, e := m.pipe, w.keys[m.key]
 	start := time.Now()
 	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
 	took := time.Since(start)
 	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
-		// Checked before learning: the learner is untouched.
-		return w.fail(ctx, m, err)
+		return // checked before learning: the learner is untouched
 	}
-	w.applied(e, m.seq)
+	// A numerical failure may follow learned observations of a batch: the
+	// message counts as applied, and is dead-lettered.
+	ev.Changed = true
+	sum := e.l.Summary(w.eig)
+	pl.met.storedPoints.Add(float64(sum.Stored - e.stored))
+	e.stored = sum.Stored
+	w.setAdvice(e, sum.BudgetAdvice)
 	if w.p.onApply != nil {
 		w.p.onApply(pl.cfg.Name, w.part.num, w.part.epoch, m.key, m.seq)
 	}
 	if err != nil {
-		// A numerical failure may follow learned observations of a batch:
-		// the message counts as applied, and is dead-lettered.
-		return w.fail(ctx, m, err)
+		return
 	}
 	if n := len(w.res.outs); n > 0 {
-		msgs, err := w.outputs(e, enc, m.tm)
-		if err != nil {
-			return w.fail(ctx, m, err)
+		if ev.Outs, err = w.outputs(e, w.enc, m.tm); err != nil {
+			return
 		}
 		w.setExplained(e, w.res.outs[n-1].Explained)
 		for i := range w.res.outs {
 			pl.met.t2.Observe(w.res.outs[i].T2)
 		}
 		w.watchOut(e, start, took)
-		// Published through the window (window.go); m is acknowledged with
-		// its last output.
-		if w.win.push(&e.out, &outGroup{seq: m.seq, msgs: msgs, in: *m, result: resultOK}) {
-			w.trySend(e)
-		}
-		w.maybeSnapshot(e, false)
-		return nil
-	}
-	if w.res.warming > 0 && len(w.res.outs) == 0 {
+	} else if w.res.warming > 0 {
 		pl.stats.Warming.Add(1)
-		w.ack(m, resultWarming)
-	} else {
-		w.ack(m, resultOK)
+		ev.Result = resultWarming
 	}
-	w.maybeSnapshot(e, false)
+}
+
+// publish publishes key's next output: with JetStream when a stream
+// captures the output subject (asynchronously: the acker reports the
+// PubAck), else with core NATS (done when written to the connection).
+func (w *worker) publish(key string, m *nats.Msg) {
+	e := w.keys[key]
+	if !e.pipe.outJS {
+		err := w.p.conn.PublishMsg(m)
+		if err == nil {
+			w.sent(e, 1)
+		}
+		w.step(machine.Published{Key: key, Err: err, Refused: err != nil && !transientJS(err)})
+		return
+	}
+	if !w.part.fence.ok() {
+		// Nothing more is published: the partition stops and its new
+		// owner replays what is not acknowledged.
+		w.fenceLost()
+		w.step(machine.Published{Key: key, Err: errFenced, Refused: true})
+		return
+	}
+	f, err := w.p.pubJS.PublishMsgAsync(m)
+	if err != nil {
+		w.step(machine.Published{Key: key, Err: err, Refused: !transientJS(err)})
+		return
+	}
+	w.pubq <- pubWait{key: key, f: f} // at most Window in flight: never blocks
+}
+
+// acked handles the end of a JetStream publish in flight.
+func (w *worker) acked(d pubDone) {
+	if d.err == nil {
+		if e, ok := w.keys[d.key]; ok {
+			w.sent(e, 1)
+		}
+	}
+	w.step(machine.Published{Key: d.key, Err: d.err, Refused: d.err != nil && !transientJS(d.err)})
+}
+
+// ack acknowledges a handled message.
+func (w *worker) ack(m *inMsg, result string) {
+	if m.js != nil {
+		if err := m.js.Ack(); err != nil {
+			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
+		}
+		w.part.track.Release(m.seq)
+	}
+	if result == resultSkipped {
+		m.pipe.stats.Skipped.Add(1)
+	}
+	m.pipe.met.result(w.p.met, m.pipe.cfg.Name, result).Inc()
+}
+
+// nak refuses m for now: it is redelivered after input.nak_delay.
+func (w *worker) nak(m *inMsg, err error) {
+	_, reason := classify(err)
+	name := m.pipe.cfg.Name
+	level := w.log.Warn
+	switch reason {
+	case "corrupt_snapshot":
+		level = w.log.Error
+	case "waiting", "fenced":
+		// Fenced: the partition logs its fence loss once; each message it
+		// naks meanwhile goes to the new owner.
+		level = w.log.Debug
+	}
+	level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
+		zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
+	m.pipe.stats.Naks.Add(1)
+	w.p.met.messages.WithLabelValues(name, resultNak).Inc()
+	if m.js != nil {
+		w.part.track.Nak(m.seq)
+		if nerr := m.js.NakWithDelay(m.pipe.cfg.Input.NakDelay); nerr != nil {
+			w.log.Warn("nak", zap.Error(nerr))
+		}
+	}
+}
+
+// snapshot copies e's state for job.
+func (w *worker) snapshot(e *entry, job machine.Job) *snapJob {
+	return &snapJob{
+		e:    e,
+		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: job.LastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
+		rev:  e.rev,
+		job:  job,
+	}
+}
+
+// landed reports a snapshot result to the machine.
+func (w *worker) landed(r snapResult) {
+	j := r.job
+	e := j.e
+	name := e.pipe.cfg.Name
+	w.p.met.snapSeconds.WithLabelValues(name).Observe(r.dur.Seconds())
+	o := machine.Saved
+	switch {
+	case r.err == nil:
+		e.rev = r.rev
+		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
+	case errors.Is(r.err, errFenced) || (w.part.fence != nil && errors.Is(r.err, snapshot.ErrConflict)):
+		// This partition no longer owns the key (a newer epoch claimed it):
+		// stop writing; the partition stops and its new owner replays from
+		// the checkpoint. Nothing is dropped or reloaded here.
+		if errors.Is(r.err, snapshot.ErrConflict) {
+			w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
+			w.log.Error("snapshot conflict: a newer owner claimed the key; stopping the partition", zap.String("key", e.key),
+				zap.Uint64("rev", j.rev), zap.Error(r.err))
+		}
+		w.part.fence.revoke()
+		w.fenced = true
+		o = machine.Fenced
+	case errors.Is(r.err, snapshot.ErrConflict):
+		// Someone else committed a newer snapshot of this key: we no longer
+		// own it. Forget the learner; the next message reloads the newer
+		// snapshot and skips what it already holds.
+		w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
+		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("key", e.key),
+			zap.Uint64("rev", j.rev), zap.Error(r.err))
+		o = machine.Conflict
+	default:
+		w.p.met.snapFailures.WithLabelValues(name, "error").Inc()
+		w.log.Warn("snapshot failed; will retry", zap.String("key", e.key), zap.Error(r.err))
+		o = machine.Failed
+	}
+	w.step(machine.SaveLanded{Key: e.key, Job: j.job, Outcome: o})
+}
+
+// control starts a control request: "keys" and "snapshot" of every key
+// are answered at once; the others need their key loaded (never created;
+// a reset does not need to decode the key's snapshot: it may be corrupt,
+// and the reset is the fix), which the machine answers with Serve.
+func (w *worker) control(c *control) {
+	var r controlReply
+	switch {
+	case c.op == "keys":
+		r.data, r.err = w.listKeys(c.pipe, c.key)
+	case c.op == "snapshot" && c.key == "":
+		for _, k := range w.m.Keys() {
+			if k.Dirty {
+				w.step(machine.SaveNow{Key: k.Key})
+				r.n++
+			}
+		}
+	default:
+		w.step(machine.Request{Key: c.key, ReplaceCorrupt: c.op == "reset", Ref: c})
+		return
+	}
+	c.reply <- r
+}
+
+// serve answers a control request on its loaded key.
+func (w *worker) serve(a *coreAction) {
+	c := a.Ref.(*control)
+	var r controlReply
+	defer func() { c.reply <- r }()
+	if a.Err != nil {
+		r.err = a.Err
+		return
+	}
+	e := w.keys[a.Key]
+	switch c.op {
+	case "model":
+		m, err := e.l.Model()
+		if err == nil {
+			err = e.cls.export(m)
+		}
+		if err == nil {
+			r.data, err = codec.EncodeModel(m)
+		}
+		r.err = err
+	case "snapshot":
+		if k, _ := w.m.Key(a.Key); k.Dirty {
+			w.step(machine.SaveNow{Key: a.Key})
+			r.n = 1
+		}
+	case "reset":
+		l, err := w.p.newLearner(c.pipe.cfg.Learner)
+		if err != nil {
+			r.err = err
+			return
+		}
+		cls, err := newKeyClassifier(c.pipe.cls, l, nil)
+		if err != nil {
+			r.err = err
+			return
+		}
+		e.l, e.cls = l, cls
+		// Outputs already queued (of messages applied before the reset)
+		// still go out; the reset's snapshot waits for them.
+		w.step(machine.Reset{Key: a.Key})
+		w.log.Info("key reset", zap.String("key", c.key))
+	}
+}
+
+// finish stops the snapshotter once the machine finished and applies the
+// results of the saves still in flight.
+func (w *worker) finish(ctx context.Context) error {
+	close(w.jobs)
+	for r := range w.results {
+		w.landed(r)
+		w.drain(ctx)
+	}
 	return nil
 }
 
@@ -368,15 +710,6 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 		enc = m.pipe.outEnc
 	}
 	return enc, nil
-}
-
-// applied records that message seq changed e.
-func (w *worker) applied(e *entry, seq uint64) {
-	w.core.applied(e.keyState, seq, time.Now())
-	sum := e.l.Summary(w.eig)
-	e.pipe.met.storedPoints.Add(float64(sum.Stored - e.stored))
-	e.stored = sum.Stored
-	w.setAdvice(e, sum.BudgetAdvice)
 }
 
 // setExplained records v as e's explained variance ratio in the pipeline's
@@ -450,118 +783,6 @@ func (w *worker) sent(e *entry, n int) {
 	e.pipe.met.outputs.Add(float64(n))
 }
 
-// trySend publishes the head output of e's queue (it must be ready): with
-// JetStream when a stream captures the output subject (asynchronously: the
-// acker reports the PubAck), else with core NATS (done when written to the
-// connection, so e's next outputs follow at once). With every in-flight
-// slot taken, e waits for one (sendable).
-func (w *worker) trySend(e *entry) {
-	if !e.pipe.outJS {
-		for e.out.ready(time.Now()) && w.part.fence.ok() {
-			if err := w.p.conn.PublishMsg(e.out.send()); err != nil {
-				w.pubFailed(e, err)
-				return
-			}
-			w.pubAcked(e)
-		}
-		return
-	}
-	if w.inflight >= cap(w.pubq) {
-		w.sendable = append(w.sendable, e)
-		return
-	}
-	if !w.part.fence.ok() {
-		// Fenced: nothing more is published; the partition stops and its
-		// new owner replays what is not acknowledged.
-		return
-	}
-	f, err := w.p.pubJS.PublishMsgAsync(e.out.send())
-	if err != nil {
-		w.pubFailed(e, err)
-		return
-	}
-	w.inflight++
-	w.pubq <- pubWait{e: e, f: f}
-}
-
-// acked handles the end of a JetStream publish in flight.
-func (w *worker) acked(d pubDone) {
-	w.inflight--
-	if d.err != nil {
-		w.pubFailed(d.e, d.err)
-	} else {
-		w.pubAcked(d.e)
-		if d.e.out.ready(time.Time{}) {
-			w.trySend(d.e)
-		}
-	}
-	for w.inflight < cap(w.pubq) && len(w.sendable) > 0 {
-		e := w.sendable[0]
-		w.sendable = w.sendable[1:]
-		if e.out.ready(time.Time{}) {
-			w.trySend(e)
-		}
-	}
-}
-
-// pubAcked records that e's output in flight is in the output stream:
-// its input is acknowledged with its last output, and snapshots held for
-// it are handed to the snapshotter.
-func (w *worker) pubAcked(e *entry) {
-	done, saves := w.win.acked(&e.out)
-	w.sent(e, 1)
-	if done != nil {
-		w.ack(&done.in, done.result)
-	}
-	for _, j := range saves {
-		w.jobs <- j // counted in the core's snapshot slots: never blocks
-	}
-}
-
-// pubFailed records a failed publish of e's head output: it is published
-// again after a backoff, before anything later of the key.
-func (w *worker) pubFailed(e *entry, err error) {
-	w.p.met.publishErrors.WithLabelValues(e.pipe.cfg.Name).Inc()
-	at := e.out.failed(time.Now(), !transientJS(err))
-	if n := e.out.tries; n == 1 || n%20 == 0 {
-		g := e.out.groups[0]
-		w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", e.key),
-			zap.Uint64("seq", g.seq), zap.String("subject", e.subject), zap.Int("attempt", n), zap.Error(err))
-	}
-	w.retrying = append(w.retrying, e)
-	if w.retryAt.IsZero() || at.Before(w.retryAt) {
-		w.retryAt = at
-		w.retryT.Reset(time.Until(at))
-	}
-}
-
-// retryDue publishes again the outputs whose retry is due.
-func (w *worker) retryDue() {
-	now := time.Now()
-	w.retryAt = time.Time{}
-	keep := w.retrying[:0]
-	var due []*entry
-	for _, e := range w.retrying {
-		switch {
-		case e.out.flying || len(e.out.groups) == 0:
-		case e.out.ready(now):
-			due = append(due, e)
-		default:
-			keep = append(keep, e)
-			if w.retryAt.IsZero() || e.out.retryAt.Before(w.retryAt) {
-				w.retryAt = e.out.retryAt
-			}
-		}
-	}
-	w.retrying = keep
-	if !w.retryAt.IsZero() {
-		w.retryT.Reset(time.Until(w.retryAt))
-	}
-	for _, e := range due {
-		w.trySend(e)
-	}
-}
-
 // acker waits for the acknowledgement of each JetStream publish in flight,
 // in publish order, and reports it to the worker, until the worker stops
 // (what is still in flight then no longer matters: its inputs are not
@@ -577,7 +798,7 @@ func (w *worker) acker(ctx context.Context) error {
 		case <-w.stopped:
 			return nil
 		}
-		d := pubDone{e: pw.e}
+		d := pubDone{key: pw.key}
 		t := time.NewTimer(guard)
 		select {
 		case <-pw.f.Ok():
@@ -596,72 +817,9 @@ func (w *worker) acker(ctx context.Context) error {
 	}
 }
 
-// expireBlocks forgets blocks older than blockExpiry: their message did not
-// come back (deleted from the stream by its limits, say), and the key must
-// not wait forever.
-func (w *worker) expireBlocks() {
-	for _, x := range w.core.expire(time.Now(), blockExpiry(w.part.pipe.cfg)) {
-		w.log.Error("gave up waiting for a message of a key; later messages go on without it",
-			zap.String("key", x.key), zap.Uint64("seq", x.seq), zap.Duration("waited", x.waited))
-	}
-}
-
 // blockExpiry is how long a key waits for an unapplied message.
 func blockExpiry(pc PipelineConfig) time.Duration {
 	return max(3*pc.Input.AckWait, time.Minute)
-}
-
-// ack acknowledges a handled message.
-func (w *worker) ack(m *inMsg, result string) {
-	w.core.settled(m.key, m.seq)
-	if m.js != nil {
-		if err := m.js.Ack(); err != nil {
-			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
-		}
-		w.part.track.release(m.seq)
-	}
-	if result == resultSkipped {
-		m.pipe.stats.Skipped.Add(1)
-	}
-	m.pipe.met.result(w.p.met, m.pipe.cfg.Name, result).Inc()
-}
-
-// fail handles a processing error as classify says.
-func (w *worker) fail(ctx context.Context, m *inMsg, err error) error {
-	act, reason := classify(err)
-	name := m.pipe.cfg.Name
-	switch act {
-	case actTerm:
-		w.reject(ctx, m, err)
-	case actNak:
-		level := w.log.Warn
-		switch reason {
-		case "corrupt_snapshot":
-			level = w.log.Error
-		case "waiting", "fenced":
-			// Fenced: the partition logs its fence loss once; each message
-			// it naks meanwhile goes to the new owner.
-			level = w.log.Debug
-		}
-		level("message refused, will be redelivered", zap.String("pipeline", name), zap.String("key", m.key),
-			zap.Uint64("seq", m.seq), zap.String("reason", reason), zap.Error(err))
-		m.pipe.stats.Naks.Add(1)
-		w.p.met.messages.WithLabelValues(name, resultNak).Inc()
-		if m.js != nil {
-			w.part.track.nak(m.seq)
-			if nerr := m.js.NakWithDelay(m.pipe.cfg.Input.NakDelay); nerr != nil {
-				w.log.Warn("nak", zap.Error(nerr))
-			}
-		}
-	case actFatal:
-		w.log.Error("fatal", zap.String("pipeline", name), zap.Error(err))
-		if m.js != nil {
-			w.part.track.nak(m.seq)
-			_ = m.js.Nak()
-		}
-		return err
-	}
-	return nil
 }
 
 // reject dead-letters m with the reason of err and terminates it. The
@@ -676,7 +834,7 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 		// Dead letters are fenced like outputs: a partition that may no
 		// longer own the message leaves it to the new owner.
 		if m.js != nil {
-			w.part.track.nak(m.seq)
+			w.part.track.Nak(m.seq)
 			_ = m.js.Nak()
 		}
 		return
@@ -708,12 +866,11 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	if perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
 	}
-	w.core.settled(m.key, m.seq)
 	if m.js != nil {
 		if terr := m.js.TermWithReason(reason); terr != nil {
 			w.log.Warn("term", zap.Error(terr))
 		}
-		w.part.track.release(m.seq)
+		w.part.track.Release(m.seq)
 	}
 	m.pipe.stats.DeadLettered.Add(1)
 	w.p.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
@@ -777,48 +934,6 @@ func (d *deadLetterLog) flush(log *zap.Logger, now time.Time) {
 	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
 }
 
-// entry returns the loaded learner of key, loading its snapshot (or
-// creating a fresh learner) on first use and unloading the least recently
-// used learner when the worker's quota is full.
-func (w *worker) entry(ctx context.Context, pl *pipeline, key string) (*entry, error) {
-	return w.entryOf(ctx, pl, key, true)
-}
-
-// entryOf is entry; with create false, a key with neither a loaded learner
-// nor a snapshot gives errNoKey instead of a fresh learner (read-only
-// requests never create learners).
-func (w *worker) entryOf(ctx context.Context, pl *pipeline, key string, create bool) (*entry, error) {
-	return w.entryFor(ctx, pl, key, create, false)
-}
-
-// entryFor is entryOf; with replaceCorrupt a corrupt snapshot of a key not
-// loaded yet gives a fresh learner whatever on_corrupt_snapshot says (the
-// reset request: it replaces the state anyway, so it must not need to
-// decode it). The fresh learner is claimed like any loaded key, by
-// compare-and-set on the corrupt entry's revision, so the reset stays
-// fenced.
-func (w *worker) entryFor(ctx context.Context, pl *pipeline, key string, create, replaceCorrupt bool) (*entry, error) {
-	if e, ok := w.keys[key]; ok {
-		if w.core.revive(e.keyState) {
-			w.live(pl, 1)
-		}
-		return e, nil
-	}
-	for w.core.full() {
-		if err := w.evict(ctx, pl); err != nil {
-			return nil, err
-		}
-	}
-	e, err := w.load(ctx, pl, key, create, replaceCorrupt)
-	if err != nil {
-		return nil, err
-	}
-	w.keys[key] = e
-	w.core.add(e.keyState)
-	w.live(pl, 1)
-	return e, nil
-}
-
 func (w *worker) live(pl *pipeline, d int) {
 	pl.stats.Live.Add(int64(d))
 	pl.met.activeLearners.Add(float64(d))
@@ -871,7 +986,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
 			errFenced, key, pc.Name, snap.Epoch, w.part.epoch)
 	}
-	e := &entry{pipe: pl, keyState: &keyState{key: key}, rev: rev}
+	e := &entry{pipe: pl, key: key, rev: rev}
 	switch {
 	case errors.Is(err, snapshot.ErrNoSnapshot):
 		if !create {
@@ -964,40 +1079,6 @@ func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Lear
 	return l, nil
 }
 
-// evict unloads the least recently used learner of pl and hands its
-// snapshot over, waiting up to snapshot_timeout for a job slot. The entry
-// stays (not live) until its save lands; a snapshot of a key with outputs
-// queued is held until they are acknowledged (window.go). When no slot
-// frees in time the key is saved as soon as one does (saveNow) and the
-// error is returned.
-func (w *worker) evict(ctx context.Context, pl *pipeline) error {
-	e := w.keys[w.core.victim().key]
-	drop, save := w.core.unload(e.keyState)
-	w.live(pl, -1)
-	switch {
-	case drop:
-		w.drop(e)
-	case save:
-		deadline := time.Now().Add(w.p.cfg.SnapshotTimeout)
-		for w.core.flying >= jobSlots {
-			if err := w.waitOne(ctx, deadline); err != nil {
-				e.saveNow = true
-				return fmt.Errorf("processor: unload key %q: %w", e.key, err)
-			}
-		}
-		if !e.saving && e.dirty { // a landed save may have handed it over meanwhile
-			w.handoff(e)
-		}
-	}
-	return nil
-}
-
-// drop forgets an unloaded entry.
-func (w *worker) drop(e *entry) {
-	delete(w.keys, e.key)
-	w.unmeter(e)
-}
-
 // unmeter takes e out of the pipeline's per-key metrics (dictionary
 // points, budget advice, explained variance).
 func (w *worker) unmeter(e *entry) {
@@ -1007,101 +1088,6 @@ func (w *worker) unmeter(e *entry) {
 	if e.evBand > 0 {
 		e.pipe.met.setExplained(e.evBand-1, e.explained, -1, 0)
 		e.explained, e.evBand = 0, 0
-	}
-}
-
-// maybeSnapshot hands e's snapshot over when it is due (or force).
-func (w *worker) maybeSnapshot(e *entry, force bool) {
-	if w.core.due(e.keyState, time.Now(), force, w.part.fence.ok()) {
-		w.handoff(e)
-	}
-}
-
-// handoff gives a copy of e's state to the snapshotter; it never blocks
-// (the caller made sure a slot is free). While e has outputs that the
-// output stream has not acknowledged, the job is held until they are
-// (outQueue.hold): a snapshot never holds a message whose outputs could
-// still be lost. A held job counts as in flight.
-func (w *worker) handoff(e *entry) {
-	j := w.core.handoff(e.keyState)
-	sj := &snapJob{
-		e:    e,
-		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
-		rev:  e.rev,
-		job:  j,
-	}
-	if e.out.hold(sj) {
-		return
-	}
-	w.jobs <- sj
-}
-
-// landed applies a snapshot result to its entry.
-func (w *worker) landed(r snapResult) {
-	j := r.job
-	e := j.e
-	pl := e.pipe
-	name := pl.cfg.Name
-	w.p.met.snapSeconds.WithLabelValues(name).Observe(r.dur.Seconds())
-	o := saved
-	switch {
-	case r.err == nil:
-		e.rev = r.rev
-		w.p.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
-	case errors.Is(r.err, errFenced) || (w.part.fence != nil && errors.Is(r.err, snapshot.ErrConflict)):
-		// This partition no longer owns the key (a newer epoch claimed it):
-		// stop writing; the partition stops and its new owner replays from
-		// the checkpoint. Nothing is dropped or reloaded here.
-		if errors.Is(r.err, snapshot.ErrConflict) {
-			w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
-			w.log.Error("snapshot conflict: a newer owner claimed the key; stopping the partition", zap.String("key", e.key),
-				zap.Uint64("rev", j.rev), zap.Error(r.err))
-		}
-		w.part.fence.revoke()
-		o = fenced
-	case errors.Is(r.err, snapshot.ErrConflict):
-		// Someone else committed a newer snapshot of this key: we no longer
-		// own it. Forget the learner; the next message reloads the newer
-		// snapshot and skips what it already holds.
-		w.p.met.snapFailures.WithLabelValues(name, "conflict").Inc()
-		w.log.Error("snapshot conflict: another worker owns the key; unloading it", zap.String("key", e.key),
-			zap.Uint64("rev", j.rev), zap.Error(r.err))
-		o = conflict
-	default:
-		w.p.met.snapFailures.WithLabelValues(name, "error").Inc()
-		w.log.Warn("snapshot failed; will retry", zap.String("key", e.key), zap.Error(r.err))
-		o = failed
-	}
-	switch w.core.landed(e.keyState, j.job, o, time.Now()) {
-	case nextSave:
-		w.saveSoon(e)
-	case nextDrop:
-		w.drop(e)
-	case nextForget:
-		if w.core.forget(e.keyState) {
-			w.live(pl, -1)
-		}
-		w.drop(e)
-	}
-	// A slot is free: hand over the keys waiting for one.
-	for _, k := range w.keys {
-		if w.core.flying >= jobSlots {
-			break
-		}
-		if k.saveNow && k.dirty && !k.saving {
-			w.handoff(k)
-		}
-	}
-}
-
-// saveSoon hands e's snapshot over now or, when a save of e is in flight
-// or no slot is free, as soon as that save lands or a slot frees (landed).
-// A reset, a snapshot request or an unloading key must not wait for the
-// snapshot policy.
-func (w *worker) saveSoon(e *entry) {
-	e.saveNow = true
-	if !w.core.closing && !e.saving && e.dirty && w.core.flying < jobSlots {
-		w.handoff(e)
 	}
 }
 
@@ -1118,76 +1104,6 @@ func stateBytes(s *codec.Snapshot) int {
 	return n
 }
 
-// tick hands over the snapshots due by time and expires old blocks.
-func (w *worker) tick() {
-	w.dlLog.flush(w.log, time.Now())
-	w.expireBlocks()
-	for _, e := range w.keys {
-		if w.core.flying >= jobSlots {
-			return
-		}
-		w.maybeSnapshot(e, false)
-	}
-}
-
-// finish publishes the queued outputs and writes the final snapshots (if
-// the policy says so), bounded by shutdown_timeout, and waits for the
-// snapshotter to save everything handed over. A key whose outputs are not
-// all acknowledged in time is not snapshotted and its inputs stay
-// unacknowledged: the next owner replays them. Fenced, it writes nothing.
-func (w *worker) finish(ctx context.Context) error {
-	deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
-	fctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if !w.part.fence.ok() {
-		deadline = time.Now() // fenced: no final outputs or snapshots
-	}
-	for time.Now().Before(deadline) && w.part.fence.ok() {
-		waiting := false
-		for _, e := range w.keys {
-			if e.out.hopeless() {
-				continue // not waited for: replayed by the next owner
-			}
-			if len(e.out.groups) > 0 {
-				waiting = true // its snapshot is held until its outputs are acknowledged
-				continue
-			}
-			if !e.dirty || !*e.pipe.cfg.Snapshot.OnShutdown {
-				continue
-			}
-			waiting = true
-			if !e.saving && w.core.flying < jobSlots {
-				w.handoff(e)
-			}
-		}
-		if !waiting && w.core.flying == w.heldSaves() {
-			break
-		}
-		if err := w.waitOne(fctx, deadline); err != nil {
-			break
-		}
-	}
-	if n := w.win.pending; n > 0 && w.part.fence.ok() {
-		w.log.Warn("outputs not acknowledged at shutdown; their keys will be replayed from their last snapshot",
-			zap.Int("outputs", n), zap.Error(fctx.Err()))
-	}
-	w.core.closing = true
-	close(w.jobs)
-	for r := range w.results {
-		w.landed(r)
-	}
-	return nil
-}
-
-// heldSaves counts the snapshot jobs held for outputs (window.go).
-func (w *worker) heldSaves() int {
-	n := 0
-	for _, e := range w.keys {
-		n += len(e.out.held)
-	}
-	return n
-}
-
 // release takes the keys this worker still holds out of the live counts
 // (stats and kpcastream_active_learners) and the per-key metrics when it
 // stops: its partition stopped, or moved to another member, and its keys
@@ -1195,10 +1111,12 @@ func (w *worker) heldSaves() int {
 // that came back to this process counted its keys twice, and a member
 // kept reporting the dictionaries of keys it no longer runs.
 func (w *worker) release() {
-	for _, e := range w.keys {
-		if e.elem != nil { // in the LRU: live (see keyCore)
-			w.live(e.pipe, -1)
+	for _, k := range w.m.Keys() {
+		if !k.Unloading {
+			w.live(w.part.pipe, -1)
 		}
+	}
+	for _, e := range w.keys {
 		w.unmeter(e)
 	}
 }
@@ -1252,4 +1170,12 @@ func (w *worker) snapshotter(ctx context.Context) error {
 		w.results <- snapResult{job: j, rev: rev, err: err, dur: time.Since(start)}
 	}
 	return nil
+}
+
+func (w *worker) tickEvery() time.Duration {
+	d := time.Second
+	if e := w.part.pipe.cfg.Snapshot.Every; e > 0 {
+		d = min(d, max(e/2, 10*time.Millisecond))
+	}
+	return d
 }

@@ -1,4 +1,4 @@
-package processor
+package machine
 
 import (
 	"slices"
@@ -12,19 +12,19 @@ import (
 
 var t0 = time.Unix(1_700_000_000, 0)
 
-func newTestCore(policy SnapshotPolicy) *keyCore {
-	return newKeyCore(newTracker(), policy, 2, 2)
+func newTestCore(policy Policy) *keyCore {
+	return newKeyCore(NewTracker(), policy, 2, 2)
 }
 
 // deliver delivers seqs to the core's tracker, as the consume callback does.
 func deliver(c *keyCore, seqs ...uint64) {
 	for _, s := range seqs {
-		c.track.deliver(s)
+		c.track.Deliver(s)
 	}
 }
 
 func TestCoreOrderAndSkip(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	deliver(c, 1, 2, 3, 4, 5)
 	k := &keyState{key: "a", lastSeq: 2} // restored from a snapshot holding 1..2
 	c.add(k)
@@ -66,7 +66,7 @@ func TestCoreOrderAndSkip(t *testing.T) {
 		t.Error("a permanent failure must not make later messages wait")
 	}
 	// Core NATS: no sequences, nothing waits or is skipped.
-	core := newKeyCore(nil, SnapshotPolicy{}, 1, 1)
+	core := newKeyCore(nil, Policy{}, 1, 1)
 	kc := &keyState{key: "a", lastSeq: 7}
 	core.loadFailed("a", 1, true, t0)
 	if w, _ := core.waits("a", 2, t0); w || core.admit(kc, 1) != vApply {
@@ -75,7 +75,7 @@ func TestCoreOrderAndSkip(t *testing.T) {
 }
 
 func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: 3, Every: 10 * time.Second})
+	c := newTestCore(Policy{EveryMessages: 3, Every: 10 * time.Second})
 	deliver(c, 1, 2, 3, 4, 5, 6)
 	a, b := &keyState{key: "a"}, &keyState{key: "b"}
 	c.add(a)
@@ -83,12 +83,12 @@ func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
 	apply := func(k *keyState, seq uint64) {
 		c.applied(k, seq, t0)
 		c.settled(k.key, seq)
-		c.track.release(seq) // acked
+		c.track.Release(seq) // acked
 	}
 	apply(a, 1)
 	apply(b, 2)
 	apply(a, 3)
-	if cp := c.track.checkpoint(); cp != 1 {
+	if cp := c.track.Checkpoint(); cp != 1 {
 		t.Fatalf("checkpoint %d, want 1 (a's first unsnapshotted message)", cp)
 	}
 	if c.due(a, t0, false, true) {
@@ -112,22 +112,22 @@ func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
 		t.Error("due while its save is in flight")
 	}
 	apply(a, 5) // a changes while its save is in flight
-	if next := c.landed(a, ja, saved, t0); next != nextNone {
+	if next := c.landed(a, ja, Saved, t0); next != nextNone {
 		t.Errorf("landed: %v", next)
 	}
-	if cp := c.track.checkpoint(); cp != 2 {
+	if cp := c.track.Checkpoint(); cp != 2 {
 		t.Errorf("checkpoint %d after a's save, want 2 (b's first unsnapshotted)", cp)
 	}
 	jb := c.handoff(b)
-	if next := c.landed(b, jb, failed, t0); next != nextNone || !b.dirty {
+	if next := c.landed(b, jb, Failed, t0); next != nextNone || !b.dirty {
 		t.Errorf("failed save: next %v, dirty %v", next, b.dirty)
 	}
-	if cp := c.track.checkpoint(); cp != 2 {
+	if cp := c.track.Checkpoint(); cp != 2 {
 		t.Errorf("checkpoint %d after b's failed save, want 2 (b still holds 2)", cp)
 	}
 	jb = c.handoff(b)
-	c.landed(b, jb, saved, t0)
-	if cp := c.track.checkpoint(); cp != 5 {
+	c.landed(b, jb, Saved, t0)
+	if cp := c.track.Checkpoint(); cp != 5 {
 		t.Errorf("checkpoint %d, want 5 (a's message 5 is not in a snapshot yet)", cp)
 	}
 	// Slots: two jobs in flight fill them.
@@ -138,8 +138,8 @@ func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
 	if c.due(a, t0, true, true) {
 		t.Error("due with every job slot in flight")
 	}
-	c.landed(a, j1, saved, t0)
-	c.landed(b, j2, saved, t0)
+	c.landed(a, j1, Saved, t0)
+	c.landed(b, j2, Saved, t0)
 	c.closing = true
 	if c.due(a, t0, true, true) {
 		t.Error("due while closing")
@@ -147,7 +147,7 @@ func TestCoreSnapshotsAndCheckpoint(t *testing.T) {
 }
 
 func TestCoreLandedOutcomes(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	deliver(c, 1, 2, 3)
 	k := &keyState{key: "a"}
 	c.add(k)
@@ -155,38 +155,38 @@ func TestCoreLandedOutcomes(t *testing.T) {
 	j := c.handoff(k)
 	c.applied(k, 2, t0)
 	// A conflicting save of a core NATS key: both holds are released, the key is forgotten.
-	if next := c.landed(k, j, conflict, t0); next != nextForget || k.dirtySeq != 0 {
+	if next := c.landed(k, j, Conflict, t0); next != nextForget || k.dirtySeq != 0 {
 		t.Errorf("conflict: next %v, dirtySeq %d", next, k.dirtySeq)
 	}
 	if !c.forget(k) || c.lru.Len() != 0 {
 		t.Error("forget: the key was live and must leave the LRU")
 	}
 	for _, s := range []uint64{1, 2, 3} {
-		c.track.release(s)
+		c.track.Release(s)
 	}
-	if cp := c.track.checkpoint(); cp != 4 {
+	if cp := c.track.Checkpoint(); cp != 4 {
 		t.Errorf("checkpoint %d after the conflict, want 4 (nothing held)", cp)
 	}
 	// Fenced: the job's hold goes, nothing else happens.
 	k2 := &keyState{key: "b"}
 	c.add(k2)
-	c.track.deliver(4)
+	c.track.Deliver(4)
 	c.applied(k2, 4, t0)
 	j = c.handoff(k2)
-	if next := c.landed(k2, j, fenced, t0); next != nextNone {
+	if next := c.landed(k2, j, Fenced, t0); next != nextNone {
 		t.Errorf("fenced: next %v", next)
 	}
 	// saveNow after a save: saved again.
 	k2.dirty, k2.saveNow = true, true
 	j = c.handoff(k2)
 	k2.dirty, k2.saveNow = true, true
-	if next := c.landed(k2, j, saved, t0); next != nextSave {
+	if next := c.landed(k2, j, Saved, t0); next != nextSave {
 		t.Errorf("saveNow while dirty after a save: next %v, want save", next)
 	}
 }
 
 func TestCoreLRU(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	deliver(c, 1, 2, 3)
 	a, b := &keyState{key: "a"}, &keyState{key: "b"}
 	c.add(a)
@@ -209,11 +209,11 @@ func TestCoreLRU(t *testing.T) {
 		t.Fatalf("unload of dirty a: drop %v save %v evicting %v", drop, save, a.evicting)
 	}
 	j := c.handoff(a)
-	if next := c.landed(a, j, saved, t0); next != nextDrop {
+	if next := c.landed(a, j, Saved, t0); next != nextDrop {
 		t.Errorf("landed while unloading a clean key: %v, want drop", next)
 	}
 	// A key used again while its save is in flight comes back.
-	c2 := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c2 := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	deliver(c2, 1)
 	k := &keyState{key: "k"}
 	c2.add(k)
@@ -223,20 +223,20 @@ func TestCoreLRU(t *testing.T) {
 	if !c2.revive(k) || k.evicting || c2.lru.Len() != 1 {
 		t.Error("revive of a key being unloaded")
 	}
-	if next := c2.landed(k, j, saved, t0); next != nextNone {
+	if next := c2.landed(k, j, Saved, t0); next != nextNone {
 		t.Errorf("landed after revive: %v", next)
 	}
 	// Unloaded while dirty and the save fails: saved again.
 	c2.applied(k, 1, t0)
 	c2.unload(k)
 	j = c2.handoff(k)
-	if next := c2.landed(k, j, failed, t0); next != nextSave {
+	if next := c2.landed(k, j, Failed, t0); next != nextSave {
 		t.Errorf("failed save while unloading: %v, want save", next)
 	}
 }
 
 func TestCoreResetAndExpire(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	deliver(c, 5, 6)
 	k := &keyState{key: "a", lastSeq: 4}
 	c.add(k)
@@ -244,11 +244,11 @@ func TestCoreResetAndExpire(t *testing.T) {
 	if !k.dirty || k.dirtySeq != 4 {
 		t.Errorf("reset: %+v", k)
 	}
-	if cp := c.track.checkpoint(); cp != 4 {
+	if cp := c.track.Checkpoint(); cp != 4 {
 		t.Errorf("checkpoint %d after a reset, want 4 (the reset state is not saved yet)", cp)
 	}
 	// A missing delivery (6) blocks the key and holds the checkpoint until it expires.
-	c.track.missing(7)
+	c.track.Missing(7)
 	c.block("a", 7, true, t0)
 	if w, _ := c.waits("a", 8, t0.Add(time.Second)); !w {
 		t.Fatal("8 must wait for the missing 7")
@@ -261,10 +261,10 @@ func TestCoreResetAndExpire(t *testing.T) {
 		t.Fatalf("expire: %+v, blocked %v", x, c.blocked)
 	}
 	j := c.handoff(k)
-	c.landed(k, j, saved, t0)
-	c.track.release(5)
-	c.track.release(6)
-	if cp := c.track.checkpoint(); cp != 7 {
+	c.landed(k, j, Saved, t0)
+	c.track.Release(5)
+	c.track.Release(6)
+	if cp := c.track.Checkpoint(); cp != 7 {
 		t.Errorf("checkpoint %d after the expiry, want 7 (nothing held; 6 is the highest delivered)", cp)
 	}
 }
@@ -272,9 +272,9 @@ func TestCoreResetAndExpire(t *testing.T) {
 // TestCoreExpireMany expires three blocks of one key in one call: each is
 // reported once and none is left behind.
 func TestCoreExpireMany(t *testing.T) {
-	c := newTestCore(SnapshotPolicy{EveryMessages: -1, Every: -1})
+	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	for _, s := range []uint64{3, 5, 9} {
-		c.track.missing(s)
+		c.track.Missing(s)
 		c.block("a", s, true, t0)
 	}
 	x := c.expire(t0.Add(2*time.Minute), time.Minute)

@@ -1,4 +1,4 @@
-package processor
+package machine
 
 import (
 	"container/list"
@@ -17,8 +17,8 @@ import (
 // keyCore is owned by one worker goroutine. The tracker it holds is safe
 // for concurrent use (the consume callback delivers into it).
 type keyCore struct {
-	track   *tracker // nil for a core NATS input: no sequences, no holds, no waiting
-	policy  SnapshotPolicy
+	track   *Tracker // nil for a core NATS input: no sequences, no holds, no waiting
+	policy  Policy
 	quota   int                // keys the worker may hold
 	slots   int                // snapshot jobs that may be in flight
 	blocked map[string][]block // per key, ascending
@@ -49,7 +49,7 @@ type block struct {
 	missing bool // registered from a delivery gap (holds the tracker)
 }
 
-func newKeyCore(track *tracker, policy SnapshotPolicy, quota, slots int) *keyCore {
+func newKeyCore(track *Tracker, policy Policy, quota, slots int) *keyCore {
 	return &keyCore{track: track, policy: policy, quota: quota, slots: slots,
 		blocked: map[string][]block{}, lru: list.New()}
 }
@@ -169,7 +169,7 @@ func (c *keyCore) applied(k *keyState, seq uint64, now time.Time) {
 		k.lastSeq = seq
 		if k.dirtySeq == 0 {
 			k.dirtySeq = seq
-			c.track.hold(seq)
+			c.track.Hold(seq)
 		}
 	}
 	if !k.dirty {
@@ -187,7 +187,7 @@ func (c *keyCore) reset(k *keyState, now time.Time) {
 	}
 	if c.track != nil && k.dirtySeq == 0 && k.lastSeq > 0 {
 		k.dirtySeq = k.lastSeq
-		c.track.hold(k.lastSeq)
+		c.track.Hold(k.lastSeq)
 	}
 }
 
@@ -231,16 +231,6 @@ func (c *keyCore) handoff(k *keyState) job {
 	return j
 }
 
-// outcome is how a snapshot save ended.
-type outcome int
-
-const (
-	saved    outcome = iota
-	failed           // transient: the key stays dirty and is saved again later
-	conflict         // core NATS input: a newer snapshot exists; forget the key, reload it on its next message
-	fenced           // JetStream partition: a newer owner claimed the key; stop writing
-)
-
 // next is what the shell does after a save landed.
 type next int
 
@@ -253,39 +243,39 @@ const (
 
 // landed applies the outcome of a save of k, and returns what the shell
 // does next.
-func (c *keyCore) landed(k *keyState, j job, o outcome, now time.Time) next {
+func (c *keyCore) landed(k *keyState, j job, o Outcome, now time.Time) next {
 	c.flying--
 	k.saving = false
 	switch o {
-	case saved:
+	case Saved:
 		if j.dirtySeq != 0 {
-			c.track.release(j.dirtySeq)
+			c.track.Release(j.dirtySeq)
 		}
-	case fenced:
+	case Fenced:
 		if j.dirtySeq != 0 {
-			c.track.release(j.dirtySeq)
+			c.track.Release(j.dirtySeq)
 		}
 		return nextNone
-	case conflict:
+	case Conflict:
 		if j.dirtySeq != 0 {
-			c.track.release(j.dirtySeq)
+			c.track.Release(j.dirtySeq)
 		}
 		if k.dirtySeq != 0 {
-			c.track.release(k.dirtySeq)
+			c.track.Release(k.dirtySeq)
 			k.dirtySeq = 0
 		}
 		return nextForget
-	case failed:
+	case Failed:
 		// Still dirty: keep the oldest hold.
 		switch {
 		case j.dirtySeq == 0:
 		case k.dirtySeq == 0:
 			k.dirtySeq = j.dirtySeq
 		case j.dirtySeq < k.dirtySeq:
-			c.track.release(k.dirtySeq)
+			c.track.Release(k.dirtySeq)
 			k.dirtySeq = j.dirtySeq
 		default:
-			c.track.release(j.dirtySeq)
+			c.track.Release(j.dirtySeq)
 		}
 		if !k.dirty {
 			k.dirty, k.dirtyAt = true, now
@@ -357,7 +347,7 @@ func (c *keyCore) expire(now time.Time, ttl time.Duration) []expired {
 			}
 			out = append(out, expired{key: key, seq: b.seq, waited: now.Sub(b.since)})
 			if b.missing {
-				c.track.forget(b.seq)
+				c.track.Forget(b.seq)
 			}
 			c.unblock(key, b.seq)
 		}

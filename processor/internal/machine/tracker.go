@@ -1,10 +1,10 @@
-package processor
+package machine
 
 import (
 	"sync"
 )
 
-// tracker computes a JetStream pipeline's replay checkpoint: the lowest
+// Tracker computes a JetStream pipeline's replay checkpoint: the lowest
 // stream sequence whose effect is not yet durable. A sequence is held
 //
 //   - from delivery until the worker settles it (applied, skipped,
@@ -19,19 +19,19 @@ import (
 // the stream from the checkpoint, skipping per key what its snapshot
 // already contains, rebuilds exactly the state of an uninterrupted run.
 // It is safe for concurrent use.
-type tracker struct {
+type Tracker struct {
 	mu     sync.Mutex
 	held   map[uint64]int
 	naked  map[uint64]bool
 	maxSeq uint64
 }
 
-func newTracker() *tracker {
-	return &tracker{held: map[uint64]int{}, naked: map[uint64]bool{}}
+func NewTracker() *Tracker {
+	return &Tracker{held: map[uint64]int{}, naked: map[uint64]bool{}}
 }
 
-// deliver holds seq for a delivered message.
-func (t *tracker) deliver(seq uint64) {
+// Deliver holds seq for a delivered message.
+func (t *Tracker) Deliver(seq uint64) {
 	t.mu.Lock()
 	if t.naked[seq] {
 		delete(t.naked, seq) // the nak's hold carries over
@@ -42,8 +42,8 @@ func (t *tracker) deliver(seq uint64) {
 	t.mu.Unlock()
 }
 
-// nak keeps the delivery hold of seq until its redelivery.
-func (t *tracker) nak(seq uint64) {
+// Nak keeps the delivery hold of seq until its redelivery.
+func (t *Tracker) Nak(seq uint64) {
 	t.mu.Lock()
 	if t.naked[seq] {
 		t.release0(seq) // a second outstanding delivery: drop its hold
@@ -53,9 +53,9 @@ func (t *tracker) nak(seq uint64) {
 	t.mu.Unlock()
 }
 
-// missing holds seq, delivered to nobody (lost in transit), like a nak'd
+// Missing holds seq, delivered to nobody (lost in transit), like a nak'd
 // delivery: until its redelivery is settled.
-func (t *tracker) missing(seq uint64) {
+func (t *Tracker) Missing(seq uint64) {
 	t.mu.Lock()
 	if !t.naked[seq] {
 		t.naked[seq] = true
@@ -64,8 +64,8 @@ func (t *tracker) missing(seq uint64) {
 	t.mu.Unlock()
 }
 
-// forget drops the hold of a missing or nak'd seq that will not come back.
-func (t *tracker) forget(seq uint64) {
+// Forget drops the hold of a missing or nak'd seq that will not come back.
+func (t *Tracker) Forget(seq uint64) {
 	t.mu.Lock()
 	if t.naked[seq] {
 		delete(t.naked, seq)
@@ -74,28 +74,28 @@ func (t *tracker) forget(seq uint64) {
 	t.mu.Unlock()
 }
 
-// max returns the highest delivered sequence.
-func (t *tracker) max() uint64 {
+// Max returns the highest delivered sequence.
+func (t *Tracker) Max() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.maxSeq
 }
 
-// hold adds a hold on seq (a key's first unsnapshotted sequence).
-func (t *tracker) hold(seq uint64) {
+// Hold adds a hold on seq (a key's first unsnapshotted sequence).
+func (t *Tracker) Hold(seq uint64) {
 	t.mu.Lock()
 	t.held[seq]++
 	t.mu.Unlock()
 }
 
-// release drops one hold on seq.
-func (t *tracker) release(seq uint64) {
+// Release drops one hold on seq.
+func (t *Tracker) Release(seq uint64) {
 	t.mu.Lock()
 	t.release0(seq)
 	t.mu.Unlock()
 }
 
-func (t *tracker) release0(seq uint64) {
+func (t *Tracker) release0(seq uint64) {
 	if n := t.held[seq]; n > 1 {
 		t.held[seq] = n - 1
 	} else {
@@ -103,10 +103,10 @@ func (t *tracker) release0(seq uint64) {
 	}
 }
 
-// checkpoint returns the replay sequence, or 0 if nothing was delivered.
+// Checkpoint returns the replay sequence, or 0 if nothing was delivered.
 // Its cost is linear in the number of held sequences (at most the
 // deliveries in flight plus one per dirty key).
-func (t *tracker) checkpoint() uint64 {
+func (t *Tracker) Checkpoint() uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.maxSeq == 0 {

@@ -1,19 +1,17 @@
-package processor
+package machine
 
 import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // group returns an output group of input seq with n messages whose
 // subjects name the seq and the index, so a script can read what is sent.
-func group(seq uint64, n int) *outGroup {
-	g := &outGroup{seq: seq, result: resultOK}
+func group(seq uint64, n int) *outGroup[uint64, string] {
+	g := &outGroup[uint64, string]{seq: seq, in: seq, result: "ok"}
 	for i := range n {
-		g.msgs = append(g.msgs, &nats.Msg{Subject: subjectOf(seq, i)})
+		g.msgs = append(g.msgs, subjectOf(seq, i))
 	}
 	return g
 }
@@ -38,15 +36,15 @@ func TestWindowKeyOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &window{limit: 100}
-			q := &outQueue{}
+			q := &outQueue[uint64, string]{}
 			var sent, landed []string
-			var acked []uint64
+			var inputs []uint64
 			now := t0
-			if !w.push(q, group(1, 3)) {
+			if !push(w, q, group(1, 3)) {
 				t.Fatal("first push: not ready")
 			}
 			first := q.send()
-			if w.push(q, group(2, 1)) || w.push(q, group(3, 2)) {
+			if push(w, q, group(2, 1)) || push(w, q, group(3, 2)) {
 				t.Fatal("a push while the key has a message in flight must not send")
 			}
 			if w.pending != 6 {
@@ -63,7 +61,7 @@ func TestWindowKeyOrder(t *testing.T) {
 					}
 					m = q.send()
 				}
-				sent = append(sent, m.Subject)
+				sent = append(sent, m)
 				if q.ready(now) {
 					t.Fatal("ready with a message in flight")
 				}
@@ -75,17 +73,17 @@ func TestWindowKeyOrder(t *testing.T) {
 					now = at
 					continue
 				}
-				landed = append(landed, m.Subject)
-				if done, _ := w.acked(q); done != nil {
-					acked = append(acked, done.seq)
+				landed = append(landed, m)
+				if done, _ := acked(w, q); done != nil {
+					inputs = append(inputs, done.seq)
 				}
 			}
 			want := []string{subjectOf(1, 0), subjectOf(1, 1), subjectOf(1, 2), subjectOf(2, 0), subjectOf(3, 0), subjectOf(3, 1)}
 			if !slices.Equal(landed, want) {
 				t.Errorf("landed %v, want %v (sent %v)", landed, want, sent)
 			}
-			if !slices.Equal(acked, []uint64{1, 2, 3}) {
-				t.Errorf("inputs acked %v, want [1 2 3] (each once its last output landed)", acked)
+			if !slices.Equal(inputs, []uint64{1, 2, 3}) {
+				t.Errorf("inputs acked %v, want [1 2 3] (each once its last output landed)", inputs)
 			}
 			if w.pending != 0 || len(sent) != 6+len(tc.fails) {
 				t.Errorf("pending %d, sent %d; want 0 and %d", w.pending, len(sent), 6+len(tc.fails))
@@ -99,26 +97,26 @@ func TestWindowKeyOrder(t *testing.T) {
 // for later ones; one handed over with nothing queued is not held.
 func TestWindowHeldSaves(t *testing.T) {
 	w := &window{limit: 4}
-	q := &outQueue{}
-	if q.hold(&snapJob{}) {
+	q := &outQueue[uint64, string]{}
+	if q.hold(Job{ID: 9}) {
 		t.Fatal("held with nothing queued")
 	}
-	w.push(q, group(1, 1))
-	w.push(q, group(2, 2))
-	j1 := &snapJob{}
+	push(w, q, group(1, 1))
+	push(w, q, group(2, 2))
+	j1 := Job{ID: 1}
 	if !q.hold(j1) { // holds messages 1 and 2
 		t.Fatal("not held with outputs queued")
 	}
-	w.push(q, group(3, 1))
-	j2 := &snapJob{}
+	push(w, q, group(3, 1))
+	j2 := Job{ID: 2}
 	q.hold(j2) // holds 3 as well
 	if !w.full() {
 		t.Errorf("pending %d of limit 4: want full", w.pending)
 	}
-	step := func(wantDone uint64, want ...*snapJob) {
+	step := func(wantDone uint64, want ...Job) {
 		t.Helper()
 		q.send()
-		done, saves := w.acked(q)
+		done, saves := acked(w, q)
 		if (done == nil) != (wantDone == 0) || (done != nil && done.seq != wantDone) {
 			t.Fatalf("done %v, want %d", done, wantDone)
 		}

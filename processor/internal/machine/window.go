@@ -1,11 +1,6 @@
-package processor
+package machine
 
-import (
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-)
+import "time"
 
 // The output window: how a worker publishes to a JetStream output stream
 // without waiting for each PubAck before the next message.
@@ -27,35 +22,28 @@ import (
 // (outQueue.hold) until every output of the messages it holds is
 // acknowledged: a snapshot never records a message whose outputs could
 // still be lost, so a restart replays them. The rules here do no I/O; the
-// worker publishes, retries and acknowledges what they say.
-
-// asyncPublisher is the output window's port to JetStream (the method of
-// jetstream.JetStream it uses): publish m and return a future that
-// resolves with its PubAck or an error. Nothing else of the worker talks
-// to the output stream.
-type asyncPublisher interface {
-	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
-}
+// machine (machine.go) applies them and the worker publishes, retries and
+// acknowledges what its Ready says.
 
 // outGroup is the outputs of one input message of a key.
-type outGroup struct {
-	seq    uint64      // the input's sequence (stream sequence, or core NATS counter)
-	msgs   []*nats.Msg // owned: nothing else refers to them
-	next   int         // msgs[:next] are acknowledged
-	in     inMsg       // acknowledged when the group is done
-	result string      // the input's result label
+type outGroup[M, O any] struct {
+	seq    uint64 // the input's sequence (stream sequence, or core NATS counter)
+	msgs   []O    // owned: nothing else refers to them
+	next   int    // msgs[:next] are acknowledged
+	in     M      // acknowledged when the group is done
+	result string // the input's result label
 }
 
 // heldSave is a snapshot job waiting for the outputs of the messages it
 // holds: released once no queued group has seq ≤ barrier.
 type heldSave struct {
-	job     *snapJob
+	job     Job
 	barrier uint64
 }
 
 // outQueue is one key's outputs not yet acknowledged by the output stream.
-type outQueue struct {
-	groups  []*outGroup
+type outQueue[M, O any] struct {
+	groups  []*outGroup[M, O]
 	flying  bool      // groups[0].msgs[groups[0].next] is in flight
 	retryAt time.Time // zero unless the head waits to be published again
 	tries   int       // failed attempts of the head message in a row
@@ -72,9 +60,10 @@ type window struct {
 // full reports whether the worker must stop taking input.
 func (w *window) full() bool { return w.pending >= w.limit }
 
-// push appends g (at least one message) to q and says whether q's head
-// can be published now (nothing of the key in flight or waiting to retry).
-func (w *window) push(q *outQueue, g *outGroup) bool {
+// push appends g (at least one message) to q, counted in w, and says
+// whether q's head can be published now (nothing of the key in flight or
+// waiting to retry).
+func push[M, O any](w *window, q *outQueue[M, O], g *outGroup[M, O]) bool {
 	q.groups = append(q.groups, g)
 	w.pending += len(g.msgs)
 	return q.ready(time.Time{})
@@ -83,7 +72,7 @@ func (w *window) push(q *outQueue, g *outGroup) bool {
 // ready reports whether q's head message can be published at now: q has
 // outputs, none in flight, and no retry is due later than now (a zero now
 // only publishes a head that is not waiting to retry).
-func (q *outQueue) ready(now time.Time) bool {
+func (q *outQueue[M, O]) ready(now time.Time) bool {
 	if len(q.groups) == 0 || q.flying {
 		return false
 	}
@@ -91,7 +80,7 @@ func (q *outQueue) ready(now time.Time) bool {
 }
 
 // send marks q's head message as in flight and returns it; q must be ready.
-func (q *outQueue) send() *nats.Msg {
+func (q *outQueue[M, O]) send() O {
 	g := q.groups[0]
 	q.flying, q.retryAt = true, time.Time{}
 	return g.msgs[g.next]
@@ -100,7 +89,7 @@ func (q *outQueue) send() *nats.Msg {
 // acked records that q's message in flight was acknowledged. It returns
 // the group that is now complete (its input can be acknowledged), or nil,
 // and the held snapshot jobs that may now be saved.
-func (w *window) acked(q *outQueue) (done *outGroup, saves []*snapJob) {
+func acked[M, O any](w *window, q *outQueue[M, O]) (done *outGroup[M, O], saves []Job) {
 	g := q.groups[0]
 	q.flying, q.tries, q.refused = false, 0, false
 	g.next++
@@ -120,7 +109,7 @@ func (w *window) acked(q *outQueue) (done *outGroup, saves []*snapJob) {
 // by an error that retries may not cure, such as a message larger than the
 // stream allows): it is published again at now + backoff, before anything
 // later of the key. It returns when.
-func (q *outQueue) failed(now time.Time, refused bool) time.Time {
+func (q *outQueue[M, O]) failed(now time.Time, refused bool) time.Time {
 	q.flying, q.refused = false, refused
 	q.tries++
 	q.retryAt = now.Add(retryBackoff(q.tries))
@@ -129,7 +118,7 @@ func (q *outQueue) failed(now time.Time, refused bool) time.Time {
 
 // hopeless reports whether a shutdown should stop waiting for q: its head
 // was refused, or failed three times in a row.
-func (q *outQueue) hopeless() bool {
+func (q *outQueue[M, O]) hopeless() bool {
 	return len(q.groups) > 0 && (q.refused || q.tries >= 3)
 }
 
@@ -146,7 +135,7 @@ func retryBackoff(n int) time.Duration {
 // hold keeps job until every output of the messages it holds — everything
 // queued now — is acknowledged. It reports false (job not held: save it
 // now) when q is empty.
-func (q *outQueue) hold(job *snapJob) bool {
+func (q *outQueue[M, O]) hold(job Job) bool {
 	if len(q.groups) == 0 {
 		return false
 	}
@@ -156,8 +145,8 @@ func (q *outQueue) hold(job *snapJob) bool {
 
 // release returns the held jobs whose messages' outputs are all
 // acknowledged.
-func (q *outQueue) release() []*snapJob {
-	var out []*snapJob
+func (q *outQueue[M, O]) release() []Job {
+	var out []Job
 	for len(q.held) > 0 && (len(q.groups) == 0 || q.groups[0].seq > q.held[0].barrier) {
 		out = append(out, q.held[0].job)
 		q.held = q.held[1:]

@@ -1,0 +1,843 @@
+// Package machine is the deterministic core of one worker of a partition:
+// every rule about the order of a key's messages, skipping by sequence,
+// loading and unloading keys, the output window and snapshots, with no I/O,
+// no goroutines and no clock of its own (etcd raft's Step/Ready/Advance).
+//
+// The worker (processor/worker.go) feeds it events with Step — a message
+// delivered (after decoding and checking it), a key loaded, a learner
+// applied, a publish acknowledged or failed, a save landed, a tick, the
+// fence lost, the input closed — and executes, in order, the actions that
+// Ready returns: load a key, apply a message to its learner, publish an
+// output, ack / nak / dead-letter an input, copy a key's state for a
+// snapshot and save it, unload a key. Advance says they were executed. The
+// results of actions come back as events; a Step while a Ready is being
+// executed is allowed (its actions go to the next Ready).
+//
+// One message is in progress at a time: from its delivery until it is
+// applied (or refused), the machine takes no other input (Accepting), so
+// a key's messages are applied in delivery order. Outputs are pipelined:
+// each key has at most one output in flight and its outputs leave in input
+// order whatever fails (window.go); a full window stops the input.
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of the messages the machine refuses; the worker classifies them.
+var (
+	// ErrWaiting: the message waits for an earlier unapplied message of its
+	// key (nak'ed, or lost in delivery).
+	ErrWaiting = errors.New("processor: waiting for an earlier message of the key")
+	// ErrStalled: a wait for a snapshot slot or the output stream's
+	// acknowledgements did not end in time.
+	ErrStalled = errors.New("processor: stalled")
+	// ErrFenced: this instance no longer owns the partition.
+	ErrFenced = errors.New("processor: partition fenced: ownership moved to a newer epoch or was not renewed in time")
+)
+
+// Policy is when a key's snapshot is due: after EveryMessages applied
+// messages, or Every after it changed (≤ 0: off).
+type Policy struct {
+	EveryMessages int
+	Every         time.Duration
+}
+
+// Config is a machine's fixed parameters.
+type Config struct {
+	Policy     Policy
+	OnShutdown bool          // write final snapshots when the input closes
+	Quota      int           // keys loaded at most
+	Slots      int           // snapshot jobs in flight (held ones included)
+	Window     int           // outputs queued or in flight at most
+	SlotWait   time.Duration // how long a load waits for a slot to unload a key
+	BlockTTL   time.Duration // how long a key waits for an unapplied message
+}
+
+// Disp is how the worker disposes of a failed message: it classified the
+// error.
+type Disp int
+
+const (
+	Nak    Disp = iota + 1 // transient: nak, the message comes back
+	Reject                 // bad input: dead-letter and terminate it
+	Fatal                  // the worker cannot go on
+)
+
+// Fail is a failure of a message, classified by the worker.
+type Fail struct {
+	Disp Disp
+	Err  error
+}
+
+// LoadOpts is how a key is loaded: Create a fresh learner when it has no
+// snapshot (messages do, requests do not); ReplaceCorrupt replaces a
+// corrupt snapshot (a reset request).
+type LoadOpts struct {
+	Create, ReplaceCorrupt bool
+}
+
+// Job is a snapshot handed over: the last sequence its state holds and the
+// sequence it releases from the tracker when saved. ID names it.
+type Job struct {
+	ID                uint64
+	LastSeq, DirtySeq uint64
+}
+
+// Outcome is how a save ended.
+type Outcome int
+
+const (
+	Saved    Outcome = iota
+	Failed           // transient: the key stays dirty and is saved again later
+	Conflict         // core NATS input: a newer snapshot exists; forget the key
+	Fenced           // a newer owner claimed the key: stop writing
+)
+
+// Events: the argument of Step.
+type (
+	// Event is one of the types below.
+	Event interface{ event() }
+	// Delivered is an input message of Key, decoded and checked by the
+	// worker; Fail set when the worker refused it before its key (bad
+	// input, or the fence lost).
+	Delivered[M any] struct {
+		Msg  M
+		Key  string
+		Seq  uint64
+		Fail *Fail
+	}
+	// Request asks for Key loaded (without creating it) to serve Ref
+	// (a control request): answered by a Serve action.
+	Request struct {
+		Key            string
+		ReplaceCorrupt bool
+		Ref            any
+	}
+	// Missing is a message of Key delivered to nobody: later messages of
+	// Key wait for it.
+	Missing struct {
+		Key string
+		Seq uint64
+	}
+	// Loaded answers a Load action: the key's snapshot (or fresh learner)
+	// holds everything up to LastSeq; Fail set when it could not be loaded.
+	Loaded struct {
+		Key     string
+		LastSeq uint64
+		Fail    *Fail
+	}
+	// Applied answers an Apply action. Changed: the learner changed (also
+	// when Fail is set: a batch that failed after learning some of its
+	// observations counts as applied). Outs are the message's outputs,
+	// published in order; Result labels the input's ack.
+	Applied[O any] struct {
+		Key     string
+		Changed bool
+		Outs    []O
+		Result  string
+		Fail    *Fail
+	}
+	// Published answers a Publish action: Err nil when the output stream
+	// acknowledged it; Refused when retries may not cure Err.
+	Published struct {
+		Key     string
+		Err     error
+		Refused bool
+	}
+	// SaveLanded answers a Snapshot or SaveHeld action.
+	SaveLanded struct {
+		Key     string
+		Job     Job
+		Outcome Outcome
+	}
+	// Reset says the worker replaced Key's learner with a fresh one.
+	Reset struct{ Key string }
+	// SaveNow asks for Key's snapshot as soon as possible.
+	SaveNow struct{ Key string }
+	// Tick passes time: snapshots due by time, retries due, blocks expired,
+	// deadlines.
+	Tick struct{}
+	// FenceLost: the partition may no longer write.
+	FenceLost struct{}
+	// Stopping: the partition is stopping; take what is queued even with a
+	// full window.
+	Stopping struct{}
+	// Close: the input ended; finish by Deadline (outputs, final
+	// snapshots). Stepped again with an earlier deadline, it finishes
+	// sooner.
+	Close struct{ Deadline time.Time }
+)
+
+func (Delivered[M]) event() {}
+func (Request) event()      {}
+func (Missing) event()      {}
+func (Loaded) event()       {}
+func (Applied[O]) event()   {}
+func (Published) event()    {}
+func (SaveLanded) event()   {}
+func (Reset) event()        {}
+func (SaveNow) event()      {}
+func (Tick) event()         {}
+func (FenceLost) event()    {}
+func (Stopping) event()     {}
+func (Close) event()        {}
+
+// Kind is what an action asks the worker to do.
+type Kind int
+
+const (
+	ActLoad     Kind = iota + 1 // load Key (Load opts); answer with Loaded
+	ActApply                    // apply Msg to Key's learner; answer with Applied
+	ActPublish                  // publish Out (Key's next output); answer with Published
+	ActRetry                    // Key's output (of input Seq) failed Attempt times with Err: log and meter it
+	ActAck                      // ack Msg (Result)
+	ActNak                      // nak Msg (Err)
+	ActReject                   // dead-letter and terminate Msg (Err)
+	ActSnapshot                 // copy Key's state as Job; save it now unless Held (then SaveHeld comes later)
+	ActSaveHeld                 // save the copy of Job made earlier
+	ActUnload                   // forget Key's learner (its metrics with it)
+	ActLive                     // Key counts as live (Delta +1) or not (-1)
+	ActServe                    // serve request Ref on Key (loaded), or answer it with Err
+	ActGaveUp                   // Key stopped waiting for Seq after Waited
+	ActFinished                 // the input closed and the machine finished; Pending outputs were not acknowledged
+	ActFatal                    // stop the worker with Err
+)
+
+// Action is one thing to do; which fields are set depends on Kind.
+type Action[M, O any] struct {
+	Kind    Kind
+	Key     string
+	Msg     M
+	Out     O
+	Result  string
+	Err     error
+	Job     Job
+	Held    bool
+	Load    LoadOpts
+	Ref     any
+	Seq     uint64
+	Attempt int
+	Delta   int
+	Waited  time.Duration
+	Pending int
+}
+
+// Ready is the actions to execute, in order.
+type Ready[M, O any] struct {
+	Actions []Action[M, O]
+}
+
+// slot is one key known to the machine: loaded, or unloading while its
+// last save is in flight.
+type slot[M, O any] struct {
+	*keyState
+	out outQueue[M, O]
+	idx int // in Machine.all
+}
+
+// stage is where the message in progress is.
+type stage int
+
+const (
+	waitSlot stage = iota + 1 // unloading a key, waiting for a snapshot slot
+	loading                   // Load sent
+	applying                  // Apply sent
+)
+
+// current is the message (or request) in progress.
+type current[M any] struct {
+	stage    stage
+	msg      M
+	req      *Request
+	key      string
+	seq      uint64
+	opts     LoadOpts
+	deadline time.Time // waitSlot
+	victim   string    // waitSlot: the key being unloaded
+}
+
+// Machine is the core of one worker. M is the worker's input message, O
+// its output message; the machine only stores and returns them.
+type Machine[M, O any] struct {
+	cfg      Config
+	core     *keyCore
+	win      window
+	keys     map[string]*slot[M, O]
+	all      []*slot[M, O] // the keys in a deterministic order
+	cur      *current[M]
+	acts     []Action[M, O]
+	spare    []Action[M, O]
+	now      time.Time
+	inflight int
+	sendable []*slot[M, O] // keys whose head waits for an in-flight slot (Window at most in flight)
+	retrying []*slot[M, O]
+	jobID    uint64
+	fenced   bool
+	stopping bool
+	closing  bool
+	deadline time.Time
+	done     bool
+}
+
+// New returns a machine. track is the partition's replay tracker (nil for a
+// core NATS input: no sequences, no waiting, no holds); the machine holds
+// in it each dirty key's first unsnapshotted sequence.
+func New[M, O any](cfg Config, track *Tracker) *Machine[M, O] {
+	cfg.Quota, cfg.Slots, cfg.Window = max(1, cfg.Quota), max(1, cfg.Slots), max(1, cfg.Window)
+	return &Machine[M, O]{cfg: cfg, core: newKeyCore(track, cfg.Policy, cfg.Quota, cfg.Slots),
+		win: window{limit: cfg.Window}, keys: map[string]*slot[M, O]{}}
+}
+
+// Accepting reports whether the worker may Step the next input (a
+// delivered message, a request, a missing delivery): nothing is in
+// progress, and the window has room — or the partition is fenced (what
+// comes is nak'ed) or stopping (take the queued input, then finish).
+func (m *Machine[M, O]) Accepting() bool {
+	return m.cur == nil && !m.closing && !m.done && (!m.win.full() || m.fenced || m.stopping)
+}
+
+// HasReady reports whether actions wait to be executed.
+func (m *Machine[M, O]) HasReady() bool { return len(m.acts) > 0 }
+
+// Ready returns the actions to execute, in order. Steps made while they
+// are executed go to the next Ready.
+func (m *Machine[M, O]) Ready() Ready[M, O] {
+	rd := Ready[M, O]{Actions: m.acts}
+	m.acts = m.spare[:0]
+	m.spare = nil
+	return rd
+}
+
+// Advance says the actions of rd were executed; their storage is reused.
+func (m *Machine[M, O]) Advance(rd Ready[M, O]) {
+	clear(rd.Actions)
+	m.spare = rd.Actions[:0]
+}
+
+// Done reports whether the machine finished after Close (or a Fatal).
+func (m *Machine[M, O]) Done() bool { return m.done }
+
+// Wake is when the machine next needs a Tick for a deadline of its own — a
+// retry due, a slot wait or the close deadline — or zero.
+func (m *Machine[M, O]) Wake() time.Time {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	for _, s := range m.retrying {
+		if !s.out.flying && len(s.out.groups) > 0 {
+			earliest(s.out.retryAt)
+		}
+	}
+	if m.cur != nil && m.cur.stage == waitSlot {
+		earliest(m.cur.deadline)
+	}
+	if m.closing && !m.done {
+		earliest(m.deadline)
+	}
+	return at
+}
+
+// Pending is the number of outputs queued or in flight.
+func (m *Machine[M, O]) Pending() int { return m.win.pending }
+
+// InFlight is the number of publishes in flight.
+func (m *Machine[M, O]) InFlight() int { return m.inflight }
+
+// KeyInfo is the machine's view of a key.
+type KeyInfo struct {
+	Key       string
+	LastSeq   uint64
+	Dirty     bool
+	Unloading bool // being unloaded: its last save is in flight
+}
+
+// Key returns the machine's view of key.
+func (m *Machine[M, O]) Key(key string) (KeyInfo, bool) {
+	s, ok := m.keys[key]
+	if !ok {
+		return KeyInfo{}, false
+	}
+	return KeyInfo{Key: key, LastSeq: s.lastSeq, Dirty: s.dirty, Unloading: s.evicting}, true
+}
+
+// Keys returns the machine's view of every key it knows.
+func (m *Machine[M, O]) Keys() []KeyInfo {
+	out := make([]KeyInfo, 0, len(m.all))
+	for _, s := range m.all {
+		out = append(out, KeyInfo{Key: s.key, LastSeq: s.lastSeq, Dirty: s.dirty, Unloading: s.evicting})
+	}
+	return out
+}
+
+// Step applies one event that happened at now. It fails only when the
+// worker breaks the protocol (an input while not Accepting, an answer
+// nobody asked for).
+func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
+	m.now = now
+	if m.done {
+		if l, ok := ev.(SaveLanded); ok {
+			// The worker drains the saves in flight after Finished.
+			m.landed(l)
+			return nil
+		}
+		if _, ok := ev.(Published); ok {
+			return nil
+		}
+		return nil
+	}
+	var err error
+	switch e := ev.(type) {
+	case Delivered[M]:
+		err = m.deliver(e)
+	case Request:
+		err = m.request(e)
+	case Missing:
+		m.core.block(e.Key, e.Seq, true, now)
+	case Loaded:
+		err = m.loaded(e)
+	case Applied[O]:
+		err = m.applied(e)
+	case Published:
+		err = m.published(e)
+	case SaveLanded:
+		m.landed(e)
+	case Reset:
+		if s, ok := m.keys[e.Key]; ok {
+			m.core.reset(s.keyState, now)
+			m.saveSoon(s)
+		}
+	case SaveNow:
+		if s, ok := m.keys[e.Key]; ok && s.dirty {
+			m.saveSoon(s)
+		}
+	case Tick:
+		m.tick()
+	case FenceLost:
+		m.fenced = true
+	case Stopping:
+		m.stopping = true
+	case Close:
+		if !m.closing || e.Deadline.Before(m.deadline) {
+			m.deadline = e.Deadline
+		}
+		m.closing, m.stopping = true, true
+	default:
+		return fmt.Errorf("machine: unknown event %T", ev)
+	}
+	if err == nil {
+		m.finishIfDone()
+	}
+	return err
+}
+
+func (m *Machine[M, O]) emit(a Action[M, O]) { m.acts = append(m.acts, a) }
+
+// deliver starts on an input message.
+func (m *Machine[M, O]) deliver(d Delivered[M]) error {
+	if m.cur != nil || m.closing {
+		return fmt.Errorf("machine: message %d of key %q delivered while not accepting", d.Seq, d.Key)
+	}
+	if d.Fail == nil && m.fenced {
+		d.Fail = &Fail{Disp: Nak, Err: ErrFenced}
+	}
+	if d.Fail != nil {
+		m.refuse(d.Msg, d.Key, d.Seq, *d.Fail)
+		return nil
+	}
+	if wait, first := m.core.waits(d.Key, d.Seq, m.now); wait {
+		m.refuse(d.Msg, d.Key, d.Seq, Fail{Disp: Nak, Err: fmt.Errorf("%w: key %q: sequence %d before %d", ErrWaiting, d.Key, first, d.Seq)})
+		return nil
+	}
+	m.cur = &current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}}
+	if s, ok := m.keys[d.Key]; ok {
+		m.use(s)
+		m.admit(s)
+		return nil
+	}
+	m.load()
+	return nil
+}
+
+// request starts on a control request.
+func (m *Machine[M, O]) request(r Request) error {
+	if m.cur != nil || m.closing {
+		return fmt.Errorf("machine: request for key %q while not accepting", r.Key)
+	}
+	if s, ok := m.keys[r.Key]; ok {
+		m.use(s)
+		m.emit(Action[M, O]{Kind: ActServe, Key: r.Key, Ref: r.Ref})
+		return nil
+	}
+	m.cur = &current[M]{req: &r, key: r.Key, opts: LoadOpts{ReplaceCorrupt: r.ReplaceCorrupt}}
+	m.load()
+	return nil
+}
+
+// use marks a known key as the most recently used, bringing back one that
+// was being unloaded.
+func (m *Machine[M, O]) use(s *slot[M, O]) {
+	if m.core.revive(s.keyState) {
+		m.emit(Action[M, O]{Kind: ActLive, Key: s.key, Delta: 1})
+	}
+	m.core.touch(s.keyState)
+}
+
+// load makes room for the key in progress (unloading the least recently
+// used ones; a dirty one needs a snapshot slot) and asks for it.
+func (m *Machine[M, O]) load() {
+	c := m.cur
+	for m.core.full() {
+		v := m.keys[m.core.victim().key]
+		drop, save := m.core.unload(v.keyState)
+		m.emit(Action[M, O]{Kind: ActLive, Key: v.key, Delta: -1})
+		switch {
+		case drop:
+			m.drop(v)
+		case save:
+			if m.core.flying >= m.cfg.Slots {
+				c.stage, c.victim, c.deadline = waitSlot, v.key, m.now.Add(m.cfg.SlotWait)
+				return
+			}
+			m.handoff(v)
+		}
+	}
+	c.stage = loading
+	m.emit(Action[M, O]{Kind: ActLoad, Key: c.key, Load: c.opts})
+}
+
+// slotFreed goes on with a load waiting for a snapshot slot.
+func (m *Machine[M, O]) slotFreed() {
+	c := m.cur
+	if c == nil || c.stage != waitSlot || m.core.flying >= m.cfg.Slots {
+		return
+	}
+	if v, ok := m.keys[c.victim]; ok && v.evicting && v.dirty && !v.saving {
+		m.handoff(v)
+	}
+	m.load()
+}
+
+// loaded answers the Load of the key in progress.
+func (m *Machine[M, O]) loaded(l Loaded) error {
+	c := m.cur
+	if c == nil || c.stage != loading || c.key != l.Key {
+		return fmt.Errorf("machine: unexpected load of key %q", l.Key)
+	}
+	if l.Fail != nil {
+		m.cur = nil
+		if c.req != nil {
+			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: l.Fail.Err})
+			return nil
+		}
+		m.core.loadFailed(c.key, c.seq, l.Fail.Disp == Nak, m.now)
+		m.refuse(c.msg, c.key, c.seq, *l.Fail)
+		return nil
+	}
+	s := &slot[M, O]{keyState: &keyState{key: l.Key, lastSeq: l.LastSeq}, idx: len(m.all)}
+	m.keys[l.Key] = s
+	m.all = append(m.all, s)
+	m.core.add(s.keyState)
+	m.emit(Action[M, O]{Kind: ActLive, Key: l.Key, Delta: 1})
+	if c.req != nil {
+		m.cur = nil
+		m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref})
+		return nil
+	}
+	m.admit(s)
+	return nil
+}
+
+// admit applies the message in progress to its loaded key, or skips it
+// when the key's state already holds it (a replay after a restore, or a
+// redelivery whose outputs are still in the window).
+func (m *Machine[M, O]) admit(s *slot[M, O]) {
+	c := m.cur
+	if m.core.admit(s.keyState, c.seq) == vSkip {
+		m.cur = nil
+		m.core.settled(c.key, c.seq)
+		m.emit(Action[M, O]{Kind: ActAck, Key: c.key, Msg: c.msg, Seq: c.seq, Result: ResultSkipped})
+		return
+	}
+	c.stage = applying
+	m.emit(Action[M, O]{Kind: ActApply, Key: c.key, Msg: c.msg, Seq: c.seq})
+}
+
+// Result labels of acks the machine chooses itself.
+const ResultSkipped = "skipped"
+
+// applied answers the Apply of the message in progress.
+func (m *Machine[M, O]) applied(a Applied[O]) error {
+	c := m.cur
+	if c == nil || c.stage != applying || c.key != a.Key {
+		return fmt.Errorf("machine: unexpected apply of key %q", a.Key)
+	}
+	m.cur = nil
+	s := m.keys[c.key]
+	if a.Changed {
+		m.core.applied(s.keyState, c.seq, m.now)
+	}
+	if a.Fail != nil {
+		m.refuse(c.msg, c.key, c.seq, *a.Fail)
+		return nil
+	}
+	if len(a.Outs) > 0 {
+		g := &outGroup[M, O]{seq: c.seq, msgs: a.Outs, in: c.msg, result: a.Result}
+		if push(&m.win, &s.out, g) {
+			m.send(s)
+		}
+	} else {
+		m.core.settled(c.key, c.seq)
+		m.emit(Action[M, O]{Kind: ActAck, Key: c.key, Msg: c.msg, Seq: c.seq, Result: a.Result})
+	}
+	m.maybeSnapshot(s)
+	return nil
+}
+
+// refuse naks, dead-letters or stops on a message, as f says.
+func (m *Machine[M, O]) refuse(msg M, key string, seq uint64, f Fail) {
+	switch f.Disp {
+	case Reject:
+		if m.fenced {
+			// Dead letters are fenced like outputs.
+			m.emit(Action[M, O]{Kind: ActNak, Key: key, Msg: msg, Seq: seq, Err: ErrFenced})
+			return
+		}
+		m.core.settled(key, seq)
+		m.emit(Action[M, O]{Kind: ActReject, Key: key, Msg: msg, Seq: seq, Err: f.Err})
+	case Fatal:
+		m.emit(Action[M, O]{Kind: ActFatal, Key: key, Msg: msg, Seq: seq, Err: f.Err})
+		m.core.closing = true
+		m.done = true
+	default:
+		m.emit(Action[M, O]{Kind: ActNak, Key: key, Msg: msg, Seq: seq, Err: f.Err})
+	}
+}
+
+// send publishes s's head output, unless the partition is fenced (then
+// nothing more is published: its next owner replays what is not
+// acknowledged).
+func (m *Machine[M, O]) send(s *slot[M, O]) {
+	if m.fenced {
+		return
+	}
+	if m.inflight >= m.cfg.Window {
+		m.sendable = append(m.sendable, s)
+		return
+	}
+	m.inflight++
+	m.emit(Action[M, O]{Kind: ActPublish, Key: s.key, Out: s.out.send(), Seq: s.out.groups[0].seq})
+}
+
+// published answers the Publish of key's head output.
+func (m *Machine[M, O]) published(p Published) error {
+	s, ok := m.keys[p.Key]
+	if !ok {
+		m.inflight-- // a key forgotten meanwhile (a conflicting save): nothing to do
+		return nil
+	}
+	if !s.out.flying {
+		return fmt.Errorf("machine: unexpected publish result of key %q", p.Key)
+	}
+	m.inflight--
+	if p.Err != nil {
+		defer m.sendWaiting()
+		s.out.failed(m.now, p.Refused)
+		m.emit(Action[M, O]{Kind: ActRetry, Key: s.key, Seq: s.out.groups[0].seq, Attempt: s.out.tries, Err: p.Err})
+		m.retrying = append(m.retrying, s)
+		return nil
+	}
+	done, saves := acked(&m.win, &s.out)
+	if done != nil {
+		m.core.settled(s.key, done.seq)
+		m.emit(Action[M, O]{Kind: ActAck, Key: s.key, Msg: done.in, Seq: done.seq, Result: done.result})
+	}
+	for _, j := range saves {
+		m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})
+	}
+	if s.out.ready(time.Time{}) {
+		m.send(s)
+	}
+	m.sendWaiting()
+	return nil
+}
+
+// sendWaiting publishes the heads that waited for an in-flight slot.
+func (m *Machine[M, O]) sendWaiting() {
+	for m.inflight < m.cfg.Window && len(m.sendable) > 0 {
+		s := m.sendable[0]
+		m.sendable[0] = nil
+		m.sendable = m.sendable[1:]
+		if m.keys[s.key] == s && s.out.ready(time.Time{}) {
+			m.send(s)
+		}
+	}
+}
+
+// maybeSnapshot hands s's snapshot over when the policy says it is due.
+func (m *Machine[M, O]) maybeSnapshot(s *slot[M, O]) {
+	if m.core.due(s.keyState, m.now, false, !m.fenced) {
+		m.handoff(s)
+	}
+}
+
+// saveSoon hands s's snapshot over now or, when a save of s is in flight
+// or no slot is free, as soon as that save lands or a slot frees.
+func (m *Machine[M, O]) saveSoon(s *slot[M, O]) {
+	s.saveNow = true
+	if !m.core.closing && !m.fenced && !s.saving && s.dirty && m.core.flying < m.cfg.Slots {
+		m.handoff(s)
+	}
+}
+
+// handoff asks for a copy of s's state to be saved. While s has outputs
+// that the output stream has not acknowledged, the save is held until
+// they are: a snapshot never holds a message whose outputs could still be
+// lost. A held job counts as in flight.
+func (m *Machine[M, O]) handoff(s *slot[M, O]) {
+	j := m.core.handoff(s.keyState)
+	m.jobID++
+	job := Job{ID: m.jobID, LastSeq: j.lastSeq, DirtySeq: j.dirtySeq}
+	m.emit(Action[M, O]{Kind: ActSnapshot, Key: s.key, Job: job, Held: s.out.hold(job)})
+}
+
+// landed applies the outcome of a save.
+func (m *Machine[M, O]) landed(l SaveLanded) {
+	s, ok := m.keys[l.Key]
+	if !ok {
+		return
+	}
+	if l.Outcome == Fenced {
+		m.fenced = true
+	}
+	switch m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now) {
+	case nextSave:
+		m.saveSoon(s)
+	case nextDrop:
+		m.drop(s)
+	case nextForget:
+		if m.core.forget(s.keyState) {
+			m.emit(Action[M, O]{Kind: ActLive, Key: s.key, Delta: -1})
+		}
+		m.drop(s)
+	}
+	// A slot is free: hand over the keys waiting for one.
+	for _, k := range m.all {
+		if m.core.flying >= m.cfg.Slots || m.core.closing || m.fenced {
+			break
+		}
+		if k.saveNow && k.dirty && !k.saving {
+			m.handoff(k)
+		}
+	}
+	m.slotFreed()
+}
+
+// drop forgets an unloaded key.
+func (m *Machine[M, O]) drop(s *slot[M, O]) {
+	delete(m.keys, s.key)
+	last := m.all[len(m.all)-1]
+	m.all[s.idx], last.idx = last, s.idx
+	m.all = m.all[:len(m.all)-1]
+	m.emit(Action[M, O]{Kind: ActUnload, Key: s.key})
+}
+
+// tick hands over the snapshots due by time, publishes again the outputs
+// whose retry is due, gives up blocks too old and waits past deadlines.
+func (m *Machine[M, O]) tick() {
+	for _, x := range m.core.expire(m.now, m.cfg.BlockTTL) {
+		m.emit(Action[M, O]{Kind: ActGaveUp, Key: x.key, Seq: x.seq, Waited: x.waited})
+	}
+	keep := m.retrying[:0]
+	var due []*slot[M, O]
+	for _, s := range m.retrying {
+		switch {
+		case s.out.flying || len(s.out.groups) == 0 || m.keys[s.key] != s:
+		case s.out.ready(m.now):
+			due = append(due, s)
+		default:
+			keep = append(keep, s)
+		}
+	}
+	clear(m.retrying[len(keep):])
+	m.retrying = keep
+	for _, s := range due {
+		if s.out.ready(m.now) {
+			m.send(s)
+		}
+	}
+	if c := m.cur; c != nil && c.stage == waitSlot && !m.now.Before(c.deadline) {
+		// No slot freed in time: the victim is saved as soon as one does,
+		// and the message comes back later.
+		if v, ok := m.keys[c.victim]; ok {
+			v.saveNow = true
+		}
+		m.cur = nil
+		err := fmt.Errorf("processor: unload key %q: %w: no snapshot slot within %v", c.victim, ErrStalled, m.cfg.SlotWait)
+		if c.req != nil {
+			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: err})
+		} else {
+			m.core.loadFailed(c.key, c.seq, true, m.now)
+			m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: err})
+		}
+	}
+	if m.closing {
+		return
+	}
+	for _, s := range m.all {
+		if m.core.flying >= m.cfg.Slots {
+			break
+		}
+		m.maybeSnapshot(s)
+	}
+}
+
+// finishIfDone finishes after Close once nothing is left to wait for: the
+// outputs are acknowledged (or hopeless: refused, or failed three times),
+// and the final snapshots of the keys whose outputs are all acknowledged
+// are saved — or the deadline passed, or the partition is fenced (then
+// nothing more is written).
+func (m *Machine[M, O]) finishIfDone() {
+	if !m.closing || m.done || m.cur != nil {
+		return
+	}
+	if !m.fenced && m.now.Before(m.deadline) {
+		waiting := false
+		for _, s := range m.all {
+			if s.out.hopeless() {
+				continue // not waited for: replayed by the next owner
+			}
+			if len(s.out.groups) > 0 {
+				waiting = true // its snapshot is held until its outputs are acknowledged
+				continue
+			}
+			if !s.dirty || !m.cfg.OnShutdown {
+				continue
+			}
+			waiting = true
+			if !s.saving && m.core.flying < m.cfg.Slots {
+				m.handoff(s)
+			}
+		}
+		if waiting || m.core.flying != m.heldSaves() {
+			return
+		}
+	}
+	m.core.closing = true
+	m.done = true
+	m.emit(Action[M, O]{Kind: ActFinished, Pending: m.win.pending})
+}
+
+// heldSaves counts the snapshot jobs held for outputs.
+func (m *Machine[M, O]) heldSaves() int {
+	n := 0
+	for _, s := range m.all {
+		n += len(s.out.held)
+	}
+	return n
+}
