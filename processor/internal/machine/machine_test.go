@@ -174,7 +174,7 @@ func TestMachineEvictionWaitsForSlot(t *testing.T) {
 	expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "a", Seq: 1}, "load a")
 	expect(t, m, t0, Loaded{Key: "a"}, "live a +1", "apply a 1")
 	expect(t, m, t0, Applied[string]{Key: "a", Changed: true, Result: "ok"}, "ack a 1 ok")
-	expect(t, m, t0, SaveNow{Key: "a"}, "snapshot a last=1 held=false") // takes the only slot
+	expect(t, m, t0, SaveNow{Key: "a"}, "snapshot a last=1 held=false")        // takes the only slot
 	expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "apply a 2") // dirty again, save in flight
 	expect(t, m, t0, Applied[string]{Key: "a", Changed: true, Result: "ok"}, "ack a 2 ok")
 	// b needs a's place: a is dirty and its save is in flight — a is
@@ -286,7 +286,7 @@ func simulate(pattern, order uint64) error {
 	for seq := uint64(1); seq <= 18; seq++ {
 		stream = append(stream, input{key: keys[rng.IntN(3)], seq: seq, outs: rng.IntN(3)})
 	}
-	queue := slices.Clone(stream) // deliveries, in order; a nak'ed one comes back at the end
+	queue := slices.Clone(stream)   // deliveries, in order; a nak'ed one comes back at the end
 	landed := map[string][]string{} // per key, in landing order
 	seen := map[string]bool{}
 	acked := map[uint64]int{}
