@@ -29,7 +29,7 @@
 // plain function); queues each projection of a ready learner in the key's
 // output queue, for the output subject template with Nats-Msg-Id
 // "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch). The output
-// window (window.go) publishes them — asynchronously with JetStream when a
+// window (internal/machine/window.go) publishes them — asynchronously with JetStream when a
 // stream captures the output subject, else with core NATS — one in flight
 // per key, in order, retrying a failed one before anything later of its
 // key, and acks the input with its last output. Each worker has
@@ -47,12 +47,22 @@
 // of the key's snapshot (codec.Snapshot.Classifier), saved and restored
 // with the learner's.
 //
-// The rules a worker follows for its keys — the order of a key's
+// Every rule a worker follows for its keys — the order of a key's
 // messages, skipping by sequence, waiting for an unapplied earlier
-// message, the tracker's holds, when a snapshot is
-// due, what a landed save means, which key to unload — are keyCore
-// (core.go), a deterministic state machine with no I/O, tested by scripts
-// of events (core_test.go). The worker is the shell around it.
+// message, the tracker's holds, loading and unloading keys (LRU), the
+// output window, when a snapshot is due and when it may be saved, what a
+// landed save means, how a stop finishes — is one deterministic state
+// machine per worker with no I/O (package processor/internal/machine, in
+// the style of etcd raft's Step/Ready/Advance). The worker (worker.go)
+// decodes and checks each message and steps the machine with it and with
+// the result of everything it did (key loaded, learner applied, publish
+// acknowledged or failed, save landed, tick, fence lost, input closed);
+// it executes the machine's Ready in order: load a key, apply a message,
+// publish an output, ack / nak / dead-letter an input, copy a key's state
+// for a snapshot and save it (at once, or when the outputs it holds are
+// acknowledged), unload a key, serve a control request. The machine is
+// tested by scripts of events, including simulated runs over every
+// failure pattern of publishes, saves and loads (machine_test.go).
 //
 // # Failures
 //
