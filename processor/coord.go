@@ -15,38 +15,40 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
 
 // The coordination bucket (checkpoint_bucket) holds
 //
 //	members.<id>               a heartbeat of each running instance, put every lease_ttl/3
-//	partitions.<pipeline>.<n>  the ownership record of each partition (partRecord, JSON)
+//	partitions.<pipeline>.<n>  the ownership record of each partition (ownership.Record, JSON)
 //
 // Every instance watches the bucket, sees the members alive (a heartbeat
 // written within lease_ttl: see observe) and the records, and applies
-// decide to each partition of each JetStream pipeline, among the members
-// that run the pipeline (candidates). See doc.go.
+// ownership.Decide to each partition of each JetStream pipeline, among the members
+// that run the pipeline (ownership.Candidates). See doc.go.
 
 // memberValue is the JSON value of a member's heartbeat. Pipelines lists
 // the pipelines the member runs; a heartbeat without the field comes from
-// a version before per-pipeline membership (see candidates).
+// a version before per-pipeline membership (see ownership.Candidates).
 type memberValue struct {
-	ID        string           `json:"id"`
-	Host      string           `json:"host"`
-	PID       int              `json:"pid"`
-	Started   time.Time        `json:"started"`
-	Renewed   time.Time        `json:"renewed"`
-	Pipelines []memberPipeline `json:"pipelines"`
+	ID        string                     `json:"id"`
+	Host      string                     `json:"host"`
+	PID       int                        `json:"pid"`
+	Started   time.Time                  `json:"started"`
+	Renewed   time.Time                  `json:"renewed"`
+	Pipelines []ownership.MemberPipeline `json:"pipelines"`
 }
 
 // memberFrom reads a heartbeat's value; an unreadable one counts as a
 // legacy member that runs nothing it does not own.
-func memberFrom(id string, v []byte) memberInfo {
+func memberFrom(id string, v []byte) ownership.Member {
 	var mv memberValue
 	if err := json.Unmarshal(v, &mv); err != nil {
-		return memberInfo{id: id, legacy: true}
+		return ownership.Member{ID: id, Legacy: true}
 	}
-	return memberInfo{id: id, started: mv.Started, pipelines: mv.Pipelines, legacy: mv.Pipelines == nil}
+	return ownership.Member{ID: id, Started: mv.Started, Pipelines: mv.Pipelines, Legacy: mv.Pipelines == nil}
 }
 
 func memberKey(id string) string { return "members." + id }
@@ -62,7 +64,7 @@ func recordKeyOf(pipeline string, n int) string {
 type seen struct {
 	rev  uint64
 	at   time.Time
-	info memberInfo
+	info ownership.Member
 }
 
 // coordinator runs this instance's membership and partition ownership.
@@ -70,12 +72,12 @@ type coordinator struct {
 	p       *Processor
 	kv      jetstream.KeyValue
 	started time.Time
-	self    memberInfo // what this member's heartbeat announces
+	self    ownership.Member // what this member's heartbeat announces
 	log     *zap.Logger
 
 	mu      sync.Mutex
 	members map[string]seen
-	records map[string]partView
+	records map[string]ownership.View
 	synced  bool            // the watcher delivered the bucket's initial values
 	outside map[string]bool // pipelines whose layout here lost to another (warned once)
 
@@ -86,11 +88,11 @@ type coordinator struct {
 
 func newCoordinator(p *Processor, kv jetstream.KeyValue) *coordinator {
 	c := &coordinator{p: p, kv: kv, started: time.Now(), log: p.log.Named("coord"),
-		members: map[string]seen{}, records: map[string]partView{}, outside: map[string]bool{},
+		members: map[string]seen{}, records: map[string]ownership.View{}, outside: map[string]bool{},
 		kick: make(chan struct{}, 1), fatal: make(chan error, 1)}
-	c.self = memberInfo{id: p.id, started: c.started.UTC(), pipelines: []memberPipeline{}}
+	c.self = ownership.Member{ID: p.id, Started: c.started.UTC(), Pipelines: []ownership.MemberPipeline{}}
 	for _, pl := range p.pipes {
-		c.self.pipelines = append(c.self.pipelines, memberPipeline{Name: pl.cfg.Name, Partitions: pl.cfg.Partitions, Layout: layoutOf(pl.cfg)})
+		c.self.Pipelines = append(c.self.Pipelines, ownership.MemberPipeline{Name: pl.cfg.Name, Partitions: pl.cfg.Partitions, Layout: layoutOf(pl.cfg)})
 	}
 	return c
 }
@@ -198,8 +200,8 @@ func (c *coordinator) heartbeatLoop(ctx context.Context) {
 func (c *coordinator) heartbeat(ctx context.Context) {
 	p := c.p
 	host, _ := os.Hostname()
-	v, _ := json.Marshal(memberValue{ID: p.id, Host: host, PID: os.Getpid(), Started: c.self.started, Renewed: time.Now().UTC(),
-		Pipelines: c.self.pipelines})
+	v, _ := json.Marshal(memberValue{ID: p.id, Host: host, PID: os.Getpid(), Started: c.self.Started, Renewed: time.Now().UTC(),
+		Pipelines: c.self.Pipelines})
 	hctx, cancel := context.WithTimeout(ctx, min(p.cfg.SnapshotTimeout, max(p.cfg.LeaseTTL/3, 100*time.Millisecond)))
 	defer cancel()
 	if _, err := c.kv.Put(hctx, memberKey(p.id), v); err != nil && ctx.Err() == nil {
@@ -232,7 +234,7 @@ func (c *coordinator) releaseOwned(ctx context.Context) {
 				c.log.Warn("read partition record when leaving", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
 				continue
 			}
-			r, err := decodeRecord(e.Value())
+			r, err := ownership.DecodeRecord(e.Value())
 			if err != nil || r.Owner != p.id {
 				continue
 			}
@@ -248,9 +250,9 @@ func (c *coordinator) releaseOwned(ctx context.Context) {
 }
 
 // releaseRecord writes r with no owner by compare-and-set on rev.
-func (c *coordinator) releaseRecord(ctx context.Context, key string, r partRecord, rev uint64) error {
+func (c *coordinator) releaseRecord(ctx context.Context, key string, r ownership.Record, rev uint64) error {
 	r.Owner, r.Renewed = "", time.Now().UTC()
-	_, err := c.kv.Update(ctx, key, r.encode(), rev)
+	_, err := c.kv.Update(ctx, key, r.Encode(), rev)
 	return err
 }
 
@@ -318,7 +320,7 @@ func (c *coordinator) watch(ctx context.Context) {
 
 // observeInitial records a watcher's initial values (the bucket as it
 // stands) and marks the view synced. A value is dated by its own server
-// timestamp relative to the latest of them (backdate), not by when it
+// timestamp relative to the latest of them (ownership.Backdate), not by when it
 // arrived here: a crashed member's heartbeat, or a record its owner
 // stopped renewing, is as old to a newcomer as to everyone else, so the
 // newcomer neither counts a dead member alive nor restarts the wait for
@@ -332,7 +334,7 @@ func (c *coordinator) observeInitial(es []jetstream.KeyValueEntry) {
 		}
 	}
 	for _, e := range es {
-		c.observe(e, backdate(now, ref, e.Created()))
+		c.observe(e, ownership.Backdate(now, ref, e.Created()))
 	}
 	c.mu.Lock()
 	c.synced = true
@@ -354,16 +356,16 @@ func (c *coordinator) observe(e jetstream.KeyValueEntry, at time.Time) {
 		}
 	case strings.HasPrefix(k, "partitions."):
 		v := c.records[k]
-		if v.rev == e.Revision() {
+		if v.Rev == e.Revision() {
 			return
 		}
-		v = partView{rev: e.Revision(), seenAt: at}
+		v = ownership.View{Rev: e.Revision(), SeenAt: at}
 		if !del {
-			r, err := decodeRecord(e.Value())
+			r, err := ownership.DecodeRecord(e.Value())
 			if err != nil {
 				c.log.Error("unreadable partition record; treated as released", zap.String("key", k), zap.Error(err))
 			} else {
-				v.exists, v.rec = true, r
+				v.Exists, v.Rec = true, r
 			}
 		}
 		c.records[k] = v
@@ -412,24 +414,24 @@ func (c *coordinator) refresh(ctx context.Context, key string) {
 
 // alive returns the members whose heartbeat was written within lease_ttl,
 // and this member, sorted by id. Call with c.mu held.
-func (c *coordinator) alive(now time.Time) []memberInfo {
-	out := []memberInfo{c.self}
+func (c *coordinator) alive(now time.Time) []ownership.Member {
+	out := []ownership.Member{c.self}
 	for id, s := range c.members {
 		if id != c.p.id && now.Sub(s.at) < c.p.cfg.LeaseTTL {
 			out = append(out, s.info)
 		}
 	}
-	slices.SortFunc(out, func(a, b memberInfo) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(out, func(a, b ownership.Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
 // others returns the live members other than this one.
-func (c *coordinator) others() []memberInfo {
+func (c *coordinator) others() []ownership.Member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []memberInfo
+	var out []ownership.Member
 	for _, m := range c.alive(time.Now()) {
-		if m.id != c.p.id {
+		if m.ID != c.p.id {
 			out = append(out, m)
 		}
 	}
@@ -441,15 +443,15 @@ func (c *coordinator) others() []memberInfo {
 // has run it longest (0 when none does).
 func (c *coordinator) runners(pipeline string) ([]string, int) {
 	var ids []string
-	var first *memberInfo
+	var first *ownership.Member
 	parts := 0
 	for _, m := range c.others() {
-		for _, mp := range m.pipelines {
+		for _, mp := range m.Pipelines {
 			if mp.Name != pipeline {
 				continue
 			}
-			ids = append(ids, m.id)
-			if first == nil || m.started.Before(first.started) {
+			ids = append(ids, m.ID)
+			if first == nil || m.Started.Before(first.Started) {
 				first, parts = &m, mp.Partitions
 			}
 		}
@@ -458,7 +460,7 @@ func (c *coordinator) runners(pipeline string) ([]string, int) {
 }
 
 // view returns this member's view of a record.
-func (c *coordinator) view(key string) partView {
+func (c *coordinator) view(key string) ownership.View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.records[key]
@@ -468,13 +470,13 @@ func (c *coordinator) view(key string) partView {
 // last saw it ("" when released or unknown).
 func (c *coordinator) owner(pc PipelineConfig, n int) (string, uint64) {
 	v := c.view(recordKey(pc, n))
-	if !v.exists {
+	if !v.Exists {
 		return "", 0
 	}
-	return v.rec.Owner, v.rec.Epoch
+	return v.Rec.Owner, v.Rec.Epoch
 }
 
-// evaluate applies decide to every partition.
+// evaluate applies ownership.Decide to every partition.
 func (c *coordinator) evaluate(ctx context.Context) {
 	p := c.p
 	c.mu.Lock()
@@ -489,34 +491,34 @@ func (c *coordinator) evaluate(ctx context.Context) {
 		if pl.cfg.Input.Stream == "" {
 			continue
 		}
-		views := make([]partView, len(pl.parts))
+		views := make([]ownership.View, len(pl.parts))
 		owners := make([]string, len(pl.parts))
 		for n := range pl.parts {
 			views[n] = c.view(recordKey(pl.cfg, n))
-			if views[n].exists {
-				owners[n] = views[n].rec.Owner
+			if views[n].Exists {
+				owners[n] = views[n].Rec.Owner
 			}
 			if pl.parts[n].Load() != nil {
 				owners[n] = p.id
 			}
 		}
-		cands, layout := candidates(alive, pl.cfg.Name, owners)
+		cands, layout := ownership.Candidates(alive, pl.cfg.Name, owners)
 		c.warnOutside(pl.cfg, cands, layout)
-		targets := assignTargets(cands, pl.cfg.Name, owners)
+		targets := ownership.AssignTargets(cands, pl.cfg.Name, owners)
 		for n := range pl.parts {
 			key := recordKey(pl.cfg, n)
 			v := views[n]
 			pt := pl.parts[n].Load()
-			switch decide(p.id, targets[n], v, pt != nil, now, p.cfg.LeaseTTL) {
-			case ownTake:
+			switch ownership.Decide(p.id, targets[n], v, pt != nil, now, p.cfg.LeaseTTL) {
+			case ownership.Take:
 				c.take(ctx, pl, n, v)
-			case ownRelease:
+			case ownership.Release:
 				c.log.Info("partition assigned to another member; releasing it", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
 					zap.String("to", targets[n]))
 				pt.requestStop()
-			case ownAbandon:
+			case ownership.Abandon:
 				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
-				if err := c.releaseRecord(uctx, key, v.rec, v.rev); err != nil {
+				if err := c.releaseRecord(uctx, key, v.Rec, v.Rev); err != nil {
 					if !isRevisionMismatch(err) {
 						c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
 					}
@@ -529,7 +531,7 @@ func (c *coordinator) evaluate(ctx context.Context) {
 }
 
 // warnOutside logs, once per change, that this member's layout of pc lost
-// to the one the members sharing its partitions run (candidates): it runs
+// to the one the members sharing its partitions run (ownership.Candidates): it runs
 // none of them until those members have left.
 func (c *coordinator) warnOutside(pc PipelineConfig, cands []string, layout string) {
 	out := !slices.Contains(cands, c.p.id)
@@ -548,18 +550,18 @@ func (c *coordinator) warnOutside(pc PipelineConfig, cands []string, layout stri
 // the revision seen, and starts the partition. The write survives ctx's
 // cancellation (bounded by snapshot_timeout): a take that lands after the
 // stop began is released at once, never left naming a member that exits.
-func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView) {
+func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v ownership.View) {
 	p := c.p
 	pc := pl.cfg
 	key := recordKey(pc, n)
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
 	defer cancel()
-	rec := partRecord{Owner: p.id, Epoch: 1, Checkpoint: 1}
+	rec := ownership.Record{Owner: p.id, Epoch: 1, Checkpoint: 1}
 	prev := "nobody"
-	if v.exists {
-		rec.Epoch, rec.Checkpoint = v.rec.Epoch+1, max(v.rec.Checkpoint, 1)
-		if v.rec.Owner != "" {
-			prev = v.rec.Owner
+	if v.Exists {
+		rec.Epoch, rec.Checkpoint = v.Rec.Epoch+1, max(v.Rec.Checkpoint, 1)
+		if v.Rec.Owner != "" {
+			prev = v.Rec.Owner
 		}
 	} else if pc.Partitions == 1 {
 		// Migration: the checkpoint of versions before partitions.
@@ -574,10 +576,10 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v partView)
 	granted := time.Now()
 	var rev uint64
 	var err error
-	if v.exists || v.rev != 0 {
-		rev, err = c.kv.Update(tctx, key, rec.encode(), v.rev)
+	if v.Exists || v.Rev != 0 {
+		rev, err = c.kv.Update(tctx, key, rec.Encode(), v.Rev)
 	} else {
-		rev, err = c.kv.Create(tctx, key, rec.encode())
+		rev, err = c.kv.Create(tctx, key, rec.Encode())
 	}
 	if err != nil {
 		if !isRevisionMismatch(err) && p.conn.IsConnected() {
@@ -639,4 +641,13 @@ func (p *Processor) legacyCheckpoint(ctx context.Context, pc PipelineConfig) (ui
 		return v, nil
 	}
 	return 0, nil
+}
+
+// layoutOf is the fingerprint of pc's partition layout (ownership.Layout).
+func layoutOf(pc PipelineConfig) string {
+	kt := 0
+	if pc.KeyToken != nil {
+		kt = *pc.KeyToken
+	}
+	return ownership.Layout(pc.Input.Stream, pc.Input.Subject, kt, pc.Partitions)
 }

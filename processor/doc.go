@@ -17,7 +17,7 @@
 // Partitions partitions by the stream's subject transform (see Fenced
 // ownership); each partition run here has its own consumer, replay
 // tracker and ⌈workers/partitions⌉ worker goroutines, and each key of the
-// partition is owned by worker (fnv32a(key)/partitions) mod workers; the
+// partition is owned by worker (FNV-1a(key)/partitions) mod workers; the
 // consume callback only hands the message to that worker over a bounded
 // channel (back-pressure of that partition only). A core NATS input is one
 // partition, always run here. Per message the worker: decodes and checks
@@ -116,7 +116,7 @@
 //
 // With Partitions = N > 1 the input stream transforms the subject with
 // {{partition(N,k)}} of the key token (FNV-1a of the key mod N, the hash
-// partitionOf computes) appended as a last token; with N = 1 it has no
+// ownership.PartitionOf computes) appended as a last token; with N = 1 it has no
 // transform. Any number of instances run the same configuration. The
 // coordination bucket (checkpoint_bucket) holds a heartbeat
 // "members.<id>" of each instance, put every lease_ttl/3 by a goroutine of
@@ -124,15 +124,15 @@
 // the pipelines the instance runs and their layouts (memberValue), and one
 // record "partitions.<pipeline>.<n>" per partition: {owner, epoch,
 // checkpoint}. Every instance watches the bucket and applies the pure rules
-// of assign.go: a member is alive while its heartbeat is younger than
+// of package processor/internal/ownership: a member is alive while its heartbeat is younger than
 // lease_ttl — dated on arrival for updates, and, for the values already in
 // the bucket when a watcher starts, by their server timestamps relative to
-// the newest of them (backdate), so a newcomer judges a crashed member and
+// the newest of them (Backdate), so a newcomer judges a crashed member and
 // its unrenewed records exactly as the others do; a pipeline's partitions
 // go only to the live members that run it under the layout of the one
-// that has run it longest (candidates; a heartbeat of an earlier version,
+// that has run it longest (Candidates; a heartbeat of an earlier version,
 // without pipelines, counts for the pipelines whose records it owns); those
-// get balanced shares, owners keeping theirs (assignTargets), and decide
+// get balanced shares, owners keeping theirs (AssignTargets), and Decide
 // says whether to take, release or abandon each partition. Every change of
 // a record is a compare-and-set on it: the owner renews it with the current
 // checkpoint every min(lease_ttl/3, checkpoint_every); a member takes a

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -236,7 +237,7 @@ func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 		if err != nil {
 			return false
 		}
-		rec, err := decodeRecord(en.Value())
+		rec, err := ownership.DecodeRecord(en.Value())
 		if err != nil || rec.Owner == "" {
 			return false
 		}

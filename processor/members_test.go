@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
 
 // applyLog records, per partition, the epochs of the applies in the order
@@ -178,7 +179,7 @@ func TestElasticMembers(t *testing.T) {
 
 // records returns every ownership record of pc in the coordination bucket
 // (a missing one as the zero record).
-func (e *env) records(t *testing.T, pc PipelineConfig) []partRecord {
+func (e *env) records(t *testing.T, pc PipelineConfig) []ownership.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -186,7 +187,7 @@ func (e *env) records(t *testing.T, pc PipelineConfig) []partRecord {
 	if err != nil {
 		t.Fatalf("coordination bucket: %v", err)
 	}
-	out := make([]partRecord, pc.Partitions)
+	out := make([]ownership.Record, pc.Partitions)
 	for n := range out {
 		en, err := kv.Get(ctx, recordKey(pc, n))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -195,7 +196,7 @@ func (e *env) records(t *testing.T, pc PipelineConfig) []partRecord {
 		if err != nil {
 			t.Fatalf("record %d of %s: %v", n, pc.Name, err)
 		}
-		if out[n], err = decodeRecord(en.Value()); err != nil {
+		if out[n], err = ownership.DecodeRecord(en.Value()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,7 +237,7 @@ func TestTwoDeployments(t *testing.T) {
 		return ownedBy(x.Name, a1, a2) == 4 && ownedBy(y.Name, b1, b2) == 4 &&
 			ownedBy(x.Name, a1) > 0 && ownedBy(x.Name, a2) > 0 && ownedBy(y.Name, b1) > 0 && ownedBy(y.Name, b2) > 0
 	})
-	before := map[string][]partRecord{x.Name: e.records(t, x), y.Name: e.records(t, y)}
+	before := map[string][]ownership.Record{x.Name: e.records(t, x), y.Name: e.records(t, y)}
 	time.Sleep(5 * ttl) // long enough for any loop of takes and releases to show
 	if n := ownedBy(x.Name, a1, a2); n != 4 || ownedBy(x.Name, a1) == 0 || ownedBy(x.Name, a2) == 0 {
 		t.Errorf("pipeline x: %d partitions running on its members (a1 %d, a2 %d), want 4 shared by both", n, ownedBy(x.Name, a1), ownedBy(x.Name, a2))
@@ -479,7 +480,7 @@ func TestHeartbeatNotBlockedByTakes(t *testing.T) {
 		b.p.coord.mu.Lock()
 		alive := b.p.coord.alive(time.Now())
 		b.p.coord.mu.Unlock()
-		if !slices.ContainsFunc(alive, func(m memberInfo) bool { return m.id == a.p.ID() }) {
+		if !slices.ContainsFunc(alive, func(m ownership.Member) bool { return m.ID == a.p.ID() }) {
 			t.Fatalf("%v into the stall of a's record writes, b judges a dead: its heartbeat was held back", time.Since(stalled).Round(time.Millisecond))
 		}
 		if n := ownedBy(pc.Name, b); n > 2 {

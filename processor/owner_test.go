@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"testing"
+
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
 
 // TestOwnerIsFNV checks that a key's partition is FNV-1a 32 mod the
@@ -19,7 +21,7 @@ func TestOwnerIsFNV(t *testing.T) {
 			for _, key := range keys {
 				h := fnv.New32a()
 				h.Write([]byte(key))
-				if got, want := partitionOf(key, parts), int(h.Sum32()%uint32(parts)); got != want {
+				if got, want := ownership.PartitionOf(key, parts), int(h.Sum32()%uint32(parts)); got != want {
 					t.Errorf("partitionOf(%q, %d) = %d, want %d", key, parts, got, want)
 				}
 				if got, want := pt.owner(key), int(h.Sum32()/uint32(parts)%uint32(workers)); got != want {
@@ -29,7 +31,7 @@ func TestOwnerIsFNV(t *testing.T) {
 			// Every worker of partition 0 gets some of 1,000 keys.
 			used := map[int]bool{}
 			for i := range 1000 {
-				if k := fmt.Sprintf("key-%d", i); partitionOf(k, parts) == 0 {
+				if k := fmt.Sprintf("key-%d", i); ownership.PartitionOf(k, parts) == 0 {
 					used[pt.owner(k)] = true
 				}
 			}

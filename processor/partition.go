@@ -12,71 +12,12 @@ import (
 
 	"github.com/kpcastream/kpcastream/internal/jsack"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
-
-// fence says whether a partition's owner may still write. It is ok while
-// the ownership record was renewed less than lease_ttl/2 ago (measured on
-// the monotonic clock from the moment the renewal was sent, so a process
-// frozen with SIGSTOP finds it expired as soon as it runs again) and has
-// not been revoked (the record or a snapshot moved to a newer epoch).
-// Every output publish, snapshot save and checkpoint checks it; the
-// compare-and-set of each write is the fence proper, this check keeps a
-// stale owner from even trying. A nil fence (core NATS input) is always ok.
-type fence struct {
-	ttl     time.Duration
-	base    time.Time
-	lastOK  atomic.Int64 // time.Since(base) when the last successful renewal was sent
-	revoked atomic.Bool
-	lost    chan struct{} // closed by revoke
-	once    sync.Once
-}
-
-func newFence(ttl time.Duration, grantedAt time.Time) *fence {
-	f := &fence{ttl: ttl, base: time.Now(), lost: make(chan struct{})}
-	f.lastOK.Store(int64(grantedAt.Sub(f.base)))
-	return f
-}
-
-// ok reports whether the partition may still write. The first call that
-// finds the last renewal lease_ttl/2 old revokes the fence for good, so a
-// partition never goes on after an expiry, even if a late renewal lands.
-func (f *fence) ok() bool {
-	if f == nil {
-		return true
-	}
-	if f.revoked.Load() {
-		return false
-	}
-	if time.Since(f.base)-time.Duration(f.lastOK.Load()) >= f.ttl/2 {
-		f.revoke()
-		return false
-	}
-	return true
-}
-
-// renewed records a successful renewal sent at t.
-func (f *fence) renewed(t time.Time) { f.lastOK.Store(int64(t.Sub(f.base))) }
-
-// revoke stops every later write and wakes the partition's run loop.
-func (f *fence) revoke() {
-	if f == nil {
-		return
-	}
-	f.revoked.Store(true)
-	f.once.Do(func() { close(f.lost) })
-}
-
-// lostCh is closed when the fence is revoked (nil fence: never).
-func (f *fence) lostCh() <-chan struct{} {
-	if f == nil {
-		return nil
-	}
-	return f.lost
-}
 
 // partition is one partition of a pipeline run by this instance: its
 // input (a JetStream consumer named after the epoch, or a core NATS
@@ -91,7 +32,7 @@ type partition struct {
 	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
 
 	track   *machine.Tracker // nil for a core NATS input
-	fence   *fence           // nil for a core NATS input
+	fence   *ownership.Fence // nil for a core NATS input
 	workers []*worker
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
@@ -121,7 +62,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	pt.log = p.log.With(zap.String("pipeline", pc.Name), zap.Int("partition", num))
 	if pc.Input.Stream != "" {
 		pt.track = machine.NewTracker()
-		pt.fence = newFence(p.cfg.LeaseTTL, grantedAt)
+		pt.fence = ownership.NewFence(p.cfg.LeaseTTL, grantedAt)
 		pt.log = pt.log.With(zap.Uint64("epoch", epoch))
 		pt.checkpoint.Store(pt.start)
 	}
@@ -154,10 +95,10 @@ func consumerName(pc PipelineConfig, num int, epoch uint64) string {
 func (pt *partition) requestStop() { pt.stopOnce.Do(func() { close(pt.stop) }) }
 
 // owner returns the index of the worker of key. Keys of one partition
-// share fnv32a(key) mod Partitions, so the worker is picked from the rest
-// of the hash: (fnv32a(key) / Partitions) mod workers.
+// share FNV-1a(key) mod Partitions, so the worker is picked from the rest
+// of the hash: (FNV-1a(key) / Partitions) mod workers.
 func (pt *partition) owner(key string) int {
-	h := fnv32a(key) / uint32(pt.pipe.cfg.Partitions)
+	h := ownership.FNV32a(key) / uint32(pt.pipe.cfg.Partitions)
 	return int(h % uint32(len(pt.workers)))
 }
 
@@ -292,12 +233,12 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		// stop that cancelled the consume leaves nothing owned.
 		stopRenew()
 		_ = pt.waitWorkers(g)
-		if pt.fence.ok() {
+		if pt.fence.OK() {
 			pt.release()
 		} else {
 			pt.deleteConsumer()
 		}
-		pt.fence.revoke()
+		pt.fence.Revoke()
 		return err
 	}
 	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
@@ -310,12 +251,12 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	case <-pt.stop:
 	case <-gctx.Done():
 		err = context.Cause(gctx)
-	case <-pt.fence.lostCh():
+	case <-pt.fence.Lost():
 		graceful = false
 	}
-	if !graceful || !pt.fence.ok() {
+	if !graceful || !pt.fence.OK() {
 		p.met.fenced.WithLabelValues(pc.Name).Inc()
-		pt.fence.revoke()
+		pt.fence.Revoke()
 		pt.cc.Stop()
 		stopRenew()
 		werr := pt.waitWorkers(g)
@@ -333,7 +274,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	}
 	werr := pt.waitWorkers(g)
 	stopRenew()
-	if werr == nil && pt.fence.ok() {
+	if werr == nil && pt.fence.OK() {
 		pt.release()
 	}
 	return errors.Join(err, werr)
@@ -379,7 +320,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s partition %d: delete earlier consumers: %w", pc.Name, pt.num, err)
 	}
-	if !pt.fence.ok() {
+	if !pt.fence.OK() {
 		return errFenced
 	}
 	var cons jetstream.Consumer
@@ -437,14 +378,14 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 				// consumer, say): stop this epoch without further writes;
 				// the member the partition is assigned to takes it again.
 				pt.log.Warn("consume ended; stopping the partition", zap.Error(err))
-				pt.fence.revoke()
+				pt.fence.Revoke()
 			case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
 				// nats.go pulls again after 2 missed heartbeats
 				// (lease_ttl/2); a consumer unreachable for lease_ttl
 				// is made anew under a new epoch.
 				if health.failed(time.Now()) {
 					pt.log.Warn("consumer unreachable for lease_ttl; stopping the partition to take it again with a new consumer", zap.Error(err))
-					pt.fence.revoke()
+					pt.fence.Revoke()
 					return
 				}
 				pt.log.Info("consume", zap.Error(err))
@@ -540,7 +481,7 @@ func (pt *partition) stillOwned(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	r, err := decodeRecord(e.Value())
+	r, err := ownership.DecodeRecord(e.Value())
 	return err == nil && r.Owner == pt.p.id && r.Epoch == pt.epoch
 }
 
@@ -560,13 +501,13 @@ func (pt *partition) renewLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-pt.fence.lostCh():
+		case <-pt.fence.Lost():
 			return
 		case <-t.C:
 		}
-		if !pt.fence.ok() {
+		if !pt.fence.OK() {
 			pt.log.Error("ownership not renewed within lease_ttl/2; stopping the partition", zap.Duration("lease_ttl", pt.p.cfg.LeaseTTL))
-			pt.fence.revoke()
+			pt.fence.Revoke()
 			return
 		}
 		pt.renew(ctx)
@@ -581,14 +522,14 @@ func (pt *partition) renew(ctx context.Context) {
 	if c == 0 {
 		c = pt.checkpoint.Load()
 	}
-	rec := partRecord{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
 	sent := time.Now()
 	// A renewal may take up to lease_ttl/2: the fence counts from when it
 	// was sent, so a slow success still extends it.
 	attempt := min(max(p.cfg.LeaseTTL/2, 5*time.Millisecond), p.cfg.SnapshotTimeout)
 	rctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
-	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.encode(), pt.rev)
+	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev)
 	if err != nil && isRevisionMismatch(err) {
 		// A renewal whose reply was lost may have landed: adopt it if the
 		// record still names us at our epoch.
@@ -596,12 +537,12 @@ func (pt *partition) renew(ctx context.Context) {
 		defer gcancel()
 		e, gerr := p.coord.kv.Get(gctx, recordKey(pt.pipe.cfg, pt.num))
 		if gerr == nil {
-			if r, derr := decodeRecord(e.Value()); derr == nil && r.Owner == p.id && r.Epoch == pt.epoch {
+			if r, derr := ownership.DecodeRecord(e.Value()); derr == nil && r.Owner == p.id && r.Epoch == pt.epoch {
 				rev, err = e.Revision(), nil
 			} else {
 				pt.log.Warn("ownership record moved; stopping the partition without further writes",
 					zap.String("now_owner", r.Owner), zap.Uint64("now_epoch", r.Epoch))
-				pt.fence.revoke()
+				pt.fence.Revoke()
 				return
 			}
 		}
@@ -613,7 +554,7 @@ func (pt *partition) renew(ctx context.Context) {
 		return
 	}
 	pt.rev = rev
-	pt.fence.renewed(sent)
+	pt.fence.Renewed(sent)
 	if c != pt.checkpoint.Load() {
 		pt.checkpoint.Store(c)
 		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(pt.pipe.minCheckpoint()))
@@ -631,8 +572,8 @@ func (pt *partition) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
 	defer cancel()
-	rec := partRecord{Owner: "", Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
-	if _, err := p.coord.kv.Update(ctx, recordKey(pt.pipe.cfg, pt.num), rec.encode(), pt.rev); err != nil {
+	rec := ownership.Record{Owner: "", Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	if _, err := p.coord.kv.Update(ctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev); err != nil {
 		pt.log.Warn("release partition (another member takes it over after lease_ttl)", zap.Error(err))
 		return
 	}

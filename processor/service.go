@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -297,7 +298,7 @@ func (p *Processor) controlAt(ctx context.Context, op, pipeline, key string, for
 	if key == "" {
 		return controlReply{}, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
-	n := partitionOf(key, pl.cfg.Partitions)
+	n := ownership.PartitionOf(key, pl.cfg.Partitions)
 	if pt := pl.parts[n].Load(); pt != nil {
 		return pt.send(ctx, pt.workers[pt.owner(key)], &control{op: op, pipe: pl, key: key, reply: make(chan controlReply, 1)})
 	}
@@ -322,10 +323,10 @@ func (p *Processor) controlElsewhere(ctx context.Context, op, pipeline, key stri
 	if key == "" {
 		return controlReply{}, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
-	n := partitionOf(key, parts)
+	n := ownership.PartitionOf(key, parts)
 	owner := ""
-	if v := p.coord.view(recordKeyOf(pipeline, n)); v.exists {
-		owner = v.rec.Owner
+	if v := p.coord.view(recordKeyOf(pipeline, n)); v.Exists {
+		owner = v.Rec.Owner
 	}
 	if owner == "" {
 		return controlReply{}, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) has no running owner at the moment; retry",
@@ -390,7 +391,7 @@ func (p *Processor) clusterStats(ctx context.Context, pipeline string) ([]Pipeli
 			go func() {
 				defer wg.Done()
 				var st []PipelineStats
-				if p.askMember(ctx, m.id, "stats", nil, &st) != nil {
+				if p.askMember(ctx, m.ID, "stats", nil, &st) != nil {
 					return
 				}
 				mu.Lock()
@@ -425,9 +426,9 @@ func (p *Processor) clusterPipelines(ctx context.Context, name string) ([]Pipeli
 		defer cancel()
 		elsewhere := map[string][]string{}
 		for _, m := range p.coord.others() {
-			for _, mp := range m.pipelines {
+			for _, mp := range m.Pipelines {
 				if _, err := p.pipeline(mp.Name); err != nil && (name == "" || name == mp.Name) {
-					elsewhere[mp.Name] = append(elsewhere[mp.Name], m.id)
+					elsewhere[mp.Name] = append(elsewhere[mp.Name], m.ID)
 				}
 			}
 		}

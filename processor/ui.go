@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
 
 // The live page and its JSON API, served by Handler on the HTTP listener
@@ -121,7 +122,7 @@ func (p *Processor) watchRequest(r *http.Request) (*pipeline, string, *keyWatch,
 		kw, err := p.watch.watch(pl, key) // renew
 		return pl, key, kw, err
 	}
-	if n := partitionOf(key, pl.cfg.Partitions); pl.parts[n].Load() == nil {
+	if n := ownership.PartitionOf(key, pl.cfg.Partitions); pl.parts[n].Load() == nil {
 		return nil, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
 			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.cfg.Name, key, p.id)
 	}

@@ -176,7 +176,7 @@ func TestFencedWithFullWindow(t *testing.T) {
 		t.Fatal("partition 0 not running")
 	}
 	start := time.Now()
-	pt.fence.revoke()
+	pt.fence.Revoke()
 	waitFor(t, 3*time.Second, "the fenced partition stopped", func() bool {
 		select {
 		case <-pt.done:

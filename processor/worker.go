@@ -212,7 +212,7 @@ func (w *worker) run(ctx context.Context) error {
 	defer w.release()
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
-	closing, lost, done := w.part.closing, w.part.fence.lostCh(), ctx.Done()
+	closing, lost, done := w.part.closing, w.part.fence.Lost(), ctx.Done()
 	in := w.in
 	for {
 		w.drain(ctx)
@@ -361,7 +361,7 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		w.log.Error("gave up waiting for a message of a key; later messages go on without it",
 			zap.String("key", a.Key), zap.Uint64("seq", a.Seq), zap.Duration("waited", a.Waited))
 	case machine.ActFinished:
-		if a.Pending > 0 && w.part.fence.ok() {
+		if a.Pending > 0 && w.part.fence.OK() {
 			w.log.Warn("outputs not acknowledged at shutdown; their keys will be replayed from their last snapshot",
 				zap.Int("outputs", a.Pending))
 		}
@@ -393,7 +393,7 @@ func dispOf(err error) *machine.Fail {
 func (w *worker) deliver(m *inMsg) {
 	m.pipe.stats.In.Add(1)
 	var f *machine.Fail
-	if !w.part.fence.ok() {
+	if !w.part.fence.OK() {
 		// The partition is stopping: its new owner applies m.
 		w.fenceLost()
 		f = dispOf(errFenced)
@@ -493,7 +493,7 @@ func (w *worker) publish(key string, m *nats.Msg) {
 		w.step(machine.Published{Key: key, Err: err, Refused: err != nil && !transientJS(err)})
 		return
 	}
-	if !w.part.fence.ok() {
+	if !w.part.fence.OK() {
 		// Nothing more is published: the partition stops and its new
 		// owner replays what is not acknowledged.
 		w.fenceLost()
@@ -587,7 +587,7 @@ func (w *worker) landed(r snapResult) {
 			w.log.Error("snapshot conflict: a newer owner claimed the key; stopping the partition", zap.String("key", e.key),
 				zap.Uint64("rev", j.rev), zap.Error(r.err))
 		}
-		w.part.fence.revoke()
+		w.part.fence.Revoke()
 		w.fenced = true
 		o = machine.Fenced
 	case errors.Is(r.err, snapshot.ErrConflict):
@@ -830,7 +830,7 @@ func blockExpiry(pc PipelineConfig) time.Duration {
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
-	if !w.part.fence.ok() {
+	if !w.part.fence.OK() {
 		// Dead letters are fenced like outputs: a partition that may no
 		// longer own the message leaves it to the new owner.
 		if m.js != nil {
@@ -982,7 +982,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
 	}
 	if err == nil && fenced && snap.Epoch > w.part.epoch && !w.part.stillOwned(lctx) {
-		w.part.fence.revoke()
+		w.part.fence.Revoke()
 		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
 			errFenced, key, pc.Name, snap.Epoch, w.part.epoch)
 	}
@@ -1035,7 +1035,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 // claim writes e's state back with this partition's epoch, by
 // compare-and-set on e.rev.
 func (w *worker) claim(ctx context.Context, e *entry) error {
-	if !w.part.fence.ok() {
+	if !w.part.fence.OK() {
 		return errFenced
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
@@ -1134,7 +1134,7 @@ func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
 		if err == nil || !transientJS(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		if !w.part.fence.ok() {
+		if !w.part.fence.OK() {
 			return errFenced
 		}
 		select {
@@ -1149,7 +1149,7 @@ func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
-		if !w.part.fence.ok() {
+		if !w.part.fence.OK() {
 			w.results <- snapResult{job: j, err: errFenced}
 			continue
 		}

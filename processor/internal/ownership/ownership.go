@@ -1,4 +1,12 @@
-package processor
+// Package ownership holds the pure rules of who runs which partition:
+// the partition of a key, the balanced assignment of a pipeline's
+// partitions to the live members that run it, what a member does about
+// each partition record (take, release, abandon), the records' format,
+// the liveness of members judged from the bucket's own timestamps, and
+// the fence that keeps a stale owner from writing. The coordinator of
+// package processor does the I/O (the coordination bucket's watch and
+// compare-and-set writes) around them.
+package ownership
 
 import (
 	"encoding/json"
@@ -6,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,10 +24,10 @@ import (
 // partition given what it sees in the coordination bucket. No I/O and no
 // clock: the coordinator passes the time in.
 
-// fnv32a is FNV-1a (32 bits) of s, the hash of nats-server's
+// FNV32a is FNV-1a (32 bits) of s, the hash of nats-server's
 // {{partition(n,…)}} subject transform: a key's partition is
-// fnv32a(key) mod n, on the server and here.
-func fnv32a(s string) uint32 {
+// FNV32a(key) mod n, on the server and here.
+func FNV32a(s string) uint32 {
 	const offset32, prime32 = 2166136261, 16777619
 	h := uint32(offset32)
 	for i := 0; i < len(s); i++ {
@@ -27,13 +37,13 @@ func fnv32a(s string) uint32 {
 	return h
 }
 
-// partitionOf returns the partition of key among n, as the input stream's
+// PartitionOf returns the partition of key among n, as the input stream's
 // subject transform computes it.
-func partitionOf(key string, n int) int {
+func PartitionOf(key string, n int) int {
 	if n <= 1 {
 		return 0
 	}
-	return int(fnv32a(key) % uint32(n))
+	return int(FNV32a(key) % uint32(n))
 }
 
 // rendezvousScore is the weight of member for partition part of pipeline:
@@ -62,7 +72,7 @@ func rendezvousScore(member, pipeline string, part int) uint64 {
 	return h
 }
 
-// assignTargets returns the member each partition of pipeline should
+// AssignTargets returns the member each partition of pipeline should
 // belong to (index = partition), given the members alive (sorted) and the
 // current owner of each partition ("" when it has none or its owner is
 // not alive). It balances the load — every member gets ⌊n/W⌋ or ⌈n/W⌉
@@ -73,7 +83,7 @@ func rendezvousScore(member, pipeline string, part int) uint64 {
 // most ⌈n/W⌉ partitions (the newcomer's share) and a leave at most the
 // leaver's share, ⌈n/(W+1)⌉ ≤ ⌈n/W⌉+1, and members that see the same
 // bucket compute the same targets.
-func assignTargets(alive []string, pipeline string, owners []string) []string {
+func AssignTargets(alive []string, pipeline string, owners []string) []string {
 	n, w := len(owners), len(alive)
 	target := make([]string, n)
 	if w == 0 {
@@ -154,56 +164,56 @@ func cmpDesc(a, b uint64) int {
 	return 0
 }
 
-// partRecord is the value of a partition's key in the coordination
+// Record is the value of a partition's key in the coordination
 // bucket, "partitions.<pipeline>.<n>": its owner ("" once released), the
 // owner's epoch (bumped by every change of owner), and the checkpoint, the
 // input stream sequence from which the next owner replays. One
 // compare-and-set on this key orders renewals, takeovers, releases and
 // checkpoint writes.
-type partRecord struct {
+type Record struct {
 	Owner      string    `json:"owner"`
 	Epoch      uint64    `json:"epoch"`
 	Checkpoint uint64    `json:"checkpoint"`
 	Renewed    time.Time `json:"renewed,omitzero"` // the writer's clock; informative only
 }
 
-func (r partRecord) encode() []byte {
+func (r Record) Encode() []byte {
 	b, _ := json.Marshal(r)
 	return b
 }
 
-func decodeRecord(v []byte) (partRecord, error) {
-	var r partRecord
+func DecodeRecord(v []byte) (Record, error) {
+	var r Record
 	if err := json.Unmarshal(v, &r); err != nil {
 		return r, fmt.Errorf("processor: partition record %q: %w", v, err)
 	}
 	return r, nil
 }
 
-// partView is what a member knows of one partition's record.
-type partView struct {
-	exists bool       // the key holds a record
-	rec    partRecord // valid when exists
-	rev    uint64     // its revision (0: none)
-	seenAt time.Time  // when this member first saw rev (its own clock)
+// View is what a member knows of one partition's record.
+type View struct {
+	Exists bool      // the key holds a record
+	Rec    Record    // valid when exists
+	Rev    uint64    // its revision (0: none)
+	SeenAt time.Time // when this member first saw rev (its own clock)
 }
 
-// ownAction is what a member does about one partition.
-type ownAction int
+// Action is what a member does about one partition.
+type Action int
 
 const (
-	ownNone    ownAction = iota
-	ownTake              // create or take over the record with epoch+1 and start the partition
-	ownRelease           // stop the running partition gracefully and release the record
-	ownAbandon           // release a record this member owns but does not run
+	None    Action = iota
+	Take           // create or take over the record with epoch+1 and start the partition
+	Release        // stop the running partition gracefully and release the record
+	Abandon        // release a record this member owns but does not run
 )
 
-func (a ownAction) String() string {
+func (a Action) String() string {
 	return [...]string{"none", "take", "release", "abandon"}[a]
 }
 
-// decide returns what member self does about one partition, given the
-// member the partition is assigned to (assignTargets), the partition's
+// Decide returns what member self does about one partition, given the
+// member the partition is assigned to (AssignTargets), the partition's
 // record as self last saw it, whether self runs the partition, the time
 // and the ownership TTL:
 //
@@ -216,54 +226,54 @@ func (a ownAction) String() string {
 //   - a record naming self that self does not run (it stopped the
 //     partition after failed renewals) is taken again with a new epoch, or
 //     abandoned to the assigned member.
-func decide(self, want string, v partView, running bool, now time.Time, ttl time.Duration) ownAction {
+func Decide(self, want string, v View, running bool, now time.Time, ttl time.Duration) Action {
 	if running {
 		if want != self && want != "" {
-			return ownRelease
+			return Release
 		}
-		return ownNone
+		return None
 	}
 	switch {
-	case !v.exists || v.rec.Owner == "":
+	case !v.Exists || v.Rec.Owner == "":
 		if want == self {
-			return ownTake
+			return Take
 		}
-	case v.rec.Owner == self:
+	case v.Rec.Owner == self:
 		if want == self {
-			return ownTake
+			return Take
 		}
-		return ownAbandon
+		return Abandon
 	default:
-		if want == self && now.Sub(v.seenAt) >= ttl {
-			return ownTake
+		if want == self && now.Sub(v.SeenAt) >= ttl {
+			return Take
 		}
 	}
-	return ownNone
+	return None
 }
 
-// memberPipeline is one pipeline a member runs, as its heartbeat announces
-// it: the name and the layout (layoutOf) of its partitions.
-type memberPipeline struct {
+// MemberPipeline is one pipeline a member runs, as its heartbeat announces
+// it: the name and the layout (Layout) of its partitions.
+type MemberPipeline struct {
 	Name       string `json:"name"`
 	Partitions int    `json:"partitions"`
 	Layout     string `json:"layout"`
 }
 
-// memberInfo is a live member as the coordinator sees it: its id, when it
+// Member is a live member as the coordinator sees it: its id, when it
 // started, and the pipelines its heartbeat announces. legacy marks a
 // heartbeat of a version before per-pipeline membership (no "pipelines"
 // field): such a member counts as running a pipeline while it owns one of
-// its partition records (see candidates).
-type memberInfo struct {
-	id        string
-	started   time.Time
-	pipelines []memberPipeline
-	legacy    bool
+// its partition records (see Candidates).
+type Member struct {
+	ID        string
+	Started   time.Time
+	Pipelines []MemberPipeline
+	Legacy    bool
 }
 
-// runs returns the layout under which m announces pipeline, and whether it does.
-func (m memberInfo) runs(pipeline string) (string, bool) {
-	for _, p := range m.pipelines {
+// Runs returns the layout under which m announces pipeline, and whether it does.
+func (m Member) Runs(pipeline string) (string, bool) {
+	for _, p := range m.Pipelines {
 		if p.Name == pipeline {
 			return p.Layout, true
 		}
@@ -271,8 +281,8 @@ func (m memberInfo) runs(pipeline string) (string, bool) {
 	return "", false
 }
 
-// candidates returns the members among alive (sorted by id) that share the
-// partitions of pipeline — the set assignTargets balances over — and the
+// Candidates returns the members among alive (sorted by id) that share the
+// partitions of pipeline — the set AssignTargets balances over — and the
 // layout they run it under. A member is a candidate when its heartbeat
 // announces the pipeline with the layout of the member that has announced
 // it longest (earliest started, then smallest id): in a rolling upgrade
@@ -284,45 +294,34 @@ func (m memberInfo) runs(pipeline string) (string, bool) {
 // runs, and is never given a partition of a pipeline it may not run (a
 // pipeline added by the upgrade). Every member that sees the same
 // heartbeats and records computes the same set.
-func candidates(alive []memberInfo, pipeline string, owners []string) ([]string, string) {
-	var first *memberInfo
+func Candidates(alive []Member, pipeline string, owners []string) ([]string, string) {
+	var first *Member
 	for i := range alive {
 		m := &alive[i]
-		if _, ok := m.runs(pipeline); !ok {
+		if _, ok := m.Runs(pipeline); !ok {
 			continue
 		}
-		if first == nil || m.started.Before(first.started) || (m.started.Equal(first.started) && m.id < first.id) {
+		if first == nil || m.Started.Before(first.Started) || (m.Started.Equal(first.Started) && m.ID < first.ID) {
 			first = m
 		}
 	}
 	layout := ""
 	if first != nil {
-		layout, _ = first.runs(pipeline)
+		layout, _ = first.Runs(pipeline)
 	}
 	var out []string
 	for _, m := range alive {
-		if l, ok := m.runs(pipeline); ok && l == layout {
-			out = append(out, m.id)
-		} else if m.legacy && slices.Contains(owners, m.id) {
-			out = append(out, m.id)
+		if l, ok := m.Runs(pipeline); ok && l == layout {
+			out = append(out, m.ID)
+		} else if m.Legacy && slices.Contains(owners, m.ID) {
+			out = append(out, m.ID)
 		}
 	}
 	slices.Sort(out)
 	return out, layout
 }
 
-// layoutOf is the fingerprint of pc's partition layout, which members
-// sharing its partitions must agree on: input stream, subject, key token
-// and partition count (FNV-1a 64, hex).
-func layoutOf(pc PipelineConfig) string {
-	kt := 0
-	if pc.KeyToken != nil {
-		kt = *pc.KeyToken
-	}
-	return strconv.FormatUint(rendezvousScore(pc.Input.Stream+"\x00"+pc.Input.Subject, strconv.Itoa(kt), pc.Partitions), 16)
-}
-
-// backdate returns when, on this member's clock (now), an entry written
+// Backdate returns when, on this member's clock (now), an entry written
 // at created on the server's clock was written, given ref, the latest
 // server timestamp among the same batch of entries (at least this member's
 // own heartbeat, put just before its watcher started): now − (ref −
@@ -330,9 +329,76 @@ func layoutOf(pc PipelineConfig) string {
 // clock skew between members does not enter; ref is at most the server's
 // time, so an age is never overestimated (a live member is never judged
 // dead), only underestimated by the time since ref.
-func backdate(now, ref, created time.Time) time.Time {
+func Backdate(now, ref, created time.Time) time.Time {
 	if created.IsZero() || ref.IsZero() {
 		return now
 	}
 	return now.Add(-max(0, ref.Sub(created)))
+}
+
+// Layout is the fingerprint of a pipeline's partition layout, which
+// members sharing its partitions must agree on: input stream, subject, key
+// token and partition count (FNV-1a 64, hex).
+func Layout(stream, subject string, keyToken, partitions int) string {
+	return strconv.FormatUint(rendezvousScore(stream+"\x00"+subject, strconv.Itoa(keyToken), partitions), 16)
+}
+
+// Fence says whether a partition's owner may still write. It is ok while
+// the ownership record was renewed less than lease_ttl/2 ago (measured on
+// the monotonic clock from the moment the renewal was sent, so a process
+// frozen with SIGSTOP finds it expired as soon as it runs again) and has
+// not been revoked (the record or a snapshot moved to a newer epoch).
+// Every output publish, snapshot save and checkpoint checks it; the
+// compare-and-set of each write is the Fence proper, this check keeps a
+// stale owner from even trying. A nil Fence (core NATS input) is always ok.
+type Fence struct {
+	ttl     time.Duration
+	base    time.Time
+	lastOK  atomic.Int64 // time.Since(base) when the last successful renewal was sent
+	revoked atomic.Bool
+	lost    chan struct{} // closed by revoke
+	once    sync.Once
+}
+
+func NewFence(ttl time.Duration, grantedAt time.Time) *Fence {
+	f := &Fence{ttl: ttl, base: time.Now(), lost: make(chan struct{})}
+	f.lastOK.Store(int64(grantedAt.Sub(f.base)))
+	return f
+}
+
+// OK reports whether the partition may still write. The first call that
+// finds the last renewal lease_ttl/2 old revokes the fence for good, so a
+// partition never goes on after an expiry, even if a late renewal lands.
+func (f *Fence) OK() bool {
+	if f == nil {
+		return true
+	}
+	if f.revoked.Load() {
+		return false
+	}
+	if time.Since(f.base)-time.Duration(f.lastOK.Load()) >= f.ttl/2 {
+		f.Revoke()
+		return false
+	}
+	return true
+}
+
+// Renewed records a successful renewal sent at t.
+func (f *Fence) Renewed(t time.Time) { f.lastOK.Store(int64(t.Sub(f.base))) }
+
+// Revoke stops every later write and wakes the partition's run loop.
+func (f *Fence) Revoke() {
+	if f == nil {
+		return
+	}
+	f.revoked.Store(true)
+	f.once.Do(func() { close(f.lost) })
+}
+
+// Lost is closed when the fence is revoked (nil fence: never).
+func (f *Fence) Lost() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.lost
 }
