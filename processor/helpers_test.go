@@ -33,6 +33,8 @@ type env struct {
 	// wrapPub, when set, wraps the output publisher of the processors
 	// started on this env (fault injection).
 	wrapPub func(asyncPublisher) asyncPublisher
+	// wrapKeys, when set, wraps the workers' snapshot store the same way.
+	wrapKeys func(keyStore) keyStore
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -119,6 +121,7 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	}
 	p.onApply = onApply
 	p.wrapKV = e.wrapKV
+	p.wrapKeys = e.wrapKeys
 	if e.wrapPub != nil {
 		p.pubJS = e.wrapPub(p.pubJS)
 	}

@@ -50,12 +50,16 @@ type Processor struct {
 	cfg  Config
 	conn *nats.Conn
 	js   jetstream.JetStream
-	// pubJS publishes outputs asynchronously (worker.trySend): a
+	// pubJS publishes outputs asynchronously (worker.publish): a
 	// JetStream context of its own, so that its PubAck timeout
 	// (publishAttempt) and pending limit are ours whatever Deps.JS was
 	// built with. Tests wrap it to inject faults.
-	pubJS      asyncPublisher
-	store      *snapshot.Store
+	pubJS asyncPublisher
+	store *snapshot.Store
+	// keys is the workers' port to the snapshot store (store, unless a
+	// test wrapped it to inject faults).
+	keys       keyStore
+	wrapKeys   func(keyStore) keyStore
 	log        *zap.Logger
 	met        *metrics
 	gatherer   prometheus.Gatherer
@@ -298,6 +302,10 @@ func (p *Processor) setup(ctx context.Context) error {
 			return fmt.Errorf("processor: open snapshot store: %w", err)
 		}
 		p.store = st
+	}
+	p.keys = p.store
+	if p.wrapKeys != nil {
+		p.keys = p.wrapKeys(p.store)
 	}
 	for _, pl := range p.pipes {
 		pc := pl.cfg

@@ -136,6 +136,14 @@ type asyncPublisher interface {
 	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 }
 
+// keyStore is the worker's port to the snapshot store: a key's snapshot
+// and its revision, and a compare-and-set save (rev 0: create). Errors:
+// snapshot.ErrNoSnapshot, ErrCorrupt, ErrConflict.
+type keyStore interface {
+	Load(ctx context.Context, key string) (*codec.Snapshot, uint64, error)
+	Save(ctx context.Context, key string, s *codec.Snapshot, rev uint64) (uint64, error)
+}
+
 // Types of the worker's machine: inputs are inMsg, outputs NATS messages.
 type (
 	workerCore = machine.Machine[inMsg, *nats.Msg]
@@ -976,7 +984,7 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 	fenced := w.part.fence != nil
 	lctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
-	snap, rev, err := w.p.store.Load(lctx, snapshot.JoinKey(pc.Name, key))
+	snap, rev, err := w.p.keys.Load(lctx, snapshot.JoinKey(pc.Name, key))
 	if err == nil && (snap.Pipeline != pc.Name || snap.Key != key) {
 		err = fmt.Errorf("%w: the snapshot stored for pipeline %q key %q holds pipeline %q key %q (copied from another key?)",
 			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
@@ -1041,7 +1049,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
 	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()}
-	rev, err := w.p.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
+	rev, err := w.p.keys.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.part.epoch, err)
 	}
@@ -1156,12 +1164,12 @@ func (w *worker) snapshotter(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 		start := time.Now()
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
-		rev, err := w.p.store.Save(sctx, key, j.snap, j.rev)
+		rev, err := w.p.keys.Save(sctx, key, j.snap, j.rev)
 		if errors.Is(err, snapshot.ErrConflict) {
 			// An ambiguous commit (a retried write whose first attempt
 			// landed) looks like a conflict: adopt the stored revision if it
 			// holds exactly what we saved.
-			if got, grev, lerr := w.p.store.Load(sctx, key); lerr == nil && got.LastSeq == j.snap.LastSeq &&
+			if got, grev, lerr := w.p.keys.Load(sctx, key); lerr == nil && got.LastSeq == j.snap.LastSeq &&
 				got.State != nil && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State) {
 				rev, err = grev, nil
 			}
