@@ -37,6 +37,10 @@ var commands = map[string]command{}
 // errUsage marks an error already explained by a usage message (exit code 2).
 var errUsage = errors.New("usage")
 
+// errInterrupted marks a command stopped by SIGINT or SIGTERM before it
+// finished (exit code 130, as a shell reports a Ctrl-C).
+var errInterrupted = errors.New("interrupted")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -67,6 +71,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		fmt.Fprintf(stderr, "kpcastream %s: %v\n", args[0], err)
+		if errors.Is(err, errInterrupted) {
+			return 130
+		}
 		return 1
 	}
 	return 0

@@ -182,7 +182,7 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("second dead letter %+v", e)
 	}
 	code, out, _ := runCmd(t, "dlq", "ls", "--config", cfgFile, "--reason", "dimension")
-	if code != 0 || !strings.Contains(out, "1 dead letters") || !strings.Contains(out, "wide") {
+	if code != 0 || !strings.Contains(out, "1 dead letter\n") || !strings.Contains(out, "wide") {
 		t.Errorf("dlq ls --reason dimension: %d\n%s", code, out)
 	}
 	if code, _, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile); code != 1 || !strings.Contains(errOut, "select") {
@@ -204,7 +204,7 @@ func TestDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile, "--reason", "too_large", "--delete")
-	if code != 0 || !strings.Contains(out, "republished 1 dead letters") {
+	if code != 0 || !strings.Contains(out, "republished 1 dead letter\n") {
 		t.Fatalf("republish: %d %s %s", code, out, errOut)
 	}
 	got := map[string]bool{}
@@ -223,7 +223,7 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("outputs %v, want b1, b2, b3", got)
 	}
 	code, out, _ = runCmd(t, "dlq", "ls", "--config", cfgFile)
-	if code != 0 || !strings.Contains(out, "1 dead letters") || strings.Contains(out, "too_large") {
+	if code != 0 || !strings.Contains(out, "1 dead letter\n") || strings.Contains(out, "too_large") {
 		t.Errorf("after republish --delete: %d\n%s", code, out)
 	}
 }

@@ -202,7 +202,7 @@ func basisVersion(st *learners.State) (uint64, error) {
 }
 
 func printSnapshots(w io.Writer, infos []snapInfo, asJSON bool) error {
-	return printRows(w, infos, asJSON, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS", "snapshots",
+	return printRows(w, infos, asJSON, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS", "snapshot",
 		func(si snapInfo) []any {
 			status := "ok"
 			if si.Error != "" {
