@@ -30,7 +30,7 @@ func yamlKeys(t reflect.Type, keys map[string]bool) map[string]bool {
 	return keys
 }
 
-var aboutKey = regexp.MustCompile(`(?s)field (.*) not found in type|mapping key ("(?:[^"\\]|\\.)*") already defined`)
+var aboutKey = regexp.MustCompile(`(?s)unknown field ("(?:[^"\\]|\\.)*")|mapping key ("(?:[^"\\]|\\.)*") already defined`)
 
 // namesField reports whether msg names a field: "config: <path>: …" with
 // the path starting with a known top-level key, or ending with the
@@ -48,10 +48,7 @@ func namesField(msg string, top map[string]bool) bool {
 	if m == nil || i < 0 {
 		return false
 	}
-	key := m[1]
-	if m[2] != "" {
-		key, _ = strconv.Unquote(m[2])
-	}
+	key, _ := strconv.Unquote(m[1] + m[2])
 	return strings.HasSuffix(rest[:i], key) || strings.HasSuffix(rest[:i], "["+strconv.Quote(key)+"]")
 }
 

@@ -40,7 +40,7 @@ func (c *clientFlags) load() (*config.Config, error) {
 	if c.config == "" {
 		return nil, nil
 	}
-	return config.Load(c.config, withoutNATSEnv, config.Overrides{})
+	return config.Load(c.config, withoutNATSEnv, config.Overrides{Env: os.LookupEnv})
 }
 
 // pipelineOf returns the pipeline named by --pipeline in cfg (its only

@@ -53,7 +53,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 		return errUsage
 	}
-	var ov config.Overrides
+	ov := config.Overrides{Env: os.LookupEnv} // ${NATS_URL} in the file is the variable's value
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "metrics-addr":
