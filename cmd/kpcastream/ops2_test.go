@@ -1,9 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/kpcastream/kpcastream/internal/buildinfo"
 )
 
 // TestRunLogStart: "run" logs the embedded server's start in one line (its
@@ -57,5 +64,70 @@ func TestNoServerHint(t *testing.T) {
 	code, _, errOut := runCmd(t, "snapshot", "ls", "--config", cfgFile, "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)))
 	if code != 1 || strings.Contains(errOut, "hint:") {
 		t.Errorf("explicit URL: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestMicroInfo: what "nats micro info kpcastream" shows: the binary's
+// version, each endpoint once (the member's own ones named member-<op>,
+// on their old subjects) with a small metadata of its own, and no stats
+// JSON repeated under every endpoint (issue 23, item 9).
+func TestMicroInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	dir := t.TempDir()
+	natsPort, httpPort := freePort(t), freePort(t)
+	w := startRun(t, opsConfig(t, dir, natsPort, httpPort, 4, "json"), httpPort)
+	defer w.stop(t)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var info micro.Info
+	m, err := nc.Request("$SRV.INFO.kpcastream", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	if want := buildinfo.Read().SemVer(); info.Version != want || info.Metadata["build"] != buildinfo.Read().Version {
+		t.Errorf("service version %q (build %q), want the binary's %q", info.Version, info.Metadata["build"], want)
+	}
+	member := info.Metadata["member"]
+	names := map[string]string{}
+	for _, ep := range info.Endpoints {
+		if prev, dup := names[ep.Name]; dup {
+			t.Errorf("endpoint %q listed twice (%s, %s)", ep.Name, prev, ep.Subject)
+		}
+		names[ep.Name] = ep.Subject
+		md, _ := json.Marshal(ep.Metadata)
+		if ep.Metadata["description"] == "" || len(md) > 400 {
+			t.Errorf("endpoint %s: metadata %s, want a short description of its own", ep.Name, md)
+		}
+	}
+	for name, subj := range map[string]string{"stats": "kpcastream.stats", "model": "kpcastream.model", "member-stats": "kpcastream.i." + member + ".stats",
+		"member-reset": "kpcastream.i." + member + ".reset"} {
+		if names[name] != subj {
+			t.Errorf("endpoint %s on %q, want %q (endpoints %v)", name, names[name], subj, names)
+		}
+	}
+	m, err = nc.Request("$SRV.STATS.kpcastream", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range st.Endpoints {
+		if len(ep.Data) > 0 && string(ep.Data) != "null" {
+			t.Errorf("endpoint %s carries stats data %.80s…", ep.Name, ep.Data)
+		}
+	}
+	// The member's endpoints still answer on their subjects.
+	if m, err := nc.Request("kpcastream.i."+member+".stats", nil, 5*time.Second); err != nil || !strings.Contains(string(m.Data), "ops") {
+		t.Errorf("member stats: %v %v", m, err)
 	}
 }

@@ -58,8 +58,12 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return errUsage
 	}
-	if o.subject == "" || o.in == "" || fs.NArg() > 0 || o.batch < 1 || o.rate < 0 {
-		fmt.Fprintln(stderr, "usage: kpcastream publish --subject S --in FILE.csv|- [flags]")
+	const use = "usage: kpcastream publish --subject S --in FILE.csv|- [flags]"
+	if missingFlags(stderr, fs, use, "subject", "in") {
+		return errUsage
+	}
+	if fs.NArg() > 0 || o.batch < 1 || o.rate < 0 {
+		fmt.Fprintln(stderr, use)
 		fs.PrintDefaults()
 		return errUsage
 	}

@@ -48,7 +48,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return errUsage
 	}
-	if *cfgPath == "" || fs.NArg() > 0 {
+	if missingFlags(stderr, fs, "usage: kpcastream run --config FILE [flags]", "config") {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: kpcastream run --config FILE [flags]")
 		fs.PrintDefaults()
 		return errUsage

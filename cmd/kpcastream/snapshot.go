@@ -68,7 +68,14 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || cf.config == "" || (op != "ls" && *key == "") {
+	required := []string{"config"}
+	if op != "ls" {
+		required = append(required, "key")
+	}
+	if missingFlags(stderr, fs, "usage: kpcastream snapshot "+op+" --config FILE [flags]", required...) {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fs.Usage()
 		return errUsage
 	}
