@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -127,5 +128,35 @@ func TestUsageHelp(t *testing.T) {
 	var b bytes.Buffer
 	if c := runMain(context.Background(), []string{"completion", "tcsh"}, &b, &b); c != 2 || !strings.Contains(b.String(), `unknown shell "tcsh"`) {
 		t.Errorf("completion tcsh: %d %q", c, b.String())
+	}
+}
+
+// TestExamplesUseRealFlags: every flag in the -h examples is one the
+// command accepts.
+func TestExamplesUseRealFlags(t *testing.T) {
+	for name, ex := range examples {
+		for _, line := range strings.Split(strings.ReplaceAll(ex, "\\\n", " "), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			f := strings.Fields(line)
+			if i := slices.Index(f, "kpcastream"); i >= 0 {
+				f = f[i:]
+			}
+			if len(f) < 2 || f[0] != "kpcastream" {
+				continue
+			}
+			cmd, sub := f[1], ""
+			if len(f) > 2 && len(subcommands[cmd]) > 0 && !strings.HasPrefix(f[2], "-") {
+				sub = f[2]
+			}
+			known := map[string]bool{"--version": true}
+			for _, fi := range commandFlags(cmd, sub) {
+				known["--"+fi.name] = true
+			}
+			for _, w := range f[2:] {
+				if strings.HasPrefix(w, "--") && !known[w] {
+					t.Errorf("examples of %s: %q uses %s, which %s %s does not accept", name, strings.TrimSpace(line), w, cmd, sub)
+				}
+			}
+		}
 	}
 }
