@@ -1,10 +1,17 @@
 # kpcastream container image: a static binary on a distroless, non-root base.
 #
-#   docker build -t kpcastream .
+#   docker build -t kpcastream \
+#     --build-arg VERSION="$(git describe --tags --always --dirty)" \
+#     --build-arg REVISION="$(git rev-parse HEAD)" .
 #   docker run --rm -p 9090:9090 \
-#     -v "$PWD/deploy/compose/kpcastream-p0.yaml:/etc/kpcastream/config.yaml:ro" \
+#     -v "$PWD/deploy/compose/kpcastream.yaml:/etc/kpcastream/config.yaml:ro" \
 #     kpcastream --config /etc/kpcastream/config.yaml --nats-url nats://nats:4222
 #
+# Version: the build context holds no .git, so "go build" cannot stamp the
+#         version itself; VERSION and REVISION are written to
+#         internal/buildinfo/stamp.txt and reported by "kpcastream version",
+#         kpcastream_build_info and the NATS micro service. Without them the
+#         image reports (devel) and unknown.
 # Config: mount the YAML file at /etc/kpcastream/config.yaml (the default
 # CMD); flags after the image name replace CMD and are passed to "run".
 # Data:   /var/lib/kpcastream is the working directory and a volume, owned
@@ -20,6 +27,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+ARG VERSION=""
+ARG REVISION=""
+RUN printf 'version=%s\nrevision=%s\n' "$VERSION" "$REVISION" > internal/buildinfo/stamp.txt
 # The same command as .ci/run's static build: keep the flags identical.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/kpcastream ./cmd/kpcastream
 RUN mkdir -p /out/data

@@ -88,7 +88,8 @@ type TLS struct {
 type Embedded struct {
 	// Host is the listen address. Default 127.0.0.1.
 	Host string `yaml:"host"`
-	// Port is the client port; -1 picks a free port. Default 4222.
+	// Port is the client port; -1 picks a free port. Default 4222. Env
+	// KPCASTREAM_EMBEDDED_PORT.
 	Port int `yaml:"port"`
 	// StoreDir is the directory the embedded nats-server keeps its JetStream
 	// store in, as nats-server's own store_dir: the store is its "jetstream"
@@ -121,10 +122,15 @@ type Overrides struct {
 	MetricsAddr *string
 	DataDir     *string
 	LogFormat   *string
+	// Env, when not nil, looks up the variables of the file's ${VAR}
+	// references instead of Read's getenv (the commands hide the NATS_*
+	// variables from getenv, not from an explicit ${NATS_URL}).
+	Env func(string) (string, bool)
 }
 
 // Load reads the YAML file at path (strict: unknown fields are errors),
-// then applies the environment (looked up with getenv; nil means
+// substituting its ${VAR} and ${VAR:default} references first (see
+// expand), then applies the environment (looked up with getenv; nil means
 // os.LookupEnv) and the flag overrides, applies defaults and validates.
 // Precedence: flags > env > file > defaults. Every validation problem is
 // reported at once.
@@ -148,17 +154,24 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	lookup := ov.Env
+	if lookup == nil {
+		lookup = getenv
+	}
+	data, subErrs := expand(data, lookup)
+	if len(subErrs) > 0 {
+		return nil, errors.Join(subErrs...)
+	}
 	decErrs, complete := decodeYAML(data, &c)
 	if !complete {
 		return nil, errors.Join(decErrs...)
 	}
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	c.applyEnv(getenv)
+	errs := append(decErrs, c.applyEnv(getenv)...)
 	c.applyOverrides(ov)
 	c = c.WithDefaults()
-	errs := decErrs
 	if err := c.Validate(); err != nil {
 		var undecoded []string
 		for _, e := range decErrs {
@@ -191,7 +204,9 @@ func within(path, outer string) bool {
 	return rest == "" || rest[0] == '.' || rest[0] == '['
 }
 
-func (c *Config) applyEnv(getenv func(string) (string, bool)) {
+// applyEnv sets the fields that environment variables override; a value
+// that does not parse is returned as a problem of its field.
+func (c *Config) applyEnv(getenv func(string) (string, bool)) []error {
 	set := func(dst *string, names ...string) {
 		for _, n := range names {
 			if v, ok := getenv(n); ok && v != "" {
@@ -213,6 +228,14 @@ func (c *Config) applyEnv(getenv func(string) (string, bool)) {
 	set(&c.DataDir, "KPCASTREAM_DATA_DIR")
 	set(&c.Log.Format, "KPCASTREAM_LOG_FORMAT")
 	set(&c.Log.Level, "KPCASTREAM_LOG_LEVEL")
+	if v, ok := getenv("KPCASTREAM_EMBEDDED_PORT"); ok && v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return []error{fielderr.New(scope, nil, "embedded.port", "env KPCASTREAM_EMBEDDED_PORT=%q is not a port number", v)}
+		}
+		c.Embedded.Port = n
+	}
+	return nil
 }
 
 func (c *Config) applyOverrides(ov Overrides) {
@@ -270,6 +293,11 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fielderr.New(scope, nil, field, format, args...))
+	}
+	if c.NATS.URL != "" {
+		if err := checkNATSURL(c.NATS.URL); err != nil {
+			bad("nats.url", "%v", err)
+		}
 	}
 	if c.NATS.ReconnectWait < 0 {
 		bad("nats.reconnect_wait", "must be > 0, got %v", c.NATS.ReconnectWait)
@@ -336,7 +364,12 @@ func decodeYAML(data []byte, c *Config) (errs []error, complete bool) {
 		fields := map[int][]lineField{}
 		lineFields(&root, "", fields)
 		for _, msg := range te.Errors {
-			errs = append(errs, decodeErr(errorPath(msg, fields), msg))
+			path := errorPath(msg, fields)
+			if m := reUnknown.FindStringSubmatch(msg); m != nil {
+				// Named by its YAML path, not the decoder's Go type.
+				msg = unknownField(m[1], m[2], path)
+			}
+			errs = append(errs, decodeErr(path, msg))
 		}
 		complete = len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode
 		if !complete {

@@ -15,9 +15,31 @@
 // ("config: pipelines[0].learner.dim: line 7: cannot unmarshal !!str `x`
 // into int"; an unknown or duplicate key is named itself); only a syntax
 // error, or a file that is not one mapping, is named by its line alone
-// ("config: yaml: line 3: …"). The file holds one YAML document: a second
-// one, or trailing text, is an error. Read never panics; FuzzRead checks
-// these rules on arbitrary input.
+// ("config: yaml: line 3: …"). An unknown field is named by its YAML path
+// with the closest known field and the mapping's fields ("config: nats.ulr:
+// line 2: unknown field "ulr"; did you mean "url"? (nats has url, name,
+// …)"). The file holds one YAML document: a second one, or trailing text,
+// is an error. Read never panics; FuzzRead checks these rules on arbitrary
+// input.
+//
+// # Environment variables in the file
+//
+// Before the YAML is parsed, its raw text is searched for references to
+// environment variables, as Redpanda Connect (Benthos) does:
+//
+//	${VAR}           the value of VAR; VAR unset is an error naming it
+//	${VAR:default}   the value of VAR, or default when VAR is unset or empty
+//	$${              a literal "${" ($${VAR} reads ${VAR})
+//
+// VAR is letters, digits and _, not starting with a digit; a default is
+// any text without "}". Lines whose first non-blank character is "#"
+// (comments) are left alone. The value is inserted as text, so it is read
+// as YAML: quote a reference whose value may hold YAML syntax (password:
+// "${NATS_PASSWORD}"). Every bad reference is reported with its line
+// ("config: substitution: line 3: ${MY_NATS}: environment variable MY_NATS
+// is not set …"), before anything else. The commands look the variables
+// up in the whole environment (Overrides.Env), the NATS_* variables
+// included.
 //
 // Only cmd imports config. See examples/kpcastream.yaml for a complete file.
 //
@@ -32,7 +54,7 @@
 // its default.
 //
 //	field                                 unit / values              default                 env / flag
-//	nats.url                              comma-separated URLs       "" (embedded server)    NATS_URL, KPCASTREAM_NATS_URL / --nats-url
+//	nats.url                              comma-separated URLs, each [nats|tls|ws|wss://][user[:pass]@]host[:port]  "" (embedded server)    NATS_URL, KPCASTREAM_NATS_URL / --nats-url
 //	nats.name                             client name                kpcastream
 //	nats.creds                            credentials file           ""                      NATS_CREDS
 //	nats.nkey                             nkey seed file             ""                      NATS_NKEY
@@ -42,7 +64,7 @@
 //	nats.tls.cert, nats.tls.key           PEM client cert and key    ""                      NATS_CERT, NATS_KEY
 //	nats.reconnect_wait                   duration (reconnects forever) 2s
 //	embedded.host                         listen host                127.0.0.1
-//	embedded.port                         port (-1 = any free)       4222
+//	embedded.port                         port (-1 = any free)       4222                    KPCASTREAM_EMBEDDED_PORT
 //	embedded.store_dir                    directory                  <data_dir> (store in its jetstream/)
 //	data_dir                              directory                  kpcastream-data         KPCASTREAM_DATA_DIR / --data-dir
 //	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format

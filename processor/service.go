@@ -17,13 +17,16 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kpcastream/kpcastream/internal/buildinfo"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
-// Version is the micro service version.
-const Version = "0.1.0"
+// Version is the micro service version: the binary's own (internal/buildinfo,
+// as kpcastream_build_info and "kpcastream version" report it) as a
+// semantic version, "0.0.0-devel+<revision>" for an untagged build.
+var Version = buildinfo.Read().SemVer()
 
 // KeyRequest is the body of the model, snapshot and reset requests.
 type KeyRequest struct {
@@ -530,11 +533,14 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 // request), 404 (unknown pipeline or key), 409 (conflict), 503 (partition
 // moving or instance stopping: retry) or 500.
 func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
+	// The counters are served by the stats endpoints, not as every
+	// endpoint's stats data (which "nats micro info" would print under
+	// each of them).
+	bi := buildinfo.Read()
 	svc, err := micro.AddService(p.conn, micro.Config{
 		Name: p.cfg.ServiceName, Version: Version,
-		Description:  "online kernel PCA stream processor",
-		Metadata:     map[string]string{"member": p.id},
-		StatsHandler: func(*micro.Endpoint) any { return p.Stats() },
+		Description: "online kernel PCA stream processor",
+		Metadata:    map[string]string{"member": p.id, "build": bi.Version, "revision": bi.Revision, "go": bi.GoVersion},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("processor: micro service: %w", err)
@@ -562,15 +568,20 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 	}
 	type endpoint struct {
 		name string
+		desc string // the endpoint's metadata "description"
 		h    func(context.Context, KeyRequest) (any, error)
 	}
 	keyOps := func(forward bool) []endpoint {
+		scope := "the key's owner answers (forwarded)"
+		if !forward {
+			scope = "answered only for a partition this member runs"
+		}
 		return []endpoint{
-			{"model", func(ctx context.Context, kr KeyRequest) (any, error) {
+			{"model", "the key's model export (kpcastream.model/v1); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
 				r, err := p.controlAt(ctx, "model", kr.Pipeline, kr.Key, forward)
 				return r.data, err
 			}},
-			{"snapshot", func(ctx context.Context, kr KeyRequest) (any, error) {
+			{"snapshot", "save the key's snapshot now (no key: every key of the pipeline); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
 				if kr.Key == "" && forward {
 					n, err := p.clusterSnapshot(ctx, kr.Pipeline)
 					return map[string]int{"snapshots": n}, err
@@ -582,27 +593,31 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 				r, err := p.controlAt(ctx, "snapshot", kr.Pipeline, kr.Key, forward)
 				return map[string]int{"snapshots": r.n}, err
 			}},
-			{"reset", func(ctx context.Context, kr KeyRequest) (any, error) {
+			{"reset", "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
 				_, err := p.controlAt(ctx, "reset", kr.Pipeline, kr.Key, forward)
 				return map[string]bool{"reset": true}, err
 			}},
 		}
 	}
 	shared := append([]endpoint{
-		{"stats", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterStats(ctx, kr.Pipeline) }},
-		{"pipelines", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterPipelines(ctx, kr.Pipeline) }},
+		{"stats", "counters of every member, summed", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterStats(ctx, kr.Pipeline) }},
+		{"pipelines", "the pipelines' settings and the keys of every member", func(ctx context.Context, kr KeyRequest) (any, error) { return p.clusterPipelines(ctx, kr.Pipeline) }},
 	}, keyOps(true)...)
 	own := append([]endpoint{
-		{"stats", func(context.Context, KeyRequest) (any, error) { return p.Stats(), nil }},
-		{"pipelines", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
+		{"stats", "this member's counters", func(context.Context, KeyRequest) (any, error) { return p.Stats(), nil }},
+		{"pipelines", "the pipelines' settings and this member's keys", func(context.Context, KeyRequest) (any, error) { return p.Pipelines(), nil }},
 	}, keyOps(false)...)
+	// The member's own endpoints are named "member-<op>" (their subjects
+	// are <service>.i.<member>.<op>, as before), so that each name is
+	// listed once by "nats micro info".
 	for _, grp := range []struct {
-		prefix string
-		eps    []endpoint
-	}{{p.cfg.ServiceName, shared}, {p.cfg.ServiceName + ".i." + p.id, own}} {
+		prefix, name, scope string
+		eps                 []endpoint
+	}{{p.cfg.ServiceName, "", "cluster", shared}, {p.cfg.ServiceName + ".i." + p.id, "member-", "member", own}} {
 		g := svc.AddGroup(grp.prefix)
 		for _, ep := range grp.eps {
-			if err := g.AddEndpoint(ep.name, handler(ep.h), micro.WithEndpointMetadata(map[string]string{"member": p.id})); err != nil {
+			md := map[string]string{"scope": grp.scope, "description": ep.desc, "request": `{"pipeline": "P", "key": "K"} (both optional where one is implied)`}
+			if err := g.AddEndpoint(grp.name+ep.name, handler(ep.h), micro.WithEndpointSubject(ep.name), micro.WithEndpointMetadata(md)); err != nil {
 				_ = svc.Stop()
 				return nil, fmt.Errorf("processor: micro endpoint %s.%s: %w", grp.prefix, ep.name, err)
 			}

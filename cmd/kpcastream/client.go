@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +41,7 @@ func (c *clientFlags) load() (*config.Config, error) {
 	if c.config == "" {
 		return nil, nil
 	}
-	return config.Load(c.config, withoutNATSEnv, config.Overrides{})
+	return config.Load(c.config, withoutNATSEnv, config.Overrides{Env: os.LookupEnv})
 }
 
 // pipelineOf returns the pipeline named by --pipeline in cfg (its only
@@ -87,7 +88,22 @@ func (c *clientFlags) connect(cfg *config.Config, name string) (*nats.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	return natsconn.Connect(s, natsconn.Conn{Name: name, DefaultURL: def})
+	nc, err := natsconn.Connect(s, natsconn.Conn{Name: name, DefaultURL: def})
+	if err != nil && s.URL == "" && errors.Is(err, nats.ErrNoServers) {
+		return nil, fmt.Errorf("%w\n%s", err, c.noServerHint())
+	}
+	return nc, err
+}
+
+// noServerHint says why nothing answers at the default URL: with a --config
+// file whose server is the embedded one, that server lives only inside
+// "kpcastream run"; without one, no server was named.
+func (c *clientFlags) noServerHint() string {
+	standalone := "or run a standalone server (nats-server -js, or docker run -p 4222:4222 nats -js) and point the commands and the workers at it (--nats-url, NATS_URL or nats.url)"
+	if c.config != "" {
+		return fmt.Sprintf("hint: %s uses the embedded NATS server, which runs only while \"kpcastream run --config %s\" runs (its data stays in data_dir): start it, in another terminal, %s", c.config, c.config, standalone)
+	}
+	return "hint: no server was named (--nats-url, NATS_URL, a nats context or --config), so the default was tried: start \"kpcastream run --config FILE\" (its embedded server) and give the commands the same --config, " + standalone
 }
 
 // connectJS is connect with a JetStream context on the connection; the

@@ -191,10 +191,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if ln != nil {
 		fmt.Fprintf(stdout, "  live page http://%s/ui/  (JSON API under /api/v1/, Prometheus /metrics)\n", ln.Addr())
 	}
-	fmt.Fprintf(stdout, "  input  demo.sensors.<key>.features (stream DEMO), %d keys, d=%d, %d msgs/s; the structure changes every %s\n", o.keys, o.dim, o.rate, o.driftEvery)
+	fmt.Fprintf(stdout, "  input  demo.sensors.<key>.features (stream DEMO), %s, d=%d, %d msgs/s; the structure changes every %s\n", plural(o.keys, "key"), o.dim, o.rate, o.driftEvery)
 	fmt.Fprintf(stdout, "  learner %s (B=%d, k=%d, rbf γ=%g, forget %g); outputs on kpca.out.demo.<key>\n", o.learner, o.budget, o.components, o.gamma, o.forget)
 	if o.workers > 1 {
-		fmt.Fprintf(stdout, "  %d workers share %d partitions; they join %s apart, and each change of owners is printed\n", o.workers, o.partitions, demoJoinEvery)
+		fmt.Fprintf(stdout, "  %d workers share %s; they join %s apart, and each change of owners is printed\n", o.workers, plural(o.partitions, "partition"), demoJoinEvery)
 	}
 	fmt.Fprintf(stdout, "  other programs can publish to and subscribe on this server while it runs; Ctrl-C stops\n\n")
 
@@ -356,7 +356,7 @@ func demoReport(ctx context.Context, nc *nats.Conn, o *demoOptions, st *demoStat
 			line += fmt.Sprintf("  spe %.4f  t2 %.2f  basis v%d", out.SPE, out.T2, out.BasisVersion)
 		}
 		if o.keys > shown {
-			line += fmt.Sprintf("\n        … and %d more keys (see the live page)", o.keys-shown)
+			line += fmt.Sprintf("\n        … and %s more (see the live page)", plural(o.keys-shown, "key"))
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -418,7 +418,7 @@ func demoOwners(ctx context.Context, nc *nats.Conn, every time.Duration, w io.Wr
 		for _, p := range stats[0].Partitions {
 			parts = append(parts, fmt.Sprintf("p%d→%s(e%d)", p.Partition, p.Member[:min(6, len(p.Member))], p.Epoch))
 		}
-		line := fmt.Sprintf("%d members: %s", len(members), strings.Join(parts, " "))
+		line := fmt.Sprintf("%s: %s", plural(len(members), "member"), strings.Join(parts, " "))
 		if line != last {
 			fmt.Fprintf(w, "%5.0fs owners  %s\n", time.Since(start).Seconds(), line)
 			last = line

@@ -269,7 +269,7 @@ func dlqEntryOf(seq uint64, ts time.Time, subject string, h nats.Header, data []
 // printDLQ writes entries as a table (payload and detail shortened) or as
 // JSON lines.
 func printDLQ(w io.Writer, entries []*dlqEntry, asJSON bool) error {
-	return printRows(w, entries, asJSON, "SEQ\tTIME\tPIPELINE\tKEY\tREASON\tSUBJECT\tINPUT SEQ\tDETAIL\tPAYLOAD", "dead letters",
+	return printRows(w, entries, asJSON, "SEQ\tTIME\tPIPELINE\tKEY\tREASON\tSUBJECT\tINPUT SEQ\tDETAIL\tPAYLOAD", "dead letter",
 		func(e *dlqEntry) []any {
 			return []any{e.Seq, e.Time.UTC().Format(time.RFC3339), e.Pipeline, e.Key, e.Reason,
 				e.Subject, e.InputSeq, shorten(e.Detail, 60), shorten(string(e.Payload), 60)}
@@ -277,7 +277,8 @@ func printDLQ(w io.Writer, entries []*dlqEntry, asJSON bool) error {
 }
 
 // printRows writes rows as JSON lines, or as a table: the tab-separated
-// header, a line of cells per row, and "<count> <what>".
+// header, a line of cells per row, and the count of what (a singular noun:
+// "1 dead letter", "2 dead letters").
 func printRows[T any](w io.Writer, rows []T, asJSON bool, header, what string, cells func(T) []any) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -299,7 +300,7 @@ func printRows[T any](w io.Writer, rows []T, asJSON bool, header, what string, c
 		}
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintf(tw, "%d %s\n", len(rows), what)
+	fmt.Fprintln(tw, plural(len(rows), what))
 	return tw.Flush()
 }
 
@@ -367,6 +368,6 @@ func republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, strea
 	if dry {
 		verb, sent = "would republish", len(entries)
 	}
-	fmt.Fprintf(stdout, "%s %d dead letters\n", verb, sent)
+	fmt.Fprintf(stdout, "%s %s\n", verb, plural(sent, "dead letter"))
 	return nil
 }

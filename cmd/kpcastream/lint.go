@@ -44,7 +44,10 @@ func runLint(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return errUsage
 	}
-	if *cfgPath == "" || fs.NArg() > 0 {
+	if missingFlags(stderr, fs, "usage: kpcastream lint --config FILE", "config") {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: kpcastream lint --config FILE")
 		fs.PrintDefaults()
 		return errUsage

@@ -8,6 +8,11 @@
 //	kpcastream snapshot ls|show|rm ... the learners' snapshots of a pipeline
 //	kpcastream replay ...              offline replay of a CSV file through a learner, no NATS
 //	kpcastream bench ...               end-to-end benchmark
+//	kpcastream lint --config FILE      check a configuration file
+//	kpcastream project ...             apply a model export to a CSV file
+//	kpcastream version, --version      the binary's version
+//	kpcastream help CMD, CMD -h        the flags and examples of a command
+//	kpcastream completion bash|zsh|fish  a shell completion script
 //
 // Each subcommand lives in its own file and registers itself in commands.
 package main
@@ -20,7 +25,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
 )
 
@@ -37,6 +41,10 @@ var commands = map[string]command{}
 // errUsage marks an error already explained by a usage message (exit code 2).
 var errUsage = errors.New("usage")
 
+// errInterrupted marks a command stopped by SIGINT or SIGTERM before it
+// finished (exit code 130, as a shell reports a Ctrl-C).
+var errInterrupted = errors.New("interrupted")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -46,12 +54,15 @@ func main() {
 
 // runMain dispatches to a subcommand and returns the process exit code.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage(stderr)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -61,12 +72,16 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printExamples(stderr, args[0])
 			return 0
 		}
 		if errors.Is(err, errUsage) {
 			return 2
 		}
 		fmt.Fprintf(stderr, "kpcastream %s: %v\n", args[0], err)
+		if errors.Is(err, errInterrupted) {
+			return 130
+		}
 		return 1
 	}
 	return 0
@@ -74,13 +89,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: kpcastream <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nrun 'kpcastream <command> -h' for the flags of a command")
+	fmt.Fprintln(w, "\nrun 'kpcastream <command> -h' (or 'kpcastream help <command>') for the flags and examples of a command;\n'kpcastream --version' prints the version")
 }

@@ -182,7 +182,7 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("second dead letter %+v", e)
 	}
 	code, out, _ := runCmd(t, "dlq", "ls", "--config", cfgFile, "--reason", "dimension")
-	if code != 0 || !strings.Contains(out, "1 dead letters") || !strings.Contains(out, "wide") {
+	if code != 0 || !strings.Contains(out, "1 dead letter\n") || !strings.Contains(out, "wide") {
 		t.Errorf("dlq ls --reason dimension: %d\n%s", code, out)
 	}
 	if code, _, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile); code != 1 || !strings.Contains(errOut, "select") {
@@ -204,7 +204,7 @@ func TestDLQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCmd(t, "dlq", "republish", "--config", cfgFile, "--reason", "too_large", "--delete")
-	if code != 0 || !strings.Contains(out, "republished 1 dead letters") {
+	if code != 0 || !strings.Contains(out, "republished 1 dead letter\n") {
 		t.Fatalf("republish: %d %s %s", code, out, errOut)
 	}
 	got := map[string]bool{}
@@ -223,7 +223,7 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("outputs %v, want b1, b2, b3", got)
 	}
 	code, out, _ = runCmd(t, "dlq", "ls", "--config", cfgFile)
-	if code != 0 || !strings.Contains(out, "1 dead letters") || strings.Contains(out, "too_large") {
+	if code != 0 || !strings.Contains(out, "1 dead letter\n") || strings.Contains(out, "too_large") {
 		t.Errorf("after republish --delete: %d\n%s", code, out)
 	}
 }
@@ -411,6 +411,10 @@ func TestSnapshotCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	outs, err := nc.SubscribeSync("res.s1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	warm(t, nc, "s1", 20, codec.JSON)
 	warm(t, nc, "s2", 20, codec.JSON)
 	lsJSON := func() map[string]snapInfo {
@@ -439,6 +443,20 @@ func TestSnapshotCmd(t *testing.T) {
 		if got["s1"].Seen == 20 && got["s2"].Seen == 20 {
 			if si := got["s1"]; si.Learner != "ikpca" || si.LastSeq != 20 || si.Bytes == 0 || si.Dim != 3 || si.Error != "" {
 				t.Errorf("s1: %+v", si)
+			}
+			// The basis version listed is the one of the key's last output.
+			var last codec.Output
+			for {
+				m, err := outs.NextMsg(time.Second)
+				if err != nil {
+					break
+				}
+				if err := json.Unmarshal(m.Data, &last); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if last.BasisVersion == 0 || got["s1"].BasisVersion != int64(last.BasisVersion) {
+				t.Errorf("s1: snapshot ls says basis version %d, its last output (seq %d) %d", got["s1"].BasisVersion, last.Seq, last.BasisVersion)
 			}
 			break
 		}

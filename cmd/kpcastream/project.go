@@ -148,7 +148,10 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return errUsage
 	}
-	if *modelPath == "" || *inPath == "" || fs.NArg() > 0 {
+	if missingFlags(stderr, fs, "usage: kpcastream project --model model.json --in data.csv [--out FILE] [--drop a,b] [--id-column C]", "model", "in") {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: kpcastream project --model model.json --in data.csv [--out FILE] [--drop a,b] [--id-column C]")
 		fs.PrintDefaults()
 		return errUsage

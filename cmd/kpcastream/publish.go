@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -57,8 +58,12 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return errUsage
 	}
-	if o.subject == "" || o.in == "" || fs.NArg() > 0 || o.batch < 1 || o.rate < 0 {
-		fmt.Fprintln(stderr, "usage: kpcastream publish --subject S --in FILE.csv|- [flags]")
+	const use = "usage: kpcastream publish --subject S --in FILE.csv|- [flags]"
+	if missingFlags(stderr, fs, use, "subject", "in") {
+		return errUsage
+	}
+	if fs.NArg() > 0 || o.batch < 1 || o.rate < 0 {
+		fmt.Fprintln(stderr, use)
 		fs.PrintDefaults()
 		return errUsage
 	}
@@ -86,14 +91,21 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		defer f.Close()
+		// A file is checked whole before anything is sent: the width of
+		// every row (given the pipeline's dimension), then every value.
 		if o.dim > 0 {
-			// A file is checked whole before anything is sent.
 			if err := checkWidths(f, o.in, o.dim, splitCols(o.drop), strings.TrimSpace(o.idColumn)); err != nil {
 				return err
 			}
 			if _, err := f.Seek(0, io.SeekStart); err != nil {
 				return err
 			}
+		}
+		if err := checkValues(f, o.in, splitCols(o.drop), strings.TrimSpace(o.idColumn)); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
 		}
 		r = f
 	}
@@ -150,7 +162,7 @@ func checkWidths(r io.Reader, name string, dim int, drop []string, id string) er
 		if w := len(rec) - removed; w != dim {
 			nbad++
 			if len(bad) < 10 {
-				bad = append(bad, fmt.Sprintf("line %d: %d values", line, w))
+				bad = append(bad, fmt.Sprintf("line %d: %s", line, plural(w, "value")))
 			}
 		}
 	}
@@ -163,6 +175,25 @@ func checkWidths(r io.Reader, name string, dim int, drop []string, id string) er
 	}
 	return fmt.Errorf("%s: rows of the wrong width (the pipeline expects %d values per row): %s%s; nothing was published",
 		name, dim, strings.Join(bad, "; "), more)
+}
+
+// checkValues reads the CSV file r whole as publish will and reports the
+// first row it would stop at (a value that is not a finite number, an id
+// that is not UTF-8, a row of another width than the first), before
+// anything is published.
+func checkValues(r io.Reader, name string, drop []string, id string) error {
+	cr, err := csvin.NewReader(bufio.NewReaderSize(r, 1<<20), csvin.Options{Name: name, Drop: drop, ID: id, HeaderOptional: true})
+	if err != nil {
+		return fmt.Errorf("%w; nothing was published", err)
+	}
+	row := make([]float64, cr.Dim())
+	for {
+		if _, _, err := cr.Next(row); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%w; nothing was published", err)
+		}
+	}
 }
 
 // widthHint says what to do about rows of width got where want are expected.
@@ -221,8 +252,9 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	var (
 		batch []codec.Observation
 		buf   []byte
-		msgs  int
-		rows  int
+		msgs  int // messages published
+		rows  int // rows read
+		sent  int // rows published
 	)
 	start := time.Now()
 	var interval time.Duration
@@ -243,7 +275,7 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 		if tty && !final {
 			end = "\r"
 		}
-		fmt.Fprintf(stderr, "published %d messages (%d rows) to %s in %.1fs, %.0f msg/s%s", msgs, rows, o.subject, el, float64(msgs)/max(el, 1e-9), end)
+		fmt.Fprintf(stderr, "published %s (%s) to %s in %.1fs, %.0f msg/s%s", plural(msgs, "message"), plural(sent, "row"), o.subject, el, float64(msgs)/max(el, 1e-9), end)
 	}
 	lastProgress := start
 	send := func() error {
@@ -268,10 +300,13 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 		m := nats.NewMsg(o.subject)
 		m.Data = buf
 		m.Header.Set("Content-Type", enc.ContentType())
-		if err := publishMsg(ctx, nc, js, useJS, m); err != nil {
+		// An interrupt lets the message in flight land (or fail within
+		// publishMsg's bound), so that the count printed is exact.
+		if err := publishMsg(context.WithoutCancel(ctx), nc, js, useJS, m); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
 		msgs++
+		sent += len(batch)
 		batch = batch[:0]
 		if time.Since(lastProgress) > every {
 			lastProgress = time.Now()
@@ -279,27 +314,54 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 		}
 		return nil
 	}
+	// interrupted ends a run stopped by ctx (Ctrl-C): what was published
+	// so far is flushed and counted, on stderr and on stdout as at the end
+	// of a run, and the error maps to exit code 130.
+	interrupted := func() error {
+		ferr := nc.FlushTimeout(5 * time.Second)
+		progress(true)
+		fmt.Fprintf(stdout, "%d\n", msgs)
+		if ferr != nil {
+			return fmt.Errorf("%w: %s (%s) published before the interrupt, then a flush failed (%v): the last core NATS messages may be lost",
+				errInterrupted, plural(msgs, "message"), plural(sent, "row"), ferr)
+		}
+		return fmt.Errorf("%w: %s (%s) of %s published, the rest not sent", errInterrupted, plural(msgs, "message"), plural(sent, "row"), name)
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			break
+		if ctx.Err() != nil {
+			return interrupted()
 		}
 		x, id, err := cr.Next(make([]float64, cr.Dim()))
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return err
+			// Only stdin (or a file changed since its check) gets here.
+			if msgs == 0 {
+				return fmt.Errorf("%w; nothing was published", err)
+			}
+			if ferr := nc.FlushTimeout(5 * time.Second); ferr != nil {
+				return fmt.Errorf("%w; %s before it may have been published (flush: %v)", err, plural(sent, "row"), ferr)
+			}
+			return fmt.Errorf("%w; %s before it published (%s), the rest not: %s is checked as it is read — give a file with --in to have it checked whole before anything is sent",
+				err, plural(sent, "row"), plural(msgs, "message"), name)
 		}
 		ob := codec.Observation{ID: id, X: x}
 		batch = append(batch, ob)
 		rows++
 		if len(batch) == o.batch {
 			if err := send(); err != nil {
+				if ctx.Err() != nil {
+					return interrupted()
+				}
 				return err
 			}
 		}
 	}
 	if err := send(); err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		return err
 	}
 	if err := nc.Flush(); err != nil {
@@ -307,7 +369,21 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	}
 	progress(true)
 	fmt.Fprintf(stdout, "%d\n", msgs)
-	return ctx.Err()
+	return nil
+}
+
+// plural is "1 row", "2 rows", "0 passes": n and the noun, in the plural
+// unless n is 1 (regular English nouns: -es after s, x, ch and sh).
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	for _, suf := range []string{"s", "x", "ch", "sh"} {
+		if strings.HasSuffix(noun, suf) {
+			return fmt.Sprintf("%d %ses", n, noun)
+		}
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // subjectMatches reports whether the NATS subject filter matches subject.

@@ -239,8 +239,8 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 		}
 		return float64(a) / float64(b)
 	}
-	fmt.Fprintf(stdout, "replay: prequential accuracy %.4f over %d labelled rows; last half of the stream %.4f over %d (classifier on %s, %d classes, %d rows × %d passes)\n",
-		ratio(hits, labelled), labelled, ratio(lateHits, late), late, o.label.on, len(classes), n, o.passes)
+	fmt.Fprintf(stdout, "replay: prequential accuracy %.4f over %d labelled rows; last half of the stream %.4f over %d (classifier on %s, %d classes, %s × %s)\n",
+		ratio(hits, labelled), labelled, ratio(lateHits, late), late, o.label.on, len(classes), plural(n, "row"), plural(o.passes, "pass"))
 	var per []string
 	for c, name := range classes {
 		per = append(per, fmt.Sprintf("%s %d/%d", name, correct[c], counts[c]))

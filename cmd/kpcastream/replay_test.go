@@ -141,7 +141,7 @@ func TestReplayErrors(t *testing.T) {
 	}{
 		{"no_input", []string{"replay", "--model-out", model}, 2, "--in is required"},
 		{"no_model_out", []string{"replay", "--in", good}, 2, "--model-out is required"},
-		{"bad_cell", []string{"replay", "--in", bad, "--drop", "label", "--model-out", model}, 1, `line 3, column 3 ("b"): "oops" is not a finite number`},
+		{"bad_cell", []string{"replay", "--in", bad, "--drop", "label", "--model-out", model}, 1, `line 3, column 2 ("b"): "oops" is not a finite number`},
 		{"short_row", []string{"replay", "--in", short, "--model-out", model}, 1, "line 3: 1 columns, want 2"},
 		{"unknown_drop", []string{"replay", "--in", good, "--drop", "label", "--model-out", model}, 1, `--drop names column "label"`},
 		{"bad_learner", []string{"replay", "--in", good, "--learner", "pca", "--model-out", model}, 1, `unknown learner "pca"`},

@@ -48,12 +48,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return errUsage
 	}
-	if *cfgPath == "" || fs.NArg() > 0 {
+	if missingFlags(stderr, fs, "usage: kpcastream run --config FILE [flags]", "config") {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: kpcastream run --config FILE [flags]")
 		fs.PrintDefaults()
 		return errUsage
 	}
-	var ov config.Overrides
+	ov := config.Overrides{Env: os.LookupEnv} // ${NATS_URL} in the file is the variable's value
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "metrics-addr":
@@ -163,7 +166,8 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 			return err
 		}
 		embedded, url = s, u
-		log.Info("embedded nats-server started", zap.String("url", url), zap.String("store_dir", cfg.Embedded.StoreDir))
+		log.Info("embedded nats-server started", zap.String("url", url), zap.String("store_dir", cfg.Embedded.StoreDir),
+			zap.String("version", server.VERSION)) // its banner is logged at debug
 		defer func() {
 			s.Shutdown()
 			s.WaitForShutdown()
@@ -204,6 +208,7 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 			}
 		}()
 		log.Info("http listening", zap.String("addr", ln.Addr().String()))
+		log.Info("live page", zap.String("url", livePageURL(ln.Addr())))
 	}
 	runErr := p.Run(ctx)
 	timeout := cfg.Processor.WithDefaults().ShutdownTimeout
@@ -218,6 +223,19 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	_ = embedded
 	log.Info("stopped", zap.Error(runErr))
 	return runErr
+}
+
+// livePageURL is the address of the live page served on addr, as a
+// browser on this machine opens it (an unspecified address is loopback).
+func livePageURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/ui/"
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 // connect dials url with the configured authentication and TLS options,

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -67,7 +68,14 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || cf.config == "" || (op != "ls" && *key == "") {
+	required := []string{"config"}
+	if op != "ls" {
+		required = append(required, "key")
+	}
+	if missingFlags(stderr, fs, "usage: kpcastream snapshot "+op+" --config FILE [flags]", required...) {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
 		fs.Usage()
 		return errUsage
 	}
@@ -176,14 +184,32 @@ func describe(ctx context.Context, store *snapshot.Store, pipeline, key string, 
 	si.LastSeq, si.Epoch = snap.LastSeq, snap.Epoch
 	if st := snap.State; st != nil {
 		si.Learner, si.StateVersion, si.Seen = st.Kind, st.Version, st.Seen
-		si.BasisVersion = st.Ints["basis_version"]
 		si.Dim, si.Components, si.Budget = st.Config.Dim, st.Config.Components, st.Config.Budget
+		v, err := basisVersion(st)
+		if err != nil {
+			si.Error = err.Error()
+			return si
+		}
+		si.BasisVersion = int64(v)
 	}
 	return si
 }
 
+// basisVersion is the basis version a worker restoring st would publish
+// (its outputs' basis_version): the learner is restored as the worker
+// restores it and asked, since each kind keeps the counter under its own
+// name in its State ("version" for ikpca and kha, "basis_version" for
+// window and batch). A state the worker could not restore is an error.
+func basisVersion(st *learners.State) (uint64, error) {
+	l, err := learners.Restore(st)
+	if err != nil {
+		return 0, fmt.Errorf("cannot be restored: %w", err)
+	}
+	return l.Summary(nil).BasisVersion, nil
+}
+
 func printSnapshots(w io.Writer, infos []snapInfo, asJSON bool) error {
-	return printRows(w, infos, asJSON, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS", "snapshots",
+	return printRows(w, infos, asJSON, "KEY\tLAST SEQ\tEPOCH\tBYTES\tLEARNER\tSEEN\tBASIS VERSION\tSAVED\tSTATUS", "snapshot",
 		func(si snapInfo) []any {
 			status := "ok"
 			if si.Error != "" {

@@ -1,12 +1,41 @@
 // Package buildinfo reports what the running binary was built from: the
 // main module's version, the VCS revision and the Go version, read from
-// runtime/debug.ReadBuildInfo (stamped by "go build" in a git checkout).
+// runtime/debug.ReadBuildInfo (stamped by "go build" in a git checkout),
+// or from the file stamp.txt compiled into the binary where the build has
+// no VCS information: the container image's build context holds no .git,
+// so the Dockerfile writes its ARG VERSION and REVISION there before "go
+// build" (whose command line stays the one .ci/run uses). The file holds
+// "version=…" and "revision=…" lines; the committed one is empty.
 package buildinfo
 
 import (
+	_ "embed"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
+
+//go:embed stamp.txt
+var stamp string
+
+// parseStamp returns the version and revision lines of a stamp file
+// (blank values, unknown keys and comments are ignored).
+func parseStamp(s string) (version, revision string) {
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "version":
+			version = strings.TrimSpace(v)
+		case "revision":
+			revision = strings.TrimSpace(v)
+		}
+	}
+	return version, revision
+}
 
 // Info is what the binary was built from. Unknown values are "unknown".
 type Info struct {
@@ -40,5 +69,44 @@ func Read() Info {
 	if dirty && info.Revision != "unknown" {
 		info.Revision += "-dirty"
 	}
+	v, rev := parseStamp(stamp)
+	return stamped(info, v, rev)
+}
+
+// stamped is info with the stamped values v and rev where they are set.
+func stamped(info Info, v, rev string) Info {
+	if v = strings.TrimSpace(v); v != "" {
+		info.Version = v
+	}
+	if rev = strings.TrimSpace(rev); rev != "" {
+		info.Revision = rev
+	}
 	return info
+}
+
+// semVer is the regular expression semver.org suggests (as the NATS micro
+// package validates a service's version).
+var semVer = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+
+// SemVer is Version as a semantic version, for the NATS micro service
+// (which accepts nothing else): "v1.2.3" and Go's pseudo-versions lose
+// their "v"; a version that is not one ("(devel)", "unknown") becomes
+// "0.0.0-devel", with the revision's first 12 characters as build metadata
+// when it is known ("0.0.0-devel+0123456789ab").
+func (i Info) SemVer() string {
+	if v := strings.TrimPrefix(i.Version, "v"); semVer.MatchString(v) {
+		return v
+	}
+	rev := i.Revision
+	if rev == "unknown" {
+		rev = ""
+	}
+	rev = strings.TrimSuffix(rev, "-dirty")
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" || !semVer.MatchString("0.0.0+"+rev) {
+		return "0.0.0-devel"
+	}
+	return "0.0.0-devel+" + rev
 }

@@ -17,8 +17,12 @@
 //     (codec rejects anything else, so a row is rejected here with its line
 //     and column rather than later as a whole message).
 //
-// Errors name the file (Options.Name), the line and, for a bad field, the
-// 1-based byte column and the column's name. A Reader holds one row at a
+// Errors name the file (Options.Name), the line and, for a bad field, its
+// column: the 1-based position of the field in the row (dropped columns
+// count, as in the file) and the column's header name, or without a header
+// its 0-based index as --drop and --id-column take it: `line 3, column 3
+// ("c")`, `line 3, column 3 (index 2)`. A CSV syntax error names the
+// 1-based byte position in the line instead ("byte 5"). A Reader holds one row at a
 // time and is not safe for concurrent use.
 package csvin
 
@@ -143,7 +147,7 @@ func (c *Reader) csvError(what string, err error, rec []string) error {
 		return fmt.Errorf("%s: line %d: %d columns, want %d as in the first row", c.name, pe.StartLine, len(rec), c.ncols)
 	}
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %s: line %d, column %d: %w", c.name, what, pe.Line, pe.Column, pe.Err)
+		return fmt.Errorf("%s: %s: line %d, byte %d: %w", c.name, what, pe.Line, pe.Column, pe.Err)
 	}
 	return fmt.Errorf("%s: %s: %w", c.name, what, err)
 }
@@ -180,35 +184,31 @@ func (c *Reader) Next(dst []float64) (x []float64, id string, err error) {
 		}
 	}
 	line, _ := c.r.FieldPos(0)
-	col := func(i int) int {
-		_, cl := c.r.FieldPos(i)
-		return cl
-	}
 	for j, i := range c.keep {
 		s := strings.TrimSpace(rec[i])
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, "", fmt.Errorf("%s: line %d, column %d (%s): %q is not a finite number", c.name, line, col(i), c.colName(i), s)
+			return nil, "", fmt.Errorf("%s: line %d, column %d (%s): %q is not a finite number", c.name, line, i+1, c.colName(i), s)
 		}
 		dst[j] = v
 	}
 	if c.id >= 0 {
 		id = rec[c.id]
 		if !utf8.ValidString(id) {
-			return nil, "", fmt.Errorf("%s: line %d, column %d (%s): id %q is not valid UTF-8", c.name, line, col(c.id), c.colName(c.id), id)
+			return nil, "", fmt.Errorf("%s: line %d, column %d (%s): id %q is not valid UTF-8", c.name, line, c.id+1, c.colName(c.id), id)
 		}
 		id = strings.Clone(id)
 	}
 	return dst, id, nil
 }
 
-// colName names column i for error messages: its quoted header name, or
-// its index.
+// colName names column i (0-based) for error messages: its quoted header
+// name, or its 0-based index as --drop takes it.
 func (c *Reader) colName(i int) string {
 	if c.cols != nil {
 		return strconv.Quote(c.cols[i])
 	}
-	return "#" + strconv.Itoa(i)
+	return "index " + strconv.Itoa(i)
 }
 
 // ReadAll reads every remaining row into one row-major n×Dim slice. A file

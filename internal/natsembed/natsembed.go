@@ -116,7 +116,11 @@ type zapLogger struct {
 	fatal chan<- string
 }
 
-func (l zapLogger) Noticef(format string, v ...any) { l.s.Info(redact(format, v)) }
+// Noticef logs at debug: the server's notices are its start-up banner (25
+// lines: version, the JetStream logo and limits) and shutdown steps; the
+// caller logs the one line that matters (the URL it serves). Warnings and
+// errors stay at their levels.
+func (l zapLogger) Noticef(format string, v ...any) { l.s.Debug(redact(format, v)) }
 func (l zapLogger) Warnf(format string, v ...any)   { l.s.Warn(redact(format, v)) }
 func (l zapLogger) Errorf(format string, v ...any)  { l.s.Error(redact(format, v)) }
 func (l zapLogger) Debugf(format string, v ...any)  { l.s.Debug(redact(format, v)) }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// completionScript writes "kpcastream completion SHELL" to a file.
+func completionScript(t *testing.T, shell string) string {
+	t.Helper()
+	code, out, errOut := runCmd(t, "completion", shell)
+	if code != 0 || out == "" {
+		t.Fatalf("completion %s: %d %q", shell, code, errOut)
+	}
+	f := filepath.Join(t.TempDir(), "kpcastream."+shell)
+	if err := os.WriteFile(f, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// needShell returns the path of a shell, or skips naming it.
+func needShell(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s is not installed: its completion script cannot be run here (apt-get install %s)", name, name)
+	}
+	return p
+}
+
+// TestCompletionBash completes commands, subcommands and flags with the
+// generated bash script, as bash calls it on <Tab>.
+func TestCompletionBash(t *testing.T) {
+	bash := needShell(t, "bash")
+	script := completionScript(t, "bash")
+	for line, want := range map[string]string{
+		"kpcastream pub":              "publish",
+		"kpcastream publish --su":     "--subject",
+		"kpcastream dlq ":             "ls republish",
+		"kpcastream snapshot ls --ke": "--key",
+		"kpcastream help pu":          "publish",
+		"kpcastream --ver":            "--version",
+		"kpcastream completion z":     "zsh",
+		"kpcastream replay --stand":   "--standardize",
+	} {
+		prog := `source "$1"; read -ra COMP_WORDS <<< "$2"; [[ "$2" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _kpcastream; echo "${COMPREPLY[*]}"`
+		out, err := exec.Command(bash, "-c", prog, "bash", script, line).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%q: completed %q (%v), want %q", line, out, err, want)
+		}
+	}
+}
+
+// TestCompletionFish asks fish itself (complete -C) what it completes.
+func TestCompletionFish(t *testing.T) {
+	fish := needShell(t, "fish")
+	script := completionScript(t, "fish")
+	for line, want := range map[string]string{
+		"kpcastream publish --su":    "--subject\tsubject to publish to (required)",
+		"kpcastream dlq ":            "ls\nrepublish",
+		"kpcastream snapshot ls --k": "--key\tthe partition key",
+		"kpcastream pu":              "publish\tpublish vectors from a CSV file or stdin",
+	} {
+		out, err := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C$argv[2]`, script, line).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%q: completed %q (%v), want %q", line, out, err, want)
+		}
+	}
+}
+
+// TestCompletionZsh: the zsh script parses and, sourced after compinit,
+// defines and registers its completion function.
+func TestCompletionZsh(t *testing.T) {
+	zsh := needShell(t, "zsh")
+	script := completionScript(t, "zsh")
+	if out, err := exec.Command(zsh, "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("zsh -n: %v\n%s", err, out)
+	}
+	out, err := exec.Command(zsh, "-f", "-c", `autoload -U compinit; compinit -u -D; source $1; print -r -- $_comps[kpcastream]`, "zsh", script).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "_kpcastream" {
+		t.Errorf("sourced after compinit: %q %v, want kpcastream completed by _kpcastream", out, err)
+	}
+	b, _ := os.ReadFile(script)
+	for _, want := range []string{`'--subject[subject to publish to (required)]:subject: '`, `'--config[`, `compadd -- ls show rm`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("zsh script lacks %s", want)
+		}
+	}
+}
+
+// TestUsageHelp: --version, "help CMD" and "CMD -h" with examples, and a
+// missing flag named (issue 23, item 6).
+func TestUsageHelp(t *testing.T) {
+	code, out, _ := runCmd(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "kpcastream ") || !strings.Contains(out, "(revision ") {
+		t.Errorf("--version: %d %q", code, out)
+	}
+	for _, name := range commandNames() {
+		if _, ok := examples[name]; !ok {
+			t.Errorf("command %s has no examples", name)
+		}
+	}
+	for _, args := range [][]string{{"help", "publish"}, {"publish", "-h"}} {
+		code, _, errOut := runCmd(t, args...)
+		if code != 0 || !strings.Contains(errOut, "-subject") || !strings.Contains(errOut, "examples:\n  kpcastream publish --config") {
+			t.Errorf("%v: %d %q", args, code, errOut)
+		}
+	}
+	code, _, errOut := runCmd(t, "snapshot", "ls", "-h")
+	if code != 0 || !strings.Contains(errOut, "examples:\n  kpcastream snapshot ls") {
+		t.Errorf("snapshot ls -h: %d %q", code, errOut)
+	}
+	code, out, errOut = runCmd(t, "publish", "--subject", "x")
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, `kpcastream publish: missing --in: CSV file, or "-" for stdin`) {
+		t.Errorf("publish without --in: %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "publish")
+	if code != 2 || !strings.Contains(errOut, "missing --subject") || !strings.Contains(errOut, "missing --in") {
+		t.Errorf("publish without flags: %d %q", code, errOut)
+	}
+	var b bytes.Buffer
+	if c := runMain(context.Background(), []string{"completion", "tcsh"}, &b, &b); c != 2 || !strings.Contains(b.String(), `unknown shell "tcsh"`) {
+		t.Errorf("completion tcsh: %d %q", c, b.String())
+	}
+}
+
+// TestExamplesUseRealFlags: every flag in the -h examples is one the
+// command accepts.
+func TestExamplesUseRealFlags(t *testing.T) {
+	for name, ex := range examples {
+		for _, line := range strings.Split(strings.ReplaceAll(ex, "\\\n", " "), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			f := strings.Fields(line)
+			if i := slices.Index(f, "kpcastream"); i >= 0 {
+				f = f[i:]
+			}
+			if len(f) < 2 || f[0] != "kpcastream" {
+				continue
+			}
+			cmd, sub := f[1], ""
+			if len(f) > 2 && len(subcommands[cmd]) > 0 && !strings.HasPrefix(f[2], "-") {
+				sub = f[2]
+			}
+			known := map[string]bool{"--version": true}
+			for _, fi := range commandFlags(cmd, sub) {
+				known["--"+fi.name] = true
+			}
+			for _, w := range f[2:] {
+				if strings.HasPrefix(w, "--") && !known[w] {
+					t.Errorf("examples of %s: %q uses %s, which %s %s does not accept", name, strings.TrimSpace(line), w, cmd, sub)
+				}
+			}
+		}
+	}
+}
