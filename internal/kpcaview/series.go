@@ -368,29 +368,48 @@ func ControlLimits(spe, t2 []float64, q float64) Limits {
 }
 
 // DriftRule marks a bucket as the start of a drift when its mean SPE
-// exceeds Factor times the median of the mean SPE of the Window buckets
-// before it (at least Window/2 of them must exist), and the bucket before
-// it was not above that level itself: one marker per episode.
+// stands out from the buckets before it: with ref the median and mad the
+// median absolute deviation of the mean SPE of the (at most) Window
+// buckets before it, at least Min of them,
+//
+//	spe > Factor·ref  and  (spe − ref) / max(1.4826·mad, ref/50) > Z,
+//
+// and the bucket before it was not marked so itself: one marker per
+// episode. The ratio alone misses the change back to a quieter structure
+// after a noisier one (the demo's two structures differ 2.6× in SPE and
+// the change spikes 2.5–7× over the level before it), and a long window
+// spanning both levels hides the spike in its median; the robust z-score
+// over a short window ignores the noise of a steady level (and the level
+// shift itself once the window holds it), the ratio ignores tiny shifts
+// of a nearly constant SPE.
 type DriftRule struct {
-	Window int
-	Factor float64
+	Window, Min int
+	Factor, Z   float64
 }
 
-// DefaultDrift is the rule of the page and the report.
-var DefaultDrift = DriftRule{Window: 30, Factor: 3}
+// DefaultDrift is the rule of the page and the report: a window of 10
+// buckets (10 s live, 10 × the bucket width in a replay), from the 5th
+// bucket of a record on.
+var DefaultDrift = DriftRule{Window: 10, Min: 5, Factor: 1.5, Z: 8}
 
 // Markers returns the indices of the buckets that start a drift episode,
 // given the buckets' mean SPE in order.
 func (r DriftRule) Markers(spe []float64) []int {
 	var out []int
 	above := false
+	dev := make([]float64, 0, r.Window)
 	for i := range spe {
 		lo := max(0, i-r.Window)
-		if i-lo < max(1, r.Window/2) {
+		if i-lo < max(1, r.Min) {
 			continue
 		}
 		ref := Quantile(spe[lo:i], 0.5)
-		now := spe[i] > r.Factor*ref && ref > 0
+		dev = dev[:0]
+		for _, v := range spe[lo:i] {
+			dev = append(dev, math.Abs(v-ref))
+		}
+		scale := max(1.4826*Quantile(dev, 0.5), ref/50)
+		now := ref > 0 && spe[i] > r.Factor*ref && (spe[i]-ref)/scale > r.Z
 		if now && !above {
 			out = append(out, i)
 		}
