@@ -46,6 +46,29 @@ func TestReplayReport(t *testing.T) {
 	if v == nil || v.View == nil || v.Count < 19_000 || v.Count > 20_000 {
 		t.Fatalf("report of %+v", v)
 	}
+	if rep.Rows != 20_000 {
+		t.Errorf("the report says %d rows, the file has 20,000 (and stdout says so)", rep.Rows)
+	}
+
+	// Latency: the report's own work is not in it. The similarity to
+	// batch KPCA runs after rows 500, 1000, …; the row after it once
+	// took its time (~40 ms: the buckets holding rows k·500 had a median
+	// of 440 µs per row against 27 µs for the others).
+	var withSim, others []float64
+	for i, x := range v.Buckets.X {
+		if x < 1000 {
+			continue // warm-up
+		}
+		if x/500 != (x+v.Buckets.Width[i]-1)/500 || x%500 == 0 {
+			withSim = append(withSim, v.Buckets.Learn[i])
+		} else {
+			others = append(others, v.Buckets.Learn[i])
+		}
+	}
+	if a, b := kpcaview.Quantile(withSim, 0.5), kpcaview.Quantile(others, 0.5); len(withSim) < 10 || a > 2*b {
+		t.Errorf("median time per row %.1f µs in the %d buckets after a similarity computation, %.1f µs in the %d others: the report's own work is in the latency",
+			a*1e6, len(withSim), b*1e6, len(others))
+	}
 
 	// Novelty: one drift marker, at the change.
 	var drifts []int64
