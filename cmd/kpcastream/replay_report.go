@@ -16,15 +16,18 @@ import (
 
 // reportOptions are replay's flags of the offline report.
 type reportOptions struct {
-	report string // --report FILE.html
-	plot   string // --plot DIR
-	bucket int    // --report-bucket rows
-	window int    // --report-window rows (0: no similarity)
+	report string   // --report FILE.html
+	plot   string   // --plot DIR
+	bucket int      // --report-bucket rows
+	window int      // --report-window rows (0: no similarity)
+	size   plotSize // --plot-size WxH pixels
 }
 
 func reportFlags(fs *flag.FlagSet, o *reportOptions) {
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report (the live page's plots over the replayed rows) to this file")
 	fs.StringVar(&o.plot, "plot", "", "write the report's plots as PNG files into this directory")
+	o.size = defaultPlotSize
+	fs.Var(&o.size, "plot-size", fmt.Sprintf("size of the --plot PNG files in pixels, WIDTHxHEIGHT (%dx%d to %dx%d)", minPlotW, minPlotH, maxPlotSide, maxPlotSide))
 	fs.IntVar(&o.bucket, "report-bucket", 100, "rows per bucket of the report's time series (doubled as often as needed to keep at most 400 buckets)")
 	fs.IntVar(&o.window, "report-window", 1000, "report: every window/2 rows, the similarity of the learner's components to batch KPCA of the last window rows (memory ≈ 16·window² bytes, time ≈ one eigendecomposition of window² per window/2 rows: it slows the replay several-fold; 0 disables)")
 }
@@ -193,7 +196,7 @@ func (r *replayReport) finish(stderr io.Writer) error {
 		}
 	}
 	if r.o.plot != "" {
-		if err := writePlots(r.o.plot, v); err != nil {
+		if err := writePlots(r.o.plot, v, r.fed, r.o.size); err != nil {
 			return fmt.Errorf("plots: %w", err)
 		}
 	}
