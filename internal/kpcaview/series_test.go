@@ -184,3 +184,47 @@ func TestPerBucket(t *testing.T) {
 		t.Errorf("first bucket kept %d samples, want 10", len(v.Samples.X))
 	}
 }
+
+// TestPredictions: a classifier's predictions are kept beside the labels,
+// and each bucket counts the observations with both and those right,
+// through the thinning of a report's record.
+func TestPredictions(t *testing.T) {
+	s := NewSeries(Options{Samples: 8, Buckets: 4, Width: 10, Thin: true})
+	right := 0
+	for i := range 100 {
+		o := obs(int64(i), float64(i), 0)
+		o.Label, o.Pred = "a", "a"
+		if i%4 == 0 {
+			o.Pred = "b"
+		} else {
+			right++
+		}
+		if i%10 == 9 {
+			o.Label = "" // unlabelled: predicted, not counted
+			if o.Pred == "a" {
+				right--
+			}
+		}
+		s.Add(o)
+	}
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.Pred) != len(v.Samples.X) || len(v.Samples.Label) != len(v.Samples.X) {
+		t.Fatalf("samples: %d x, %d labels, %d predictions", len(v.Samples.X), len(v.Samples.Label), len(v.Samples.Pred))
+	}
+	for i, x := range v.Samples.X {
+		if want := map[bool]string{true: "b", false: "a"}[x%4 == 0]; v.Samples.Pred[i] != want {
+			t.Errorf("sample at %d predicted %q, want %q", x, v.Samples.Pred[i], want)
+		}
+	}
+	classified, correct := 0, 0
+	for i := range v.Buckets.X {
+		classified += v.Buckets.Classified[i]
+		correct += v.Buckets.Correct[i]
+	}
+	if classified != 90 || correct != right {
+		t.Errorf("buckets count %d classified and %d right, want 90 and %d", classified, correct, right)
+	}
+	if v := NewSeries(Options{}).View(0.99, DefaultDrift); v.Samples.Pred != nil || v.Buckets.Classified != nil {
+		t.Error("a record without predictions has prediction columns")
+	}
+}
