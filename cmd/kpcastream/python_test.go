@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kpcastream/kpcastream/codec"
 )
@@ -259,4 +261,42 @@ func TestPythonOutputs(t *testing.T) {
 		}
 	}
 	t.Logf("%d outputs (%d encoded here in both encodings, 2 golden) decode alike", len(files), 2*len(outs))
+}
+
+// TestReadmePython runs the README's Python example as written, from the
+// repository root (python3 is the interpreter needPython found), and
+// checks what it prints: the projection of iris, predictions of the
+// classifier section, and both golden outputs decoded alike.
+func TestReadmePython(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the README's commands through go run")
+	}
+	py := needPython(t)
+	bin := t.TempDir()
+	if err := os.Symlink(py, filepath.Join(bin, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	lines := readmeBlock(t, "## Python: models and outputs")
+	if len(lines) != 2 || !strings.Contains(lines[0], " replay ") || !strings.HasPrefix(lines[1], "python3 python/example.py ") {
+		t.Fatalf("the README's Python example is no longer a replay and python/example.py: %q", lines)
+	}
+	created(t, "iris-model.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+	if out, err := shell(ctx, lines[0], env).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", lines[0], err, out)
+	}
+	out, err := shell(ctx, lines[1], env).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", lines[1], err, out)
+	}
+	for _, want := range []string{"ikpca model, kernel rbf: 150 rows of 4 -> 3 components", "predicted classes of the first 5 rows: ['0', '0', '0', '0', '0']"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the example printed no %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "key vib.sensor-7 seq 1099511627776 z [ 1.25e-01 -3.50e-09  2.50e+21  0.00e+00] spe 0.0031"); n != 2 {
+		t.Errorf("the example decoded the golden outputs %d times alike, want 2:\n%s", n, out)
+	}
 }
