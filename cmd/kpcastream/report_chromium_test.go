@@ -147,7 +147,8 @@ func TestReportChromium(t *testing.T) {
 // TestChartSelfCheckFails: the self-check that the page and report tests
 // rely on reports a chart without data, without axis titles, with a series
 // left out of its legend, and with a legend entry past the canvas's edge
-// (a harness page drawing such charts with charts.js).
+// (a harness page drawing such charts with charts.js); and the pointer
+// over a chart shows the values there.
 func TestChartSelfCheckFails(t *testing.T) {
 	chrome := needChromium(t)
 	js, err := fs.ReadFile(kpcaview.Assets(), "charts.js")
@@ -166,6 +167,10 @@ document.getElementById("c")._kc.legend = [];
 KC.line(document.getElementById("d"), {series: s, xtitle: "row", ytitle: "y"});
 document.getElementById("d")._kc.legend[0].x = 395;
 document.documentElement.setAttribute("data-selfcheck", JSON.stringify(KC.check(Array.prototype.slice.call(document.querySelectorAll("canvas")))));
+var cv = document.getElementById("c"), r = cv.getBoundingClientRect(), f = cv._kc.f;
+cv.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + f.sx(2), clientY: r.top + f.sy(2), bubbles: true}));
+var tip = document.querySelector(".kc-tip");
+document.documentElement.setAttribute("data-tip", tip && !tip.hidden ? tip.textContent : "");
 </script></body></html>`
 	path := filepath.Join(t.TempDir(), "harness.html")
 	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
@@ -181,5 +186,9 @@ document.documentElement.setAttribute("data-selfcheck", JSON.stringify(KC.check(
 		if !strings.Contains(got, want) {
 			t.Errorf("the self-check missed %q; it reported:\n%s", want, got)
 		}
+	}
+	// Hover: the pointer over x = 2 shows the series' value there.
+	if tip := htmlAttr(dom, "data-tip"); tip != "row 2one: 2" {
+		t.Errorf("hover at x = 2 shows %q, want the row and the series' value (\"row 2\", \"one: 2\")", tip)
 	}
 }
