@@ -26,7 +26,7 @@ func TestReplayReport(t *testing.T) {
 	report, plots := filepath.Join(dir, "report.html"), filepath.Join(dir, "plots")
 	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
 		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
-		"--model-out", filepath.Join(dir, "model.json"), "--report", report, "--plot", plots, "--progress", "0")
+		"--model-out", filepath.Join(dir, "model.json"), "--report", report, "--plot", plots, "--plot-size", "640x360", "--progress", "0")
 	if code != 0 {
 		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
 	}
@@ -159,7 +159,7 @@ func TestReplayReport(t *testing.T) {
 		t.Errorf("similarity to batch KPCA: lowest %.3f before the change (want ≥ 0.99), %.3f in the 3,000 rows after (want a dip below 0.95)", lowBefore, lowAfter)
 	}
 
-	checkPNGs(t, plots, defaultPlotSize)
+	checkPNGs(t, plots, plotSize{640, 360}) // small: quicker under -race
 }
 
 // plotFiles are the files of replay --plot.
@@ -203,10 +203,10 @@ func checkPNGs(t *testing.T, dir string, px plotSize) {
 // TestReplayPlotSize: --plot-size sets the PNG size; a size out of range
 // is a usage error naming the range.
 func TestReplayPlotSize(t *testing.T) {
-	data := filepath.Join("..", "..", "testdata", "data", "drift_stream.csv")
 	dir := t.TempDir()
+	data := headCSV(t, filepath.Join("..", "..", "testdata", "data", "drift_stream.csv"), 3000, dir)
 	args := []string{"replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5", "--components", "3", "--budget", "50",
-		"--in", data, "--drop", "phase", "--model-out", filepath.Join(dir, "model.json"), "--progress", "0", "--report-window", "400"}
+		"--in", data, "--drop", "phase", "--model-out", filepath.Join(dir, "model.json"), "--progress", "0", "--report-window", "200"}
 	code, _, stderr := runCmd(t, append(args, "--plot", filepath.Join(dir, "p"), "--plot-size", "640x360")...)
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)

@@ -80,20 +80,20 @@ func pageProblems(t *testing.T, what, dom, logs string) map[string]int {
 	return charts
 }
 
-// TestReportChromium opens replay --report's page in headless Chromium,
-// at a wide and a narrow window (legends wrap), and checks that every
-// chart has data, axis titles and its whole legend, and that the header
-// counts the file's 20,000 rows. It also opens a report of a classifier
+// TestReportChromium opens replay --report's page (of the first 3,000 rows
+// of drift_stream.csv) in headless Chromium, at a wide and a narrow window
+// (legends wrap), and checks that every chart has data, axis titles and
+// its whole legend, and that the header counts the file's 3,000 rows. It also opens a report of a classifier
 // (samples with labels and predictions) and checks its accuracy chart and
 // confusion table.
 func TestReportChromium(t *testing.T) {
 	chrome := needChromium(t)
-	data := filepath.Join("..", "..", "testdata", "data", "drift_stream.csv")
 	dir := t.TempDir()
+	data := headCSV(t, filepath.Join("..", "..", "testdata", "data", "drift_stream.csv"), 3000, dir)
 	report := filepath.Join(dir, "report.html")
 	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5", "--components", "5",
 		"--budget", "100", "--forget", "0.999", "--in", data, "--drop", "phase", "--model-out", filepath.Join(dir, "m.json"),
-		"--report", report, "--report-window", "400", "--progress", "0")
+		"--report", report, "--report-window", "200", "--progress", "0")
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)
 	}
@@ -106,9 +106,9 @@ func TestReportChromium(t *testing.T) {
 				t.Errorf("%s: chart %s is empty (points %d)", what, c, charts[c])
 			}
 		}
-		if !strings.Contains(dom, "20,000 rows (19,99") {
+		if !strings.Contains(dom, "3,000 rows (2,99") {
 			m := regexp.MustCompile(`<span id="keymeta">[^<]*`).FindString(dom)
-			t.Errorf("%s: the header does not say 20,000 rows: %q", what, m)
+			t.Errorf("%s: the header does not say 3,000 rows: %q", what, m)
 		}
 	}
 
@@ -191,4 +191,23 @@ document.documentElement.setAttribute("data-tip", tip && !tip.hidden ? tip.textC
 	if tip := htmlAttr(dom, "data-tip"); tip != "row 2one: 2" {
 		t.Errorf("hover at x = 2 shows %q, want the row and the series' value (\"row 2\", \"one: 2\")", tip)
 	}
+}
+
+// headCSV writes the header and the first n rows of src into dir and
+// returns the new file's path.
+func headCSV(t *testing.T, src string, n int, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if len(lines) < n+1 {
+		t.Fatalf("%s has %d lines, want %d", src, len(lines), n+1)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("head%d-%s", n, filepath.Base(src)))
+	if err := os.WriteFile(path, []byte(strings.Join(lines[:n+1], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
