@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -503,14 +504,7 @@ func TestKubernetes(t *testing.T) {
 	// (processor.workersPerPartition, quota, jobSlots).
 	limit := quantity(t, get(t, c, "resources", "limits", "memory").(string))
 	request := quantity(t, get(t, c, "resources", "requests", "memory").(string))
-	need := int64(64 << 20)
-	for _, p := range pc.Pipelines {
-		perKey := learnerBytes(t, p.Learner)
-		n := int64(p.Partitions)
-		wpp := max(1, (int64(pc.Workers)+n-1)/n)
-		quota := max(1, (int64(p.MaxKeys)+n-1)/n/wpp)
-		need += n*wpp*quota*perKey + n*wpp*8*perKey
-	}
+	need := podMemoryNeed(t, pc)
 	t.Logf("a pod owning every partition needs ≈ %.1f MiB; request %.0f MiB, limit %.0f MiB", float64(need)/(1<<20), float64(request)/(1<<20), float64(limit)/(1<<20))
 	if limit < need || request < need {
 		t.Errorf("memory request %d / limit %d B below the formula's %d B", request, limit, need)
@@ -528,6 +522,148 @@ func TestKubernetes(t *testing.T) {
 	}
 	if s := string(read(t, "deploy/k8s/nats-values.yaml")); strings.Contains(s, "mappings") {
 		t.Error("deploy/k8s/nats-values.yaml maps subjects: the input stream's transform partitions the keys")
+	}
+
+	// A change of the ConfigMap rolls the pods: the pod template carries
+	// the config's checksum, so editing one without the other fails here
+	// and applying both changes the template (a rolling update).
+	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(src)))
+	ann, _ := get(t, dep, "spec", "template", "metadata", "annotations").(map[string]any)[configChecksum].(string)
+	if ann != sum {
+		t.Errorf("deploy/k8s/kpcastream.yaml: pod template annotation %s is %q, want %q (the sha256 of the ConfigMap's %s): "+
+			"without it an edited ConfigMap does not roll the pods; set it to the new value", configChecksum, ann, sum, file)
+	}
+	for _, f := range []string{"deploy/k8s/kpcastream.yaml", "deploy/k8s/streams-job.yaml"} {
+		for _, img := range images(yamlDocs(t, f)) {
+			checkPinned(t, f, img)
+		}
+	}
+}
+
+// configChecksum is the pod template annotation holding the sha256 of the
+// ConfigMap's config.yaml (deploy/README.md, Kubernetes).
+const configChecksum = "kpcastream.io/config-sha256"
+
+// images returns every "image" value in the decoded documents.
+func images(docs []map[string]any) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "image" {
+					out = append(out, s)
+				} else {
+					walk(e)
+				}
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	for _, d := range docs {
+		walk(d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkPinned fails for an image without a tag or with a moving one
+// (latest), except kpcastream's own, which the deployment builds.
+func checkPinned(t *testing.T, where, img string) {
+	t.Helper()
+	name, tag, ok := strings.Cut(img[strings.LastIndex(img, "/")+1:], ":")
+	if strings.HasPrefix(name, "kpcastream") {
+		return // built from ../Dockerfile
+	}
+	if !ok || tag == "" || tag == "latest" || tag == "edge" || tag == "nightly" {
+		t.Errorf("%s: image %q is not pinned to a version tag", where, img)
+	}
+}
+
+// podMemoryNeed is the memory of one pod owning every partition: base +
+// live learners + snapshot copies in flight. Per partition the processor
+// runs max(1, ⌈workers/N⌉) worker goroutines, each holding at most
+// max(1, ⌈max_keys/N⌉ / goroutines) learners and 8 snapshot copies
+// (processor.workersPerPartition, quota, jobSlots).
+func podMemoryNeed(t *testing.T, pc processor.Config) int64 {
+	t.Helper()
+	need := int64(64 << 20)
+	for _, p := range pc.Pipelines {
+		perKey := learnerBytes(t, p.Learner)
+		n := int64(p.Partitions)
+		wpp := max(1, (int64(pc.Workers)+n-1)/n)
+		quota := max(1, (int64(p.MaxKeys)+n-1)/n/wpp)
+		need += n*wpp*quota*perKey + n*wpp*8*perKey
+	}
+	return need
+}
+
+// composeBytes parses a compose byte value: a number with b, k, m or g
+// (binary units, either case, an optional trailing b: "208m", "2gb").
+func composeBytes(t *testing.T, s string) int64 {
+	t.Helper()
+	v := strings.TrimSuffix(strings.ToLower(s), "b")
+	mul := int64(1)
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'k':
+			mul, v = 1<<10, v[:n-1]
+		case 'm':
+			mul, v = 1<<20, v[:n-1]
+		case 'g':
+			mul, v = 1<<30, v[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("compose byte value %q: %v", s, err)
+	}
+	return n * mul
+}
+
+// goMemLimit parses a GOMEMLIMIT value (a number with B, KiB, MiB or GiB).
+func goMemLimit(t *testing.T, s string) int64 {
+	t.Helper()
+	return quantity(t, strings.TrimSuffix(s, "B"))
+}
+
+// TestComposeResources: every service's image is pinned to a version tag,
+// and the workers and the NATS nodes run with a memory limit and a
+// GOMEMLIMIT below it; the workers' limit covers the memory formula of a
+// worker owning every partition (as the Kubernetes Deployment's).
+func TestComposeResources(t *testing.T) {
+	doc := yamlDocs(t, "deploy/docker-compose.yml")[0]
+	services := get(t, doc, "services").(map[string]any)
+	for _, img := range images([]map[string]any{doc}) {
+		checkPinned(t, "deploy/docker-compose.yml", img)
+	}
+	need := podMemoryNeed(t, composeConfig(t).ProcessorConfig().WithDefaults())
+	for _, name := range keys(services) {
+		svc := services[name].(map[string]any)
+		img, _ := svc["image"].(string)
+		worker := svc["build"] != nil
+		if !worker && !strings.HasPrefix(img, "nats:") {
+			continue // one-shot tools (nats-init)
+		}
+		limit := composeBytes(t, fmt.Sprint(get(t, svc, "deploy", "resources", "limits", "memory")))
+		env, _ := get(t, svc, "environment").(map[string]any)
+		gml, ok := env["GOMEMLIMIT"].(string)
+		if !ok {
+			t.Errorf("service %s: no GOMEMLIMIT in its environment", name)
+			continue
+		}
+		v := goMemLimit(t, gml)
+		if v >= limit || v < limit*8/10 {
+			t.Errorf("service %s: GOMEMLIMIT %s not in [80%%, 100%%) of its memory limit %d B", name, gml, limit)
+		}
+		if worker && (limit < need || v < need) {
+			t.Errorf("service %s: memory limit %d B / GOMEMLIMIT %s below a worker's need of %d B (deploy/k8s/kpcastream.yaml's formula)", name, limit, gml, need)
+		}
+		t.Logf("service %s: memory limit %.0f MiB, GOMEMLIMIT %s (a worker needs ≈ %.1f MiB)", name, float64(limit)/(1<<20), gml, float64(need)/(1<<20))
 	}
 }
 

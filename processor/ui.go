@@ -17,6 +17,7 @@ import (
 // The live page and its JSON API, served by Handler on the HTTP listener
 // (the one of /metrics):
 //
+//	GET /                                   redirects (302) to /ui/
 //	GET /ui/                                the page (static files embedded in the binary)
 //	GET /api/v1/pipelines                   pipelines with their counters and loaded keys
 //	GET /api/v1/keys?pipeline=P[&q=S][&limit=N]   keys of P loaded here (containing S)
@@ -33,6 +34,12 @@ func (p *Processor) uiRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(kpcaview.Assets())))
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+	})
+	// The listener's root leads to the page (a temporary redirect: the root
+	// may serve something else one day). Only "/" itself: other unknown
+	// paths stay 404.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
 	})
 	mux.HandleFunc("GET /api/v1/pipelines", p.apiPipelines)
 	mux.HandleFunc("GET /api/v1/keys", p.apiKeys)

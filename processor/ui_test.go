@@ -139,3 +139,40 @@ func TestUIAPI(t *testing.T) {
 		t.Errorf("watching more than %d keys: %d %q", maxWatched, code, apiErr.Error)
 	}
 }
+
+// TestUIRootRedirect: "/" leads to the page (issue 23, item 7), and only
+// "/" itself: an unknown path stays 404.
+func TestUIRootRedirect(t *testing.T) {
+	mux := http.NewServeMux()
+	(&Processor{}).uiRoutes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		path, loc string
+		code      int
+	}{
+		{"/", "/ui/", http.StatusFound},
+		{"/ui", "/ui/", http.StatusMovedPermanently},
+		{"/nope", "", http.StatusNotFound},
+	} {
+		resp, err := c.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Location") != tc.loc {
+			t.Errorf("GET %s: %d to %q, want %d to %q", tc.path, resp.StatusCode, resp.Header.Get("Location"), tc.code, tc.loc)
+		}
+	}
+	// Following the redirect ends on the page.
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<title>kpcastream</title>") {
+		t.Errorf("GET / followed: %d %.200s", resp.StatusCode, b)
+	}
+}

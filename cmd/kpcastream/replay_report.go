@@ -16,17 +16,20 @@ import (
 
 // reportOptions are replay's flags of the offline report.
 type reportOptions struct {
-	report string // --report FILE.html
-	plot   string // --plot DIR
-	bucket int    // --report-bucket rows
-	window int    // --report-window rows (0: no similarity)
+	report string   // --report FILE.html
+	plot   string   // --plot DIR
+	bucket int      // --report-bucket rows
+	window int      // --report-window rows (0: no similarity)
+	size   plotSize // --plot-size WxH pixels
 }
 
 func reportFlags(fs *flag.FlagSet, o *reportOptions) {
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report (the live page's plots over the replayed rows) to this file")
 	fs.StringVar(&o.plot, "plot", "", "write the report's plots as PNG files into this directory")
+	o.size = defaultPlotSize
+	fs.Var(&o.size, "plot-size", fmt.Sprintf("size of the --plot PNG files in pixels, WIDTHxHEIGHT (%dx%d to %dx%d)", minPlotW, minPlotH, maxPlotSide, maxPlotSide))
 	fs.IntVar(&o.bucket, "report-bucket", 100, "rows per bucket of the report's time series (doubled as often as needed to keep at most 400 buckets)")
-	fs.IntVar(&o.window, "report-window", 1000, "report: every window/2 rows, the similarity of the learner's components to batch KPCA of the last window rows (memory ≈ 16·window² bytes; 0 disables)")
+	fs.IntVar(&o.window, "report-window", 1000, "report: every window/2 rows, the similarity of the learner's components to batch KPCA of the last window rows (memory ≈ 16·window² bytes, time ≈ one eigendecomposition of window² per window/2 rows: it slows the replay several-fold; 0 disables)")
 }
 
 func (o *reportOptions) enabled() bool { return o.report != "" || o.plot != "" }
@@ -49,6 +52,7 @@ type replayReport struct {
 	sim     kpcaview.Similarity
 	simErr  error
 	started time.Time
+	own     time.Duration // the report's own work, excluded from the latency
 }
 
 func newReplayReport(o *reportOptions, title string, cfg learners.Config) (*replayReport, error) {
@@ -74,9 +78,15 @@ func (r *replayReport) add(l learners.Learner, idx int, row, z []float64, nov le
 		return
 	}
 	r.fed++
+	// The learner's time for the row: from the end of the previous add
+	// to now, so that the report's own work (the similarity to batch KPCA
+	// every window/2 rows, the thinning of its record) is not in it.
 	now := time.Now()
 	took := now.Sub(r.last)
-	r.last = now
+	defer func() {
+		r.last = time.Now()
+		r.own += r.last.Sub(now)
+	}()
 	if r.rows != nil {
 		d := r.cfg.Dim
 		copy(r.rows[r.ringAt*d:(r.ringAt+1)*d], row)
@@ -154,8 +164,14 @@ func (r *replayReport) finish(stderr io.Writer) error {
 	if r.simErr != nil {
 		fmt.Fprintf(stderr, "kpcastream replay: report: similarity to batch KPCA stopped: %v\n", r.simErr)
 	}
+	work := "recording"
+	if r.o.window > 0 {
+		work += fmt.Sprintf(", similarity to batch KPCA of %d rows every %d rows", r.o.window, r.o.window/2)
+	}
+	fmt.Fprintf(stderr, "kpcastream replay: report: its own work (%s) took %.2fs of the replay's %.2fs; the latency chart leaves it out\n",
+		work, r.own.Seconds(), time.Since(r.started).Seconds())
 	if r.o.report != "" {
-		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), View: v}
+		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v}
 		f, err := os.CreateTemp(filepath.Dir(r.o.report), "."+filepath.Base(r.o.report)+".*")
 		if err != nil {
 			return err
@@ -180,7 +196,7 @@ func (r *replayReport) finish(stderr io.Writer) error {
 		}
 	}
 	if r.o.plot != "" {
-		if err := writePlots(r.o.plot, v); err != nil {
+		if err := writePlots(r.o.plot, v, r.fed, r.o.size); err != nil {
 			return fmt.Errorf("plots: %w", err)
 		}
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
@@ -23,7 +26,7 @@ func TestReplayReport(t *testing.T) {
 	report, plots := filepath.Join(dir, "report.html"), filepath.Join(dir, "plots")
 	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
 		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
-		"--model-out", filepath.Join(dir, "model.json"), "--report", report, "--plot", plots, "--progress", "0")
+		"--model-out", filepath.Join(dir, "model.json"), "--report", report, "--plot", plots, "--plot-size", "640x360", "--progress", "0")
 	if code != 0 {
 		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
 	}
@@ -45,6 +48,29 @@ func TestReplayReport(t *testing.T) {
 	v := rep.View
 	if v == nil || v.View == nil || v.Count < 19_000 || v.Count > 20_000 {
 		t.Fatalf("report of %+v", v)
+	}
+	if rep.Rows != 20_000 {
+		t.Errorf("the report says %d rows, the file has 20,000 (and stdout says so)", rep.Rows)
+	}
+
+	// Latency: the report's own work is not in it. The similarity to
+	// batch KPCA runs after rows 500, 1000, …; the row after it once
+	// took its time (~40 ms: the buckets holding rows k·500 had a median
+	// of 440 µs per row against 27 µs for the others).
+	var withSim, others []float64
+	for i, x := range v.Buckets.X {
+		if x < 1000 {
+			continue // warm-up
+		}
+		if x/500 != (x+v.Buckets.Width[i]-1)/500 || x%500 == 0 {
+			withSim = append(withSim, v.Buckets.Learn[i])
+		} else {
+			others = append(others, v.Buckets.Learn[i])
+		}
+	}
+	if a, b := kpcaview.Quantile(withSim, 0.5), kpcaview.Quantile(others, 0.5); len(withSim) < 10 || a > 2*b {
+		t.Errorf("median time per row %.1f µs in the %d buckets after a similarity computation, %.1f µs in the %d others: the report's own work is in the latency",
+			a*1e6, len(withSim), b*1e6, len(others))
 	}
 
 	// Novelty: one drift marker, at the change.
@@ -133,16 +159,111 @@ func TestReplayReport(t *testing.T) {
 		t.Errorf("similarity to batch KPCA: lowest %.3f before the change (want ≥ 0.99), %.3f in the 3,000 rows after (want a dip below 0.95)", lowBefore, lowAfter)
 	}
 
-	for _, f := range []string{"spectrum.png", "explained.png", "novelty_spe.png", "novelty_t2.png", "scatter.png", "dictionary.png", "similarity.png"} {
-		fh, err := os.Open(filepath.Join(plots, f))
+	checkPNGs(t, plots, plotSize{640, 360}) // small: quicker under -race
+}
+
+// plotFiles are the files of replay --plot.
+var plotFiles = []string{"spectrum.png", "eigenvalues.png", "explained.png", "novelty_spe.png", "novelty_t2.png", "scatter.png", "dictionary.png", "similarity.png"}
+
+// checkPNGs checks that every plot file is a PNG of size px that is not
+// blank.
+func checkPNGs(t *testing.T, dir string, px plotSize) {
+	t.Helper()
+	for _, f := range plotFiles {
+		fh, err := os.Open(filepath.Join(dir, f))
 		if err != nil {
 			t.Error(err)
 			continue
 		}
 		img, err := png.Decode(fh)
 		fh.Close()
-		if err != nil || img.Bounds().Dx() < 300 {
+		if err != nil {
 			t.Errorf("%s: %v", f, err)
+			continue
 		}
+		if b := img.Bounds(); b.Dx() != px.W || b.Dy() != px.H {
+			t.Errorf("%s is %dx%d, want %v", f, b.Dx(), b.Dy(), &px)
+		}
+		inked, sampled := 0, 0
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y += 3 {
+			for x := b.Min.X; x < b.Max.X; x += 3 {
+				if r, g, bl, _ := img.At(x, y).RGBA(); r < 0xc000 || g < 0xc000 || bl < 0xc000 {
+					inked++
+				}
+				sampled++
+			}
+		}
+		if inked < sampled/100 {
+			t.Errorf("%s: %d inked pixels of %d sampled: blank?", f, inked, sampled)
+		}
+	}
+}
+
+// TestReplayPlotSize: --plot-size sets the PNG size; a size out of range
+// is a usage error naming the range.
+func TestReplayPlotSize(t *testing.T) {
+	dir := t.TempDir()
+	data := headCSV(t, filepath.Join("..", "..", "testdata", "data", "drift_stream.csv"), 3000, dir)
+	args := []string{"replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5", "--components", "3", "--budget", "50",
+		"--in", data, "--drop", "phase", "--model-out", filepath.Join(dir, "model.json"), "--progress", "0", "--report-window", "200"}
+	code, _, stderr := runCmd(t, append(args, "--plot", filepath.Join(dir, "p"), "--plot-size", "640x360")...)
+	if code != 0 {
+		t.Fatalf("replay exit %d: %s", code, stderr)
+	}
+	checkPNGs(t, filepath.Join(dir, "p"), plotSize{640, 360})
+	for _, bad := range []string{"10x10", "640", "wide", "640x9000"} {
+		code, _, stderr := runCmd(t, append(args, "--plot", filepath.Join(dir, "q"), "--plot-size", bad)...)
+		if code == 0 || !strings.Contains(stderr, `invalid value "`+bad+`" for flag -plot-size: want`) {
+			t.Errorf("--plot-size %s: exit %d, stderr %q", bad, code, stderr)
+		}
+	}
+}
+
+// TestPlotTicks: tick labels read as numbers are written (2,500, not
+// 2500.00) at 1, 2, 2.5 or 5 × 10ⁿ.
+func TestPlotTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{0, 20_000, []string{"0", "5,000", "10,000", "15,000", "20,000"}},
+		{0, 14_000, []string{"0", "2,500", "5,000", "7,500", "10,000", "12,500"}},
+		{0, 1, []string{"0", "0.2", "0.4", "0.6", "0.8", "1"}},
+		{0.01, 0.26, []string{"0.05", "0.1", "0.15", "0.2", "0.25"}},
+		{-3, 3, []string{"-3", "-2", "-1", "0", "1", "2", "3"}},
+		{0, 2e6, []string{"0", "500,000", "1,000,000", "1,500,000", "2,000,000"}},
+	} {
+		var got []string
+		for _, tk := range (humanTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ticks of [%v, %v]: %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+// TestPlotLegendNeverCut: a legend too wide for the image is an error
+// naming --plot-size, not a legend cut at the border.
+func TestPlotLegendNeverCut(t *testing.T) {
+	pn := newPanel("t", "row", "y")
+	if err := pn.line([]float64{0, 1}, []float64{0, 1}, plotInk, 1, strings.Repeat("a very long legend entry ", 8)); err != nil {
+		t.Fatal(err)
+	}
+	err := saveFigure(filepath.Join(t.TempDir(), "x.png"), plotSize{minPlotW, minPlotH}, pn)
+	if err == nil || !strings.Contains(err.Error(), "--plot-size") {
+		t.Errorf("a legend wider than the image: %v", err)
+	}
+	pn = newPanel("t", "row", "y")
+	for i := range 40 {
+		if err := pn.line([]float64{0, 1}, []float64{0, float64(i)}, plotInk, 1, fmt.Sprintf("series %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := saveFigure(filepath.Join(t.TempDir(), "y.png"), plotSize{minPlotW, minPlotH}, pn); err == nil || !strings.Contains(err.Error(), "taller") {
+		t.Errorf("a legend taller than the plot: %v", err)
 	}
 }

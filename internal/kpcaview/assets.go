@@ -55,9 +55,12 @@ type Similarity struct {
 
 // Report is the data of a self-contained report page.
 type Report struct {
-	Title     string   `json:"title"`
-	Generated string   `json:"generated"`
-	View      *KeyView `json:"view"`
+	Title     string `json:"title"`
+	Generated string `json:"generated"`
+	// Rows is the number of rows fed to the learner (View.Count counts
+	// those it scored: not the first ones, before it was ready).
+	Rows int64    `json:"rows"`
+	View *KeyView `json:"view"`
 }
 
 // WriteReport writes the page with r embedded and every script and style

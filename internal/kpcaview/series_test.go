@@ -3,6 +3,9 @@ package kpcaview
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -113,13 +116,39 @@ func TestDriftMarkers(t *testing.T) {
 		spe[i] = 1 + 0.1*float64(i%3)
 	}
 	spe[60], spe[61], spe[62] = 10, 8, 5 // one episode
-	spe[80] = 2                          // below 3 × median
+	spe[80] = 2                          // within 8 robust deviations of the level
 	got := DefaultDrift.Markers(spe)
 	if len(got) != 1 || got[0] != 60 {
 		t.Errorf("markers %v, want [60]", got)
 	}
+	spe[3] = 10
 	if m := DefaultDrift.Markers(spe[:10]); len(m) != 0 {
-		t.Errorf("markers %v before half a window", m)
+		t.Errorf("markers %v before Min buckets", m)
+	}
+}
+
+// TestDriftMarkersDemo: the mean SPE per second of a watched demo key
+// (kpcastream demo, the default 15 s between abrupt changes; the API's
+// buckets.spe of sensor-0 after 61 s) has 4 changes, at seconds 9, 24, 39
+// and 54: two into the noisier structure (SPE 0.04 → 0.104, spikes of
+// 6.9×) and two back (spikes of 2.5× over 0.104). The rule of factor 3
+// over the median of 30 buckets found none (issue 23: "4 abrupt changes,
+// 0 drift events"): the first came before its 15 buckets of history, the
+// others were 2.5–2.6× a median of both levels.
+func TestDriftMarkersDemo(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "demo_spe.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spe []float64
+	if err := json.Unmarshal(b, &spe); err != nil {
+		t.Fatal(err)
+	}
+	if got := DefaultDrift.Markers(spe); !slices.Equal(got, []int{9, 24, 39, 54}) {
+		t.Errorf("markers at buckets %v, want [9 24 39 54]", got)
+	}
+	if old := (DriftRule{Window: 30, Min: 15, Factor: 3}).Markers(spe); len(old) != 0 {
+		t.Errorf("the old rule finds %v: the fixture no longer shows the issue", old)
 	}
 }
 
@@ -153,5 +182,49 @@ func TestPerBucket(t *testing.T) {
 	}
 	if v := s.View(0.99, DefaultDrift); len(v.Samples.X) != 10 {
 		t.Errorf("first bucket kept %d samples, want 10", len(v.Samples.X))
+	}
+}
+
+// TestPredictions: a classifier's predictions are kept beside the labels,
+// and each bucket counts the observations with both and those right,
+// through the thinning of a report's record.
+func TestPredictions(t *testing.T) {
+	s := NewSeries(Options{Samples: 8, Buckets: 4, Width: 10, Thin: true})
+	right := 0
+	for i := range 100 {
+		o := obs(int64(i), float64(i), 0)
+		o.Label, o.Pred = "a", "a"
+		if i%4 == 0 {
+			o.Pred = "b"
+		} else {
+			right++
+		}
+		if i%10 == 9 {
+			o.Label = "" // unlabelled: predicted, not counted
+			if o.Pred == "a" {
+				right--
+			}
+		}
+		s.Add(o)
+	}
+	v := s.View(0.99, DefaultDrift)
+	if len(v.Samples.Pred) != len(v.Samples.X) || len(v.Samples.Label) != len(v.Samples.X) {
+		t.Fatalf("samples: %d x, %d labels, %d predictions", len(v.Samples.X), len(v.Samples.Label), len(v.Samples.Pred))
+	}
+	for i, x := range v.Samples.X {
+		if want := map[bool]string{true: "b", false: "a"}[x%4 == 0]; v.Samples.Pred[i] != want {
+			t.Errorf("sample at %d predicted %q, want %q", x, v.Samples.Pred[i], want)
+		}
+	}
+	classified, correct := 0, 0
+	for i := range v.Buckets.X {
+		classified += v.Buckets.Classified[i]
+		correct += v.Buckets.Correct[i]
+	}
+	if classified != 90 || correct != right {
+		t.Errorf("buckets count %d classified and %d right, want 90 and %d", classified, correct, right)
+	}
+	if v := NewSeries(Options{}).View(0.99, DefaultDrift); v.Samples.Pred != nil || v.Buckets.Classified != nil {
+		t.Error("a record without predictions has prediction columns")
 	}
 }

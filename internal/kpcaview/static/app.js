@@ -95,6 +95,7 @@
 
   // ---- drawing -------------------------------------------------------------
 
+  var XT = REPORT ? "row" : "seconds before now";
   function xsOf(v, xs) {
     if (REPORT) return xs;
     return xs.map(function (x) { return (x - v.time) / 1000; });
@@ -135,7 +136,9 @@
     var b = v.buckets, s = v.samples, vm = marks(v);
     text($("keytitle"), (REPORT ? "replay of " + v.key : v.pipeline + " / " + v.key));
     var last = b.x.length - 1;
-    var meta = v.learner + " d=" + v.dim + " k=" + v.components + " B=" + v.budget + " · " + v.count.toLocaleString() + (REPORT ? " rows" : " observations watched");
+    var meta = v.learner + " d=" + v.dim + " k=" + v.components + " B=" + v.budget + " · ";
+    if (REPORT) meta += (REPORT.rows || v.count).toLocaleString() + " rows" + (REPORT.rows && REPORT.rows !== v.count ? " (" + v.count.toLocaleString() + " scored: the learner scores once it is ready)" : "");
+    else meta += v.count.toLocaleString() + " outputs recorded" + (s.x.length ? " since " + new Date(s.x[0] < (b.x[0] || Infinity) ? s.x[0] : b.x[0]).toLocaleTimeString() : "") + " (a key's outputs are recorded while it is watched)";
     if (last >= 0) meta += " · basis v" + b.basis[last] + " · stored " + b.stored[last] + "/" + v.budget + " · explained " + b.explained[last].toFixed(3);
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
@@ -149,44 +152,54 @@
     var cum = eig.map(function (x) { acc += x; return total > 0 ? acc / total : 0; });
     counts.spectrum = KC.bars($("c-spectrum"), {
       values: last >= 0 ? eig : [], labels: eig.map(function (_, i) { return "λ" + (i + 1); }), cum: cum,
-      legend: [{ label: "eigenvalue", color: "#2f6fdb" }, { label: "cumulative share of the variance", color: "#e08a1e" }]
+      xtitle: "component", ytitle: "eigenvalue", y2title: "cumulative share",
+      legend: [{ label: "eigenvalue", color: "#2f6fdb" }, { label: "cumulative share of the variance (right)", color: "#e08a1e" }]
     });
     text($("spec-note"), last >= 0 ? "explained " + (ex * 100).toFixed(1) + "% by " + eig.length : "");
 
     var bx = xsOf(v, b.x.map(function (x, i) { return x + b.width[i] / 2; }));
-    var eseries = b.eig.map(function (col, i) { return { x: bx, y: col, color: KC.color(i), label: i < 4 ? "λ" + (i + 1) : "" }; });
+    var eseries = b.eig.map(function (col, i) { return { x: bx, y: col, color: KC.color(i), label: "λ" + (i + 1) }; });
     eseries.push({ x: bx, y: b.explained, color: "#1d2330", label: "explained (right)", right: true, width: 1 });
-    counts.eig = KC.line($("c-eig"), { series: eseries, vmarks: marks(v, true), xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1 });
+    counts.eig = KC.line($("c-eig"), {
+      series: eseries, vmarks: marks(v, true), xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1,
+      xtitle: XT, ytitle: "eigenvalue", y2title: "explained share", marklabel: "drift", ticklabel: "basis change"
+    });
 
     // scatter of the kept samples on two components
     var cx = Math.min(st.cx, components(v) - 1), cy = Math.min(st.cy, components(v) - 1);
     var n = s.x.length, colors = new Array(n), legend;
     if (s.label) {
       var seen = {}, order = [];
-      s.label.forEach(function (l) { if (!(l in seen)) { seen[l] = order.length; order.push(l); } });
+      var lab = s.label.map(function (l, i) { return l || (s.pred ? s.pred[i] : ""); }); // own label, else the prediction
+      lab.forEach(function (l) { if (!(l in seen)) { seen[l] = order.length; order.push(l); } });
       order.sort();
       order.forEach(function (l, i) { seen[l] = i; });
-      for (var i = 0; i < n; i++) colors[i] = s.label[i] === "" ? "#c5cad3" : KC.color(seen[s.label[i]]);
+      for (var i = 0; i < n; i++) colors[i] = lab[i] === "" ? "#c5cad3" : KC.color(seen[lab[i]]);
       legend = order.slice(0, 8).map(function (l, i) { return { label: l === "" ? "(none)" : l, color: l === "" ? "#c5cad3" : KC.color(i) }; });
-      text($("scatter-note"), "last " + n + ", coloured by label");
+      if (order.length > 8) legend.push({ label: "+" + (order.length - 8) + " more", color: "#c5cad3" });
+      text($("scatter-note"), "last " + n + ", coloured by label" + (s.pred ? " (else the prediction)" : ""));
     } else {
       for (var j = 0; j < n; j++) colors[j] = KC.ramp(n > 1 ? j / (n - 1) : 1);
       legend = [{ label: "older", color: KC.ramp(0) }, { label: "newer", color: KC.ramp(1) }];
       text($("scatter-note"), (REPORT ? n + " rows (every " + v.stride + ")" : "last " + n) + ", coloured by time");
     }
-    counts.scatter = KC.scatter($("c-scatter"), { x: cx >= 0 ? s.z[cx] : [], y: cy >= 0 ? s.z[cy] : [], colors: colors, legend: legend });
+    var names = s.x.map(function (x, i) { return (REPORT ? "row " + x : "seq " + s.seq[i]) + (s.label && s.label[i] ? " · " + s.label[i] : "") + (s.pred && s.pred[i] ? " · predicted " + s.pred[i] : ""); });
+    counts.scatter = KC.scatter($("c-scatter"), {
+      x: cx >= 0 ? s.z[cx] : [], y: cy >= 0 ? s.z[cy] : [], colors: colors, legend: legend, names: names,
+      xtitle: "z" + (cx + 1), ytitle: "z" + (cy + 1)
+    });
 
     // novelty scores with their control limits
     var sx = xsOf(v, s.x);
     [["spe", "SPE", v.limits.spe, s.spe, b.spe], ["t2", "T²", v.limits.t2, s.t2, b.t2]].forEach(function (a) {
       var vals = a[3], lim = a[2], ox = [], oy = [];
       for (var i = 0; i < vals.length; i++) if (vals[i] > lim) { ox.push(sx[i]); oy.push(vals[i]); }
-      var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1] + (REPORT && v.stride > 1 ? " (every " + v.stride + "th row)" : ""), dots: true }];
+      var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1] + (REPORT && v.stride > 1 ? " (every " + v.stride + "th row)" : " per output"), dots: true }];
       var inView = [], inY = [];
       for (var j = 0; j < bx.length; j++) if (!sx.length || bx[j] >= sx[0]) { inView.push(bx[j]); inY.push(a[4][j]); }
       ser.push({ x: inView, y: inY, color: "#1d2330", label: REPORT ? "mean per bucket" : "mean per second", width: 1.5 });
       counts[a[0]] = KC.line($("c-" + a[0]), {
-        series: ser, vmarks: vm, xfmt: xfmt, ymin: 0,
+        series: ser, vmarks: vm, xfmt: xfmt, ymin: 0, xtitle: XT, ytitle: a[1], marklabel: "drift",
         hlines: [{ y: lim, color: "#e08a1e", label: Math.round(v.limits.q * 100) + "% limit " + KC.fmt(lim) }],
         points: [{ x: ox, y: oy, color: "#d23f3f", r: 2.5, label: ox.length + " above" }]
       });
@@ -199,7 +212,8 @@
         { x: bx, y: b.stored, color: "#2f6fdb", label: "stored of B=" + v.budget },
         { x: bx, y: b.swaps, color: "#d23f3f", label: "swaps/1000 (right)", right: true, width: 1 },
         { x: bx, y: b.moves, color: "#2a9d6f", label: "moves/1000 (right)", right: true, width: 1 }
-      ], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0
+      ], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0,
+      xtitle: XT, ytitle: "points stored", y2title: "per 1,000 " + (REPORT ? "rows" : "msgs"), marklabel: "drift"
     });
 
     // rates
@@ -219,18 +233,35 @@
       rser.push({ x: rx, y: dead, color: "#d23f3f", label: "dead letters/s (right)", right: true, width: 1 });
     }
     if (REPORT) $("card-rate").hidden = true; // a replay has no message rate
-    else counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
+    else counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "messages/s", y2title: "dead letters/s", marklabel: "drift" });
 
-    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: REPORT ? "time per row, ms" : "learn + score, ms" }];
-    if (b.age.some(function (a) { return a > 0; })) lser.push({ x: bx, y: b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; }), color: "#e08a1e", label: "age at processing, ms (right)", right: true });
-    counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0 });
+    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: REPORT ? "learn + score per row (without the report's own work)" : "learn + score per message" }];
+    var aged = b.age.some(function (a) { return a > 0; });
+    if (aged) lser.push({ x: bx, y: b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; }), color: "#e08a1e", label: "age at processing (right)", right: true });
+    counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "ms", y2title: aged ? "age, ms" : "", marklabel: "drift" });
 
     if (v.similarity && v.similarity.x.length) {
       $("card-sim").hidden = false;
       counts.sim = KC.line($("c-sim"), {
         series: [{ x: v.similarity.x, y: v.similarity.sim, color: "#2f6fdb", label: "similarity to batch KPCA of the last " + v.similarity.window + " rows" }],
-        points: [{ x: v.similarity.x, y: v.similarity.sim, color: "#2f6fdb", r: 2.5 }], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: 1
+        points: [{ x: v.similarity.x, y: v.similarity.sim, color: "#2f6fdb", r: 2.5 }], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: 1,
+        xtitle: XT, ytitle: "mean cos² of the angles", marklabel: "drift"
       });
+    }
+
+    // classifier: accuracy per bucket and the confusion of the kept samples
+    var hasPred = !!(s.pred && b.classified);
+    $("card-acc").hidden = !hasPred;
+    $("card-conf").hidden = !hasPred;
+    if (hasPred) {
+      var ax = [], ay = [];
+      for (var q = 0; q < b.x.length; q++) if (b.classified[q] > 0) { ax.push(bx[q]); ay.push(b.correct[q] / b.classified[q]); }
+      counts.acc = KC.line($("c-acc"), {
+        series: [{ x: ax, y: ay, color: "#2a9d6f", label: "accuracy (predicted before learning the label)" }],
+        vmarks: vm, xfmt: xfmt, ymin: 0, ymax: 1, xtitle: XT, ytitle: "share right", marklabel: "drift",
+        empty: "no labelled outputs yet"
+      });
+      counts.conf = confusion(s);
     }
 
     // events: the drift markers, and the basis changes in short
@@ -247,7 +278,38 @@
     var ok = n > 0;
     Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0)) ok = false; });
     document.documentElement.setAttribute("data-charts", JSON.stringify(counts));
-    if (ok) document.documentElement.setAttribute("data-ready", "1");
+    // The page's self-check (read by the tests in headless Chromium):
+    // every visible chart has data, axis titles and its whole legend.
+    var shown = Array.prototype.filter.call(document.querySelectorAll("canvas.chart"), function (cv) { return !cv.closest(".card").hidden; });
+    var problems = KC.check(shown);
+    if ($("c-conf") && !$("card-conf").hidden && !(counts.conf > 0)) problems.push("c-conf: empty confusion table");
+    document.documentElement.setAttribute("data-selfcheck", JSON.stringify(problems));
+    if (ok && !problems.length) document.documentElement.setAttribute("data-ready", "1");
+  }
+
+  // confusion fills the confusion table of the kept samples that have a
+  // label and a prediction; returns their number.
+  function confusion(s) {
+    var classes = {}, m = {}, total = 0, right = 0;
+    for (var i = 0; i < s.pred.length; i++) {
+      var y = s.label[i], p = s.pred[i];
+      if (!y || !p) continue;
+      classes[y] = classes[p] = true;
+      m[y + "\u0000" + p] = (m[y + "\u0000" + p] || 0) + 1;
+      total++;
+      if (y === p) right++;
+    }
+    var cl = Object.keys(classes).sort();
+    var html = '<table class="conf"><tr><th>label \\ predicted</th>' + cl.map(function (c) { return "<th>" + esc(c) + "</th>"; }).join("") + "</tr>";
+    cl.forEach(function (y) {
+      html += "<tr><th>" + esc(y) + "</th>" + cl.map(function (p) {
+        var k = m[y + "\u0000" + p] || 0;
+        return '<td class="' + (y === p ? "diag" : k ? "off" : "") + '">' + k + "</td>";
+      }).join("") + "</tr>";
+    });
+    $("conf").innerHTML = total ? html + "</table>" : "<p>no kept output has both a label and a prediction yet</p>";
+    text($("conf-note"), total ? right + " of " + total + " right (" + (100 * right / total).toFixed(1) + "%)" : "");
+    return total;
   }
 
   // ---- wiring ----------------------------------------------------------------

@@ -1,11 +1,16 @@
 // charts.js: the few canvas charts of the kpcastream page (line, scatter,
-// bars), written for it: no dependencies, works offline. Each draw sets
-// canvas.dataset.points to the number of data points drawn, which the
-// tests read.
+// bars), written for it: no dependencies, works offline. Every chart has
+// axis titles and a legend above its plot area, measured and wrapped onto
+// as many lines as it needs (never over the data, never cut), and shows the
+// values under the pointer. Each draw sets canvas.dataset.points to the
+// number of data points drawn and keeps its layout on the canvas, which
+// KC.check reads: the page's self-check, evaluated by the tests in headless
+// Chromium.
 "use strict";
 var KC = (function () {
-  var PAD = { l: 46, r: 40, t: 8, b: 20 };
   var FONT = "10px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
+  var TITLE_FONT = "10px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
+  var LH = 13; // legend line height
 
   function setup(canvas) {
     var dpr = window.devicePixelRatio || 1;
@@ -18,7 +23,8 @@ var KC = (function () {
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, h);
     g.font = FONT;
-    return { g: g, w: w, h: h };
+    hookHover(canvas);
+    return { g: g, w: w, h: h, canvas: canvas };
   }
 
   function finite(v) { return typeof v === "number" && isFinite(v); }
@@ -56,76 +62,127 @@ var KC = (function () {
     return String(+v.toPrecision(3));
   }
 
-  // frame draws the axes and returns the coordinate mappers.
-  function frame(c, xr, yr, opt, yr2) {
-    var g = c.g, x0 = PAD.l, x1 = c.w - (yr2 ? PAD.r : 10), y0 = c.h - PAD.b, y1 = PAD.t;
+  // layoutLegend places the labelled items in lines from the left edge of
+  // the plot area, wrapping before an item that would pass the canvas's
+  // right edge; an item wider than a line gets a line of its own in a
+  // smaller font. Returns the entries with their boxes.
+  function layoutLegend(g, items, x0, right) {
+    var out = [], x = x0, y = 2;
+    items.forEach(function (it) {
+      if (!it.label) return;
+      g.font = FONT;
+      var font = FONT, w = g.measureText(it.label).width + 12;
+      if (w > right - x0) { font = "8px system-ui, sans-serif"; g.font = font; w = g.measureText(it.label).width + 12; }
+      if (x > x0 && x + w > right) { x = x0; y += LH; }
+      out.push({ label: it.label, color: it.color, dash: it.dash, font: font, x: x, y: y, w: w, h: LH - 1 });
+      x += w + 10;
+    });
+    g.font = FONT;
+    return out;
+  }
+
+  function drawLegend(g, entries) {
+    g.textAlign = "left"; g.textBaseline = "top";
+    entries.forEach(function (e) {
+      g.fillStyle = e.color;
+      if (e.dash) { for (var k = 0; k < 8; k += 3) g.fillRect(e.x + k, e.y + 5, 2, 2); }
+      else g.fillRect(e.x, e.y + 4, 8, 3);
+      g.font = e.font; g.fillStyle = "#3a4152"; g.fillText(e.label, e.x + 11, e.y);
+    });
+    g.font = FONT;
+  }
+
+  // frame lays out the chart (legend on top, axis titles, ticks), draws
+  // the axes and returns the coordinate mappers.
+  function frame(c, xr, yr, opt, yr2, legendItems) {
+    var g = c.g;
+    var left = 44 + (opt.ytitle ? 14 : 0), right = c.w - (yr2 ? 40 + (opt.y2title ? 14 : 0) : 10);
+    var legend = layoutLegend(g, legendItems || [], left, c.w - 4);
+    var lh = legend.length ? legend[legend.length - 1].y + LH : 0;
+    var x0 = left, x1 = right, y1 = lh + 8, y0 = c.h - (opt.xtitle ? 30 : 18);
     var sx = function (v) { return x0 + (v - xr[0]) / (xr[1] - xr[0]) * (x1 - x0); };
     var sy = function (v) { return y0 - (v - yr[0]) / (yr[1] - yr[0]) * (y0 - y1); };
     var sy2 = yr2 ? function (v) { return y0 - (v - yr2[0]) / (yr2[1] - yr2[0]) * (y0 - y1); } : null;
     g.strokeStyle = "#eceef2"; g.fillStyle = "#6b7385"; g.lineWidth = 1;
     g.textAlign = "right"; g.textBaseline = "middle";
-    ticks(yr[0], yr[1], 4).forEach(function (v) {
+    ticks(yr[0], yr[1], Math.max(2, Math.floor((y0 - y1) / 30))).forEach(function (v) {
       var y = Math.round(sy(v)) + 0.5;
       g.beginPath(); g.moveTo(x0, y); g.lineTo(x1, y); g.stroke();
       g.fillText((opt.yfmt || fmt)(v), x0 - 4, y);
     });
     if (yr2) {
       g.textAlign = "left";
-      ticks(yr2[0], yr2[1], 4).forEach(function (v) { g.fillText((opt.y2fmt || fmt)(v), x1 + 4, sy2(v)); });
+      ticks(yr2[0], yr2[1], Math.max(2, Math.floor((y0 - y1) / 30))).forEach(function (v) { g.fillText((opt.y2fmt || fmt)(v), x1 + 4, sy2(v)); });
     }
     g.textAlign = "center"; g.textBaseline = "top";
-    var xt = ticks(xr[0], xr[1], Math.max(2, Math.floor((x1 - x0) / 80)));
-    var xstep = xt.length > 1 ? xt[1] - xt[0] : 1;
-    xt.forEach(function (v) { g.fillText((opt.xfmt || fmt)(v, xstep), sx(v), y0 + 4); });
+    if (!opt.noxticks) {
+      var xt = ticks(xr[0], xr[1], Math.max(2, Math.floor((x1 - x0) / 80)));
+      var xstep = xt.length > 1 ? xt[1] - xt[0] : 1;
+      xt.forEach(function (v) { g.fillText((opt.xfmt || fmt)(v, xstep), sx(v), y0 + 4); });
+    }
     g.strokeStyle = "#c9ced8";
     g.beginPath(); g.moveTo(x0, y1); g.lineTo(x0, y0 + 0.5); g.lineTo(x1, y0 + 0.5); g.stroke();
-    return { sx: sx, sy: sy, sy2: sy2, x0: x0, x1: x1, y0: y0, y1: y1 };
+    // axis titles
+    g.font = TITLE_FONT; g.fillStyle = "#3a4152";
+    var titles = { x: opt.xtitle || "", y: opt.ytitle || "", y2: yr2 ? (opt.y2title || "") : null };
+    if (opt.xtitle) { g.textAlign = "center"; g.textBaseline = "bottom"; g.fillText(opt.xtitle, (x0 + x1) / 2, c.h - 1); }
+    if (opt.ytitle) {
+      g.save(); g.translate(9, (y0 + y1) / 2); g.rotate(-Math.PI / 2);
+      g.textAlign = "center"; g.textBaseline = "middle"; g.fillText(opt.ytitle, 0, 0); g.restore();
+    }
+    if (yr2 && opt.y2title) {
+      g.save(); g.translate(c.w - 7, (y0 + y1) / 2); g.rotate(Math.PI / 2);
+      g.textAlign = "center"; g.textBaseline = "middle"; g.fillText(opt.y2title, 0, 0); g.restore();
+    }
+    g.font = FONT;
+    drawLegend(g, legend);
+    var f = { sx: sx, sy: sy, sy2: sy2, x0: x0, x1: x1, y0: y0, y1: y1, xr: xr, yr: yr, yr2: yr2 };
+    c.canvas._kc = { titles: titles, legend: legend, w: c.w, h: c.h, plotTop: y1, f: f, labels: [], hover: null };
+    return f;
   }
 
-  function legend(c, items, f) {
-    var g = c.g, x = f.x0 + 6, y = f.y1 + 2;
-    g.textAlign = "left"; g.textBaseline = "top";
-    items.forEach(function (it) {
-      if (!it.label) return;
-      g.fillStyle = it.color; g.fillRect(x, y + 3, 8, 3);
-      g.fillStyle = "#3a4152"; g.fillText(it.label, x + 11, y);
-      x += g.measureText(it.label).width + 22;
-    });
-  }
-
-  function empty(canvas, c, msg) {
+  function empty(canvas, c, msg, opt) {
     c.g.fillStyle = "#9aa1b1"; c.g.textAlign = "center"; c.g.textBaseline = "middle";
     c.g.fillText(msg || "no data yet", c.w / 2, c.h / 2);
     canvas.dataset.points = "0";
+    canvas._kc = { titles: { x: (opt && opt.xtitle) || "", y: (opt && opt.ytitle) || "", y2: null }, legend: [], w: c.w, h: c.h, plotTop: 0, labels: [], empty: true };
     return 0;
+  }
+
+  // nearest returns the index of the x closest to v in xs (sorted), or -1.
+  function nearest(xs, v) {
+    if (!xs.length) return -1;
+    var lo = 0, hi = xs.length - 1;
+    while (hi - lo > 1) { var m = (lo + hi) >> 1; if (xs[m] < v) lo = m; else hi = m; }
+    return Math.abs(xs[lo] - v) <= Math.abs(xs[hi] - v) ? lo : hi;
   }
 
   // line draws series [{x, y, color, label, right, width, dots}] with
   // optional horizontal lines hlines [{y, color, label, right}], vertical
   // markers vmarks [{x, color, label}] and point overlays points
-  // [{x, y, color, r}]. Options: xfmt, yfmt, y2fmt, ymin, ymax, y2min,
-  // y2max, xmin, xmax, empty.
+  // [{x, y, color, r, label}]. Options: xtitle, ytitle, y2title, xfmt, yfmt,
+  // y2fmt, ymin, ymax, y2min, y2max, xmin, xmax, empty, marklabel (legend
+  // entry of the vertical markers).
   function line(canvas, opt) {
     var c = setup(canvas);
     var left = opt.series.filter(function (s) { return !s.right; });
     var right = opt.series.filter(function (s) { return s.right; });
     var n = 0;
     opt.series.forEach(function (s) { n += s.x.length; });
-    if (n === 0) return empty(canvas, c, opt.empty);
+    if (n === 0) return empty(canvas, c, opt.empty, opt);
     var xs = opt.series.map(function (s) { return s.x; });
     var xr = extent(xs, opt.xmin, opt.xmax);
     var hl = (opt.hlines || []).filter(function (h) { return !h.right && finite(h.y); }).map(function (h) { return h.y; });
     var yr = extent(left.map(function (s) { return s.y; }).concat([hl]), opt.ymin, opt.ymax);
-    yr[1] += (yr[1] - yr[0]) * 0.12; // room for the legend
     var yr2 = null;
-    if (right.length) {
-      yr2 = extent(right.map(function (s) { return s.y; }), opt.y2min, opt.y2max);
-      yr2[1] += (yr2[1] - yr2[0]) * 0.12;
-    }
-    var f = frame(c, xr, yr, opt, yr2), g = c.g;
-    (opt.vmarks || []).forEach(function (m) {
+    if (right.length) yr2 = extent(right.map(function (s) { return s.y; }), opt.y2min, opt.y2max);
+    var vm = (opt.vmarks || []).filter(function (m) { return m.x >= xr[0] && m.x <= xr[1]; });
+    var items = opt.series.concat(opt.hlines || []).concat(opt.points || []);
+    if (opt.marklabel && vm.some(function (m) { return !m.tick; })) items.push({ label: opt.marklabel, color: "#d23f3f", dash: true });
+    if (opt.ticklabel && vm.some(function (m) { return m.tick; })) items.push({ label: opt.ticklabel, color: "#8a93a6" });
+    var f = frame(c, xr, yr, opt, yr2, items), g = c.g;
+    vm.forEach(function (m) {
       var x = Math.round(f.sx(m.x)) + 0.5;
-      if (x < f.x0 || x > f.x1) return;
       g.strokeStyle = m.color; g.setLineDash(m.dash || [3, 3]); g.lineWidth = 1;
       g.beginPath(); g.moveTo(x, m.tick ? f.y0 - m.tick : f.y1); g.lineTo(x, f.y0); g.stroke(); g.setLineDash([]);
     });
@@ -160,27 +217,50 @@ var KC = (function () {
       for (var i = 0; i < p.x.length; i++) { g.beginPath(); g.arc(f.sx(p.x[i]), f.sy(p.y[i]), p.r || 2.5, 0, 7); g.fill(); }
     });
     g.restore();
-    legend(c, opt.series.concat(opt.hlines || []).concat(opt.points || []), f);
+    var st = canvas._kc;
+    st.labels = items.filter(function (it) { return it.label; }).map(function (it) { return it.label; });
+    st.hover = function (px) {
+      if (px < f.x0 || px > f.x1) return null;
+      var v = xr[0] + (px - f.x0) / (f.x1 - f.x0) * (xr[1] - xr[0]), rows = [], at = null;
+      opt.series.forEach(function (s) {
+        var i = nearest(s.x, v);
+        if (i < 0 || !finite(s.y[i])) return;
+        if (at === null) at = s.x[i];
+        rows.push([s.label || "", s.color, (opt.yfmt && !s.right ? opt.yfmt : fmt)(s.y[i])]);
+      });
+      (opt.hlines || []).forEach(function (h) { if (finite(h.y) && h.label) rows.push([h.label, h.color, ""]); });
+      return { x: at === null ? v : at, head: (opt.xtitle || "x") + " " + (opt.xfmt || fmt)(at === null ? v : at, (xr[1] - xr[0]) / 100), rows: rows };
+    };
     canvas.dataset.points = String(n);
     return n;
   }
 
   // scatter draws x against y with a colour per point (colors[i]) and an
-  // optional legend [{label, color}].
+  // optional legend [{label, color}]; names[i] is shown on hover.
   function scatter(canvas, opt) {
     var c = setup(canvas);
     var n = opt.x.length;
-    if (n === 0) return empty(canvas, c, opt.empty);
+    if (n === 0) return empty(canvas, c, opt.empty, opt);
     var xr = extent([opt.x]), yr = extent([opt.y]);
     var px = (xr[1] - xr[0]) * 0.04, py = (yr[1] - yr[0]) * 0.04;
     xr = [xr[0] - px, xr[1] + px];
-    yr = [yr[0] - py, yr[1] + py + (yr[1] - yr[0]) * 0.1];
-    var f = frame(c, xr, yr, opt), g = c.g;
+    yr = [yr[0] - py, yr[1] + py];
+    var f = frame(c, xr, yr, opt, null, opt.legend || []), g = c.g;
     for (var i = 0; i < n; i++) {
       g.fillStyle = opt.colors[i];
       g.beginPath(); g.arc(f.sx(opt.x[i]), f.sy(opt.y[i]), 2, 0, 7); g.fill();
     }
-    legend(c, opt.legend || [], f);
+    var st = canvas._kc;
+    st.labels = (opt.legend || []).filter(function (it) { return it.label; }).map(function (it) { return it.label; });
+    st.hover = function (mx, my) {
+      var best = -1, bd = 64;
+      for (var i = 0; i < n; i++) {
+        var dx = f.sx(opt.x[i]) - mx, dy = f.sy(opt.y[i]) - my, d = dx * dx + dy * dy;
+        if (d < bd) { bd = d; best = i; }
+      }
+      if (best < 0) return null;
+      return { head: opt.names ? opt.names[best] : "point " + best, rows: [[opt.xtitle, opt.colors[best], fmt(opt.x[best])], [opt.ytitle, opt.colors[best], fmt(opt.y[best])]] };
+    };
     canvas.dataset.points = String(n);
     return n;
   }
@@ -190,12 +270,12 @@ var KC = (function () {
   function bars(canvas, opt) {
     var c = setup(canvas);
     var n = opt.values.length;
-    if (n === 0) return empty(canvas, c, opt.empty);
+    if (n === 0) return empty(canvas, c, opt.empty, opt);
     var yr = extent([opt.values], 0);
-    yr[1] *= 1.12;
-    var g = c.g, x0 = PAD.l, x1 = c.w - (opt.cum ? PAD.r : 10);
-    var f = frame(c, [0, n], yr, { yfmt: opt.yfmt, xfmt: function () { return ""; }, y2fmt: function (v) { return Math.round(v * 100) + "%"; } }, opt.cum ? [0, 1.12] : null);
-    var bw = (x1 - x0) / n;
+    yr[1] *= 1.05;
+    var o = { yfmt: opt.yfmt, noxticks: true, y2fmt: function (v) { return Math.round(v * 100) + "%"; }, xtitle: opt.xtitle, ytitle: opt.ytitle, y2title: opt.y2title };
+    var f = frame(c, [0, n], yr, o, opt.cum ? [0, 1.05] : null, opt.legend || []), g = c.g;
+    var x0 = f.x0, bw = (f.x1 - f.x0) / n;
     g.textAlign = "center"; g.textBaseline = "top";
     for (var i = 0; i < n; i++) {
       var y = f.sy(opt.values[i]);
@@ -214,9 +294,65 @@ var KC = (function () {
       g.stroke();
       for (var k = 0; k < n; k++) { g.beginPath(); g.arc(x0 + (k + 0.5) * bw, f.sy2(opt.cum[k]), 2.5, 0, 7); g.fill(); }
     }
-    legend(c, opt.legend || [], f);
+    var st = canvas._kc;
+    st.labels = (opt.legend || []).filter(function (it) { return it.label; }).map(function (it) { return it.label; });
+    st.hover = function (mx) {
+      var i = Math.floor((mx - x0) / bw);
+      if (i < 0 || i >= n) return null;
+      var rows = [[opt.ytitle, "#2f6fdb", fmt(opt.values[i])]];
+      if (opt.cum) rows.push([opt.y2title, "#e08a1e", (opt.cum[i] * 100).toFixed(1) + "%"]);
+      return { head: opt.labels[i], rows: rows };
+    };
     canvas.dataset.points = String(n);
     return n;
+  }
+
+  // ---- hover -----------------------------------------------------------------
+
+  var tip = null;
+  function hookHover(canvas) {
+    if (canvas._kcHooked) return;
+    canvas._kcHooked = true;
+    canvas.addEventListener("mousemove", function (e) {
+      var st = canvas._kc, r = canvas.getBoundingClientRect();
+      var h = st && st.hover ? st.hover(e.clientX - r.left, e.clientY - r.top) : null;
+      if (!tip) { tip = document.createElement("div"); tip.className = "kc-tip"; document.body.appendChild(tip); }
+      if (!h) { tip.hidden = true; return; }
+      var esc = function (s) { return String(s).replace(/[&<>"]/g, function (ch) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[ch]; }); };
+      tip.innerHTML = "<b>" + esc(h.head) + "</b>" + h.rows.map(function (rw) {
+        return '<div><i style="background:' + esc(rw[1]) + '"></i>' + esc(rw[0]) + (rw[2] !== "" ? ": <b>" + esc(rw[2]) + "</b>" : "") + "</div>";
+      }).join("");
+      tip.hidden = false;
+      var x = e.pageX + 14, y = e.pageY + 12;
+      if (x + tip.offsetWidth > window.scrollX + document.documentElement.clientWidth) x = e.pageX - 14 - tip.offsetWidth;
+      tip.style.left = x + "px"; tip.style.top = y + "px";
+    });
+    canvas.addEventListener("mouseleave", function () { if (tip) tip.hidden = true; });
+  }
+
+  // ---- self-check --------------------------------------------------------------
+
+  // check returns the problems of the drawn charts: a chart without data,
+  // a missing axis title, a labelled series missing from its legend, a
+  // legend entry outside the canvas or over the plot area.
+  function check(canvases) {
+    var out = [];
+    canvases.forEach(function (cv) {
+      var id = cv.id, st = cv._kc;
+      if (!st) { out.push(id + ": not drawn"); return; }
+      if (!(+cv.dataset.points > 0) || st.empty) out.push(id + ": empty chart");
+      if (!st.titles.x) out.push(id + ": no x axis title");
+      if (!st.titles.y) out.push(id + ": no y axis title");
+      if (st.titles.y2 === "") out.push(id + ": no title on the right axis");
+      var shown = {};
+      st.legend.forEach(function (e) {
+        shown[e.label] = true;
+        if (e.x < 0 || e.y < 0 || e.x + e.w > st.w + 0.5 || e.y + e.h > st.h) out.push(id + ": legend entry \"" + e.label + "\" cut (" + Math.round(e.x) + "+" + Math.round(e.w) + " of " + st.w + " px)");
+        if (e.y + e.h > st.plotTop) out.push(id + ": legend entry \"" + e.label + "\" over the data");
+      });
+      st.labels.forEach(function (l) { if (!shown[l]) out.push(id + ": series \"" + l + "\" not in the legend"); });
+    });
+    return out;
   }
 
   // palette returns n distinguishable colours.
@@ -231,5 +367,5 @@ var KC = (function () {
     return "rgb(" + p.map(Math.round).join(",") + ")";
   }
 
-  return { line: line, scatter: scatter, bars: bars, color: color, ramp: ramp, fmt: fmt };
+  return { line: line, scatter: scatter, bars: bars, color: color, ramp: ramp, fmt: fmt, check: check };
 })();
