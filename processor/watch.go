@@ -135,13 +135,18 @@ func (ws *watches) stop() {
 
 var errTooManyWatches = fmt.Errorf("too many watched keys")
 
-// label is what the page colours a sample by: the observation's label y
-// when it carried one, else the classifier's prediction, else "".
-func label(o *codec.Output) string {
+// labels returns what the page records of an output: without a
+// classifier stage, its label (y); with one, the observation's own label
+// ("" when it carried none) and the prediction, paired for the page's
+// accuracy and confusion.
+func labels(o *codec.Output) (label, pred string) {
 	if o.Y.Kind != codec.ScalarNone {
-		return o.Y.Text()
+		label = o.Y.Text()
 	}
-	return o.Pred.Text()
+	if o.Pred.Kind != codec.ScalarNone {
+		pred = o.Pred.Text()
+	}
+	return label, pred
 }
 
 // watchOut is the worker's hook: after the outputs of a message of e were
@@ -177,7 +182,7 @@ func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 		if out.TS > 0 {
 			o.Age = float64(now.UnixNano())/1e9 - out.TS
 		}
-		o.Label = label(out)
+		o.Label, o.Pred = labels(out)
 		kw.s.Add(o)
 	}
 	o.Z, o.Eigenvalues = nil, nil // the worker's buffers

@@ -100,18 +100,18 @@ func TestWatchExpires(t *testing.T) {
 	}
 }
 
-func TestLabel(t *testing.T) {
+func TestLabels(t *testing.T) {
 	for _, c := range []struct {
-		o    codec.Output
-		want string
+		o           codec.Output
+		label, pred string
 	}{
-		{codec.Output{}, ""},
-		{codec.Output{Y: codec.Number(2)}, "2"},
-		{codec.Output{Pred: codec.String("cat")}, "cat"},
-		{codec.Output{Y: codec.String("dog"), Pred: codec.String("cat")}, "dog"},
+		{codec.Output{}, "", ""},
+		{codec.Output{Y: codec.Number(2)}, "2", ""},
+		{codec.Output{Pred: codec.String("cat")}, "", "cat"},
+		{codec.Output{Y: codec.String("dog"), Pred: codec.String("cat")}, "dog", "cat"},
 	} {
-		if got := label(&c.o); got != c.want {
-			t.Errorf("label of %+v = %q, want %q", c.o, got, c.want)
+		if l, p := labels(&c.o); l != c.label || p != c.pred {
+			t.Errorf("labels of %+v = %q, %q; want %q, %q", c.o, l, p, c.label, c.pred)
 		}
 	}
 }
