@@ -253,6 +253,9 @@ func (w *worker) run(ctx context.Context) error {
 			switch {
 			case !ok:
 				in = nil
+				if !w.part.fence.OK() {
+					w.fenceLost() // fenced: no final outputs or snapshots
+				}
 				deadline := time.Now().Add(w.p.cfg.ShutdownTimeout)
 				if done == nil {
 					deadline = time.Now()
