@@ -1,0 +1,491 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Learning modes of Config.Learn.
+const (
+	// LearnAlways learns every observation, then scores it (the default).
+	LearnAlways = "always"
+	// LearnNormal scores first and learns only observations within the limits.
+	LearnNormal = "normal"
+)
+
+// Defaults.
+const (
+	// DefaultLevel is the default level of the limits.
+	DefaultLevel = 0.99
+	// MinWarmup is the smallest default warm-up (see DefaultWarmup).
+	MinWarmup = 100
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrConfig reports an invalid Config.
+	ErrConfig = errors.New("monitor: invalid config")
+	// ErrState reports a State that cannot be restored.
+	ErrState = errors.New("monitor: invalid state")
+)
+
+// DefaultWarmup is the warm-up used when Config.Warmup is 0 for a learner
+// of budget B: 2·B, at least MinWarmup. The first half lets a budgeted
+// learner fill its dictionary (B points), the second half gives the limits
+// as many normal observations again.
+func DefaultWarmup(budget int) int {
+	return max(2*budget, MinWarmup)
+}
+
+// Config configures a Monitor. The zero value of each field means its default.
+type Config struct {
+	// Level of the limits, in (0, 1); default 0.99. About 1 − Level of the
+	// normal observations are expected above each limit.
+	Level float64
+	// Learn is LearnAlways (default) or LearnNormal.
+	Learn string
+	// Warmup is the number of observations learned unconditionally before
+	// the limits are in force (default: DefaultWarmup of the learner's
+	// budget, filled in by the caller; must be ≥ 2 after defaults).
+	Warmup int
+	// AcceptAfter is the number of consecutive alarmed observations after
+	// which LearnNormal accepts the new regime and starts a new warm-up;
+	// 0 (default) never does.
+	AcceptAfter int
+	// Forget is the forgetting factor in (0, 1] of the running moments, the
+	// learner's; default 1 (equal weights).
+	Forget float64
+	// Standardize centres and scales every input variable by the running
+	// mean and standard deviation of the learned observations.
+	Standardize bool
+	// Freeze stops the standardisation statistics at the end of the warm-up.
+	Freeze bool
+	// Dim is the input dimension d (needed with Standardize).
+	Dim int
+}
+
+// WithDefaults returns c with zero fields set to their defaults; a zero
+// Warmup becomes DefaultWarmup(budget).
+func (c Config) WithDefaults(budget int) Config {
+	if c.Level == 0 {
+		c.Level = DefaultLevel
+	}
+	if c.Learn == "" {
+		c.Learn = LearnAlways
+	}
+	if c.Warmup == 0 {
+		c.Warmup = DefaultWarmup(budget)
+	}
+	if c.Forget == 0 {
+		c.Forget = 1
+	}
+	return c
+}
+
+// Validate reports every problem of c (after WithDefaults), each naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if !(c.Level > 0 && c.Level < 1) {
+		bad("level", "must be in (0, 1), got %v", c.Level)
+	}
+	if c.Learn != LearnAlways && c.Learn != LearnNormal {
+		bad("learn", "must be %q or %q, got %q", LearnAlways, LearnNormal, c.Learn)
+	}
+	if c.Warmup < 2 {
+		bad("warmup", "must be ≥ 2, got %d", c.Warmup)
+	}
+	if c.AcceptAfter < 0 {
+		bad("accept_after", "must be ≥ 0 (0 = never), got %d", c.AcceptAfter)
+	}
+	if !(c.Forget > 0 && c.Forget <= 1) {
+		bad("forget", "must be in (0, 1], got %v", c.Forget)
+	}
+	if c.Standardize && c.Dim < 1 {
+		bad("dim", "must be ≥ 1 with standardize, got %d", c.Dim)
+	}
+	if c.Freeze && !c.Standardize {
+		bad("freeze", "needs standardize")
+	}
+	return errors.Join(errs...)
+}
+
+// Alarm says which statistics of an observation are above their limits.
+type Alarm uint8
+
+// Alarm values.
+const (
+	AlarmNone Alarm = iota
+	AlarmSPE
+	AlarmT2
+	AlarmBoth
+)
+
+// String returns "", "spe", "t2" or "both", the wire values of an output's
+// alarm field.
+func (a Alarm) String() string {
+	switch a {
+	case AlarmSPE:
+		return "spe"
+	case AlarmT2:
+		return "t2"
+	case AlarmBoth:
+		return "both"
+	}
+	return ""
+}
+
+// ParseAlarm is the inverse of Alarm.String.
+func ParseAlarm(s string) (Alarm, error) {
+	switch s {
+	case "":
+		return AlarmNone, nil
+	case "spe":
+		return AlarmSPE, nil
+	case "t2":
+		return AlarmT2, nil
+	case "both":
+		return AlarmBoth, nil
+	}
+	return AlarmNone, fmt.Errorf("monitor: unknown alarm %q, want spe, t2 or both", s)
+}
+
+// Verdict is the monitor's judgement of one observation.
+type Verdict struct {
+	// InForce tells whether the limits are in force (after the warm-up);
+	// without it the limits are 0 and there is no alarm.
+	InForce bool
+	// SPELimit and T2Limit are the limits the observation was judged by.
+	SPELimit, T2Limit float64
+	// Alarm says which statistic is above its limit.
+	Alarm Alarm
+}
+
+// Moments are the forgetting-weighted running moments of a scalar:
+// W = Σ wᵢ, Mean = Σ wᵢxᵢ/W and M2 = Σ wᵢ(xᵢ − Mean)², with weight fᵃ for
+// an observation a observations old.
+type Moments struct {
+	W, Mean, M2 float64
+}
+
+// Add adds x with forgetting factor f (West's weighted update, exact for
+// the weights above).
+func (m *Moments) Add(x, f float64) {
+	m.W = f*m.W + 1
+	d := x - m.Mean
+	m.Mean += d / m.W
+	m.M2 = f*m.M2 + d*(x-m.Mean)
+	if m.M2 < 0 {
+		m.M2 = 0
+	}
+}
+
+// Var is the weighted variance M2/W (0 when empty).
+func (m Moments) Var() float64 {
+	if m.W <= 0 {
+		return 0
+	}
+	return m.M2 / m.W
+}
+
+func (m Moments) valid() bool {
+	return finite(m.W) && finite(m.Mean) && finite(m.M2) && m.W >= 0 && m.M2 >= 0
+}
+
+// BoxLimit is Box's approximation of the level-quantile of a non-negative
+// statistic with mean m and variance v: g·χ²_h(level) with g = v/(2m),
+// h = 2m²/v. With v = 0 it is m; with m ≤ 0 it is 0.
+func BoxLimit(m, v, level float64) float64 {
+	if !(m > 0) {
+		return 0
+	}
+	if !(v > 0) || v < 1e-300 {
+		return m
+	}
+	g, h := v/(2*m), 2*m*m/v
+	if h > 1e7 { // χ²_h ≈ N(h, 2h); g·h = m, g²·2h = v
+		return m + math.Sqrt(v)*normalQuantile(level)
+	}
+	return g * distuv.ChiSquared{K: h}.Quantile(level)
+}
+
+func normalQuantile(p float64) float64 {
+	return distuv.UnitNormal.Quantile(p)
+}
+
+// State is everything a Monitor needs to resume; Monitor.State and
+// Monitor.Restore copy it deeply.
+type State struct {
+	// Learned counts the observations learned since the current warm-up began.
+	Learned int64
+	// Run counts the consecutive alarmed observations (LearnNormal).
+	Run int64
+	// SPE and T2 are the running moments of the statistics of the learned
+	// observations without alarm, from the second half of the warm-up on.
+	SPE, T2 Moments
+	// InW is the total weight of the standardisation statistics; InMean and
+	// InM2 hold, per input variable, the weighted mean and Σ w(x − mean)²
+	// (length d; nil without Standardize).
+	InW          float64
+	InMean, InM2 []float64
+}
+
+// Monitor is the per-key monitoring state: limits, learning gate and
+// standardisation. It holds O(d) memory, allocated at construction.
+type Monitor struct {
+	cfg           Config
+	st            State
+	speLim, t2Lim float64
+	inForce       bool
+	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
+	scaleW        float64   // InW at which scale was computed (−1: stale)
+	backup        []float64 // InMean and InM2 before a learn, to undo it
+}
+
+// New returns a Monitor for c (after WithDefaults); an invalid c gives an
+// error wrapping ErrConfig.
+func New(c Config) (*Monitor, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Monitor{cfg: c, scaleW: -1}
+	if c.Standardize {
+		m.st.InMean = make([]float64, c.Dim)
+		m.st.InM2 = make([]float64, c.Dim)
+		m.scale = make([]float64, c.Dim)
+		m.backup = make([]float64, 0, 2*c.Dim)
+	}
+	return m, nil
+}
+
+// Config returns the monitor's configuration.
+func (m *Monitor) Config() Config { return m.cfg }
+
+// ScoreFirst tells whether an observation is scored before it is learned
+// (LearnNormal): the caller then learns it only if Admit says so.
+func (m *Monitor) ScoreFirst() bool { return m.cfg.Learn == LearnNormal }
+
+// Warm tells whether the monitor is in its warm-up.
+func (m *Monitor) Warm() bool { return m.st.Learned < int64(m.cfg.Warmup) }
+
+// Limits returns the current limits and whether they are in force.
+func (m *Monitor) Limits() (spe, t2 float64, inForce bool) {
+	return m.speLim, m.t2Lim, m.inForce
+}
+
+// Judge compares an observation's statistics with the limits. It does not
+// change the state. Cost: two comparisons.
+func (m *Monitor) Judge(spe, t2 float64) Verdict {
+	if !m.inForce {
+		return Verdict{}
+	}
+	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim}
+	if spe > m.speLim {
+		v.Alarm |= AlarmSPE
+	}
+	if t2 > m.t2Lim {
+		v.Alarm |= AlarmT2
+	}
+	return v
+}
+
+// Admit tells whether an observation with verdict v is to be learned:
+// always with LearnAlways; with LearnNormal during the warm-up or without
+// an alarm.
+func (m *Monitor) Admit(v Verdict) bool {
+	return m.cfg.Learn == LearnAlways || m.Warm() || v.Alarm == AlarmNone
+}
+
+// Observe updates the standardisation statistics with the raw observation
+// x that is about to be learned (call it before Input for the vector to
+// learn). It does nothing without Standardize or once frozen.
+func (m *Monitor) Observe(x []float64) {
+	if !m.cfg.Standardize || (m.cfg.Freeze && !m.Warm()) {
+		return
+	}
+	f := m.cfg.Forget
+	w := f*m.st.InW + 1
+	for j, v := range x {
+		d := v - m.st.InMean[j]
+		m.st.InMean[j] += d / w
+		q := f*m.st.InM2[j] + d*(v-m.st.InMean[j])
+		if q < 0 {
+			q = 0
+		}
+		m.st.InM2[j] = q
+	}
+	m.st.InW = w
+	m.scaleW = -1
+}
+
+// Input returns the vector the learner sees for the raw observation x:
+// without Standardize x itself; otherwise (x − μ)/σ written into dst (of
+// length d; a nil dst is allocated; another length panics).
+func (m *Monitor) Input(dst, x []float64) []float64 {
+	if !m.cfg.Standardize {
+		return x
+	}
+	if dst == nil {
+		dst = make([]float64, len(x))
+	}
+	if len(dst) != len(x) {
+		panic("monitor: Input: dst of wrong length")
+	}
+	if m.scaleW != m.st.InW {
+		m.refreshScale()
+	}
+	for j, v := range x {
+		dst[j] = (v - m.st.InMean[j]) * m.scale[j]
+	}
+	return dst
+}
+
+func (m *Monitor) refreshScale() {
+	for j := range m.scale {
+		m.scale[j] = 1
+		if m.st.InW > 0 {
+			sd := math.Sqrt(m.st.InM2[j] / m.st.InW)
+			// A constant variable (σ at the rounding level of its mean) is only centred.
+			if sd > 1e-12*math.Abs(m.st.InMean[j]) && sd > 0 {
+				m.scale[j] = 1 / sd
+			}
+		}
+	}
+	m.scaleW = m.st.InW
+}
+
+// Record updates the monitor after an observation: scored tells whether
+// spe and t2 are valid (the learner was ready), learned whether the
+// observation was learned, v is its verdict. It updates the limit moments
+// (learned observations without alarm, from the second half of the
+// warm-up on), the warm-up count and, with LearnNormal, the run of
+// consecutive alarms and the acceptance rule. It reports whether the
+// monitor accepted a new regime (and started a new warm-up).
+func (m *Monitor) Record(spe, t2 float64, scored, learned bool, v Verdict) (accepted bool) {
+	if learned {
+		m.st.Learned++
+		if scored && v.Alarm == AlarmNone && m.st.Learned > int64(m.cfg.Warmup/2) {
+			f := m.cfg.Forget
+			m.st.SPE.Add(spe, f)
+			m.st.T2.Add(t2, f)
+			m.refreshLimits()
+		} else if !m.inForce && !m.Warm() {
+			m.refreshLimits()
+		}
+	}
+	if m.cfg.Learn != LearnNormal {
+		return false
+	}
+	if v.Alarm == AlarmNone {
+		m.st.Run = 0
+		return false
+	}
+	m.st.Run++
+	if m.cfg.AcceptAfter > 0 && m.st.Run >= int64(m.cfg.AcceptAfter) {
+		m.Accept()
+		return true
+	}
+	return false
+}
+
+// Accept accepts the current regime: the limit moments are cleared and a
+// new warm-up begins (the control plane's "accept"). The standardisation
+// statistics are kept and move again during the warm-up.
+func (m *Monitor) Accept() {
+	m.st.Learned, m.st.Run = 0, 0
+	m.st.SPE, m.st.T2 = Moments{}, Moments{}
+	m.speLim, m.t2Lim, m.inForce = 0, 0, false
+}
+
+// refreshLimits recomputes the limits from the moments; they are in force
+// after the warm-up once the moments hold at least two observations.
+func (m *Monitor) refreshLimits() {
+	lv := m.cfg.Level
+	m.inForce = !m.Warm() && m.st.SPE.W >= 2
+	if !m.inForce {
+		m.speLim, m.t2Lim = 0, 0
+		return
+	}
+	m.speLim = BoxLimit(m.st.SPE.Mean, m.st.SPE.Var(), lv)
+	m.t2Lim = BoxLimit(m.st.T2.Mean, m.st.T2.Var(), lv)
+}
+
+// State returns a deep copy of the monitor's state.
+func (m *Monitor) State() *State {
+	s := m.st
+	s.InMean = append([]float64(nil), m.st.InMean...)
+	s.InM2 = append([]float64(nil), m.st.InM2...)
+	if !m.cfg.Standardize {
+		s.InMean, s.InM2 = nil, nil
+	}
+	return &s
+}
+
+// Restore replaces the state with a copy of s after checking it against
+// the configuration; on error (wrapping ErrState) the monitor is unchanged.
+func (m *Monitor) Restore(s *State) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil state", ErrState)
+	}
+	var bad []string
+	if s.Learned < 0 || s.Run < 0 {
+		bad = append(bad, fmt.Sprintf("negative counters (learned %d, run %d)", s.Learned, s.Run))
+	}
+	if !s.SPE.valid() || !s.T2.valid() {
+		bad = append(bad, "non-finite or negative moments")
+	}
+	d := 0
+	if m.cfg.Standardize {
+		d = m.cfg.Dim
+	}
+	if len(s.InMean) != d || len(s.InM2) != d {
+		bad = append(bad, fmt.Sprintf("standardisation of %d and %d variables, want %d", len(s.InMean), len(s.InM2), d))
+	} else if !finite(s.InW) || s.InW < 0 {
+		bad = append(bad, "non-finite standardisation weight")
+	} else {
+		for j := range d {
+			if !finite(s.InMean[j]) || !finite(s.InM2[j]) || s.InM2[j] < 0 {
+				bad = append(bad, fmt.Sprintf("standardisation of variable %d is non-finite or negative", j))
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
+	}
+	m.st = *s
+	m.st.InMean = append([]float64(nil), s.InMean...)
+	m.st.InM2 = append([]float64(nil), s.InM2...)
+	if d == 0 {
+		m.st.InMean, m.st.InM2 = nil, nil
+	}
+	m.scaleW = -1
+	m.refreshLimits()
+	return nil
+}
+
+// Standardization returns copies of the standardisation's means and scales
+// (σⱼ, or 1 for a variable that is only centred), so that x' = (x − mean)/scale;
+// nil, nil without Standardize.
+func (m *Monitor) Standardization() (mean, scale []float64) {
+	if !m.cfg.Standardize {
+		return nil, nil
+	}
+	if m.scaleW != m.st.InW {
+		m.refreshScale()
+	}
+	mean = append([]float64(nil), m.st.InMean...)
+	scale = make([]float64, len(m.scale))
+	for j, s := range m.scale {
+		scale[j] = 1 / s
+	}
+	return mean, scale
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
