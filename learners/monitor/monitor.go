@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Learning modes of Config.Learn.
@@ -41,6 +39,16 @@ func DefaultWarmup(budget int) int {
 	return max(2*budget, MinWarmup)
 }
 
+// DefaultWindow is the default limit window for a level: ⌈10/(1 − level)⌉
+// observations (1,000 at 0.99), at least 100, so that about ten normal
+// observations lie above the limit.
+func DefaultWindow(level float64) int {
+	return max(int(math.Ceil(10/(1-level)-1e-9)), 100)
+}
+
+// MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
+const MaxWindow = 1 << 20
+
 // Config configures a Monitor. The zero value of each field means its default.
 type Config struct {
 	// Level of the limits, in (0, 1); default 0.99. About 1 − Level of the
@@ -56,8 +64,12 @@ type Config struct {
 	// which LearnNormal accepts the new regime and starts a new warm-up;
 	// 0 (default) never does.
 	AcceptAfter int
-	// Forget is the forgetting factor in (0, 1] of the running moments, the
-	// learner's; default 1 (equal weights).
+	// Window is the number of recent normal observations whose statistics
+	// give the limits (their empirical Level-quantiles); default
+	// DefaultWindow(Level). Memory: 32·Window bytes.
+	Window int
+	// Forget is the forgetting factor in (0, 1] of the standardisation
+	// statistics, the learner's; default 1 (equal weights).
 	Forget float64
 	// Standardize centres and scales every input variable by the running
 	// mean and standard deviation of the learned observations.
@@ -83,6 +95,9 @@ func (c Config) WithDefaults(budget int) Config {
 	if c.Forget == 0 {
 		c.Forget = 1
 	}
+	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
+		c.Window = DefaultWindow(c.Level)
+	}
 	return c
 }
 
@@ -100,6 +115,11 @@ func (c Config) Validate() error {
 	}
 	if c.Warmup < 2 {
 		bad("warmup", "must be ≥ 2, got %d", c.Warmup)
+	}
+	if c.Window < 2 {
+		bad("window", "must be ≥ 2, got %d", c.Window)
+	} else if c.Window > MaxWindow {
+		bad("window", "must be ≤ %d, got %d", MaxWindow, c.Window)
 	}
 	if c.AcceptAfter < 0 {
 		bad("accept_after", "must be ≥ 0 (0 = never), got %d", c.AcceptAfter)
@@ -167,58 +187,6 @@ type Verdict struct {
 	Alarm Alarm
 }
 
-// Moments are the forgetting-weighted running moments of a scalar:
-// W = Σ wᵢ, Mean = Σ wᵢxᵢ/W and M2 = Σ wᵢ(xᵢ − Mean)², with weight fᵃ for
-// an observation a observations old.
-type Moments struct {
-	W, Mean, M2 float64
-}
-
-// Add adds x with forgetting factor f (West's weighted update, exact for
-// the weights above).
-func (m *Moments) Add(x, f float64) {
-	m.W = f*m.W + 1
-	d := x - m.Mean
-	m.Mean += d / m.W
-	m.M2 = f*m.M2 + d*(x-m.Mean)
-	if m.M2 < 0 {
-		m.M2 = 0
-	}
-}
-
-// Var is the weighted variance M2/W (0 when empty).
-func (m Moments) Var() float64 {
-	if m.W <= 0 {
-		return 0
-	}
-	return m.M2 / m.W
-}
-
-func (m Moments) valid() bool {
-	return finite(m.W) && finite(m.Mean) && finite(m.M2) && m.W >= 0 && m.M2 >= 0
-}
-
-// BoxLimit is Box's approximation of the level-quantile of a non-negative
-// statistic with mean m and variance v: g·χ²_h(level) with g = v/(2m),
-// h = 2m²/v. With v = 0 it is m; with m ≤ 0 it is 0.
-func BoxLimit(m, v, level float64) float64 {
-	if !(m > 0) {
-		return 0
-	}
-	if !(v > 0) || v < 1e-300 {
-		return m
-	}
-	g, h := v/(2*m), 2*m*m/v
-	if h > 1e7 { // χ²_h ≈ N(h, 2h); g·h = m, g²·2h = v
-		return m + math.Sqrt(v)*normalQuantile(level)
-	}
-	return g * distuv.ChiSquared{K: h}.Quantile(level)
-}
-
-func normalQuantile(p float64) float64 {
-	return distuv.UnitNormal.Quantile(p)
-}
-
 // State is everything a Monitor needs to resume; Monitor.State and
 // Monitor.Restore copy it deeply.
 type State struct {
@@ -226,9 +194,12 @@ type State struct {
 	Learned int64
 	// Run counts the consecutive alarmed observations (LearnNormal).
 	Run int64
-	// SPE and T2 are the running moments of the statistics of the learned
-	// observations without alarm, from the second half of the warm-up on.
-	SPE, T2 Moments
+	// SPE and T2 are the limit windows: the statistics of the last (at
+	// most Window) observations admitted to the limits, oldest first.
+	SPE, T2 []float64
+	// Tokens is the budget of alarmed observations that may still enter
+	// the windows (see Record).
+	Tokens float64
 	// InW is the total weight of the standardisation statistics; InMean and
 	// InM2 hold, per input variable, the weighted mean and Σ w(x − mean)²
 	// (length d; nil without Standardize).
@@ -240,6 +211,7 @@ type State struct {
 // standardisation. It holds O(d) memory, allocated at construction.
 type Monitor struct {
 	cfg           Config
+	spe, t2       window
 	st            State
 	speLim, t2Lim float64
 	inForce       bool
@@ -254,7 +226,8 @@ func New(c Config) (*Monitor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Monitor{cfg: c, scaleW: -1}
+	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
+	m.st.Tokens = m.tokenCap()
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)
 		m.st.InM2 = make([]float64, c.Dim)
@@ -296,10 +269,11 @@ func (m *Monitor) Judge(spe, t2 float64) Verdict {
 }
 
 // Admit tells whether an observation with verdict v is to be learned:
-// always with LearnAlways; with LearnNormal during the warm-up or without
-// an alarm.
+// always with LearnAlways; with LearnNormal during the warm-up, without an
+// alarm, or with an isolated alarm that Record will let into the limit
+// windows (the previous observation had none and a token is left).
 func (m *Monitor) Admit(v Verdict) bool {
-	return m.cfg.Learn == LearnAlways || m.Warm() || v.Alarm == AlarmNone
+	return m.cfg.Learn == LearnAlways || m.Warm() || v.Alarm == AlarmNone || (m.st.Run == 0 && m.st.Tokens >= 1)
 }
 
 // Observe updates the standardisation statistics with the raw observation
@@ -362,36 +336,47 @@ func (m *Monitor) refreshScale() {
 
 // Record updates the monitor after an observation: scored tells whether
 // spe and t2 are valid (the learner was ready), learned whether the
-// observation was learned, v is its verdict. It updates the limit moments
-// (learned observations without alarm, from the second half of the
-// warm-up on), the warm-up count and, with LearnNormal, the run of
-// consecutive alarms and the acceptance rule. It reports whether the
-// monitor accepted a new regime (and started a new warm-up).
+// observation was learned, v is its verdict. From the second half of the
+// warm-up on, the statistics of a scored observation enter the limit
+// windows when it was learned without alarm, or when it has an alarm, the
+// previous observation had none and a token is left (see the package
+// comment: tokens accrue at 3·(1 − Level) per judged observation, up to
+// ⌈(1 − Level)·Window⌉). It counts the warm-up and the run of consecutive
+// alarms and, with LearnNormal and AcceptAfter > 0, applies the acceptance
+// rule. It reports whether the monitor accepted a new regime (and started
+// a new warm-up).
 func (m *Monitor) Record(spe, t2 float64, scored, learned bool, v Verdict) (accepted bool) {
+	alarmed := v.Alarm != AlarmNone
 	if learned {
 		m.st.Learned++
-		if scored && v.Alarm == AlarmNone && m.st.Learned > int64(m.cfg.Warmup/2) {
-			f := m.cfg.Forget
-			m.st.SPE.Add(spe, f)
-			m.st.T2.Add(t2, f)
-			m.refreshLimits()
-		} else if !m.inForce && !m.Warm() {
-			m.refreshLimits()
-		}
 	}
-	if m.cfg.Learn != LearnNormal {
-		return false
+	enter := learned && !alarmed
+	if alarmed && m.st.Run == 0 && m.st.Tokens >= 1 {
+		m.st.Tokens--
+		enter = true
 	}
-	if v.Alarm == AlarmNone {
+	if v.InForce {
+		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
+	}
+	if enter && scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
+		m.spe.add(spe)
+		m.t2.add(t2)
+	}
+	m.refreshLimits()
+	if !alarmed {
 		m.st.Run = 0
 		return false
 	}
 	m.st.Run++
-	if m.cfg.AcceptAfter > 0 && m.st.Run >= int64(m.cfg.AcceptAfter) {
+	if m.cfg.Learn == LearnNormal && m.cfg.AcceptAfter > 0 && m.st.Run >= int64(m.cfg.AcceptAfter) {
 		m.Accept()
 		return true
 	}
 	return false
+}
+
+func (m *Monitor) tokenCap() float64 {
+	return math.Ceil((1 - m.cfg.Level) * float64(m.cfg.Window))
 }
 
 // Accept accepts the current regime: the limit moments are cleared and a
@@ -399,26 +384,28 @@ func (m *Monitor) Record(spe, t2 float64, scored, learned bool, v Verdict) (acce
 // statistics are kept and move again during the warm-up.
 func (m *Monitor) Accept() {
 	m.st.Learned, m.st.Run = 0, 0
-	m.st.SPE, m.st.T2 = Moments{}, Moments{}
+	m.spe.reset()
+	m.t2.reset()
+	m.st.Tokens = m.tokenCap()
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
 }
 
-// refreshLimits recomputes the limits from the moments; they are in force
-// after the warm-up once the moments hold at least two observations.
+// refreshLimits recomputes the limits from the windows; they are in force
+// after the warm-up once the windows hold at least two observations.
 func (m *Monitor) refreshLimits() {
-	lv := m.cfg.Level
-	m.inForce = !m.Warm() && m.st.SPE.W >= 2
+	m.inForce = !m.Warm() && m.spe.len() >= 2
 	if !m.inForce {
 		m.speLim, m.t2Lim = 0, 0
 		return
 	}
-	m.speLim = BoxLimit(m.st.SPE.Mean, m.st.SPE.Var(), lv)
-	m.t2Lim = BoxLimit(m.st.T2.Mean, m.st.T2.Var(), lv)
+	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.t2Lim = m.t2.quantile(m.cfg.Level)
 }
 
 // State returns a deep copy of the monitor's state.
 func (m *Monitor) State() *State {
 	s := m.st
+	s.SPE, s.T2 = m.spe.values(), m.t2.values()
 	s.InMean = append([]float64(nil), m.st.InMean...)
 	s.InM2 = append([]float64(nil), m.st.InM2...)
 	if !m.cfg.Standardize {
@@ -437,8 +424,19 @@ func (m *Monitor) Restore(s *State) error {
 	if s.Learned < 0 || s.Run < 0 {
 		bad = append(bad, fmt.Sprintf("negative counters (learned %d, run %d)", s.Learned, s.Run))
 	}
-	if !s.SPE.valid() || !s.T2.valid() {
-		bad = append(bad, "non-finite or negative moments")
+	if len(s.SPE) != len(s.T2) || len(s.SPE) > m.cfg.Window {
+		bad = append(bad, fmt.Sprintf("limit windows of %d and %d values, want equal and ≤ %d", len(s.SPE), len(s.T2), m.cfg.Window))
+	}
+	for _, w := range [][]float64{s.SPE, s.T2} {
+		for _, v := range w {
+			if !finite(v) {
+				bad = append(bad, "non-finite value in a limit window")
+				break
+			}
+		}
+	}
+	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
+		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))
 	}
 	d := 0
 	if m.cfg.Standardize {
@@ -460,6 +458,9 @@ func (m *Monitor) Restore(s *State) error {
 		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
 	}
 	m.st = *s
+	m.st.SPE, m.st.T2 = nil, nil
+	m.spe.load(s.SPE)
+	m.t2.load(s.T2)
 	m.st.InMean = append([]float64(nil), s.InMean...)
 	m.st.InM2 = append([]float64(nil), s.InM2...)
 	if d == 0 {
