@@ -46,6 +46,14 @@ func DefaultWindow(level float64) int {
 	return max(int(math.Ceil(10/(1-level)-1e-9)), 100)
 }
 
+// DefaultConfirm is the default confirmation delay (Config.Confirm): a
+// fault seen by a fraction p of its samples slips one into the learner
+// with probability about (1 − p)¹⁰.
+const DefaultConfirm = 10
+
+// MaxConfirm bounds Config.Confirm (memory per key: 8·(d + 2)·Confirm bytes).
+const MaxConfirm = 1 << 12
+
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
 
@@ -60,6 +68,11 @@ type Config struct {
 	// the limits are in force (default: DefaultWarmup of the learner's
 	// budget, filled in by the caller; must be ≥ 2 after defaults).
 	Warmup int
+	// Confirm is the confirmation delay of LearnNormal: an observation
+	// judged normal is learned only once the Confirm observations after
+	// it raised no alarm that was not admitted; such an alarm discards
+	// the observations still waiting. Default DefaultConfirm.
+	Confirm int
 	// AcceptAfter is the number of consecutive alarmed observations after
 	// which LearnNormal accepts the new regime and starts a new warm-up;
 	// 0 (default) never does.
@@ -72,7 +85,11 @@ type Config struct {
 	// statistics, the learner's; default 1 (equal weights).
 	Forget float64
 	// Standardize centres and scales every input variable by the running
-	// mean and standard deviation of the learned observations.
+	// mean and standard deviation of the learned observations. The first
+	// ⌊Warmup/2⌋ observations are held back (memory 8·d·Warmup/2 bytes,
+	// released afterwards) while the statistics settle, then learned in
+	// order with the settled statistics, so that the learner's first
+	// points are not scaled by the statistics of a handful of rows.
 	Standardize bool
 	// Freeze stops the standardisation statistics at the end of the warm-up.
 	Freeze bool
@@ -94,6 +111,9 @@ func (c Config) WithDefaults(budget int) Config {
 	}
 	if c.Forget == 0 {
 		c.Forget = 1
+	}
+	if c.Confirm == 0 {
+		c.Confirm = DefaultConfirm
 	}
 	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
 		c.Window = DefaultWindow(c.Level)
@@ -127,8 +147,11 @@ func (c Config) Validate() error {
 	if !(c.Forget > 0 && c.Forget <= 1) {
 		bad("forget", "must be in (0, 1], got %v", c.Forget)
 	}
-	if c.Standardize && c.Dim < 1 {
-		bad("dim", "must be ≥ 1 with standardize, got %d", c.Dim)
+	if c.Confirm < 1 || c.Confirm > MaxConfirm {
+		bad("confirm", "must be in [1, %d], got %d", MaxConfirm, c.Confirm)
+	}
+	if c.Dim < 1 {
+		bad("dim", "must be ≥ 1, got %d", c.Dim)
 	}
 	if c.Freeze && !c.Standardize {
 		bad("freeze", "needs standardize")
@@ -200,6 +223,15 @@ type State struct {
 	// Tokens is the budget of alarmed observations that may still enter
 	// the windows (see Record).
 	Tokens float64
+	// Pending holds the observations accepted for learning under
+	// LearnNormal that wait for their confirmation, oldest first (at most
+	// Confirm).
+	Pending []Pending
+	// Held holds the raw observations (row-major, n×d) kept back at the
+	// start while the standardisation settles; Settled tells that they
+	// were learned (see Config.Standardize).
+	Held    []float64
+	Settled bool
 	// InW is the total weight of the standardisation statistics; InMean and
 	// InM2 hold, per input variable, the weighted mean and Σ w(x − mean)²
 	// (length d; nil without Standardize).
@@ -207,11 +239,21 @@ type State struct {
 	InMean, InM2 []float64
 }
 
+// Pending is an observation accepted for learning, waiting for Confirm
+// more observations without an unadmitted alarm.
+type Pending struct {
+	// X is the raw observation (length d).
+	X []float64
+	// SPE and T2 are its statistics when it was judged.
+	SPE, T2 float64
+}
+
 // Monitor is the per-key monitoring state: limits, learning gate and
 // standardisation. It holds O(d) memory, allocated at construction.
 type Monitor struct {
 	cfg           Config
 	spe, t2       window
+	pend          queue
 	st            State
 	speLim, t2Lim float64
 	inForce       bool
@@ -228,6 +270,10 @@ func New(c Config) (*Monitor, error) {
 	}
 	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
 	m.st.Tokens = m.tokenCap()
+	m.st.Settled = m.holdLen() == 0
+	if c.Learn == LearnNormal {
+		m.pend = newQueue(c.Confirm, c.Dim)
+	}
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)
 		m.st.InM2 = make([]float64, c.Dim)
@@ -266,14 +312,6 @@ func (m *Monitor) Judge(spe, t2 float64) Verdict {
 		v.Alarm |= AlarmT2
 	}
 	return v
-}
-
-// Admit tells whether an observation with verdict v is to be learned:
-// always with LearnAlways; with LearnNormal during the warm-up, without an
-// alarm, or with an isolated alarm that Record will let into the limit
-// windows (the previous observation had none and a token is left).
-func (m *Monitor) Admit(v Verdict) bool {
-	return m.cfg.Learn == LearnAlways || m.Warm() || v.Alarm == AlarmNone || (m.st.Run == 0 && m.st.Tokens >= 1)
 }
 
 // Observe updates the standardisation statistics with the raw observation
@@ -334,36 +372,34 @@ func (m *Monitor) refreshScale() {
 	m.scaleW = m.st.InW
 }
 
-// Record updates the monitor after an observation: scored tells whether
-// spe and t2 are valid (the learner was ready), learned whether the
-// observation was learned, v is its verdict. From the second half of the
-// warm-up on, the statistics of a scored observation enter the limit
-// windows when it was learned without alarm, or when it has an alarm, the
-// previous observation had none and a token is left (see the package
-// comment: tokens accrue at 3·(1 − Level) per judged observation, up to
-// ⌈(1 − Level)·Window⌉). It counts the warm-up and the run of consecutive
-// alarms and, with LearnNormal and AcceptAfter > 0, applies the acceptance
-// rule. It reports whether the monitor accepted a new regime (and started
-// a new warm-up).
-func (m *Monitor) Record(spe, t2 float64, scored, learned bool, v Verdict) (accepted bool) {
-	alarmed := v.Alarm != AlarmNone
-	if learned {
-		m.st.Learned++
-	}
-	enter := learned && !alarmed
-	if alarmed && m.st.Run == 0 && m.st.Tokens >= 1 {
+// takeToken tells whether an alarmed observation may be learned and enter
+// the limit windows: the observation before it had no alarm and a token
+// is left (which it spends). See the package comment.
+func (m *Monitor) takeToken() bool {
+	if m.st.Run == 0 && m.st.Tokens >= 1 {
 		m.st.Tokens--
-		enter = true
+		return true
 	}
-	if v.InForce {
-		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
-	}
-	if enter && scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
+	return false
+}
+
+// learned counts an observation the learner learned and, from the second
+// half of the warm-up on, adds its statistics to the limit windows.
+func (m *Monitor) learned(spe, t2 float64, scored bool) {
+	m.st.Learned++
+	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
 		m.spe.add(spe)
 		m.t2.add(t2)
 	}
-	m.refreshLimits()
-	if !alarmed {
+}
+
+// judged accrues tokens, counts the run of consecutive alarms and applies
+// the acceptance rule; it reports whether the monitor accepted a new regime.
+func (m *Monitor) judged(v Verdict) bool {
+	if v.InForce {
+		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
+	}
+	if v.Alarm == AlarmNone {
 		m.st.Run = 0
 		return false
 	}
@@ -375,6 +411,14 @@ func (m *Monitor) Record(spe, t2 float64, scored, learned bool, v Verdict) (acce
 	return false
 }
 
+// holdLen is the number of observations held back at the start (0 without Standardize).
+func (m *Monitor) holdLen() int {
+	if !m.cfg.Standardize {
+		return 0
+	}
+	return m.cfg.Warmup / 2
+}
+
 func (m *Monitor) tokenCap() float64 {
 	return math.Ceil((1 - m.cfg.Level) * float64(m.cfg.Window))
 }
@@ -384,6 +428,7 @@ func (m *Monitor) tokenCap() float64 {
 // statistics are kept and move again during the warm-up.
 func (m *Monitor) Accept() {
 	m.st.Learned, m.st.Run = 0, 0
+	m.pend.reset()
 	m.spe.reset()
 	m.t2.reset()
 	m.st.Tokens = m.tokenCap()
@@ -406,6 +451,8 @@ func (m *Monitor) refreshLimits() {
 func (m *Monitor) State() *State {
 	s := m.st
 	s.SPE, s.T2 = m.spe.values(), m.t2.values()
+	s.Pending = m.pend.values()
+	s.Held = append([]float64(nil), m.st.Held...)
 	s.InMean = append([]float64(nil), m.st.InMean...)
 	s.InM2 = append([]float64(nil), m.st.InM2...)
 	if !m.cfg.Standardize {
@@ -435,6 +482,18 @@ func (m *Monitor) Restore(s *State) error {
 			}
 		}
 	}
+	if len(s.Held) > m.holdLen()*m.cfg.Dim || len(s.Held)%m.cfg.Dim != 0 || (s.Settled && len(s.Held) > 0) || !allFinite(s.Held) {
+		bad = append(bad, fmt.Sprintf("%d held values, want a multiple of %d, at most %d, finite, none once settled", len(s.Held), m.cfg.Dim, m.holdLen()*m.cfg.Dim))
+	}
+	if len(s.Pending) > m.pend.cap() {
+		bad = append(bad, fmt.Sprintf("%d pending observations, want ≤ %d", len(s.Pending), m.pend.cap()))
+	}
+	for i, p := range s.Pending {
+		if len(p.X) != m.cfg.Dim || !finite(p.SPE) || !finite(p.T2) || !allFinite(p.X) {
+			bad = append(bad, fmt.Sprintf("pending observation %d has %d values or non-finite ones, want %d finite", i, len(p.X), m.cfg.Dim))
+			break
+		}
+	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))
 	}
@@ -458,7 +517,9 @@ func (m *Monitor) Restore(s *State) error {
 		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
 	}
 	m.st = *s
-	m.st.SPE, m.st.T2 = nil, nil
+	m.st.SPE, m.st.T2, m.st.Pending = nil, nil, nil
+	m.st.Held = append([]float64(nil), s.Held...)
+	m.pend.load(s.Pending)
 	m.spe.load(s.SPE)
 	m.t2.load(s.T2)
 	m.st.InMean = append([]float64(nil), s.InMean...)
@@ -490,3 +551,12 @@ func (m *Monitor) Standardization() (mean, scale []float64) {
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func allFinite(v []float64) bool {
+	for _, x := range v {
+		if !finite(x) {
+			return false
+		}
+	}
+	return true
+}

@@ -20,7 +20,9 @@ type Result struct {
 	Novelty learners.Novelty
 	// Ready tells whether the learner could score the observation.
 	Ready bool
-	// Learned tells whether the observation was learned.
+	// Learned tells whether the observation was learned, or with
+	// LearnNormal after the warm-up accepted for learning (pending its
+	// confirmation).
 	Learned bool
 	// Verdict is the judgement of the statistics (no alarm when not Ready).
 	Verdict Verdict
@@ -29,14 +31,18 @@ type Result struct {
 	Accepted bool
 }
 
-// Step runs the raw observation x through l under the monitor: standardise,
-// then with LearnAlways learn and score, with LearnNormal score, judge and
-// learn only if admitted; then Record. learn replaces l.Learn when not nil
-// (a classifier stage that learns through the learner). in is scratch of
-// length d for the standardised vector (unused without Standardize), z is
-// Score's dst. On a Learn error the monitor and the learner are unchanged;
-// a Score error other than learners.ErrNotReady is returned after the
-// observation was learned (as the plain path does).
+// Step runs the raw observation x through l under the monitor. With
+// LearnAlways: standardise, learn, score, judge. With LearnNormal: score
+// with the current model and judge; during the warm-up learn x; after it,
+// an observation without alarm (or with an admitted one, see the package
+// comment) joins the pending observations, and the oldest pending one is
+// learned once Confirm newer ones have joined; an alarm that is not
+// admitted discards them all. learn replaces l.Learn when not nil (a
+// classifier stage that learns through the learner). in is scratch of
+// length d for the standardised vector, z is Score's dst. On a Learn
+// error the monitor and the learner are unchanged; a Score error other
+// than learners.ErrNotReady is returned (after a LearnAlways observation
+// was learned, as the plain path does).
 func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64) (Result, error) {
 	if learn == nil {
 		learn = l.Learn
@@ -54,7 +60,17 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		r.Verdict = m.Judge(nov.SPE, nov.T2)
 		return nil
 	}
-	if !m.ScoreFirst() {
+	alarmed := func() bool { return r.Verdict.Alarm != AlarmNone }
+	if !m.st.Settled {
+		if err := m.hold(learn, in, x); err != nil {
+			return r, err
+		}
+		r.Learned = true
+		m.refreshLimits()
+		return r, nil
+	}
+	switch {
+	case !m.ScoreFirst():
 		if err := m.learn(learn, in, x); err != nil {
 			return r, err
 		}
@@ -62,18 +78,44 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		if err := score(m.Input(in, x)); err != nil {
 			return r, err
 		}
-	} else {
+		if !alarmed() || m.takeToken() {
+			m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+		} else {
+			m.st.Learned++
+		}
+	case m.Warm():
 		if err := score(m.Input(in, x)); err != nil {
 			return r, err
 		}
-		if m.Admit(r.Verdict) {
-			if err := m.learn(learn, in, x); err != nil {
+		if err := m.learn(learn, in, x); err != nil {
+			return r, err
+		}
+		r.Learned = true
+		m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+	default:
+		if err := score(m.Input(in, x)); err != nil {
+			return r, err
+		}
+		if !r.Ready {
+			break
+		}
+		if alarmed() && !m.takeToken() {
+			m.pend.reset()
+			break
+		}
+		if m.pend.n == m.pend.cap() {
+			px, spe, t2 := m.pend.oldest()
+			if err := m.learn(learn, in, px); err != nil {
 				return r, err
 			}
-			r.Learned = true
+			m.pend.pop()
+			m.learned(spe, t2, true)
 		}
+		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+		r.Learned = true
 	}
-	r.Accepted = m.Record(r.Novelty.SPE, r.Novelty.T2, r.Ready, r.Learned, r.Verdict)
+	r.Accepted = m.judged(r.Verdict)
+	m.refreshLimits()
 	return r, nil
 }
 
@@ -93,5 +135,29 @@ func (m *Monitor) learn(learn func([]float64) error, in, x []float64) error {
 		m.st.InW, m.scaleW = w, -1
 		return err
 	}
+	return nil
+}
+
+// hold keeps x back while the standardisation settles; when ⌊Warmup/2⌋
+// are held it learns them in order. On a Learn error the observations
+// learned so far stay learned (as a replay would) and the rest stay held.
+func (m *Monitor) hold(learn func([]float64) error, in, x []float64) error {
+	n := m.holdLen()
+	d := m.cfg.Dim
+	if len(m.st.Held)/d < n {
+		m.Observe(x)
+		m.st.Held = append(m.st.Held, x...)
+		if len(m.st.Held)/d < n {
+			return nil
+		}
+	}
+	for len(m.st.Held) > 0 {
+		if err := learn(m.Input(in, m.st.Held[:d])); err != nil {
+			return err
+		}
+		m.st.Held = m.st.Held[d:]
+		m.st.Learned++
+	}
+	m.st.Held, m.st.Settled = nil, true
 	return nil
 }

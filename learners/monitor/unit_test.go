@@ -329,7 +329,7 @@ func (failing) Learn([]float64) error { return errors.New("boom") }
 
 func TestStepLearnErrorUndoes(t *testing.T) {
 	l := newLearner(t, 3, 2, 50, 1)
-	m := newMonitor(t, Config{Standardize: true, Dim: 3}, 50)
+	m := newMonitor(t, Config{Standardize: true, Dim: 3, Warmup: 2}, 50)
 	x, in, z := []float64{1, 2, 3}, make([]float64, 3), make([]float64, 2)
 	if _, err := m.Step(l, nil, in, z, x); err != nil {
 		t.Fatal(err)

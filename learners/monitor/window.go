@@ -74,3 +74,54 @@ func (w *window) load(vs []float64) {
 		w.add(v)
 	}
 }
+
+// queue is the ring of pending observations, storage allocated once.
+type queue struct {
+	x       []float64 // n×d slots
+	spe, t2 []float64
+	d       int
+	head, n int
+}
+
+func newQueue(n, d int) queue {
+	return queue{x: make([]float64, n*d), spe: make([]float64, n), t2: make([]float64, n), d: d}
+}
+
+func (q *queue) cap() int { return len(q.spe) }
+
+func (q *queue) reset() { q.head, q.n = 0, 0 }
+
+// oldest returns the oldest entry (q.n > 0); its x is valid until the next push.
+func (q *queue) oldest() (x []float64, spe, t2 float64) {
+	i := q.head
+	return q.x[i*q.d : (i+1)*q.d], q.spe[i], q.t2[i]
+}
+
+func (q *queue) pop() {
+	q.head = (q.head + 1) % q.cap()
+	q.n--
+}
+
+// push appends a copy of x (q.n < cap).
+func (q *queue) push(x []float64, spe, t2 float64) {
+	i := (q.head + q.n) % q.cap()
+	copy(q.x[i*q.d:(i+1)*q.d], x)
+	q.spe[i], q.t2[i] = spe, t2
+	q.n++
+}
+
+func (q *queue) values() []Pending {
+	var out []Pending
+	for k := range q.n {
+		i := (q.head + k) % q.cap()
+		out = append(out, Pending{X: append([]float64(nil), q.x[i*q.d:(i+1)*q.d]...), SPE: q.spe[i], T2: q.t2[i]})
+	}
+	return out
+}
+
+func (q *queue) load(ps []Pending) {
+	q.reset()
+	for _, p := range ps {
+		q.push(p.X, p.SPE, p.T2)
+	}
+}
