@@ -79,7 +79,7 @@ func TestReplayDriftStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2" {
+	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" {
 		t.Errorf("header %q", got)
 	}
 	if len(recs) != n+1 {
@@ -159,4 +159,78 @@ func TestReplayErrors(t *testing.T) {
 		t.Errorf("a failed replay left a model file: %v", err)
 	}
 	_ = learners.KindIKPCA
+}
+
+// TestReplayDriftStreamLearnNormal is TestReplayDriftStream with gated
+// learning (issue 21): --learn normal, with --accept-after so that the
+// abrupt change at row 10,000 is accepted as a new regime. The exports
+// must match batch KPCA of the last 2,000 rows as the ungated replay's do,
+// and the monitor must alarm at the change and rarely before it.
+func TestReplayDriftStreamLearnNormal(t *testing.T) {
+	data := filepath.Join(learnertest.DataDir(t), "drift_stream.csv")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	proj := filepath.Join(dir, "proj.csv")
+	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
+		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
+		"--out", proj, "--model-out", model, "--model-at", "10000,15000", "--learn", "normal", "--accept-after", "50", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "1 new regime(s) accepted") {
+		t.Errorf("stderr does not report one accepted regime:\n%s", stderr)
+	}
+	x, n, d, _, err := learnertest.LoadCSV(data, []string{"phase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		rows int
+	}{{filepath.Join(dir, "model.10000.json"), 10000}, {filepath.Join(dir, "model.15000.json"), 15000}, {model, n}} {
+		raw, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := codec.DecodeModel(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if m.Monitor == nil || m.Monitor.Learn != "normal" || m.Monitor.SPELimit <= 0 {
+			t.Errorf("%s: monitor section %+v, want learn normal with limits", c.path, m.Monitor)
+		}
+		rep, err := kpcaeval.Compare(m, x[(c.rows-2000)*d:c.rows*d], 2000, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: similarity with batch KPCA of the last 2000 rows %.4f, seen %d", filepath.Base(c.path), rep.Similarity, m.Seen)
+		if rep.Similarity < 0.95 {
+			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
+		}
+	}
+	f, err := os.Open(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, firstAfter := 0, -1
+	for _, r := range recs[1:] {
+		row, _ := strconv.Atoi(r[0])
+		if r[len(r)-1] == "" {
+			continue
+		}
+		if row < 10000 {
+			before++
+		} else if firstAfter < 0 {
+			firstAfter = row
+		}
+	}
+	t.Logf("alarms before the change: %d of 10000 rows; first alarm after it: row %d", before, firstAfter)
+	if before > 300 || firstAfter < 10000 || firstAfter > 10010 {
+		t.Errorf("alarms before the change %d (want ≤ 300, about 2 %% of the rows after the warm-up for two limits), first after it at row %d (want within 10 rows of 10000)", before, firstAfter)
+	}
 }
