@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // TestOutputMonitorFields checks the monitoring fields of an output: absent
@@ -121,5 +122,38 @@ func TestModelSections(t *testing.T) {
 				t.Errorf("got %v, want ErrMalformed", err)
 			}
 		})
+	}
+}
+
+// TestSnapshotMonitor checks that a snapshot carries a monitor's state
+// exactly and that one without it keeps its bytes.
+func TestSnapshotMonitor(t *testing.T) {
+	st := &learners.State{Version: 1, Kind: "ikpca", Config: learners.Config{Learner: "ikpca", Dim: 2, Components: 1, Budget: 4,
+		Kernel: learners.Kernel{Name: "rbf", Gamma: 1}, Forget: 1}, Seen: 3}
+	snap := &Snapshot{Key: "k", Pipeline: "p", LastSeq: 9, State: st}
+	plain, err := EncodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(plain, []byte("monitor")) {
+		t.Error("snapshot without monitor carries a monitor field")
+	}
+	snap.Monitor = &monitor.State{Learned: 500, Run: 2, Tokens: 1.5, Settled: true, SPE: []float64{0.1, 0.2}, T2: []float64{1, 2},
+		Pending: []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1}, {X: []float64{3, 4}, SPE: 0.2, T2: 2}},
+		InW: 10, InMean: []float64{5, 6}, InM2: []float64{7, 8}}
+	b, err := EncodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Monitor, snap.Monitor) {
+		t.Errorf("monitor round trip: got %+v, want %+v", got.Monitor, snap.Monitor)
+	}
+	got.Monitor = nil
+	if b2, _ := EncodeSnapshot(got); !bytes.Equal(b2, plain) {
+		t.Error("snapshot without the monitor does not give the bytes it had")
 	}
 }
