@@ -87,6 +87,7 @@ type entry struct {
 	pipe    *pipeline
 	l       learners.Learner
 	cls     *keyClassifier // the key's classifier stage, nil without one
+	mon     *keyMonitor    // the key's monitor (monitor:, preprocess:), nil without one
 	rev     uint64         // KV revision of the last saved or loaded snapshot
 	stored  int
 	out     outQueue // outputs not yet acknowledged by the output stream (window.go)
@@ -298,7 +299,7 @@ func (w *worker) handle(ctx context.Context, m *inMsg) (fatal error) {
 		return nil
 	}
 	start := time.Now()
-	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
+	err = apply(&w.res, e.l, e.cls, e.mon, w.obs, m.key, m.seq, w.eig)
 	took := time.Since(start)
 	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
@@ -884,6 +885,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 			e.cls, err = newKeyClassifier(pl.cls, e.l, snap.Classifier)
 		}
 		if err == nil {
+			e.mon, err = newKeyMonitor(pl, snap.Monitor)
+		}
+		if err == nil {
 			e.lastSeq = snap.LastSeq
 			e.stored = e.l.Summary(w.eig).Stored
 			pl.met.storedPoints.Add(float64(e.stored))
@@ -914,6 +918,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 	if e.cls, err = newKeyClassifier(pl.cls, l, nil); err != nil {
 		return nil, false, err
 	}
+	if e.mon, err = newKeyMonitor(pl, nil); err != nil {
+		return nil, false, err
+	}
 	return e, fenced, nil
 }
 
@@ -925,7 +932,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
-	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()}
+	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()}
 	rev, err := w.p.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.part.epoch, err)
@@ -1026,7 +1033,7 @@ func (w *worker) handoff(e *entry) {
 	j := w.core.handoff(e.keyState)
 	sj := &snapJob{
 		e:    e,
-		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
+		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: j.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()},
 		rev:  e.rev,
 		job:  j,
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
 )
 
 // Learning modes of Config.Learn.
@@ -121,11 +123,12 @@ func (c Config) WithDefaults(budget int) Config {
 	return c
 }
 
-// Validate reports every problem of c (after WithDefaults), each naming its field.
+// Validate reports every problem of c (after WithDefaults), each a
+// *fielderr.Error naming its field and wrapping ErrConfig.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fielderr.New(ErrConfig.Error(), ErrConfig, field, format, args...))
 	}
 	if !(c.Level > 0 && c.Level < 1) {
 		bad("level", "must be in (0, 1), got %v", c.Level)
