@@ -140,7 +140,7 @@ func TestSnapshotMonitor(t *testing.T) {
 	}
 	snap.Monitor = &monitor.State{Learned: 500, Run: 2, Tokens: 1.5, Settled: true, SPE: []float64{0.1, 0.2}, T2: []float64{1, 2},
 		Pending: []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1}, {X: []float64{3, 4}, SPE: 0.2, T2: 2}},
-		InW: 10, InMean: []float64{5, 6}, InM2: []float64{7, 8}}
+		InW:     10, InMean: []float64{5, 6}, InM2: []float64{7, 8}}
 	b, err := EncodeSnapshot(snap)
 	if err != nil {
 		t.Fatal(err)
