@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -150,4 +151,61 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// BenchmarkApplyMonitor is the hot-path cost of monitoring per message of
+// one observation: apply without a monitor, with monitor learn always, and
+// with learn normal and standardisation (ikpca, d 8, k 5, B 200, warm).
+func BenchmarkApplyMonitor(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mon  *MonitorConfig
+		pre  *PreprocessConfig
+	}{
+		{"none", nil, nil},
+		{"always", &MonitorConfig{}, nil},
+		{"normal", &MonitorConfig{Learn: "normal"}, nil},
+		{"normal-standardize", &MonitorConfig{Learn: "normal"}, &PreprocessConfig{Standardize: true}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			pc := PipelineConfig{Name: "p", Learner: learners.Config{Learner: learners.KindIKPCA, Dim: 8, Components: 5, Budget: 200,
+				Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.1}}, Monitor: tc.mon, Preprocess: tc.pre}
+			pl := &pipeline{cfg: pc}
+			pl.met.alarmSPE = prometheus.NewCounter(prometheus.CounterOpts{Name: "spe"})
+			pl.met.alarmT2 = prometheus.NewCounter(prometheus.CounterOpts{Name: "t2"})
+			l, err := learners.New(pc.Learner)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mon, err := newKeyMonitor(pl, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 1))
+			const pool = 4096
+			msgs := make([][]codec.Observation, pool)
+			for i := range msgs {
+				x := make([]float64, 8)
+				t := rng.Float64() * 3
+				for j := range x {
+					x[j] = math.Sin(t*float64(j+1)) + 0.05*rng.NormFloat64()
+				}
+				msgs[i] = obsOf(x)
+			}
+			eig := make([]float64, 5)
+			var res applied
+			for i := range 2000 {
+				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -76,6 +76,6 @@
 // while the statistics settle and then learned in order with them:
 // scaling the learner's first points by the statistics of a handful of
 // rows left them misplaced for good (on the benchmark's weak step fault,
-// 5 % detected instead of 53 %). With Freeze the statistics stop moving
+// 8 % detected instead of 53 %). With Freeze the statistics stop moving
 // at the end of the warm-up. The learner sees only x'.
 package monitor
