@@ -66,6 +66,7 @@ func TestReplayDriftStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s: similarity with batch KPCA of the last 2000 rows %.4f", filepath.Base(c.path), rep.Similarity)
 		if rep.Similarity < 0.95 {
 			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
 		}
