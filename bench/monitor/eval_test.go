@@ -8,10 +8,10 @@ import (
 // TestProcessMonitoring runs the benchmark on the stationary and on the
 // drifting process and prints the tables (bench/RESULTS.md §10). It checks
 // that learning normal detects more faulty samples by SPE than learning
-// always (summed over the faults) and that the monitor's own limits raise
-// about 1 % false alarms on a normal run of 800 samples (0.5–2 %: the
-// ±0.5-point check over 12,000 samples is learners/monitor's
-// TestFalseAlarmRate). The comparison with batch KPCA is reported, not
+// always (summed over the faults) and that the monitor's own two limits
+// raise about 2 % false alarms (either limit, 1 % each) on a normal run of
+// 800 samples (0.5–3.5 %: the ±0.5-point check of each limit over 12,000
+// samples is learners/monitor's TestFalseAlarmRate). The comparison with batch KPCA is reported, not
 // asserted: see RESULTS.md for where the target is met and where not.
 func TestProcessMonitoring(t *testing.T) {
 	for _, s := range []Setup{
@@ -36,8 +36,8 @@ func TestProcessMonitoring(t *testing.T) {
 			t.Errorf("online always detects %.3f by SPE, online normal %.3f: want fewer", det["online always"], det["online normal"])
 		}
 		for _, r := range rows {
-			if r.Method == "online normal" && r.Fault == "normal" && (r.OwnFA < 0.005 || r.OwnFA > 0.02) {
-				t.Errorf("online normal: own false alarms on a normal run %.4f, want about 0.01", r.OwnFA)
+			if r.Method == "online normal" && r.Fault == "normal" && (r.OwnFA < 0.005 || r.OwnFA > 0.035) {
+				t.Errorf("online normal: own false alarms (either limit) on a normal run %.4f, want about 0.02", r.OwnFA)
 			}
 		}
 	}
