@@ -23,8 +23,9 @@ type keyMonitor struct {
 
 // newKeyMonitor returns the monitor of a key of pl, restored from st when
 // not nil (a snapshot's); nil when pl has no monitoring. A snapshot
-// without a monitor state (written before the pipeline had one) starts a
-// fresh monitor.
+// without a monitor state (written before the pipeline had one), or with
+// one that does not fit the pipeline's monitor settings (changed since),
+// starts a fresh monitor: a new warm-up.
 func newKeyMonitor(pl *pipeline, st *monitor.State) (*keyMonitor, error) {
 	c, ok := pl.cfg.monitorConfig()
 	if !ok {
@@ -34,10 +35,13 @@ func newKeyMonitor(pl *pipeline, st *monitor.State) (*keyMonitor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: pipeline %s: %w", pl.cfg.Name, err)
 	}
-	if st != nil {
-		if err := m.Restore(st); err != nil {
-			return nil, fmt.Errorf("processor: pipeline %s: restore monitor: %w", pl.cfg.Name, err)
-		}
+	if st != nil && m.Restore(st) != nil {
+		// The state does not fit the monitor: settings changed since the
+		// snapshot (standardize, window, confirm, learn). The monitor's
+		// state is rebuilt by a new warm-up, so the key starts a fresh
+		// one instead of failing its load (the learner is restored as
+		// usual; Restore left m untouched).
+		m, _ = monitor.New(c)
 	}
 	return &keyMonitor{m: m, in: make([]float64, c.Dim), xs: make([]float64, c.Dim), spe: pl.met.alarmSPE, t2: pl.met.alarmT2}, nil
 }

@@ -137,6 +137,18 @@ func TestMonitorConfigPaths(t *testing.T) {
 	if m, err := newKeyMonitor(plain, nil); m != nil || err != nil {
 		t.Errorf("pipeline without monitor: got %v, %v; want no monitor", m, err)
 	}
+	// A state that does not fit (window changed since the snapshot) starts
+	// a fresh monitor instead of failing the key's load.
+	pl2 := monitoredPipeline("normal")
+	m0, err := newKeyMonitor(pl2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m0.state()
+	st.SPE, st.T2 = make([]float64, 5000), make([]float64, 5000)
+	if m, err := newKeyMonitor(pl2, st); err != nil || m == nil || len(m.state().SPE) != 0 {
+		t.Errorf("unfit state: got %v, %v; want a fresh monitor", m, err)
+	}
 	batch := monitoredPipeline("normal")
 	batch.cfg.Learner.Learner = learners.KindBatch
 	if errs := batch.cfg.validateMonitor(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "monitor.learn: normal needs an online learner") {
