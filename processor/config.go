@@ -176,7 +176,10 @@ type PreprocessConfig struct {
 	// export's preprocess section.
 	Standardize bool `yaml:"standardize"`
 	// Freeze stops the statistics at the end of the monitor's warm-up.
-	Freeze bool `yaml:"freeze"`
+	// Default: frozen when learner.forget is 1 (a learner that never
+	// forgets keeps its points in the frame they were learned in), moving
+	// with the learner's forgetting otherwise.
+	Freeze *bool `yaml:"freeze"`
 }
 
 // monitorConfig returns the monitor configuration of p (after defaults)
@@ -191,7 +194,13 @@ func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
 		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window}
 	}
 	if pp := p.Preprocess; pp != nil {
-		c.Standardize, c.Freeze = pp.Standardize, pp.Freeze
+		c.Standardize = pp.Standardize
+		switch {
+		case pp.Freeze != nil:
+			c.Freeze = *pp.Freeze
+		case pp.Standardize:
+			c.Freeze = monitor.DefaultFreeze(lc.Forget)
+		}
 	}
 	c.Dim, c.Forget = lc.Dim, lc.Forget
 	return c.WithDefaults(lc.Budget), true

@@ -121,7 +121,8 @@ func TestApplyMonitored(t *testing.T) {
 func TestMonitorConfigPaths(t *testing.T) {
 	pl := monitoredPipeline("sometimes")
 	pl.cfg.Monitor.Level = 2
-	pl.cfg.Preprocess = &PreprocessConfig{Freeze: true}
+	yes := true
+	pl.cfg.Preprocess = &PreprocessConfig{Freeze: &yes}
 	var texts []string
 	for _, e := range pl.cfg.validateMonitor() {
 		texts = append(texts, e.Error())

@@ -256,6 +256,7 @@ func (o *Online) init() error {
 	}
 	c := o.Monitor
 	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
+	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
 	if o.m, err = monitor.New(c.WithDefaults(o.Learner.Budget)); err != nil {
 		return err
 	}

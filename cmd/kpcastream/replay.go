@@ -128,6 +128,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if monitorFlagNames[f.Name] {
 			o.mon.set = true
 		}
+		if f.Name == "freeze" {
+			o.mon.freezeSet = true
+		}
 	})
 	var problems []string
 	if o.in == "" {

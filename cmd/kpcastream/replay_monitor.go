@@ -23,6 +23,7 @@ type monitorOptions struct {
 	confirm     int
 	window      int
 	freeze      bool
+	freezeSet   bool // --freeze was given (else monitor.DefaultFreeze)
 	set         bool // a monitoring flag was given
 
 	seen, learned, alarms, accepted int64
@@ -39,7 +40,7 @@ func monitorFlags(fs *flag.FlagSet, o *monitorOptions) {
 	fs.IntVar(&o.acceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarms and learn again (0 = never)")
 	fs.IntVar(&o.confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
-	fs.BoolVar(&o.freeze, "freeze", false, "with --standardize: stop the standardisation statistics at the end of the warm-up")
+	fs.BoolVar(&o.freeze, "freeze", false, "with --standardize: stop the standardisation statistics at the end of the warm-up (default: when --forget is 1; --freeze=false keeps them moving)")
 }
 
 func monitorProblems(o *replayOptions) []string {
@@ -57,7 +58,7 @@ func monitorProblems(o *replayOptions) []string {
 	if (m.acceptAfter > 0 || m.confirm > 0) && m.learn != monitor.LearnNormal {
 		p = append(p, "--accept-after and --confirm need --learn normal")
 	}
-	if m.freeze && !o.label.standardize {
+	if m.freezeSet && !o.label.standardize {
 		p = append(p, "--freeze needs --standardize")
 	}
 	if o.label.column != "" && m.learn != monitor.LearnAlways {
@@ -74,8 +75,12 @@ func monitorProblems(o *replayOptions) []string {
 
 // monitor returns the replay's monitor for the learner configuration cfg.
 func (m *monitorOptions) monitor(cfg learners.Config, standardize bool) (*monitor.Monitor, error) {
+	freeze := m.freeze
+	if !m.freezeSet {
+		freeze = standardize && monitor.DefaultFreeze(cfg.Forget)
+	}
 	c := monitor.Config{Level: m.level, Learn: m.learn, Warmup: m.warmup, AcceptAfter: m.acceptAfter,
-		Confirm: m.confirm, Window: m.window, Forget: cfg.Forget, Standardize: standardize, Freeze: m.freeze, Dim: cfg.Dim}
+		Confirm: m.confirm, Window: m.window, Forget: cfg.Forget, Standardize: standardize, Freeze: freeze, Dim: cfg.Dim}
 	mon, err := monitor.New(c.WithDefaults(cfg.Budget))
 	if err != nil {
 		return nil, fmt.Errorf("monitor settings: %w", err)
