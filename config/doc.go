@@ -124,5 +124,5 @@
 //	pipelines[i].monitor.confirm          observations, 1..4096      10
 //	pipelines[i].monitor.window           normal observations behind the limits, 2..2²⁰  10/(1 − level), ≥ 100
 //	pipelines[i].preprocess.standardize   bool                       false
-//	pipelines[i].preprocess.freeze        bool (needs standardize)   false
+//	pipelines[i].preprocess.freeze        bool (needs standardize)   true when learner.forget is 1, else false
 package config
