@@ -150,7 +150,9 @@ func (c Config) Validate() error {
 	if c.Warmup < 2 {
 		bad("warmup", "must be ≥ 2, got %d", c.Warmup)
 	}
-	if c.Window < 2 {
+	if c.Window == 0 && !(c.Level > 0 && c.Level < 1) {
+		// no default without a valid level: reported there
+	} else if c.Window < 2 {
 		bad("window", "must be ≥ 2, got %d", c.Window)
 	} else if c.Window > MaxWindow {
 		bad("window", "must be ≤ %d, got %d", MaxWindow, c.Window)
