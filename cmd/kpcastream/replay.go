@@ -210,7 +210,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return err
 	}
 	defer closeIn()
-	cr, err := csvin.NewReader(bufio.NewReaderSize(in, 1<<20), csvin.Options{Name: name, Drop: o.drop})
+	cr, err := csvin.NewReader(bufio.NewReaderSize(in, 1<<20), csvin.Options{Name: name, Drop: o.drop, ID: o.mon.faultColumn})
 	if err != nil {
 		return err
 	}
@@ -270,6 +270,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	}
 	z := make([]float64, o.components)
 	xin := make([]float64, d)
+	var last monitor.Result // the monitor's result of the last row (for --fault-column)
 	learn := func(row []float64, idx, pass int) error {
 		if mon != nil {
 			r, err := mon.Step(l, nil, xin, z, row)
@@ -277,6 +278,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 				return fmt.Errorf("row %d: %w", idx, err)
 			}
 			fed++
+			last = r
 			o.mon.count(r)
 			if out != nil || rep != nil {
 				err := error(nil)
@@ -316,13 +318,17 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, _, err := cr.Next(row); err == io.EOF {
+			_, fault, err := cr.Next(row)
+			if err == io.EOF {
 				break
 			} else if err != nil {
 				return err
 			}
 			if err := learn(row, idx, 1); err != nil {
 				return err
+			}
+			if o.mon.faultColumn != "" {
+				o.mon.detect.add(idx, faulty(fault), last)
 			}
 		}
 	} else {
@@ -360,6 +366,9 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return err
 	}
 	o.mon.summary(stderr, mon)
+	if o.mon.faultColumn != "" {
+		o.mon.detect.print(stderr, o.mon.faultColumn)
+	}
 	return writeModelWith(l, o.modelOut, o.mon.decorate(mon))
 }
 

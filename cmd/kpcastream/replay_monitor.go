@@ -4,6 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/monitor"
@@ -25,6 +28,8 @@ type monitorOptions struct {
 	freeze      bool
 	freezeSet   bool // --freeze was given (else monitor.DefaultFreeze)
 	set         bool // a monitoring flag was given
+	faultColumn string
+	detect      detection
 
 	seen, learned, alarms, accepted int64
 }
@@ -40,6 +45,7 @@ func monitorFlags(fs *flag.FlagSet, o *monitorOptions) {
 	fs.IntVar(&o.acceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarms and learn again (0 = never)")
 	fs.IntVar(&o.confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
+	fs.StringVar(&o.faultColumn, "fault-column", "", "column marking faulty rows (empty or 0: normal; anything else: faulty), left out of the features: print the detection by the monitor's alarms on stderr (single in-order pass of an online learner)")
 	fs.BoolVar(&o.freeze, "freeze", false, "with --standardize: stop the standardisation statistics at the end of the warm-up (default: when --forget is 1; --freeze=false keeps them moving)")
 }
 
@@ -63,6 +69,12 @@ func monitorProblems(o *replayOptions) []string {
 	}
 	if o.label.column != "" && m.learn != monitor.LearnAlways {
 		p = append(p, "--learn normal is not available with --label")
+	}
+	if m.faultColumn != "" && (o.label.column != "" || o.learner == learners.KindBatch || o.passes > 1 || o.shuffle) {
+		p = append(p, "--fault-column needs one in-order pass (no --passes, --shuffle-seed) of an online learner, without --label")
+	}
+	if m.faultColumn != "" && slices.Contains(o.drop, m.faultColumn) {
+		p = append(p, fmt.Sprintf("--fault-column %q is also in --drop", m.faultColumn))
 	}
 	if o.learner == learners.KindBatch && o.label.column == "" && o.label.standardize {
 		p = append(p, "--standardize needs an online learner (ikpca, kha or window) or --label")
@@ -135,6 +147,79 @@ func (m *monitorOptions) summary(w io.Writer, mon *monitor.Monitor) {
 		line += fmt.Sprintf("; limits SPE %.4g, T² %.4g", spe, t2)
 	} else {
 		line += "; limits not yet in force (warm-up)"
+	}
+	fmt.Fprintln(w, line)
+}
+
+// faulty tells whether a --fault-column cell marks a faulty row: anything
+// but empty or a number equal to 0.
+func faulty(cell string) bool {
+	c := strings.TrimSpace(cell)
+	if c == "" {
+		return false
+	}
+	if v, err := strconv.ParseFloat(c, 64); err == nil {
+		return v != 0
+	}
+	return true
+}
+
+// detection counts the monitor's alarms against a fault column, over the
+// rows judged with limits in force.
+type detection struct {
+	faulty, faultySPE, faultyAny int64
+	normal, normalAny            int64
+	unjudged                     int64
+	started                      bool
+	firstFault, firstAlarm       int // row indices, −1 when none yet
+}
+
+func (d *detection) add(row int, fault bool, r monitor.Result) {
+	if !d.started {
+		d.started, d.firstFault, d.firstAlarm = true, -1, -1
+	}
+	if fault && d.firstFault < 0 {
+		d.firstFault = row
+	}
+	v := r.Verdict
+	if !v.InForce {
+		d.unjudged++
+		return
+	}
+	alarm := v.Alarm != monitor.AlarmNone
+	if fault {
+		d.faulty++
+		if v.Alarm&monitor.AlarmSPE != 0 {
+			d.faultySPE++
+		}
+		if alarm {
+			d.faultyAny++
+			if d.firstAlarm < 0 {
+				d.firstAlarm = row
+			}
+		}
+		return
+	}
+	d.normal++
+	if alarm {
+		d.normalAny++
+	}
+}
+
+func (d *detection) print(w io.Writer, column string) {
+	pct := func(a, b int64) string {
+		if b == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f %%", 100*float64(a)/float64(b))
+	}
+	line := fmt.Sprintf("replay: detection against column %s: %d faulty rows judged, %s alarmed by SPE, %s by either limit; %d normal rows judged, %s alarmed",
+		column, d.faulty, pct(d.faultySPE, d.faulty), pct(d.faultyAny, d.faulty), d.normal, pct(d.normalAny, d.normal))
+	if d.firstAlarm >= 0 {
+		line += fmt.Sprintf("; first alarm %d rows after the first faulty row", d.firstAlarm-d.firstFault)
+	}
+	if d.unjudged > 0 {
+		line += fmt.Sprintf(" (%d rows before the limits were in force not counted)", d.unjudged)
 	}
 	fmt.Fprintln(w, line)
 }
