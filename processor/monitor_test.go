@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -221,4 +223,71 @@ func BenchmarkApplyMonitor(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestMonitorEndToEnd runs a pipeline with monitor: and preprocess:
+// against a real server: normal observations, then a fault. The last
+// outputs carry the limits and an SPE alarm, the alarm counter counts, and
+// the key's snapshot (written at shutdown) holds the monitor's state,
+// which a restarted processor restores (its first output after the
+// restart is judged by the same limits).
+func TestMonitorEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("mon")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 20,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.3}}
+	pc.Monitor = &MonitorConfig{Learn: "normal", Warmup: 60}
+	pc.Preprocess = &PreprocessConfig{Standardize: true}
+	cfg := Config{Pipelines: []PipelineConfig{pc}}
+	r := e.startWith(t, cfg, nil)
+	rng := rand.New(rand.NewPCG(7, 7))
+	const normal, faulty = 300, 20
+	for i := range normal + faulty {
+		shift := 0.0
+		if i >= normal {
+			shift = 3
+		}
+		e.publish(t, "in.mon.k", encodeObs(t, "msgpack", curve(rng, shift), fmt.Sprint("o", i)), "")
+	}
+	waitFor(t, 20*time.Second, "the input drained", func() bool { return e.drained(t, pc) })
+	out := e.lastOutput(t, "mon_OUT")
+	if out.SPELimit <= 0 || out.T2Limit <= 0 || (out.Alarm != "spe" && out.Alarm != "both") {
+		t.Errorf("last (faulty) output: limits %v, %v, alarm %q; want limits and an SPE alarm", out.SPELimit, out.T2Limit, out.Alarm)
+	}
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var speAlarms float64
+	for _, mf := range mfs {
+		if mf.GetName() == "kpcastream_alarms_total" {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "statistic" && lp.GetValue() == "spe" {
+						speAlarms = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if speAlarms < faulty/2 {
+		t.Errorf("kpcastream_alarms_total{statistic=\"spe\"} = %v, want ≥ %d", speAlarms, faulty/2)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.loadSnap(t, "mon", "k")
+	if snap.Monitor == nil || !snap.Monitor.Settled || len(snap.Monitor.SPE) == 0 || len(snap.Monitor.InMean) != 3 {
+		t.Fatalf("snapshot's monitor state: %+v", snap.Monitor)
+	}
+	// Restart: the key restores its monitor; one more faulty observation
+	// is judged by the limits it had.
+	r2 := e.startWith(t, cfg, nil)
+	e.publish(t, "in.mon.k", encodeObs(t, "msgpack", curve(rng, 3), "after"), "")
+	waitFor(t, 20*time.Second, "the input drained", func() bool { return e.drained(t, pc) })
+	out2 := e.lastOutput(t, "mon_OUT")
+	if out2.ID != "after" || out2.SPELimit != out.SPELimit || out2.Alarm == "" {
+		t.Errorf("output after the restart: id %q, SPE limit %v (before %v), alarm %q; want the same limit and an alarm", out2.ID, out2.SPELimit, out.SPELimit, out2.Alarm)
+	}
+	_ = r2
 }
