@@ -115,9 +115,10 @@ func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Al
 	}
 	spe, t2, own = make([]float64, n), make([]float64, n), make([]monitor.Alarm, n)
 	hasOwn := false
+	d := len(x) / n
 	for i := range n {
 		var a monitor.Alarm
-		spe[i], t2[i], a, err = c.Score(x[3*i : 3*i+3])
+		spe[i], t2[i], a, err = c.Score(x[d*i : d*(i+1)])
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
 		}
