@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kpcastream/kpcastream/learners/classify"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // sameObservations compares bitwise, so NaN equals NaN and −0 differs from 0.
@@ -267,6 +268,11 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	withCls.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1}, W: []float64{1, 2, 3, 4}, P: []float64{1, 0, 0, 1}}
 	good, _ = EncodeSnapshot(withCls)
 	f.Add(good[headerLen:])
+	withMon := testSnapshot()
+	withMon.Monitor = &monitor.State{Learned: 3, Tokens: 1, SPE: []float64{1}, T2: []float64{2},
+		Pending: []monitor.Pending{{X: []float64{1, 2}, SPE: 1, T2: 2}}, InW: 1, InMean: []float64{0, 1}, InM2: []float64{1, 1}}
+	good, _ = EncodeSnapshot(withMon)
+	f.Add(good[headerLen:])
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given (mostly header and checksum checks), and framed with a
@@ -360,6 +366,7 @@ func FuzzDecodeOutput(f *testing.F) {
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1,-2],"spe":0,"t2":0,"explained":1,"basis_version":3}`))
 	f.Add([]byte(`{"id":"\ud800","z":null}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"scores":[0.25,0.75]}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"y":"c","meta":{"s":1},"pred":2,"scores":[0.25,0.75],"spe_limit":0.25,"t2_limit":8,"alarm":"both"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, enc := range []Encoding{JSON, Msgpack} {
 			out, err := DecodeOutput(data, enc)

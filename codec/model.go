@@ -19,6 +19,25 @@ type wireModel struct {
 	Seen         int64           `json:"seen"`
 	// Classifier is the optional classifier section.
 	Classifier *wireModelClassifier `json:"classifier,omitempty"`
+	// Preprocess and Monitor are the optional preprocessing and monitoring sections.
+	Preprocess *wireModelPreprocess `json:"preprocess,omitempty"`
+	Monitor    *wireModelMonitor    `json:"monitor,omitempty"`
+}
+
+type wireModelPreprocess struct {
+	Standardize *wireStandardize `json:"standardize"`
+}
+
+type wireStandardize struct {
+	Mean  []float64 `json:"mean"`
+	Scale []float64 `json:"scale"`
+}
+
+type wireModelMonitor struct {
+	Level    float64 `json:"level"`
+	Learn    string  `json:"learn"`
+	SPELimit float64 `json:"spe_limit"`
+	T2Limit  float64 `json:"t2_limit"`
 }
 
 type wireModelClassifier struct {
@@ -42,7 +61,13 @@ type wireModelKernel struct {
 //	 "points":[[…]],"coefficients":[[…]],"offsets":[…],"eigenvalues":[…],"seen":n}
 //
 // followed, for a model with a classifier, by
-// "classifier":{"classes":[…C…],"alpha":[[…C…],…p rows],"bias":[…C…]}.
+// "classifier":{"classes":[…C…],"alpha":[[…C…],…p rows],"bias":[…C…]},
+// for a model with preprocessing by
+// "preprocess":{"standardize":{"mean":[…d…],"scale":[…d…]}} (the model
+// applies to (x − mean)/scale), and for a model with monitoring by
+// "monitor":{"level":0.99,"learn":"normal","spe_limit":…,"t2_limit":…}.
+// A model without these sections has exactly the bytes it had before
+// they existed.
 //
 // The kernel object has "name"; "gamma" except for linear; "degree" for
 // poly only; "coef0" for poly and sigmoid. Numbers are written in the
@@ -71,6 +96,12 @@ func EncodeModel(m *learners.Model) ([]byte, error) {
 	}
 	if c := m.Classifier; c != nil {
 		w.Classifier = &wireModelClassifier{Classes: c.Classes, Alpha: c.Alpha, Bias: c.Bias}
+	}
+	if p := m.Preprocess; p != nil {
+		w.Preprocess = &wireModelPreprocess{Standardize: &wireStandardize{Mean: p.Mean, Scale: p.Scale}}
+	}
+	if mo := m.Monitor; mo != nil {
+		w.Monitor = &wireModelMonitor{Level: mo.Level, Learn: mo.Learn, SPELimit: mo.SPELimit, T2Limit: mo.T2Limit}
 	}
 	b, err := json.Marshal(&w)
 	if err != nil {
@@ -114,6 +145,15 @@ func DecodeModel(data []byte) (*learners.Model, error) {
 	}
 	if c := w.Classifier; c != nil {
 		m.Classifier = &learners.ModelClassifier{Classes: c.Classes, Alpha: c.Alpha, Bias: c.Bias}
+	}
+	if p := w.Preprocess; p != nil {
+		if p.Standardize == nil {
+			return nil, malformed("model: preprocess has no standardize section")
+		}
+		m.Preprocess = &learners.ModelPreprocess{Mean: p.Standardize.Mean, Scale: p.Standardize.Scale}
+	}
+	if mo := w.Monitor; mo != nil {
+		m.Monitor = &learners.ModelMonitor{Level: mo.Level, Learn: mo.Learn, SPELimit: mo.SPELimit, T2Limit: mo.T2Limit}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)

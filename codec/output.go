@@ -20,7 +20,9 @@ import (
 // Wire field names, the same in JSON and msgpack, in this order: "id",
 // "key", "seq", "ts", "z", "spe", "t2", "explained", "basis_version", then
 // only when present: "y" and "meta" (passed through from the observation),
-// "pred" and "scores" (from a classifier stage).
+// "pred" and "scores" (from a classifier stage), "spe_limit" and "t2_limit"
+// (a pipeline with monitoring, once its limits are in force: both or
+// neither, absent when both are 0) and "alarm" (only on an alarm).
 type Output struct {
 	// ID is the observation's ID, or "".
 	ID string `msgpack:"id" json:"id"`
@@ -50,7 +52,18 @@ type Output struct {
 	// Scores holds the classifier's class scores (see the classifier stage), in the order of the
 	// configured classes (omitted without a classifier stage).
 	Scores []float64 `msgpack:"scores,omitempty" json:"scores,omitempty"`
+	// SPELimit and T2Limit are the control limits the observation was
+	// judged by (omitted, both, without monitoring or before its limits
+	// are in force).
+	SPELimit float64 `msgpack:"spe_limit,omitempty" json:"spe_limit,omitempty"`
+	T2Limit  float64 `msgpack:"t2_limit,omitempty" json:"t2_limit,omitempty"`
+	// Alarm is "spe", "t2" or "both" when a statistic is above its limit
+	// (omitted when none is).
+	Alarm string `msgpack:"alarm,omitempty" json:"alarm,omitempty"`
 }
+
+// hasLimits tells whether the limit fields are written.
+func (o *Output) hasLimits() bool { return o.SPELimit != 0 || o.T2Limit != 0 }
 
 // extra counts the optional fields of o that are present.
 func (o *Output) extra() int {
@@ -65,6 +78,12 @@ func (o *Output) extra() int {
 		n++
 	}
 	if len(o.Scores) > 0 {
+		n++
+	}
+	if o.hasLimits() {
+		n += 2
+	}
+	if o.Alarm != "" {
 		n++
 	}
 	return n
@@ -89,7 +108,11 @@ func EncodeOutput(dst []byte, enc Encoding, out *Output) ([]byte, error) {
 }
 
 func appendOutputMsgpack(b []byte, o *Output) []byte {
-	b = append(b, 0x80|byte(9+o.extra()))
+	if n := 9 + o.extra(); n <= 15 {
+		b = append(b, 0x80|byte(n))
+	} else {
+		b = append(b, 0xde, 0, byte(n)) // map 16: at most 9 + 7 fields
+	}
 	b = mpStr(b, "id")
 	b = mpStr(b, o.ID)
 	b = mpStr(b, "key")
@@ -129,6 +152,16 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 		for _, v := range o.Scores {
 			b = mpFloat(b, v)
 		}
+	}
+	if o.hasLimits() {
+		b = mpStr(b, "spe_limit")
+		b = mpFloat(b, o.SPELimit)
+		b = mpStr(b, "t2_limit")
+		b = mpFloat(b, o.T2Limit)
+	}
+	if o.Alarm != "" {
+		b = mpStr(b, "alarm")
+		b = mpStr(b, o.Alarm)
 	}
 	return b
 }
@@ -227,6 +260,16 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	if o.hasLimits() {
+		b = append(b, `,"spe_limit":`...)
+		b = jsonFloat(b, o.SPELimit)
+		b = append(b, `,"t2_limit":`...)
+		b = jsonFloat(b, o.T2Limit)
+	}
+	if o.Alarm != "" {
+		b = append(b, `,"alarm":`...)
+		b = jsonStr(b, o.Alarm)
+	}
 	return append(b, '}'), nil
 }
 
@@ -243,6 +286,10 @@ func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
 		return "t2", -1, o.T2, true
 	case !finite(o.Explained):
 		return "explained", -1, o.Explained, true
+	case !finite(o.SPELimit):
+		return "spe_limit", -1, o.SPELimit, true
+	case !finite(o.T2Limit):
+		return "t2_limit", -1, o.T2Limit, true
 	}
 	for i, v := range o.Z {
 		if !finite(v) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/classify"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // SnapshotVersion is the version of the snapshot envelope written by EncodeSnapshot.
@@ -38,6 +39,10 @@ type Snapshot struct {
 	// Classifier is the state of the key's classifier stage, or nil (no
 	// classifier, and every snapshot written before the stage existed).
 	Classifier *classify.State
+	// Monitor is the state of the key's monitor (control limits, gated
+	// learning, standardisation; see learners/monitor), or nil (no
+	// monitoring, and every snapshot written before it existed).
+	Monitor *monitor.State
 }
 
 // Envelope framing, shared by snapshots and manifests:
@@ -100,6 +105,52 @@ type wireSnapshot struct {
 	// Classifier is omitted when nil, so snapshots without one keep the
 	// bytes of earlier versions (and those still decode).
 	Classifier *wireClassifier `msgpack:"classifier,omitempty"`
+	// Monitor is omitted when nil, as Classifier.
+	Monitor *wireMonitor `msgpack:"monitor,omitempty"`
+}
+
+// wireMonitor is a monitor's state (learners/monitor.State); pending
+// observations are flattened row-major with their dimension.
+type wireMonitor struct {
+	Learned int64     `msgpack:"learned"`
+	Run     int64     `msgpack:"run"`
+	Tokens  float64   `msgpack:"tokens"`
+	Settled bool      `msgpack:"settled"`
+	SPE     []float64 `msgpack:"spe"`
+	T2      []float64 `msgpack:"t2"`
+	Dim     int       `msgpack:"dim"`
+	PendX   []float64 `msgpack:"pend_x"`
+	PendSPE []float64 `msgpack:"pend_spe"`
+	PendT2  []float64 `msgpack:"pend_t2"`
+	Held    []float64 `msgpack:"held"`
+	InW     float64   `msgpack:"in_w"`
+	InMean  []float64 `msgpack:"in_mean"`
+	InM2    []float64 `msgpack:"in_m2"`
+}
+
+func toWireMonitor(m *monitor.State) *wireMonitor {
+	w := &wireMonitor{Learned: m.Learned, Run: m.Run, Tokens: m.Tokens, Settled: m.Settled, SPE: m.SPE, T2: m.T2,
+		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2}
+	for _, p := range m.Pending {
+		w.Dim = len(p.X)
+		w.PendX = append(w.PendX, p.X...)
+		w.PendSPE = append(w.PendSPE, p.SPE)
+		w.PendT2 = append(w.PendT2, p.T2)
+	}
+	return w
+}
+
+func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
+	n := len(w.PendSPE)
+	if w.Dim < 0 || w.Dim > 1<<20 || len(w.PendT2) != n || uint64(len(w.PendX)) != uint64(n)*uint64(w.Dim) || (n > 0 && w.Dim == 0) {
+		return nil, malformed("snapshot: monitor with %d pending statistics, %d and %d values of dimension %d", n, len(w.PendT2), len(w.PendX), w.Dim)
+	}
+	m := &monitor.State{Learned: w.Learned, Run: w.Run, Tokens: w.Tokens, Settled: w.Settled, SPE: w.SPE, T2: w.T2,
+		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2}
+	for i := range n {
+		m.Pending = append(m.Pending, monitor.Pending{X: w.PendX[i*w.Dim : (i+1)*w.Dim], SPE: w.PendSPE[i], T2: w.PendT2[i]})
+	}
+	return m, nil
 }
 
 // wireClassifier is a classifier stage's state: its config, the labelled
@@ -185,7 +236,8 @@ type wireKernel struct {
 // SnapshotVersion): a 14-byte header (magic "KPCS", version, CRC-32C and
 // length of the body) and a msgpack body holding the key, pipeline, last
 // sequence, epoch (omitted when 0, so snapshots of earlier versions keep
-// their bytes), the State and the classifier state (omitted when nil). Map keys are sorted, so equal snapshots give
+// their bytes), the State, the classifier state and the monitor state
+// (each omitted when nil). Map keys are sorted, so equal snapshots give
 // equal bytes. s.State must not be nil.
 func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	if s == nil || s.State == nil {
@@ -195,6 +247,9 @@ func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	if c := s.Classifier; c != nil {
 		w.Classifier = &wireClassifier{Classes: c.Config.Classes, Dim: c.Config.Dim, Ridge: c.Config.Ridge, Forget: c.Config.Forget,
 			Seen: c.Seen, W: c.W, P: c.P}
+	}
+	if m := s.Monitor; m != nil {
+		w.Monitor = toWireMonitor(m)
 	}
 	body, err := marshalSorted(&w)
 	if err != nil {
@@ -233,6 +288,11 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 		}
 		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget},
 			Seen: c.Seen, W: c.W, P: c.P}
+	}
+	if m := w.Monitor; m != nil {
+		if snap.Monitor, err = fromWireMonitor(m); err != nil {
+			return nil, err
+		}
 	}
 	return snap, nil
 }

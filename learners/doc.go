@@ -40,6 +40,12 @@
 // IKPCA.LearnTracked and the CoordTracker interface: every change of
 // coordinates is reported so that weights defined on them follow it.
 //
+// Subpackage monitor is process monitoring around any learner: control
+// limits for SPE and T² (sliding-window quantiles), the alarm verdict,
+// gated learning (learn only what is within the limits, confirmed) and the
+// running standardisation of the inputs; Model's Preprocess and Monitor
+// sections carry its standardisation and limits in the export.
+//
 // # Errors
 //
 // Learn, Transform and Score return ErrDimension or ErrNonFinite for a bad

@@ -32,6 +32,44 @@ type Model struct {
 	// Classifier is the optional classifier section (a pipeline's
 	// classifier stage, replay --label), nil without one.
 	Classifier *ModelClassifier
+	// Preprocess is the optional preprocessing section: the model applies
+	// to (x − Mean)/Scale, and Transform and Predict apply it first. Nil
+	// without one (the model applies to x as it is).
+	Preprocess *ModelPreprocess
+	// Monitor is the optional monitoring section: the control limits the
+	// model's key was judged by. Nil without one.
+	Monitor *ModelMonitor
+}
+
+// ModelPreprocess is the standardisation of the inputs: x'ⱼ = (xⱼ − Mean[j])/Scale[j],
+// with Mean and Scale of length d and every Scale > 0.
+type ModelPreprocess struct {
+	Mean, Scale []float64
+}
+
+// ModelMonitor is the monitoring section: the limits of the statistics
+// at Level (see learners/monitor) and the learning mode ("always" or
+// "normal"). A limit of 0 means the limits were not yet in force.
+type ModelMonitor struct {
+	Level             float64
+	Learn             string
+	SPELimit, T2Limit float64
+}
+
+// Apply writes the preprocessed x into dst (allocated when nil) and
+// returns it; without a preprocessing section it returns x itself.
+func (m *Model) Apply(dst, x []float64) []float64 {
+	p := m.Preprocess
+	if p == nil {
+		return x
+	}
+	if dst == nil {
+		dst = make([]float64, len(x))
+	}
+	for j, v := range x {
+		dst[j] = (v - p.Mean[j]) / p.Scale[j]
+	}
+	return dst
 }
 
 // ModelClassifier is a classifier on the model's points: the score of
@@ -50,6 +88,7 @@ type ModelClassifier struct {
 
 // Predict returns the scores of x (allocated) and the predicted class index.
 func (m *Model) Predict(x []float64) ([]float64, int) {
+	x = m.Apply(nil, x)
 	c := m.Classifier
 	s := append([]float64(nil), c.Bias...)
 	for j, p := range m.Points {
@@ -116,6 +155,30 @@ func (m *Model) Validate() error {
 	if err := finite("eigenvalues", m.Eigenvalues, k); err != nil {
 		return err
 	}
+	if pp := m.Preprocess; pp != nil {
+		if err := finite("preprocess mean", pp.Mean, d); err != nil {
+			return err
+		}
+		if err := finite("preprocess scale", pp.Scale, d); err != nil {
+			return err
+		}
+		for j, v := range pp.Scale {
+			if !(v > 0) {
+				return fmt.Errorf("%w: model preprocess scale %d is %v, want > 0", ErrState, j, v)
+			}
+		}
+	}
+	if mo := m.Monitor; mo != nil {
+		if !(mo.Level > 0 && mo.Level < 1) || (mo.Learn != "always" && mo.Learn != "normal") {
+			return fmt.Errorf("%w: model monitor level %v learn %q, want in (0, 1) and always or normal", ErrState, mo.Level, mo.Learn)
+		}
+		if err := finite("monitor limits", []float64{mo.SPELimit, mo.T2Limit}, 2); err != nil {
+			return err
+		}
+		if mo.SPELimit < 0 || mo.T2Limit < 0 {
+			return fmt.Errorf("%w: model monitor limits %v and %v, want ≥ 0", ErrState, mo.SPELimit, mo.T2Limit)
+		}
+	}
 	if c := m.Classifier; c != nil {
 		nc := len(c.Classes)
 		if nc < 2 || len(c.Alpha) != p {
@@ -138,11 +201,13 @@ func (m *Model) Validate() error {
 	return nil
 }
 
-// Transform applies the model to x: dst[i] = Σⱼ Coefficients[j][i]·k(Points[j], x) − Offsets[i].
+// Transform applies the model to x (after the preprocessing section, if
+// any): dst[i] = Σⱼ Coefficients[j][i]·k(Points[j], x) − Offsets[i].
 // It allocates dst when nil and is meant for evaluation, not the hot path.
 func (m *Model) Transform(dst, x []float64) []float64 {
 	_, _, k := m.Dims()
 	dst = prepareDst(dst, k)
+	x = m.Apply(nil, x)
 	for i := range dst {
 		dst[i] = -m.Offsets[i]
 	}

@@ -5,9 +5,54 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
+
+// keyMonitor is a key's monitor (pipeline sections monitor: and
+// preprocess:) with its scratch and the pipeline's alarm counters; nil
+// for a pipeline without them.
+type keyMonitor struct {
+	m       *monitor.Monitor
+	in, xs  []float64
+	spe, t2 prometheus.Counter
+}
+
+// newKeyMonitor returns the monitor of a key of pl, restored from st when
+// not nil (a snapshot's); nil when pl has no monitoring. A snapshot
+// without a monitor state (written before the pipeline had one), or with
+// one that does not fit the pipeline's monitor settings (changed since),
+// starts a fresh monitor: a new warm-up.
+func newKeyMonitor(pl *pipeline, st *monitor.State) (*keyMonitor, error) {
+	c, ok := pl.cfg.monitorConfig()
+	if !ok {
+		return nil, nil
+	}
+	m, err := monitor.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("processor: pipeline %s: %w", pl.cfg.Name, err)
+	}
+	if st != nil && m.Restore(st) != nil {
+		// The state does not fit the monitor: settings changed since the
+		// snapshot (standardize, window, confirm, learn). The monitor's
+		// state is rebuilt by a new warm-up, so the key starts a fresh
+		// one instead of failing its load (the learner is restored as
+		// usual; Restore left m untouched).
+		m, _ = monitor.New(c)
+	}
+	return &keyMonitor{m: m, in: make([]float64, c.Dim), xs: make([]float64, c.Dim), spe: pl.met.alarmSPE, t2: pl.met.alarmT2}, nil
+}
+
+// state returns a copy of the monitor's state for a snapshot; nil without one.
+func (k *keyMonitor) state() *monitor.State {
+	if k == nil {
+		return nil
+	}
+	return k.m.State()
+}
 
 // applied is what one message did to a learner: the outputs of the ready
 // observations, each with the index of its observation in the message, and
@@ -52,7 +97,13 @@ func check(obs []codec.Observation, dim int) error {
 // its weights follow every change of coordinates), and each observation is
 // then predicted (pred and scores on its output) before its label is
 // learned. Outputs carry y and meta through.
-func apply(res *applied, l learners.Learner, cls *keyClassifier, obs []codec.Observation, key string, seq uint64, eig []float64) error {
+//
+// With a monitor (mon not nil) each observation goes through
+// monitor.Step instead: standardised, learned or not by the learning
+// mode, scored, judged; its output carries the limits once they are in
+// force and the alarm, and the alarm counters count it. The classifier
+// stage then sees the standardised vector.
+func apply(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor, obs []codec.Observation, key string, seq uint64, eig []float64) error {
 	res.outs, res.idx, res.warming = res.outs[:0], res.idx[:0], 0
 	if err := check(obs, l.Dim()); err != nil {
 		return err
@@ -63,6 +114,9 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, obs []codec.Obs
 		}
 	}
 	k := l.Components()
+	if mon != nil {
+		return applyMonitored(res, l, cls, mon, obs, key, seq, eig, k)
+	}
 	for i := range obs {
 		x := obs[i].X
 		learn := l.Learn
@@ -106,6 +160,71 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, obs []codec.Obs
 			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: z,
 			SPE: nov.SPE, T2: nov.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
 			Y: obs[i].Y, Meta: obs[i].Meta, Scores: scores[:0],
+		}
+		if cls != nil {
+			if err := cls.step(i, x, out); err != nil {
+				res.outs = res.outs[:n]
+				return err
+			}
+		} else {
+			out.Scores = nil
+		}
+		res.idx = append(res.idx, i)
+	}
+	return nil
+}
+
+// applyMonitored is apply's loop with a monitor.
+func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor, obs []codec.Observation, key string, seq uint64, eig []float64, k int) error {
+	var learn func([]float64) error
+	if cls != nil {
+		learn = cls.learn
+	}
+	for i := range obs {
+		n := len(res.outs)
+		if n < cap(res.outs) {
+			res.outs = res.outs[:n+1]
+		} else {
+			res.outs = append(res.outs, codec.Output{})
+		}
+		out := &res.outs[n]
+		z := out.Z
+		if cap(z) >= k {
+			z = z[:k]
+		} else {
+			z = make([]float64, k)
+		}
+		r, err := mon.m.Step(l, learn, mon.in, z, obs[i].X)
+		if err != nil {
+			res.outs = res.outs[:n]
+			return fmt.Errorf("processor: observation %d: %w", i, err)
+		}
+		x := mon.m.Input(mon.xs, obs[i].X)
+		if !r.Ready {
+			res.outs = res.outs[:n]
+			res.warming++
+			if cls != nil {
+				if err := cls.step(i, x, nil); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		sum := l.Summary(eig)
+		scores := out.Scores
+		*out = codec.Output{
+			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: r.Z,
+			SPE: r.Novelty.SPE, T2: r.Novelty.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
+			Y: obs[i].Y, Meta: obs[i].Meta, Scores: scores[:0],
+		}
+		if v := r.Verdict; v.InForce {
+			out.SPELimit, out.T2Limit, out.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
+			if v.Alarm&monitor.AlarmSPE != 0 {
+				mon.spe.Inc()
+			}
+			if v.Alarm&monitor.AlarmT2 != 0 {
+				mon.t2.Inc()
+			}
 		}
 		if cls != nil {
 			if err := cls.step(i, x, out); err != nil {

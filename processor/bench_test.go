@@ -32,13 +32,13 @@ func BenchmarkApply(b *testing.B) {
 	obs := make([]codec.Observation, 1)
 	for i := range 256 {
 		obs[0].X = xs[i%len(xs)]
-		_ = apply(&res, l, nil, obs, "k", uint64(i+1), eig)
+		_ = apply(&res, l, nil, nil, obs, "k", uint64(i+1), eig)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		obs[0].X = xs[i%len(xs)]
-		if err := apply(&res, l, nil, obs, "k", uint64(i+1), eig); err != nil {
+		if err := apply(&res, l, nil, nil, obs, "k", uint64(i+1), eig); err != nil {
 			b.Fatal(err)
 		}
 	}

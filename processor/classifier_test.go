@@ -202,7 +202,7 @@ func TestApplyClassifier(t *testing.T) {
 	xs := vectors(3, 200)
 	for i, x := range xs {
 		obs := []codec.Observation{{X: x, ID: fmt.Sprint(i), Y: testLabel(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}}
-		if err := apply(&res, l, kc, obs, "k", uint64(i+1), eig); err != nil {
+		if err := apply(&res, l, kc, nil, obs, "k", uint64(i+1), eig); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range res.outs {
@@ -219,7 +219,7 @@ func TestApplyClassifier(t *testing.T) {
 	}
 	before, cBefore := l.State(), kc.state()
 	bad := []codec.Observation{{X: []float64{1, 2, 3}, Y: codec.String("pos")}, {X: []float64{1, 2, 3}, Y: codec.String("dog")}}
-	if err := apply(&res, l, kc, bad, "k", 1000, eig); !errors.Is(err, errLabel) || !strings.Contains(err.Error(), "observation 1") {
+	if err := apply(&res, l, kc, nil, bad, "k", 1000, eig); !errors.Is(err, errLabel) || !strings.Contains(err.Error(), "observation 1") {
 		t.Fatalf("unknown class: got %v, want errLabel naming observation 1", err)
 	}
 	if !reflect.DeepEqual(l.State(), before) || !reflect.DeepEqual(kc.state(), cBefore) {

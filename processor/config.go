@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/internal/fielderr"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // Defaults of Config and PipelineConfig.
@@ -130,6 +131,106 @@ type PipelineConfig struct {
 	// Classifier adds a classifier stage trained on the observations'
 	// labels y (see ClassifierConfig); nil: none.
 	Classifier *ClassifierConfig `yaml:"classifier"`
+	// Monitor adds control limits, alarms and gated learning per key (see
+	// MonitorConfig); nil: none (outputs carry no limits, every
+	// observation is learned, as before).
+	Monitor *MonitorConfig `yaml:"monitor"`
+	// Preprocess standardises each key's inputs (see PreprocessConfig);
+	// nil: none.
+	Preprocess *PreprocessConfig `yaml:"preprocess"`
+}
+
+// MonitorConfig is a pipeline's monitoring (learners/monitor): per key,
+// SPE and T² control limits (empirical quantiles of a sliding window of
+// normal observations), an alarm on each output above them, and
+// optionally gated learning. Zero values mean the defaults.
+type MonitorConfig struct {
+	// Level of the limits, in (0, 1). Default 0.99.
+	Level float64 `yaml:"level"`
+	// Learn is "always" (default: learn every observation, then score it)
+	// or "normal" (score first, learn only observations within the
+	// limits, after the warm-up; alarmed ones are still published).
+	Learn string `yaml:"learn"`
+	// Warmup is the number of observations learned unconditionally before
+	// the limits are in force. Default 2 × learner.budget, at least 100.
+	Warmup int `yaml:"warmup"`
+	// AcceptAfter: with learn normal, after this many consecutive alarmed
+	// observations the key accepts the new regime and starts a new
+	// warm-up. Default 0: never.
+	AcceptAfter int `yaml:"accept_after"`
+	// Confirm: with learn normal, an observation within the limits is
+	// learned once this many later observations raised no alarm. Default 10.
+	Confirm int `yaml:"confirm"`
+	// Window is the number of recent normal observations whose statistics
+	// give the limits. Default 10/(1 − level), at least 100 (1,000 at
+	// 0.99); memory 32 bytes per observation and key.
+	Window int `yaml:"window"`
+}
+
+// PreprocessConfig is a pipeline's preprocessing of the inputs.
+type PreprocessConfig struct {
+	// Standardize centres and scales each variable by the running mean and
+	// standard deviation of the key's learned observations (with
+	// learner.forget); the first warm-up/2 observations are held back
+	// until the statistics settle. Saved in the snapshot and in the model
+	// export's preprocess section.
+	Standardize bool `yaml:"standardize"`
+	// Freeze stops the statistics at the end of the monitor's warm-up.
+	// Default: frozen when learner.forget is 1 (a learner that never
+	// forgets keeps its points in the frame they were learned in), moving
+	// with the learner's forgetting otherwise.
+	Freeze *bool `yaml:"freeze"`
+}
+
+// monitorConfig returns the monitor configuration of p (after defaults)
+// and whether p has monitoring or preprocessing at all.
+func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
+	if p.Monitor == nil && p.Preprocess == nil {
+		return monitor.Config{}, false
+	}
+	lc := p.Learner.WithDefaults()
+	var c monitor.Config
+	if m := p.Monitor; m != nil {
+		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window}
+	}
+	if pp := p.Preprocess; pp != nil {
+		c.Standardize = pp.Standardize
+		switch {
+		case pp.Freeze != nil:
+			c.Freeze = *pp.Freeze
+		case pp.Standardize:
+			c.Freeze = monitor.DefaultFreeze(lc.Forget)
+		}
+	}
+	c.Dim, c.Forget = lc.Dim, lc.Forget
+	return c.WithDefaults(lc.Budget), true
+}
+
+// validateMonitor reports the problems of p's monitor and preprocess
+// sections, each under its own path.
+func (p PipelineConfig) validateMonitor() []error {
+	c, ok := p.monitorConfig()
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, e := range fielderr.Split(c.Validate()) {
+		section := "monitor"
+		var fe *fielderr.Error
+		if errors.As(e, &fe) {
+			switch fe.Path {
+			case "standardize", "freeze":
+				section = "preprocess"
+			case "dim", "forget":
+				continue // the learner's, reported there
+			}
+			errs = append(errs, fielderr.Prefix(scope, section, &fielderr.Error{Path: fe.Path, Err: fe.Err})...)
+		}
+	}
+	if c.Learn == monitor.LearnNormal && p.Learner.WithDefaults().Learner == learners.KindBatch {
+		errs = append(errs, configErr("monitor.learn", "normal needs an online learner (ikpca, kha or window), got batch"))
+	}
+	return errs
 }
 
 // InputConfig is a pipeline's input: a JetStream stream (durable pull
@@ -565,6 +666,7 @@ func (p PipelineConfig) validate() []error {
 	if p.Classifier != nil {
 		errs = append(errs, fielderr.Prefix(scope, "classifier", p.Classifier.withDefaults().validate(p.Learner)...)...)
 	}
+	errs = append(errs, p.validateMonitor()...)
 	return errs
 }
 

@@ -41,7 +41,11 @@ type metrics struct {
 	clsAccuracy     *prometheus.GaugeVec     // pipeline
 	clsLabels       *prometheus.CounterVec   // pipeline, class
 	clsPredictions  *prometheus.CounterVec   // pipeline, class, result
+	alarms          *prometheus.CounterVec   // pipeline, statistic
 }
+
+// alarmStatistics are the statistic label values of kpcastream_alarms_total.
+var alarmStatistics = []string{"spe", "t2"}
 
 // Message results (label "result" of kpcastream_messages_total).
 const (
@@ -150,11 +154,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Labelled observations learned by the classifier stage, by class."}, []string{"pipeline", "class"}),
 		clsPredictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "classifier_predictions_total",
 			Help: "Published predictions of the classifier stage, by predicted class and result (correct, wrong, unlabelled)."}, []string{"pipeline", "class", "result"}),
+		alarms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "alarms_total",
+			Help: "Published outputs above their control limit (pipelines with monitor:), by statistic (spe, t2); an output above both counts in both."}, []string{"pipeline", "statistic"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.t2, m.activeLearners,
 		m.storedPoints, m.budgetPoints, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
 		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo,
-		m.clsAccuracy, m.clsLabels, m.clsPredictions} {
+		m.clsAccuracy, m.clsLabels, m.clsPredictions, m.alarms} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -178,6 +184,7 @@ type pipeMetrics struct {
 	explainedBands       []prometheus.Gauge // by explainedAtMost
 	activeLearners       prometheus.Gauge
 	pending              prometheus.Gauge
+	alarmSPE, alarmT2    prometheus.Counter // kpcastream_alarms_total by statistic
 }
 
 // forPipeline looks up the pipeline's children and creates every series
@@ -215,6 +222,8 @@ func (m *metrics) forPipeline(name string, budget int) (pipeMetrics, error) {
 		explained:      &explainedStats{},
 		activeLearners: m.activeLearners.WithLabelValues(name),
 		pending:        m.pending.WithLabelValues(name),
+		alarmSPE:       m.alarms.WithLabelValues(name, alarmStatistics[0]),
+		alarmT2:        m.alarms.WithLabelValues(name, alarmStatistics[1]),
 	}
 	for _, a := range explainedAtMost {
 		pm.explainedBands = append(pm.explainedBands, m.explainedBands.WithLabelValues(name, a))

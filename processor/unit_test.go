@@ -36,7 +36,7 @@ func TestApply(t *testing.T) {
 	eig := make([]float64, 2)
 	var res applied
 	warm := obsOf([]float64{1, 0, 0}, []float64{0, 2, 0}, []float64{0, 0, 3})
-	if err := apply(&res, l, nil, warm, "k", 7, eig); err != nil {
+	if err := apply(&res, l, nil, nil, warm, "k", 7, eig); err != nil {
 		t.Fatal(err)
 	}
 	if res.warming != 3 || len(res.outs) != 0 {
@@ -54,7 +54,7 @@ func TestApply(t *testing.T) {
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
-			err := apply(&res, l, nil, tc.obs, "k", 8, eig)
+			err := apply(&res, l, nil, nil, tc.obs, "k", 8, eig)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -64,7 +64,7 @@ func TestApply(t *testing.T) {
 		})
 	}
 	batch := obsOf([]float64{1, 1, 0}, []float64{2, 0, 1}, []float64{0, 1, 1})
-	if err := apply(&res, l, nil, batch, "k", 9, eig); err != nil {
+	if err := apply(&res, l, nil, nil, batch, "k", 9, eig); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.outs) != 3 || res.warming != 0 {

@@ -28,7 +28,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 		for j := range x {
 			x[j] = rng.NormFloat64()
 		}
-		if err := apply(&w.res, e.l, nil, w.obs, "k", uint64(i+1), w.eig); err != nil {
+		if err := apply(&w.res, e.l, nil, nil, w.obs, "k", uint64(i+1), w.eig); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -88,6 +88,7 @@ type entry struct {
 	pipe    *pipeline
 	l       learners.Learner
 	cls     *keyClassifier // the key's classifier stage, nil without one
+	mon     *keyMonitor    // the key's monitor (monitor:, preprocess:), nil without one
 	rev     uint64         // KV revision of the last saved or loaded snapshot
 	lastSeq uint64         // last sequence of the loaded snapshot (the machine keeps the live one)
 	stored  int
@@ -457,7 +458,7 @@ func (w *worker) apply(m *inMsg) {
 	defer w.recoverAs(m, &err)
 	pl, e := m.pipe, w.keys[m.key]
 	start := time.Now()
-	err = apply(&w.res, e.l, e.cls, w.obs, m.key, m.seq, w.eig)
+	err = apply(&w.res, e.l, e.cls, e.mon, w.obs, m.key, m.seq, w.eig)
 	took := time.Since(start)
 	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
@@ -572,7 +573,7 @@ func (w *worker) nak(m *inMsg, err error) {
 func (w *worker) snapshot(e *entry, job machine.Job) *snapJob {
 	return &snapJob{
 		e:    e,
-		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: job.LastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()},
+		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: job.LastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()},
 		rev:  e.rev,
 		job:  job,
 	}
@@ -676,7 +677,12 @@ func (w *worker) serve(a *coreAction) {
 			r.err = err
 			return
 		}
-		e.l, e.cls = l, cls
+		mon, err := newKeyMonitor(c.pipe, nil)
+		if err != nil {
+			r.err = err
+			return
+		}
+		e.l, e.cls, e.mon = l, cls, mon
 		// Outputs already queued (of messages applied before the reset)
 		// still go out; the reset's snapshot waits for them.
 		w.step(machine.Reset{Key: a.Key})
@@ -1010,6 +1016,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 			e.cls, err = newKeyClassifier(pl.cls, e.l, snap.Classifier)
 		}
 		if err == nil {
+			e.mon, err = newKeyMonitor(pl, snap.Monitor)
+		}
+		if err == nil {
 			e.lastSeq = snap.LastSeq
 			e.stored = e.l.Summary(w.eig).Stored
 			pl.met.storedPoints.Add(float64(e.stored))
@@ -1040,6 +1049,9 @@ func (w *worker) read(ctx context.Context, pl *pipeline, key string, create, rep
 	if e.cls, err = newKeyClassifier(pl.cls, l, nil); err != nil {
 		return nil, false, err
 	}
+	if e.mon, err = newKeyMonitor(pl, nil); err != nil {
+		return nil, false, err
+	}
 	return e, fenced, nil
 }
 
@@ -1051,7 +1063,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.p.cfg.SnapshotTimeout)
 	defer cancel()
-	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state()}
+	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.part.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()}
 	rev, err := w.p.keys.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.part.epoch, err)

@@ -17,9 +17,11 @@ stage, ``replay --label``), the score of class c is
 with the prediction the class of the largest score (the first on ties).
 The kernels are scikit-learn's: linear x.y, rbf exp(-gamma |p-x|^2),
 laplacian exp(-gamma sum |p-x|), poly (gamma x.y + coef0)^degree and
-sigmoid tanh(gamma x.y + coef0). The export has no preprocessing section:
-rows are used as given (``replay --standardize`` prints the means and
-standard deviations to apply first).
+sigmoid tanh(gamma x.y + coef0). With a "preprocess" section
+({"standardize": {"mean": [...], "scale": [...]}}) the model applies to
+x' = (x - mean)/scale, which transform, scores and predict compute first;
+a "monitor" section (the key's control limits: level, learn, spe_limit,
+t2_limit) is kept as the monitor attribute.
 
     >>> m = kpcastream.load_model("model.json")
     >>> z = m.transform(X)            # X: n x d  ->  n x k
@@ -125,7 +127,8 @@ class Model:
         for f in ("kernel", "points", "coefficients", "offsets", "eigenvalues"):
             if f not in doc:
                 raise ModelError(f"model export has no {f!r}")
-        known = {"format", "learner", "kernel", "points", "coefficients", "offsets", "eigenvalues", "seen", "classifier"}
+        known = {"format", "learner", "kernel", "points", "coefficients", "offsets", "eigenvalues", "seen", "classifier",
+                 "preprocess", "monitor"}
         unknown = sorted(set(doc) - known)
         if unknown:
             raise ModelError(f"model export has unknown fields {unknown} (a newer format? this module reads {FORMAT})")
@@ -175,6 +178,22 @@ class Model:
             if self.alpha.shape[0] != p:
                 raise ModelError(f"classifier.alpha: {self.alpha.shape[0]} rows, want one per point ({p})")
             self.bias = _vector(c["bias"], "classifier.bias", len(classes))
+        self.mean = self.scale = None
+        pp = doc.get("preprocess")
+        if pp is not None:
+            if not isinstance(pp, dict) or set(pp) != {"standardize"} or not isinstance(pp["standardize"], dict) \
+                    or set(pp["standardize"]) != {"mean", "scale"}:
+                raise ModelError("preprocess: want {\"standardize\": {\"mean\": [...], \"scale\": [...]}}")
+            self.mean = _vector(pp["standardize"]["mean"], "preprocess.standardize.mean", d)
+            self.scale = _vector(pp["standardize"]["scale"], "preprocess.standardize.scale", d)
+            if not np.all(self.scale > 0):
+                raise ModelError("preprocess.standardize.scale: every scale must be > 0")
+        self.monitor = None
+        mo = doc.get("monitor")
+        if mo is not None:
+            if not isinstance(mo, dict):
+                raise ModelError("monitor: want an object")
+            self.monitor = dict(mo)
 
     @property
     def dim(self):
@@ -194,6 +213,8 @@ class Model:
             raise ValueError(f"rows of {X.shape[-1] if X.ndim else 0} values, the model takes {self.dim}")
         if not np.all(np.isfinite(X)):
             raise ValueError("rows hold a non-finite number")
+        if self.mean is not None:
+            X = (X - self.mean) / self.scale
         return X
 
     def kernel_matrix(self, X):

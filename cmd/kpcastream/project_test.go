@@ -205,3 +205,94 @@ func TestReplayOutVersusExport(t *testing.T) {
 		})
 	}
 }
+
+// TestProjectPreprocess checks that a model written with --standardize
+// carries its standardisation and that project applies it (issue 21: it
+// used to project raw rows with a model of standardised ones): project's
+// plain arithmetic on the raw rows matches the Go model's Transform, which
+// applies the preprocess section too, and differs from projecting without
+// it. predict (project --classify) applies the classifier section to raw
+// rows and classifies wine as the labelled replay did.
+func TestProjectPreprocess(t *testing.T) {
+	data := filepath.Join("..", "..", "testdata", "data", "wine.csv")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	code, _, stderr := runCmd(t, "replay", "--in", data, "--drop", "label", "--standardize", "--components", "3",
+		"--budget", "100", "--gamma", "0.05", "--progress", "0", "--model-out", model)
+	if code != 0 {
+		t.Fatalf("replay exit %d: %s", code, stderr)
+	}
+	raw, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := codec.DecodeModel(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Preprocess == nil || m.Monitor == nil {
+		t.Fatalf("model export lacks the preprocess or monitor section: %s", raw[max(0, len(raw)-400):])
+	}
+	proj := filepath.Join(dir, "proj.csv")
+	if code, _, stderr := runCmd(t, "project", "--model", model, "--in", data, "--drop", "label", "--out", proj); code != 0 {
+		t.Fatalf("project exit %d: %s", code, stderr)
+	}
+	zs := readProjections(t, proj)
+	x, n, d, _, err := learnertest.LoadCSV(data, []string{"label"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := *m
+	plain.Preprocess = nil
+	var diff float64
+	for i := range n {
+		want := m.Transform(nil, x[i*d:(i+1)*d])
+		for c := range want {
+			if math.Abs(zs[i][c]-want[c]) > 1e-9*math.Max(1, math.Abs(want[c])) {
+				t.Fatalf("row %d: project %v, Transform %v", i, zs[i], want)
+			}
+		}
+		unscaled := plain.Transform(nil, x[i*d:(i+1)*d])
+		diff = math.Max(diff, math.Abs(unscaled[0]-want[0]))
+	}
+	if diff < 1e-3 {
+		t.Errorf("projections with and without the preprocess section differ by %v at most: the section does nothing", diff)
+	}
+
+	// predict: the classifier section of a labelled replay, on raw rows.
+	lm := filepath.Join(dir, "labelled.json")
+	code, _, stderr = runCmd(t, "replay", "--in", data, "--label", "label", "--standardize", "--components", "16",
+		"--budget", "200", "--gamma", "0.02", "--passes", "3", "--shuffle-seed", "1", "--progress", "0", "--model-out", lm)
+	if code != 0 {
+		t.Fatalf("replay --label exit %d: %s", code, stderr)
+	}
+	pred := filepath.Join(dir, "pred.csv")
+	if code, _, stderr := runCmd(t, "predict", "--model", lm, "--in", data, "--drop", "label", "--out", pred); code != 0 {
+		t.Fatalf("predict exit %d: %s", code, stderr)
+	}
+	f, err := os.Open(pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := strings.Join(recs[0], ","); !strings.HasSuffix(h, ",pred,score_0,score_1,score_2") {
+		t.Fatalf("predict header %q", h)
+	}
+	col := len(recs[0]) - 4
+	hits := 0
+	for i, r := range recs[1:] {
+		if r[col] == recsLabel(t, data, i) {
+			hits++
+		}
+	}
+	if acc := float64(hits) / float64(n); acc < 0.95 {
+		t.Errorf("predict classifies %.3f of the raw rows, want ≥ 0.95", acc)
+	}
+	if code, _, stderr := runCmd(t, "predict", "--model", model, "--in", data, "--drop", "label"); code == 0 || !strings.Contains(stderr, "no classifier section") {
+		t.Errorf("predict with a model without classifier: exit %d, stderr %q", code, stderr)
+	}
+}

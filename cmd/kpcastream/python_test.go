@@ -91,7 +91,8 @@ func closeTo(a, b, scale float64) bool {
 }
 
 // TestPythonProject trains models of every kernel on iris with replay
-// (one with the classifier section of --label), applies each with
+// (two with the classifier section of --label, one of them with the
+// preprocess section of --standardize), applies each with
 // "kpcastream project" and with the Python module to the same CSV, and
 // compares projections and, for the classifier, the predictions and
 // scores of learners.Model.Predict.
@@ -105,6 +106,7 @@ func TestPythonProject(t *testing.T) {
 	}
 	cases := []tc{
 		{"rbf-classifier", []string{"--kernel", "rbf", "--gamma", "0.5", "--label", "label", "--classes", "0,1,2"}},
+		{"rbf-standardized-classifier", []string{"--kernel", "rbf", "--gamma", "0.5", "--label", "label", "--classes", "0,1,2", "--standardize"}},
 		{"linear", []string{"--kernel", "linear", "--drop", "label"}},
 		{"laplacian", []string{"--kernel", "laplacian", "--gamma", "0.3", "--drop", "label"}},
 		{"poly", []string{"--kernel", "poly", "--gamma", "0.1", "--degree", "3", "--coef0", "1", "--drop", "label"}},
@@ -153,8 +155,11 @@ func TestPythonProject(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if strings.Contains(c.name, "standardized") && m.Preprocess == nil {
+				t.Fatal("replay --standardize wrote no preprocess section")
+			}
 			if m.Classifier == nil {
-				if c.name == "rbf-classifier" {
+				if strings.HasSuffix(c.name, "classifier") {
 					t.Fatal("replay --label wrote no classifier section")
 				}
 				return

@@ -18,6 +18,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/csvin"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 func init() {
@@ -49,8 +50,9 @@ type replayOptions struct {
 	learningRate, decay float64
 	progressEvery       time.Duration
 	budgetIsSet         bool
-	label               labelOptions  // replay --label (replay_label.go)
-	report              reportOptions // replay_report.go
+	mon                 monitorOptions // replay_monitor.go
+	label               labelOptions   // replay --label (replay_label.go)
+	report              reportOptions  // replay_report.go
 }
 
 func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
@@ -105,6 +107,7 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
 	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
 	labelFlags(fs, &o.label)
+	monitorFlags(fs, &o.mon)
 	reportFlags(fs, &o.report)
 	return fs
 }
@@ -122,6 +125,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if f.Name == "budget" {
 			o.budgetIsSet = true
 		}
+		if monitorFlagNames[f.Name] {
+			o.mon.set = true
+		}
+		if f.Name == "freeze" {
+			o.mon.freezeSet = true
+		}
 	})
 	var problems []string
 	if o.in == "" {
@@ -137,6 +146,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		problems = append(problems, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
 	problems = append(problems, labelProblems(&o)...)
+	problems = append(problems, monitorProblems(&o)...)
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "kpcastream replay: %s\n", strings.Join(problems, "; "))
 		return errUsage
@@ -200,7 +210,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return err
 	}
 	defer closeIn()
-	cr, err := csvin.NewReader(bufio.NewReaderSize(in, 1<<20), csvin.Options{Name: name, Drop: o.drop})
+	cr, err := csvin.NewReader(bufio.NewReaderSize(in, 1<<20), csvin.Options{Name: name, Drop: o.drop, ID: o.mon.faultColumn})
 	if err != nil {
 		return err
 	}
@@ -234,6 +244,12 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		}
 		defer out.Close()
 	}
+	var mon *monitor.Monitor
+	if fitter == nil {
+		if mon, err = o.mon.monitor(cfg, o.label.standardize); err != nil {
+			return err
+		}
+	}
 	prog := newProgress(stderr, o.progressEvery)
 	var fed int64
 	next := 0 // index into o.modelAt
@@ -245,7 +261,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 				}
 			}
 			path := modelAtPath(o.modelOut, fed)
-			if err := writeModel(l, path); err != nil {
+			if err := writeModelWith(l, path, o.mon.decorate(mon)); err != nil {
 				fmt.Fprintf(stderr, "kpcastream replay: no model after %d rows: %v\n", fed, err)
 			}
 			next++
@@ -253,7 +269,32 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return nil
 	}
 	z := make([]float64, o.components)
+	xin := make([]float64, d)
+	var last monitor.Result // the monitor's result of the last row (for --fault-column)
 	learn := func(row []float64, idx, pass int) error {
+		if mon != nil {
+			r, err := mon.Step(l, nil, xin, z, row)
+			if err != nil {
+				return fmt.Errorf("row %d: %w", idx, err)
+			}
+			fed++
+			last = r
+			o.mon.count(r)
+			if out != nil || rep != nil {
+				err := error(nil)
+				if !r.Ready {
+					err = learners.ErrNotReady
+				}
+				if out != nil {
+					if err := out.Write(idx, pass, r.Z, r.Novelty, err, r.Verdict); err != nil {
+						return err
+					}
+				}
+				rep.add(l, idx, mon.Input(xin, row), r.Z, r.Novelty, err)
+			}
+			prog.Update(fed, l)
+			return checkpoint()
+		}
 		if err := l.Learn(row); err != nil {
 			return fmt.Errorf("row %d: %w", idx, err)
 		}
@@ -261,7 +302,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		if (out != nil || rep != nil) && fitter == nil {
 			zz, nov, err := l.Score(z, row)
 			if out != nil {
-				if err := out.Write(idx, pass, zz, nov, err); err != nil {
+				if err := out.Write(idx, pass, zz, nov, err, monitor.Verdict{}); err != nil {
 					return err
 				}
 			}
@@ -277,13 +318,17 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, _, err := cr.Next(row); err == io.EOF {
+			_, fault, err := cr.Next(row)
+			if err == io.EOF {
 				break
 			} else if err != nil {
 				return err
 			}
 			if err := learn(row, idx, 1); err != nil {
 				return err
+			}
+			if o.mon.faultColumn != "" {
+				o.mon.detect.add(idx, faulty(fault), last)
 			}
 		}
 	} else {
@@ -300,7 +345,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 			for idx := range n {
 				zz, nov, err := l.Score(z, x[idx*d:(idx+1)*d])
 				if out != nil {
-					if err := out.Write(idx, o.passes, zz, nov, err); err != nil {
+					if err := out.Write(idx, o.passes, zz, nov, err, monitor.Verdict{}); err != nil {
 						return err
 					}
 				}
@@ -320,7 +365,11 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	if err := rep.finish(stderr); err != nil {
 		return err
 	}
-	return writeModel(l, o.modelOut)
+	o.mon.summary(stderr, mon)
+	if o.mon.faultColumn != "" {
+		o.mon.detect.print(stderr, o.mon.faultColumn)
+	}
+	return writeModelWith(l, o.modelOut, o.mon.decorate(mon))
 }
 
 func openInput(path string) (io.Reader, string, func(), error) {
@@ -347,6 +396,12 @@ type syncer interface{ Sync(maxIter int) error }
 // on deferred work (Sync) is synced on a copy first, so exports at
 // --model-at do not perturb the replay itself.
 func writeModel(l learners.Learner, path string) error {
+	return writeModelWith(l, path, nil)
+}
+
+// writeModelWith is writeModel with decorate (when not nil) adding
+// sections to the model before it is encoded.
+func writeModelWith(l learners.Learner, path string, decorate func(*learners.Model)) error {
 	if _, ok := l.(syncer); ok {
 		c, err := learners.Restore(l.State())
 		if err != nil {
@@ -360,6 +415,9 @@ func writeModel(l learners.Learner, path string) error {
 	m, err := l.Model()
 	if err != nil {
 		return fmt.Errorf("model export: %w", err)
+	}
+	if decorate != nil {
+		decorate(m)
 	}
 	b, err := codec.EncodeModel(m)
 	if err != nil {
@@ -394,9 +452,14 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 // projWriter writes one CSV line per fed row: row (0-based data row of the
-// input file), pass, z1…zk, spe, t2. Rows fed before the learner is ready
-// have empty projection and score fields.
-type projWriter struct{ csvOut }
+// input file), pass, z1…zk, spe, t2, spe_limit, t2_limit, alarm. Rows fed
+// before the learner is ready have empty projection and score fields; the
+// limits are empty until they are in force (after the monitor's warm-up)
+// and alarm is empty without one ("spe", "t2" or "both").
+type projWriter struct {
+	csvOut
+	k int
+}
 
 // csvOut is a buffered CSV output file with a line buffer reused per row.
 type csvOut struct {
@@ -440,16 +503,16 @@ func newProjWriter(path string, k int) (*projWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &projWriter{c}
+	p := &projWriter{csvOut: c, k: k}
 	p.w.WriteString("row,pass")
 	for i := 1; i <= k; i++ {
 		fmt.Fprintf(p.w, ",z%d", i)
 	}
-	p.w.WriteString(",spe,t2\n")
+	p.w.WriteString(",spe,t2,spe_limit,t2_limit,alarm\n")
 	return p, nil
 }
 
-func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err error) error {
+func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err error, v monitor.Verdict) error {
 	b := p.buf[:0]
 	b = strconv.AppendInt(b, int64(idx), 10)
 	b = append(b, ',')
@@ -464,8 +527,18 @@ func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err
 		b = strconv.AppendFloat(b, nov.SPE, 'g', -1, 64)
 		b = append(b, ',')
 		b = strconv.AppendFloat(b, nov.T2, 'g', -1, 64)
+		b = append(b, ',')
+		if v.InForce {
+			b = strconv.AppendFloat(b, v.SPELimit, 'g', -1, 64)
+			b = append(b, ',')
+			b = strconv.AppendFloat(b, v.T2Limit, 'g', -1, 64)
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, ',')
+		b = append(b, v.Alarm.String()...)
 	case errors.Is(err, learners.ErrNotReady):
-		for range len(z) + 2 {
+		for range p.k + 5 {
 			b = append(b, ',')
 		}
 	default:

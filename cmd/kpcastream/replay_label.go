@@ -36,7 +36,7 @@ func labelFlags(fs *flag.FlagSet, o *labelOptions) {
 		o.classes = strings.Split(s, ",")
 		return nil
 	})
-	fs.BoolVar(&o.standardize, "standardize", false, "with --label: scale every feature column to mean 0 and standard deviation 1 over the whole file first")
+	fs.BoolVar(&o.standardize, "standardize", false, "scale every feature column to mean 0 and standard deviation 1: running statistics of the learned rows (with --label: over the whole file first); recorded in the model export's preprocess section")
 	fs.Float64Var(&o.ridge, "ridge", 0, "with --label: classifier ridge λ (default 0.1)")
 	fs.Float64Var(&o.forget, "classifier-forget", 0, "with --label: classifier forgetting factor in (0,1] (default 1)")
 	fs.StringVar(&o.on, "classify-on", "coords", "with --label: coords (the learner's dictionary coordinates, basis-aware) or z (the published components, as a consumer of the outputs sees them; for comparison)")
@@ -46,8 +46,8 @@ func labelFlags(fs *flag.FlagSet, o *labelOptions) {
 func labelProblems(o *replayOptions) []string {
 	var p []string
 	if o.label.column == "" {
-		if o.label.classes != nil || o.label.standardize || o.label.ridge != 0 || o.label.forget != 0 || o.label.on != "coords" {
-			p = append(p, "--classes, --standardize, --ridge, --classifier-forget and --classify-on need --label")
+		if o.label.classes != nil || o.label.ridge != 0 || o.label.forget != 0 || o.label.on != "coords" {
+			p = append(p, "--classes, --ridge, --classifier-forget and --classify-on need --label")
 		}
 		return p
 	}
@@ -128,10 +128,13 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 		}
 		ys[i] = c
 	}
+	var pre *learners.ModelPreprocess
 	if o.label.standardize {
 		mean, sd := standardize(x, n, d)
-		// The export then applies to standardised rows: say how.
-		fmt.Fprintf(stderr, "replay: --standardize: the model export applies to (x − mean)/std with mean %v and std %v\n", mean, sd)
+		// The export's preprocess section records it, so that project,
+		// predict and the numpy applier apply it to raw rows.
+		pre = &learners.ModelPreprocess{Mean: mean, Scale: sd}
+		fmt.Fprintf(stderr, "replay: --standardize: the model export's preprocess section holds mean %v and std %v\n", mean, sd)
 	}
 	cfg := o.learnerConfig(d)
 	l, err := learners.New(cfg)
@@ -246,7 +249,7 @@ func replayLabelled(ctx context.Context, o *replayOptions, stdout, stderr io.Wri
 		per = append(per, fmt.Sprintf("%s %d/%d", name, correct[c], counts[c]))
 	}
 	fmt.Fprintf(stdout, "replay: correct/labelled per class: %s\n", strings.Join(per, ", "))
-	return writeLabelledModel(l, ob, classes, o.label.on == "coords", o.modelOut)
+	return writeLabelledModel(l, ob, classes, o.label.on == "coords", pre, o.modelOut)
 }
 
 // labelClasses returns the distinct non-empty labels, sorted numerically
@@ -313,7 +316,7 @@ func standardize(x []float64, n, d int) (means, sds []float64) {
 // writeLabelledModel writes the learner's model export (synced on a copy,
 // as writeModel does) with the classifier section when the classifier ran
 // on the coordinates (withClassifier).
-func writeLabelledModel(l learners.Learner, ob *classify.OnBasis, classes []string, withClassifier bool, path string) error {
+func writeLabelledModel(l learners.Learner, ob *classify.OnBasis, classes []string, withClassifier bool, pre *learners.ModelPreprocess, path string) error {
 	c, err := learners.Restore(l.State())
 	if err != nil {
 		return fmt.Errorf("model export: %w", err)
@@ -332,6 +335,7 @@ func writeLabelledModel(l learners.Learner, ob *classify.OnBasis, classes []stri
 			return fmt.Errorf("model export: %w", err)
 		}
 	}
+	m.Preprocess = pre
 	b, err := codec.EncodeModel(m)
 	if err != nil {
 		return err

@@ -63,7 +63,11 @@ func TestReplayLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standardize(x, n, d)
+	// The export's preprocess section carries the standardisation: the
+	// model applies to the raw rows.
+	if mod.Preprocess == nil || len(mod.Preprocess.Mean) != d {
+		t.Fatalf("model export has no preprocess section of %d variables: %+v", d, mod.Preprocess)
+	}
 	hits := 0
 	for i := range n {
 		_, pred := mod.Predict(x[i*d : (i+1)*d])

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	monitorbench "github.com/kpcastream/kpcastream/bench/monitor"
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/kpcaeval"
@@ -66,6 +69,7 @@ func TestReplayDriftStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%s: similarity with batch KPCA of the last 2000 rows %.4f", filepath.Base(c.path), rep.Similarity)
 		if rep.Similarity < 0.95 {
 			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
 		}
@@ -79,7 +83,7 @@ func TestReplayDriftStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2" {
+	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" {
 		t.Errorf("header %q", got)
 	}
 	if len(recs) != n+1 {
@@ -159,4 +163,136 @@ func TestReplayErrors(t *testing.T) {
 		t.Errorf("a failed replay left a model file: %v", err)
 	}
 	_ = learners.KindIKPCA
+}
+
+// TestReplayDriftStreamLearnNormal is TestReplayDriftStream with gated
+// learning (issue 21): --learn normal, with --accept-after so that the
+// abrupt change at row 10,000 is accepted as a new regime. The exports
+// must match batch KPCA of the last 2,000 rows as the ungated replay's do,
+// and the monitor must alarm at the change and rarely before it.
+func TestReplayDriftStreamLearnNormal(t *testing.T) {
+	data := filepath.Join(learnertest.DataDir(t), "drift_stream.csv")
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	proj := filepath.Join(dir, "proj.csv")
+	code, _, stderr := runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5",
+		"--components", "5", "--budget", "200", "--forget", "0.999", "--in", data, "--drop", "phase",
+		"--out", proj, "--model-out", model, "--model-at", "10000,15000", "--learn", "normal", "--accept-after", "50", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("replay exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "1 new regime(s) accepted") {
+		t.Errorf("stderr does not report one accepted regime:\n%s", stderr)
+	}
+	x, n, d, _, err := learnertest.LoadCSV(data, []string{"phase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		rows int
+	}{{filepath.Join(dir, "model.10000.json"), 10000}, {filepath.Join(dir, "model.15000.json"), 15000}, {model, n}} {
+		raw, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := codec.DecodeModel(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		if m.Monitor == nil || m.Monitor.Learn != "normal" || m.Monitor.SPELimit <= 0 {
+			t.Errorf("%s: monitor section %+v, want learn normal with limits", c.path, m.Monitor)
+		}
+		rep, err := kpcaeval.Compare(m, x[(c.rows-2000)*d:c.rows*d], 2000, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: similarity with batch KPCA of the last 2000 rows %.4f, seen %d", filepath.Base(c.path), rep.Similarity, m.Seen)
+		if rep.Similarity < 0.95 {
+			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
+		}
+	}
+	f, err := os.Open(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, firstAfter := 0, -1
+	for _, r := range recs[1:] {
+		row, _ := strconv.Atoi(r[0])
+		if r[len(r)-1] == "" {
+			continue
+		}
+		if row < 10000 {
+			before++
+		} else if firstAfter < 0 {
+			firstAfter = row
+		}
+	}
+	t.Logf("alarms before the change: %d of 10000 rows; first alarm after it: row %d", before, firstAfter)
+	if before > 300 || firstAfter < 10000 || firstAfter > 10010 {
+		t.Errorf("alarms before the change %d (want ≤ 300, about 2 %% of the rows after the warm-up for two limits), first after it at row %d (want within 10 rows of 10000)", before, firstAfter)
+	}
+}
+
+// TestReplayFaultColumn replays a simulated process (bench/monitor) with a
+// step fault and a fault column, as an outside checker would: --learn
+// normal with --standardize, detection read from the --out file's spe and
+// alarm columns and from the stderr summary.
+func TestReplayFaultColumn(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "process.csv")
+	var b strings.Builder
+	b.WriteString("x1,x2,x3,fault\n")
+	p := monitorbench.NewProcess(5, 0)
+	x := make([]float64, 3)
+	const n, onset = 1400, 1000
+	for i := range n {
+		p.Next(x)
+		fault := 0
+		if i >= onset {
+			monitorbench.Faults[3].Apply(x, i-onset) // step of x₃ by +1
+			fault = 1
+		}
+		fmt.Fprintf(&b, "%g,%g,%g,%d\n", 100*x[0], x[1], 1e-3*x[2], fault) // scales 10⁵ apart
+	}
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.csv")
+	code, _, stderr := runCmd(t, "replay", "--in", data, "--fault-column", "fault", "--components", "5", "--budget", "100",
+		"--standardize", "--learn", "normal", "--out", out, "--model-out", filepath.Join(dir, "m.json"), "--progress", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`detection against column fault: 400 faulty rows judged, ([0-9.]+) % alarmed by SPE, [0-9.]+ % by either limit; (\d+) normal rows judged, ([0-9.]+) % alarmed`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no detection line in stderr:\n%s", stderr)
+	}
+	det, _ := strconv.ParseFloat(m[1], 64)
+	fa, _ := strconv.ParseFloat(m[3], 64)
+	t.Logf("SPE alarms on faulty rows %.1f %%, alarms on normal rows %.1f %% (%s judged)", det, fa, m[2])
+	if det < 80 || fa > 4 {
+		t.Errorf("detection %.1f %% (want ≥ 80), false alarms %.1f %% (want ≤ 4, two limits at 1 %%)", det, fa)
+	}
+	// The --out file: the fault column is not a feature, spe and alarm are there.
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := strings.Join(recs[0], ","); h != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" || len(recs) != n+1 {
+		t.Fatalf("header %q, %d lines", h, len(recs)-1)
+	}
+	if code, _, stderr := runCmd(t, "replay", "--in", data, "--fault-column", "fault", "--passes", "2", "--model-out", filepath.Join(dir, "m2.json")); code == 0 || !strings.Contains(stderr, "--fault-column needs one in-order pass") {
+		t.Errorf("--fault-column with --passes 2: exit %d, stderr %q", code, stderr)
+	}
 }

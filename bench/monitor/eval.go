@@ -1,0 +1,346 @@
+package monitorbench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
+)
+
+// Setup is one evaluation: N normal training samples, then runs of Run
+// samples, each starting where the training ended (the process keeps
+// drifting), with the fault from sample Onset on.
+type Setup struct {
+	N, Run, Onset int
+	// K components, Budget B of the online learner, Level of the limits.
+	K, Budget int
+	Level     float64
+	// Drift of the process per sample (0: stationary).
+	Drift float64
+	// Seed of the process; runs use Seed+1, Seed+2, ….
+	Seed uint64
+}
+
+// Method is one monitoring method: Train learns the normal training
+// samples, then Clone gives an independent copy to score a run with
+// (online methods go on learning during the run, so every run starts from
+// the trained state).
+type Method interface {
+	Name() string
+	Train(x []float64, n int) error
+	Clone() (Method, error)
+	// Score scores one sample; alarm is the method's own verdict
+	// (monitor.AlarmNone for a method without limits of its own).
+	Score(x []float64) (spe, t2 float64, alarm monitor.Alarm, err error)
+}
+
+// Row is the figures of one method on one fault (or on normal data).
+type Row struct {
+	Method, Fault string
+	// DetSPE and DetT2 are the shares of samples after the onset above the
+	// limits drawn from a normal run (the 99 % quantile of the method's own
+	// statistics on it, as an outside checker does); FA is the share of
+	// the samples before the onset above either of them.
+	DetSPE, DetT2, FA float64
+	// Delay is the number of samples from the onset to the first SPE
+	// alarm (−1: none).
+	Delay int
+	// OwnDet and OwnFA are the same shares by the method's own alarms (the
+	// online monitor's limits), −1 for a method without them.
+	OwnDet, OwnFA float64
+}
+
+// Evaluate runs every method over a normal run (for the limits) and one
+// run per fault, by the same code for each method.
+func Evaluate(s Setup, methods []Method) ([]Row, error) {
+	train := shifted(s.Seed, s.Drift, 0).Run(s.N, 0, nil)
+	limitRun := shifted(s.Seed+1, s.Drift, s.N).Run(s.Run, s.Run, nil)
+	runs := make([][]float64, len(Faults))
+	for i := range Faults {
+		runs[i] = shifted(s.Seed+2+uint64(i), s.Drift, s.N).Run(s.Run, s.Onset, &Faults[i])
+	}
+	var rows []Row
+	for _, m := range methods {
+		if err := m.Train(train, s.N); err != nil {
+			return nil, fmt.Errorf("%s: train: %w", m.Name(), err)
+		}
+		spe, t2, own, err := scoreRun(m, limitRun, s.Run)
+		if err != nil {
+			return nil, err
+		}
+		limSPE, limT2 := quantile(spe, s.Level), quantile(t2, s.Level)
+		normal := Row{Method: m.Name(), Fault: "normal", Delay: -1, OwnDet: -1, OwnFA: -1}
+		normal.FA = share(spe, t2, limSPE, limT2, 0, s.Run)
+		if own != nil {
+			normal.OwnFA = ownShare(own, 0, s.Run)
+		}
+		rows = append(rows, normal)
+		for i, f := range Faults {
+			spe, t2, own, err := scoreRun(m, runs[i], s.Run)
+			if err != nil {
+				return nil, err
+			}
+			r := Row{Method: m.Name(), Fault: f.Name, Delay: -1, OwnDet: -1, OwnFA: -1}
+			r.DetSPE = share(spe, nil, limSPE, 0, s.Onset, s.Run)
+			r.DetT2 = share(nil, t2, 0, limT2, s.Onset, s.Run)
+			r.FA = share(spe, t2, limSPE, limT2, 0, s.Onset)
+			for j := s.Onset; j < s.Run; j++ {
+				if spe[j] > limSPE {
+					r.Delay = j - s.Onset
+					break
+				}
+			}
+			if own != nil {
+				r.OwnDet = ownShare(own, s.Onset, s.Run)
+				r.OwnFA = ownShare(own, 0, s.Onset)
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+func shifted(seed uint64, drift float64, start int) *Process {
+	p := NewProcess(seed, drift)
+	p.shift = drift * float64(start)
+	return p
+}
+
+func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Alarm, err error) {
+	c, err := m.Clone()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	spe, t2, own = make([]float64, n), make([]float64, n), make([]monitor.Alarm, n)
+	hasOwn := false
+	d := len(x) / n
+	for i := range n {
+		var a monitor.Alarm
+		spe[i], t2[i], a, err = c.Score(x[d*i : d*(i+1)])
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
+		}
+		own[i] = a
+		if _, ok := c.(*Online); ok {
+			hasOwn = true
+		}
+	}
+	if !hasOwn {
+		own = nil
+	}
+	return spe, t2, own, nil
+}
+
+// quantile is the empirical level-quantile at rank (n+1)·level, the rule
+// of the monitor's own limits.
+func quantile(v []float64, level float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	r := float64(len(s)+1)*level - 1
+	if r >= float64(len(s)-1) {
+		return s[len(s)-1]
+	}
+	i := int(r)
+	return s[i] + (r-float64(i))*(s[i+1]-s[i])
+}
+
+// share is the share of samples in [from, to) with spe > ls or t2 > lt
+// (a nil slice does not count).
+func share(spe, t2 []float64, ls, lt float64, from, to int) float64 {
+	if to <= from {
+		return 0
+	}
+	n := 0
+	for j := from; j < to; j++ {
+		if (spe != nil && spe[j] > ls) || (t2 != nil && t2[j] > lt) {
+			n++
+		}
+	}
+	return float64(n) / float64(to-from)
+}
+
+func ownShare(a []monitor.Alarm, from, to int) float64 {
+	n := 0
+	for j := from; j < to; j++ {
+		if a[j] != monitor.AlarmNone {
+			n++
+		}
+	}
+	return float64(n) / float64(to-from)
+}
+
+// Batch is batch kernel PCA (or linear PCA, with the linear kernel) fitted
+// once on the training samples, standardised by their means and standard
+// deviations.
+type Batch struct {
+	Label  string
+	Kernel learners.Kernel
+	K      int
+	l      *learners.Batch
+	mean   []float64
+	sd     []float64
+	buf    []float64
+	z      []float64
+}
+
+func (b *Batch) Name() string { return b.Label }
+
+func (b *Batch) Train(x []float64, n int) error {
+	d := len(x) / n
+	l, err := learners.NewBatch(learners.Config{Dim: d, Components: b.K, Budget: n, Kernel: b.Kernel})
+	if err != nil {
+		return err
+	}
+	b.mean, b.sd = make([]float64, d), make([]float64, d)
+	for i := range n {
+		for j := range d {
+			b.mean[j] += x[i*d+j] / float64(n)
+		}
+	}
+	for i := range n {
+		for j := range d {
+			v := x[i*d+j] - b.mean[j]
+			b.sd[j] += v * v / float64(n)
+		}
+	}
+	for j := range d {
+		b.sd[j] = max(sqrt(b.sd[j]), 1e-300)
+	}
+	b.buf = make([]float64, d)
+	for i := range n {
+		if err := l.Learn(b.std(x[i*d : (i+1)*d])); err != nil {
+			return err
+		}
+	}
+	if err := l.Fit(); err != nil {
+		return err
+	}
+	b.l = l
+	return nil
+}
+
+func (b *Batch) std(x []float64) []float64 {
+	for j, v := range x {
+		b.buf[j] = (v - b.mean[j]) / b.sd[j]
+	}
+	return b.buf
+}
+
+// Clone returns b: scoring does not change a batch model.
+func (b *Batch) Clone() (Method, error) { return b, nil }
+
+func (b *Batch) Score(x []float64) (float64, float64, monitor.Alarm, error) {
+	z, nov, err := b.l.Score(b.z, b.std(x))
+	b.z = z
+	return nov.SPE, nov.T2, monitor.AlarmNone, err
+}
+
+// Online is kpcastream's online learner with its monitor, as a pipeline
+// or replay runs it (running standardisation, limits, Learn always or
+// normal).
+type Online struct {
+	Label   string
+	Learner learners.Config
+	Monitor monitor.Config
+	l       learners.Learner
+	m       *monitor.Monitor
+	in, z   []float64
+}
+
+func (o *Online) Name() string { return o.Label }
+
+func (o *Online) init() error {
+	var err error
+	if o.l, err = learners.New(o.Learner); err != nil {
+		return err
+	}
+	c := o.Monitor
+	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
+	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
+	if o.m, err = monitor.New(c.WithDefaults(o.Learner.Budget)); err != nil {
+		return err
+	}
+	o.in, o.z = make([]float64, o.Learner.Dim), make([]float64, o.Learner.Components)
+	return nil
+}
+
+func (o *Online) Train(x []float64, n int) error {
+	if err := o.init(); err != nil {
+		return err
+	}
+	d := o.Learner.Dim
+	for i := range n {
+		if _, err := o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Online) Clone() (Method, error) {
+	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor}
+	if err := c.init(); err != nil {
+		return nil, err
+	}
+	if err := c.l.Restore(o.l.State()); err != nil {
+		return nil, err
+	}
+	if err := c.m.Restore(o.m.State()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
+	r, err := o.m.Step(o.l, nil, o.in, o.z, x)
+	if err != nil || !r.Ready {
+		return 0, 0, monitor.AlarmNone, fmt.Errorf("not scored: %w", err)
+	}
+	return r.Novelty.SPE, r.Novelty.T2, r.Verdict.Alarm, nil
+}
+
+// Methods returns the four methods of the benchmark for s: batch kernel
+// PCA and linear PCA (min(k, d − 1) components) fitted once on the training
+// samples standardised by their statistics, and the online ikpca learner
+// with learn always and learn normal and running standardisation, with k
+// components and the RBF kernel at γ = 1/d (scikit-learn's default;
+// nothing is tuned to the process).
+func Methods(s Setup) []Method {
+	const d = 3
+	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}
+	online := func(label, learn string) *Online {
+		return &Online{Label: label,
+			Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: s.K, Budget: s.Budget, Kernel: rbf, Seed: 1},
+			Monitor: monitor.Config{Learn: learn, Level: s.Level}}
+	}
+	return []Method{
+		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K},
+		// Linear PCA keeps at most d − 1 components, so that its SPE has a
+		// residual space to measure.
+		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1)},
+		online("online always", monitor.LearnAlways),
+		online("online normal", monitor.LearnNormal),
+	}
+}
+
+// WriteTable writes rows as a markdown table.
+func WriteTable(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| method | fault | SPE det. | T² det. | false alarms (SPE or T²) | SPE delay | own det. | own false alarms |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	pct := func(v float64) string {
+		if v < 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f %%", 100*v)
+	}
+	for _, r := range rows {
+		det, dt2, delay := pct(r.DetSPE), pct(r.DetT2), fmt.Sprint(r.Delay)
+		if r.Fault == "normal" {
+			det, dt2, delay = "—", "—", "—"
+		} else if r.Delay < 0 {
+			delay = "none"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Method, r.Fault, det, dt2, pct(r.FA), delay, pct(r.OwnDet), pct(r.OwnFA))
+	}
+}

@@ -1,0 +1,578 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kpcastream/kpcastream/internal/fielderr"
+)
+
+// Learning modes of Config.Learn.
+const (
+	// LearnAlways learns every observation, then scores it (the default).
+	LearnAlways = "always"
+	// LearnNormal scores first and learns only observations within the limits.
+	LearnNormal = "normal"
+)
+
+// Defaults.
+const (
+	// DefaultLevel is the default level of the limits.
+	DefaultLevel = 0.99
+	// MinWarmup is the smallest default warm-up (see DefaultWarmup).
+	MinWarmup = 100
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrConfig reports an invalid Config.
+	ErrConfig = errors.New("monitor: invalid config")
+	// ErrState reports a State that cannot be restored.
+	ErrState = errors.New("monitor: invalid state")
+)
+
+// DefaultWarmup is the warm-up used when Config.Warmup is 0 for a learner
+// of budget B: 2·B, at least MinWarmup. The first half lets a budgeted
+// learner fill its dictionary (B points), the second half gives the limits
+// as many normal observations again.
+func DefaultWarmup(budget int) int {
+	return max(2*budget, MinWarmup)
+}
+
+// DefaultWindow is the default limit window for a level: ⌈10/(1 − level)⌉
+// observations (1,000 at 0.99), at least 100, so that about ten normal
+// observations lie above the limit.
+func DefaultWindow(level float64) int {
+	return max(int(math.Ceil(10/(1-level)-1e-9)), 100)
+}
+
+// DefaultConfirm is the default confirmation delay (Config.Confirm): a
+// fault seen by a fraction p of its samples slips one into the learner
+// with probability about (1 − p)¹⁰.
+const DefaultConfirm = 10
+
+// MaxConfirm bounds Config.Confirm (memory per key: 8·(d + 2)·Confirm bytes).
+const MaxConfirm = 1 << 12
+
+// MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
+const MaxWindow = 1 << 20
+
+// DefaultFreeze is the default of Config.Freeze for a learner with
+// forgetting factor forget: frozen when the learner does not forget
+// (forget = 1). Such a learner keeps its first points for good, each
+// scaled by the statistics of its time, so statistics that kept moving
+// would shift the frame under them (measured on bench/monitor: weak step
+// 53 % detected with moving statistics, 60 % frozen). A forgetting
+// learner lets old points fade, and the statistics move with the same
+// forgetting.
+func DefaultFreeze(forget float64) bool { return forget == 1 || forget == 0 }
+
+// Config configures a Monitor. The zero value of each field means its default.
+type Config struct {
+	// Level of the limits, in (0, 1); default 0.99. About 1 − Level of the
+	// normal observations are expected above each limit.
+	Level float64
+	// Learn is LearnAlways (default) or LearnNormal.
+	Learn string
+	// Warmup is the number of observations learned unconditionally before
+	// the limits are in force (default: DefaultWarmup of the learner's
+	// budget, filled in by the caller; must be ≥ 2 after defaults).
+	Warmup int
+	// Confirm is the confirmation delay of LearnNormal: an observation
+	// judged normal is learned only once the Confirm observations after
+	// it raised no alarm that was not admitted; such an alarm discards
+	// the observations still waiting. Default DefaultConfirm.
+	Confirm int
+	// AcceptAfter is the number of consecutive alarmed observations after
+	// which LearnNormal accepts the new regime and starts a new warm-up;
+	// 0 (default) never does.
+	AcceptAfter int
+	// Window is the number of recent normal observations whose statistics
+	// give the limits (their empirical Level-quantiles); default
+	// DefaultWindow(Level). Memory: 32·Window bytes.
+	Window int
+	// Forget is the forgetting factor in (0, 1] of the standardisation
+	// statistics, the learner's; default 1 (equal weights).
+	Forget float64
+	// Standardize centres and scales every input variable by the running
+	// mean and standard deviation of the learned observations. The first
+	// ⌊Warmup/2⌋ observations are held back (memory 8·d·Warmup/2 bytes,
+	// released afterwards) while the statistics settle, then learned in
+	// order with the settled statistics, so that the learner's first
+	// points are not scaled by the statistics of a handful of rows.
+	Standardize bool
+	// Freeze stops the standardisation statistics at the end of the
+	// warm-up (callers default it with DefaultFreeze).
+	Freeze bool
+	// Dim is the input dimension d (needed with Standardize).
+	Dim int
+}
+
+// WithDefaults returns c with zero fields set to their defaults; a zero
+// Warmup becomes DefaultWarmup(budget).
+func (c Config) WithDefaults(budget int) Config {
+	if c.Level == 0 {
+		c.Level = DefaultLevel
+	}
+	if c.Learn == "" {
+		c.Learn = LearnAlways
+	}
+	if c.Warmup == 0 {
+		c.Warmup = DefaultWarmup(budget)
+	}
+	if c.Forget == 0 {
+		c.Forget = 1
+	}
+	if c.Confirm == 0 {
+		c.Confirm = DefaultConfirm
+	}
+	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
+		c.Window = DefaultWindow(c.Level)
+	}
+	return c
+}
+
+// Validate reports every problem of c (after WithDefaults), each a
+// *fielderr.Error naming its field and wrapping ErrConfig.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fielderr.New(ErrConfig.Error(), ErrConfig, field, format, args...))
+	}
+	if !(c.Level > 0 && c.Level < 1) {
+		bad("level", "must be in (0, 1), got %v", c.Level)
+	}
+	if c.Learn != LearnAlways && c.Learn != LearnNormal {
+		bad("learn", "must be %q or %q, got %q", LearnAlways, LearnNormal, c.Learn)
+	}
+	if c.Warmup < 2 {
+		bad("warmup", "must be ≥ 2, got %d", c.Warmup)
+	}
+	if c.Window == 0 && !(c.Level > 0 && c.Level < 1) {
+		// no default without a valid level: reported there
+	} else if c.Window < 2 {
+		bad("window", "must be ≥ 2, got %d", c.Window)
+	} else if c.Window > MaxWindow {
+		bad("window", "must be ≤ %d, got %d", MaxWindow, c.Window)
+	}
+	if c.AcceptAfter < 0 {
+		bad("accept_after", "must be ≥ 0 (0 = never), got %d", c.AcceptAfter)
+	}
+	if !(c.Forget > 0 && c.Forget <= 1) {
+		bad("forget", "must be in (0, 1], got %v", c.Forget)
+	}
+	if c.Confirm < 1 || c.Confirm > MaxConfirm {
+		bad("confirm", "must be in [1, %d], got %d", MaxConfirm, c.Confirm)
+	}
+	if c.Dim < 1 {
+		bad("dim", "must be ≥ 1, got %d", c.Dim)
+	}
+	if c.Freeze && !c.Standardize {
+		bad("freeze", "needs standardize")
+	}
+	return errors.Join(errs...)
+}
+
+// Alarm says which statistics of an observation are above their limits.
+type Alarm uint8
+
+// Alarm values.
+const (
+	AlarmNone Alarm = iota
+	AlarmSPE
+	AlarmT2
+	AlarmBoth
+)
+
+// String returns "", "spe", "t2" or "both", the wire values of an output's
+// alarm field.
+func (a Alarm) String() string {
+	switch a {
+	case AlarmSPE:
+		return "spe"
+	case AlarmT2:
+		return "t2"
+	case AlarmBoth:
+		return "both"
+	}
+	return ""
+}
+
+// ParseAlarm is the inverse of Alarm.String.
+func ParseAlarm(s string) (Alarm, error) {
+	switch s {
+	case "":
+		return AlarmNone, nil
+	case "spe":
+		return AlarmSPE, nil
+	case "t2":
+		return AlarmT2, nil
+	case "both":
+		return AlarmBoth, nil
+	}
+	return AlarmNone, fmt.Errorf("monitor: unknown alarm %q, want spe, t2 or both", s)
+}
+
+// Verdict is the monitor's judgement of one observation.
+type Verdict struct {
+	// InForce tells whether the limits are in force (after the warm-up);
+	// without it the limits are 0 and there is no alarm.
+	InForce bool
+	// SPELimit and T2Limit are the limits the observation was judged by.
+	SPELimit, T2Limit float64
+	// Alarm says which statistic is above its limit.
+	Alarm Alarm
+}
+
+// State is everything a Monitor needs to resume; Monitor.State and
+// Monitor.Restore copy it deeply.
+type State struct {
+	// Learned counts the observations learned since the current warm-up began.
+	Learned int64
+	// Run counts the consecutive alarmed observations (LearnNormal).
+	Run int64
+	// SPE and T2 are the limit windows: the statistics of the last (at
+	// most Window) observations admitted to the limits, oldest first.
+	SPE, T2 []float64
+	// Tokens is the budget of alarmed observations that may still enter
+	// the windows (see Record).
+	Tokens float64
+	// Pending holds the observations accepted for learning under
+	// LearnNormal that wait for their confirmation, oldest first (at most
+	// Confirm).
+	Pending []Pending
+	// Held holds the raw observations (row-major, n×d) kept back at the
+	// start while the standardisation settles; Settled tells that they
+	// were learned (see Config.Standardize).
+	Held    []float64
+	Settled bool
+	// InW is the total weight of the standardisation statistics; InMean and
+	// InM2 hold, per input variable, the weighted mean and Σ w(x − mean)²
+	// (length d; nil without Standardize).
+	InW          float64
+	InMean, InM2 []float64
+}
+
+// Pending is an observation accepted for learning, waiting for Confirm
+// more observations without an unadmitted alarm.
+type Pending struct {
+	// X is the raw observation (length d).
+	X []float64
+	// SPE and T2 are its statistics when it was judged.
+	SPE, T2 float64
+}
+
+// Monitor is the per-key monitoring state: limits, learning gate and
+// standardisation. It holds O(d) memory, allocated at construction.
+type Monitor struct {
+	cfg           Config
+	spe, t2       window
+	pend          queue
+	st            State
+	speLim, t2Lim float64
+	inForce       bool
+	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
+	scaleW        float64   // InW at which scale was computed (−1: stale)
+	backup        []float64 // InMean and InM2 before a learn, to undo it
+}
+
+// New returns a Monitor for c (after WithDefaults); an invalid c gives an
+// error wrapping ErrConfig.
+func New(c Config) (*Monitor, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
+	m.st.Tokens = m.tokenCap()
+	m.st.Settled = m.holdLen() == 0
+	if c.Learn == LearnNormal {
+		m.pend = newQueue(c.Confirm, c.Dim)
+	}
+	if c.Standardize {
+		m.st.InMean = make([]float64, c.Dim)
+		m.st.InM2 = make([]float64, c.Dim)
+		m.scale = make([]float64, c.Dim)
+		m.backup = make([]float64, 0, 2*c.Dim)
+	}
+	return m, nil
+}
+
+// Config returns the monitor's configuration.
+func (m *Monitor) Config() Config { return m.cfg }
+
+// ScoreFirst tells whether an observation is scored before it is learned
+// (LearnNormal): the caller then learns it only if Admit says so.
+func (m *Monitor) ScoreFirst() bool { return m.cfg.Learn == LearnNormal }
+
+// Warm tells whether the monitor is in its warm-up.
+func (m *Monitor) Warm() bool { return m.st.Learned < int64(m.cfg.Warmup) }
+
+// Limits returns the current limits and whether they are in force.
+func (m *Monitor) Limits() (spe, t2 float64, inForce bool) {
+	return m.speLim, m.t2Lim, m.inForce
+}
+
+// Judge compares an observation's statistics with the limits. It does not
+// change the state. Cost: two comparisons.
+func (m *Monitor) Judge(spe, t2 float64) Verdict {
+	if !m.inForce {
+		return Verdict{}
+	}
+	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim}
+	if spe > m.speLim {
+		v.Alarm |= AlarmSPE
+	}
+	if t2 > m.t2Lim {
+		v.Alarm |= AlarmT2
+	}
+	return v
+}
+
+// Observe updates the standardisation statistics with the raw observation
+// x that is about to be learned (call it before Input for the vector to
+// learn). It does nothing without Standardize or once frozen.
+func (m *Monitor) Observe(x []float64) {
+	if !m.cfg.Standardize || (m.cfg.Freeze && !m.Warm()) {
+		return
+	}
+	f := m.cfg.Forget
+	w := f*m.st.InW + 1
+	for j, v := range x {
+		d := v - m.st.InMean[j]
+		m.st.InMean[j] += d / w
+		q := f*m.st.InM2[j] + d*(v-m.st.InMean[j])
+		if q < 0 {
+			q = 0
+		}
+		m.st.InM2[j] = q
+	}
+	m.st.InW = w
+	m.scaleW = -1
+}
+
+// Input returns the vector the learner sees for the raw observation x:
+// without Standardize x itself; otherwise (x − μ)/σ written into dst (of
+// length d; a nil dst is allocated; another length panics).
+func (m *Monitor) Input(dst, x []float64) []float64 {
+	if !m.cfg.Standardize {
+		return x
+	}
+	if dst == nil {
+		dst = make([]float64, len(x))
+	}
+	if len(dst) != len(x) {
+		panic("monitor: Input: dst of wrong length")
+	}
+	if m.scaleW != m.st.InW {
+		m.refreshScale()
+	}
+	for j, v := range x {
+		dst[j] = (v - m.st.InMean[j]) * m.scale[j]
+	}
+	return dst
+}
+
+func (m *Monitor) refreshScale() {
+	for j := range m.scale {
+		m.scale[j] = 1
+		if m.st.InW > 0 {
+			sd := math.Sqrt(m.st.InM2[j] / m.st.InW)
+			// A constant variable (σ at the rounding level of its mean) is only centred.
+			if sd > 1e-12*math.Abs(m.st.InMean[j]) && sd > 0 {
+				m.scale[j] = 1 / sd
+			}
+		}
+	}
+	m.scaleW = m.st.InW
+}
+
+// takeToken tells whether an alarmed observation may be learned and enter
+// the limit windows: the observation before it had no alarm and a token
+// is left (which it spends). See the package comment.
+func (m *Monitor) takeToken() bool {
+	if m.st.Run == 0 && m.st.Tokens >= 1 {
+		m.st.Tokens--
+		return true
+	}
+	return false
+}
+
+// learned counts an observation the learner learned and, from the second
+// half of the warm-up on, adds its statistics to the limit windows.
+func (m *Monitor) learned(spe, t2 float64, scored bool) {
+	m.st.Learned++
+	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
+		m.spe.add(spe)
+		m.t2.add(t2)
+	}
+}
+
+// judged accrues tokens, counts the run of consecutive alarms and applies
+// the acceptance rule; it reports whether the monitor accepted a new regime.
+func (m *Monitor) judged(v Verdict) bool {
+	if v.InForce {
+		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
+	}
+	if v.Alarm == AlarmNone {
+		m.st.Run = 0
+		return false
+	}
+	m.st.Run++
+	if m.cfg.Learn == LearnNormal && m.cfg.AcceptAfter > 0 && m.st.Run >= int64(m.cfg.AcceptAfter) {
+		m.Accept()
+		return true
+	}
+	return false
+}
+
+// holdLen is the number of observations held back at the start (0 without Standardize).
+func (m *Monitor) holdLen() int {
+	if !m.cfg.Standardize {
+		return 0
+	}
+	return m.cfg.Warmup / 2
+}
+
+func (m *Monitor) tokenCap() float64 {
+	return math.Ceil((1 - m.cfg.Level) * float64(m.cfg.Window))
+}
+
+// Accept accepts the current regime: the limit moments are cleared and a
+// new warm-up begins (the control plane's "accept"). The standardisation
+// statistics are kept and move again during the warm-up.
+func (m *Monitor) Accept() {
+	m.st.Learned, m.st.Run = 0, 0
+	m.pend.reset()
+	m.spe.reset()
+	m.t2.reset()
+	m.st.Tokens = m.tokenCap()
+	m.speLim, m.t2Lim, m.inForce = 0, 0, false
+}
+
+// refreshLimits recomputes the limits from the windows; they are in force
+// after the warm-up once the windows hold at least two observations.
+func (m *Monitor) refreshLimits() {
+	m.inForce = !m.Warm() && m.spe.len() >= 2
+	if !m.inForce {
+		m.speLim, m.t2Lim = 0, 0
+		return
+	}
+	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.t2Lim = m.t2.quantile(m.cfg.Level)
+}
+
+// State returns a deep copy of the monitor's state.
+func (m *Monitor) State() *State {
+	s := m.st
+	s.SPE, s.T2 = m.spe.values(), m.t2.values()
+	s.Pending = m.pend.values()
+	s.Held = append([]float64(nil), m.st.Held...)
+	s.InMean = append([]float64(nil), m.st.InMean...)
+	s.InM2 = append([]float64(nil), m.st.InM2...)
+	if !m.cfg.Standardize {
+		s.InMean, s.InM2 = nil, nil
+	}
+	return &s
+}
+
+// Restore replaces the state with a copy of s after checking it against
+// the configuration; on error (wrapping ErrState) the monitor is unchanged.
+func (m *Monitor) Restore(s *State) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil state", ErrState)
+	}
+	var bad []string
+	if s.Learned < 0 || s.Run < 0 {
+		bad = append(bad, fmt.Sprintf("negative counters (learned %d, run %d)", s.Learned, s.Run))
+	}
+	if len(s.SPE) != len(s.T2) || len(s.SPE) > m.cfg.Window {
+		bad = append(bad, fmt.Sprintf("limit windows of %d and %d values, want equal and ≤ %d", len(s.SPE), len(s.T2), m.cfg.Window))
+	}
+	for _, w := range [][]float64{s.SPE, s.T2} {
+		for _, v := range w {
+			if !finite(v) {
+				bad = append(bad, "non-finite value in a limit window")
+				break
+			}
+		}
+	}
+	if len(s.Held) > m.holdLen()*m.cfg.Dim || len(s.Held)%m.cfg.Dim != 0 || (s.Settled && len(s.Held) > 0) || !allFinite(s.Held) {
+		bad = append(bad, fmt.Sprintf("%d held values, want a multiple of %d, at most %d, finite, none once settled", len(s.Held), m.cfg.Dim, m.holdLen()*m.cfg.Dim))
+	}
+	if len(s.Pending) > m.pend.cap() {
+		bad = append(bad, fmt.Sprintf("%d pending observations, want ≤ %d", len(s.Pending), m.pend.cap()))
+	}
+	for i, p := range s.Pending {
+		if len(p.X) != m.cfg.Dim || !finite(p.SPE) || !finite(p.T2) || !allFinite(p.X) {
+			bad = append(bad, fmt.Sprintf("pending observation %d has %d values or non-finite ones, want %d finite", i, len(p.X), m.cfg.Dim))
+			break
+		}
+	}
+	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
+		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))
+	}
+	d := 0
+	if m.cfg.Standardize {
+		d = m.cfg.Dim
+	}
+	if len(s.InMean) != d || len(s.InM2) != d {
+		bad = append(bad, fmt.Sprintf("standardisation of %d and %d variables, want %d", len(s.InMean), len(s.InM2), d))
+	} else if !finite(s.InW) || s.InW < 0 {
+		bad = append(bad, "non-finite standardisation weight")
+	} else {
+		for j := range d {
+			if !finite(s.InMean[j]) || !finite(s.InM2[j]) || s.InM2[j] < 0 {
+				bad = append(bad, fmt.Sprintf("standardisation of variable %d is non-finite or negative", j))
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
+	}
+	m.st = *s
+	m.st.SPE, m.st.T2, m.st.Pending = nil, nil, nil
+	m.st.Held = append([]float64(nil), s.Held...)
+	m.pend.load(s.Pending)
+	m.spe.load(s.SPE)
+	m.t2.load(s.T2)
+	m.st.InMean = append([]float64(nil), s.InMean...)
+	m.st.InM2 = append([]float64(nil), s.InM2...)
+	if d == 0 {
+		m.st.InMean, m.st.InM2 = nil, nil
+	}
+	m.scaleW = -1
+	m.refreshLimits()
+	return nil
+}
+
+// Standardization returns copies of the standardisation's means and scales
+// (σⱼ, or 1 for a variable that is only centred), so that x' = (x − mean)/scale;
+// nil, nil without Standardize.
+func (m *Monitor) Standardization() (mean, scale []float64) {
+	if !m.cfg.Standardize {
+		return nil, nil
+	}
+	if m.scaleW != m.st.InW {
+		m.refreshScale()
+	}
+	mean = append([]float64(nil), m.st.InMean...)
+	scale = make([]float64, len(m.scale))
+	for j, s := range m.scale {
+		scale[j] = 1 / s
+	}
+	return mean, scale
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func allFinite(v []float64) bool {
+	for _, x := range v {
+		if !finite(x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,163 @@
+package monitor
+
+import (
+	"errors"
+
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// Scorer is what Step needs of a learner.
+type Scorer interface {
+	Learn(x []float64) error
+	Score(dst, x []float64) ([]float64, learners.Novelty, error)
+}
+
+// Result is what Step did with one observation.
+type Result struct {
+	// Z is the projection (Score's dst) and Novelty its statistics, valid
+	// when Ready.
+	Z       []float64
+	Novelty learners.Novelty
+	// Ready tells whether the learner could score the observation.
+	Ready bool
+	// Learned tells whether the observation was learned, or with
+	// LearnNormal after the warm-up accepted for learning (pending its
+	// confirmation).
+	Learned bool
+	// Verdict is the judgement of the statistics (no alarm when not Ready).
+	Verdict Verdict
+	// Accepted tells whether this observation made the monitor accept a
+	// new regime (see Config.AcceptAfter).
+	Accepted bool
+}
+
+// Step runs the raw observation x through l under the monitor. With
+// LearnAlways: standardise, learn, score, judge. With LearnNormal: score
+// with the current model and judge; during the warm-up learn x; after it,
+// an observation without alarm (or with an admitted one, see the package
+// comment) joins the pending observations, and the oldest pending one is
+// learned once Confirm newer ones have joined; an alarm that is not
+// admitted discards them all. learn replaces l.Learn when not nil (a
+// classifier stage that learns through the learner). in is scratch of
+// length d for the standardised vector, z is Score's dst. On a Learn
+// error the monitor and the learner are unchanged; a Score error other
+// than learners.ErrNotReady is returned (after a LearnAlways observation
+// was learned, as the plain path does).
+func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64) (Result, error) {
+	if learn == nil {
+		learn = l.Learn
+	}
+	var r Result
+	score := func(xi []float64) error {
+		zz, nov, err := l.Score(z, xi)
+		if errors.Is(err, learners.ErrNotReady) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.Z, r.Novelty, r.Ready = zz, nov, true
+		r.Verdict = m.Judge(nov.SPE, nov.T2)
+		return nil
+	}
+	alarmed := func() bool { return r.Verdict.Alarm != AlarmNone }
+	if !m.st.Settled {
+		if err := m.hold(learn, in, x); err != nil {
+			return r, err
+		}
+		r.Learned = true
+		m.refreshLimits()
+		return r, nil
+	}
+	switch {
+	case !m.ScoreFirst():
+		if err := m.learn(learn, in, x); err != nil {
+			return r, err
+		}
+		r.Learned = true
+		if err := score(m.Input(in, x)); err != nil {
+			return r, err
+		}
+		if !alarmed() || m.takeToken() {
+			m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+		} else {
+			m.st.Learned++
+		}
+	case m.Warm():
+		if err := score(m.Input(in, x)); err != nil {
+			return r, err
+		}
+		if err := m.learn(learn, in, x); err != nil {
+			return r, err
+		}
+		r.Learned = true
+		m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+	default:
+		if err := score(m.Input(in, x)); err != nil {
+			return r, err
+		}
+		if !r.Ready {
+			break
+		}
+		if alarmed() && !m.takeToken() {
+			m.pend.reset()
+			break
+		}
+		if m.pend.n == m.pend.cap() {
+			px, spe, t2 := m.pend.oldest()
+			if err := m.learn(learn, in, px); err != nil {
+				return r, err
+			}
+			m.pend.pop()
+			m.learned(spe, t2, true)
+		}
+		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+		r.Learned = true
+	}
+	r.Accepted = m.judged(r.Verdict)
+	m.refreshLimits()
+	return r, nil
+}
+
+// learn updates the standardisation with x and learns the standardised
+// vector, undoing the update if learn fails.
+func (m *Monitor) learn(learn func([]float64) error, in, x []float64) error {
+	if !m.cfg.Standardize {
+		return learn(x)
+	}
+	w := m.st.InW
+	m.backup = append(append(m.backup[:0], m.st.InMean...), m.st.InM2...)
+	m.Observe(x)
+	if err := learn(m.Input(in, x)); err != nil {
+		d := len(m.st.InMean)
+		copy(m.st.InMean, m.backup[:d])
+		copy(m.st.InM2, m.backup[d:])
+		m.st.InW, m.scaleW = w, -1
+		return err
+	}
+	return nil
+}
+
+// hold keeps x back while the standardisation settles; when ⌊Warmup/2⌋
+// are held it learns them in order. On a Learn error the observations
+// learned so far stay learned (as a replay would) and the rest stay held.
+func (m *Monitor) hold(learn func([]float64) error, in, x []float64) error {
+	n := m.holdLen()
+	d := m.cfg.Dim
+	if len(m.st.Held)/d < n {
+		m.Observe(x)
+		m.st.Held = append(m.st.Held, x...)
+		if len(m.st.Held)/d < n {
+			return nil
+		}
+	}
+	for len(m.st.Held) > 0 {
+		if err := learn(m.Input(in, m.st.Held[:d])); err != nil {
+			return err
+		}
+		m.st.Held = m.st.Held[d:]
+		m.st.Learned++
+	}
+	m.st.Held, m.st.Settled = nil, true
+	return nil
+}

@@ -1,0 +1,344 @@
+package monitor
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{Dim: 3}.WithDefaults(100)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if good.Level != 0.99 || good.Learn != LearnAlways || good.Warmup != 200 || good.Window != 1000 || good.Forget != 1 {
+		t.Fatalf("defaults: got %+v", good)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		field string
+	}{
+		{"level-1", func(c *Config) { c.Level = 1 }, "level"},
+		{"level-negative", func(c *Config) { c.Level = -0.5 }, "level"},
+		{"level-nan", func(c *Config) { c.Level = math.NaN() }, "level"},
+		{"learn", func(c *Config) { c.Learn = "sometimes" }, "learn"},
+		{"warmup", func(c *Config) { c.Warmup = 1 }, "warmup"},
+		{"window", func(c *Config) { c.Window = 1 }, "window"},
+		{"window-huge", func(c *Config) { c.Window = MaxWindow + 1 }, "window"},
+		{"accept", func(c *Config) { c.AcceptAfter = -1 }, "accept_after"},
+		{"forget", func(c *Config) { c.Forget = 1.5 }, "forget"},
+		{"dim", func(c *Config) { c.Standardize, c.Dim = true, 0 }, "dim"},
+		{"freeze", func(c *Config) { c.Freeze = true }, "freeze"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.edit(&c)
+			err := c.Validate()
+			if !errors.Is(err, ErrConfig) || !containsField(err, tc.field) {
+				t.Fatalf("got %v, want ErrConfig naming %s", err, tc.field)
+			}
+			if _, err := New(c); !errors.Is(err, ErrConfig) {
+				t.Fatalf("New: got %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func containsField(err error, f string) bool {
+	return err != nil && len(err.Error()) > 0 && contains(err.Error(), f+":")
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAlarmString(t *testing.T) {
+	for a, s := range map[Alarm]string{AlarmNone: "", AlarmSPE: "spe", AlarmT2: "t2", AlarmBoth: "both"} {
+		if a.String() != s {
+			t.Errorf("%d: got %q, want %q", a, a.String(), s)
+		}
+		if b, err := ParseAlarm(s); err != nil || b != a {
+			t.Errorf("ParseAlarm(%q): got %v, %v, want %d", s, b, err, a)
+		}
+	}
+	if _, err := ParseAlarm("loud"); err == nil {
+		t.Error("ParseAlarm(loud): no error")
+	}
+}
+
+func TestWindowQuantile(t *testing.T) {
+	w := newWindow(5)
+	for _, v := range []float64{5, 1, 4, 2, 3} {
+		w.add(v)
+	}
+	// n = 5: rank (n+1)·0.5 − 1 = 2 → the median 3.
+	if got := w.quantile(0.5); got != 3 {
+		t.Errorf("median: got %v, want 3", got)
+	}
+	w.add(10) // drops the oldest (5)
+	if got, want := w.values(), []float64{1, 4, 2, 3, 10}; !reflect.DeepEqual(got, want) {
+		t.Errorf("values: got %v, want %v", got, want)
+	}
+	if got, want := w.sorted, []float64{1, 2, 3, 4, 10}; !reflect.DeepEqual(got, want) {
+		t.Errorf("sorted: got %v, want %v", got, want)
+	}
+	if got := w.quantile(0.99); got != 10 {
+		t.Errorf("q99 of 5: got %v, want the largest, 10", got)
+	}
+	// rank 6·0.25 − 1 = 0.5: halfway between 1 and 2.
+	if got := w.quantile(0.25); got != 1.5 {
+		t.Errorf("q25: got %v, want 1.5", got)
+	}
+}
+
+// TestStandardize checks the running standardisation against the batch
+// mean and population standard deviation, with and without forgetting,
+// and that a constant variable is only centred.
+func TestStandardize(t *testing.T) {
+	for _, f := range []float64{1, 0.9} {
+		m := newMonitor(t, Config{Standardize: true, Dim: 3, Forget: f, Warmup: 1000}, 0)
+		rng := rand.New(rand.NewPCG(3, 3))
+		var xs [][]float64
+		for range 50 {
+			x := []float64{1e4 * rng.NormFloat64(), 5 + 1e-3*rng.NormFloat64(), 7}
+			xs = append(xs, x)
+			m.Observe(x)
+		}
+		// Batch weighted moments with weight f^age.
+		var w float64
+		mean := make([]float64, 3)
+		for i, x := range xs {
+			wi := math.Pow(f, float64(len(xs)-1-i))
+			w += wi
+			for j := range 3 {
+				mean[j] += wi * x[j]
+			}
+		}
+		for j := range mean {
+			mean[j] /= w
+		}
+		sd := make([]float64, 3)
+		for i, x := range xs {
+			wi := math.Pow(f, float64(len(xs)-1-i))
+			for j := range 3 {
+				sd[j] += wi * (x[j] - mean[j]) * (x[j] - mean[j])
+			}
+		}
+		for j := range sd {
+			sd[j] = math.Sqrt(sd[j] / w)
+		}
+		x := []float64{100, 5.5, 8}
+		got := m.Input(nil, x)
+		want := []float64{(100 - mean[0]) / sd[0], (5.5 - mean[1]) / sd[1], 1}
+		for j := range got {
+			if math.Abs(got[j]-want[j]) > 1e-9*math.Max(1, math.Abs(want[j])) {
+				t.Errorf("f=%v: variable %d: got %v, want %v", f, j, got[j], want[j])
+			}
+		}
+		gm, gs := m.Standardization()
+		if math.Abs(gm[0]-mean[0]) > 1e-9*math.Abs(mean[0])+1e-9 || gs[2] != 1 || math.Abs(gs[1]-sd[1]) > 1e-12 {
+			t.Errorf("f=%v: Standardization: got %v %v, want means %v, scales %v with 1 for the constant", f, gm, gs, mean, sd)
+		}
+		if in := []float64{1, 2, 3}; &m.Input(nil, in)[0] == &in[0] {
+			t.Error("Input returned its argument with Standardize")
+		}
+	}
+	m := newMonitor(t, Config{Dim: 3}, 0)
+	if in := []float64{1, 2, 3}; &m.Input(nil, in)[0] != &in[0] {
+		t.Error("Input copied without Standardize")
+	}
+}
+
+// TestFreeze checks that frozen statistics stop moving after the warm-up.
+func TestFreeze(t *testing.T) {
+	const warm = 20
+	l := newLearner(t, 3, 2, 50, 1)
+	m := newMonitor(t, Config{Standardize: true, Freeze: true, Dim: 3, Warmup: warm}, 50)
+	rng := rand.New(rand.NewPCG(5, 5))
+	x, in, z := make([]float64, 3), make([]float64, 3), make([]float64, 2)
+	var at []float64
+	for i := range 60 {
+		process(rng, x)
+		if _, err := m.Step(l, nil, in, z, x); err != nil {
+			t.Fatal(err)
+		}
+		if i == warm-1 {
+			at, _ = m.Standardization()
+		}
+	}
+	now, _ := m.Standardization()
+	if !reflect.DeepEqual(at, now) {
+		t.Errorf("frozen means moved: %v after the warm-up, %v later", at, now)
+	}
+}
+
+// run feeds n samples of the process (a fault from sample onset on, adding
+// shift to x₂) and returns the monitor, the learner's seen count and the
+// number of SPE alarms after the onset.
+func runFault(t *testing.T, learn string, accept int, n, onset int, shift float64) (m *Monitor, learned int, alarms int) {
+	l := newLearner(t, 3, 2, 100, 1)
+	m = newMonitor(t, Config{Learn: learn, AcceptAfter: accept, Dim: 3, Standardize: true}, 100)
+	rng := rand.New(rand.NewPCG(9, 9))
+	x, in, z := make([]float64, 3), make([]float64, 3), make([]float64, 2)
+	for i := range n {
+		process(rng, x)
+		if i >= onset {
+			x[1] += shift
+		}
+		r, err := m.Step(l, nil, in, z, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= onset {
+			if r.Learned {
+				learned++
+			}
+			if r.Verdict.Alarm&AlarmSPE != 0 {
+				alarms++
+			}
+		}
+	}
+	return m, learned, alarms
+}
+
+// TestGatedLearning checks that LearnNormal does not learn a step fault
+// and keeps alarming, that LearnAlways absorbs it, and that AcceptAfter
+// accepts it as a new regime.
+func TestGatedLearning(t *testing.T) {
+	const n, onset, shift = 1500, 500, -2.0
+	_, learnedAlways, alarmsAlways := runFault(t, LearnAlways, 0, n, onset, shift)
+	_, learnedNormal, alarmsNormal := runFault(t, LearnNormal, 0, n, onset, shift)
+	_, learnedAccept, alarmsAccept := runFault(t, LearnNormal, 50, n, onset, shift)
+	faulty := n - onset
+	t.Logf("step x₂ %v over %d samples: always: %d learned, %d SPE alarms; normal: %d learned, %d alarms; normal, accept after 50: %d learned, %d alarms",
+		shift, faulty, learnedAlways, alarmsAlways, learnedNormal, alarmsNormal, learnedAccept, alarmsAccept)
+	if learnedAlways != faulty {
+		t.Errorf("always learned %d of %d faulty samples", learnedAlways, faulty)
+	}
+	if learnedNormal > faulty/10 {
+		t.Errorf("normal learned %d of %d faulty samples, want ≤ 10 %%", learnedNormal, faulty)
+	}
+	if alarmsNormal <= alarmsAlways || alarmsNormal < faulty/2 {
+		t.Errorf("normal raised %d SPE alarms, always %d: want more than always and ≥ half of %d", alarmsNormal, alarmsAlways, faulty)
+	}
+	if learnedAccept < faulty/2 || alarmsAccept >= alarmsNormal {
+		t.Errorf("accept after 50: %d learned, %d alarms; want ≥ half learned and fewer alarms than %d", learnedAccept, alarmsAccept, alarmsNormal)
+	}
+}
+
+// TestStateRoundTrip checks that a restored monitor continues bit-exactly.
+func TestStateRoundTrip(t *testing.T) {
+	cfg := Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30}.WithDefaults(50)
+	l := newLearner(t, 3, 2, 50, 1)
+	m, _ := New(cfg)
+	src := rand.NewPCG(11, 11)
+	rng := rand.New(src)
+	x, in, z := make([]float64, 3), make([]float64, 3), make([]float64, 2)
+	feed := func(m *Monitor, l interface {
+		Scorer
+	}, rng *rand.Rand, n int) []Result {
+		var rs []Result
+		for i := range n {
+			process(rng, x)
+			if i%7 == 0 {
+				x[0] += 1
+			}
+			r, err := m.Step(l, nil, in, z, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Z = append([]float64(nil), r.Z...)
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	feed(m, l, rng, 1500)
+	st := m.State()
+	m2, _ := New(cfg)
+	if err := m2.Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m2.State(), st) {
+		t.Fatal("State after Restore differs")
+	}
+	l2 := newLearner(t, 3, 2, 50, 1)
+	if err := l2.Restore(l.State()); err != nil {
+		t.Fatal(err)
+	}
+	src2 := *src
+	a := feed(m, l, rng, 300)
+	b := feed(m2, l2, rand.New(&src2), 300)
+	for i := range a {
+		if !reflect.DeepEqual(a[i], b[i]) {
+			t.Fatalf("restored monitor diverged at step %d: got %+v, want %+v", i, b[i], a[i])
+		}
+	}
+	if !reflect.DeepEqual(m.State(), m2.State()) {
+		t.Fatal("restored monitor's state diverged")
+	}
+}
+
+func TestRestoreBad(t *testing.T) {
+	cfg := Config{Standardize: true, Dim: 2}.WithDefaults(10)
+	m, _ := New(cfg)
+	good := m.State()
+	for _, tc := range []struct {
+		name string
+		edit func(*State)
+	}{
+		{"negative-learned", func(s *State) { s.Learned = -1 }},
+		{"window-mismatch", func(s *State) { s.SPE = []float64{1} }},
+		{"window-nan", func(s *State) { s.SPE, s.T2 = []float64{math.NaN()}, []float64{1} }},
+		{"window-long", func(s *State) { s.SPE, s.T2 = make([]float64, cfg.Window+1), make([]float64, cfg.Window+1) }},
+		{"tokens", func(s *State) { s.Tokens = 1e9 }},
+		{"dims", func(s *State) { s.InMean = []float64{1} }},
+		{"inf-mean", func(s *State) { s.InMean = []float64{math.Inf(1), 0} }},
+		{"negative-m2", func(s *State) { s.InM2 = []float64{-1, 0} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := *good
+			s.InMean = append([]float64(nil), good.InMean...)
+			s.InM2 = append([]float64(nil), good.InM2...)
+			tc.edit(&s)
+			if err := m.Restore(&s); !errors.Is(err, ErrState) {
+				t.Fatalf("got %v, want ErrState", err)
+			}
+			if !reflect.DeepEqual(m.State(), good) {
+				t.Fatal("failed Restore changed the monitor")
+			}
+		})
+	}
+	if err := m.Restore(nil); !errors.Is(err, ErrState) {
+		t.Fatalf("nil: got %v", err)
+	}
+}
+
+// failing is a learner whose Learn fails, to check that Step undoes the
+// standardisation update.
+type failing struct{ Scorer }
+
+func (failing) Learn([]float64) error { return errors.New("boom") }
+
+func TestStepLearnErrorUndoes(t *testing.T) {
+	l := newLearner(t, 3, 2, 50, 1)
+	m := newMonitor(t, Config{Standardize: true, Dim: 3, Warmup: 2}, 50)
+	x, in, z := []float64{1, 2, 3}, make([]float64, 3), make([]float64, 2)
+	if _, err := m.Step(l, nil, in, z, x); err != nil {
+		t.Fatal(err)
+	}
+	before := m.State()
+	if _, err := m.Step(failing{l}, nil, in, z, []float64{4, 5, 6}); err == nil {
+		t.Fatal("no error")
+	}
+	if !reflect.DeepEqual(m.State(), before) {
+		t.Fatalf("state changed by a failed learn: %+v, want %+v", m.State(), before)
+	}
+}

@@ -1,0 +1,293 @@
+package processor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+)
+
+// monitoredPipeline returns a pipeline with monitor: and preprocess:
+// sections over an ikpca learner of dimension 3, and its alarm counters.
+func monitoredPipeline(learn string) *pipeline {
+	pc := PipelineConfig{Name: "p",
+		Learner: learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 20,
+			Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.3}},
+		Monitor:    &MonitorConfig{Learn: learn, Warmup: 60},
+		Preprocess: &PreprocessConfig{Standardize: true}}
+	pl := &pipeline{cfg: pc}
+	pl.met.alarmSPE = prometheus.NewCounter(prometheus.CounterOpts{Name: "spe"})
+	pl.met.alarmT2 = prometheus.NewCounter(prometheus.CounterOpts{Name: "t2"})
+	return pl
+}
+
+// curve draws a point near a curve in R³, with variables of scales 1,
+// 100 and 10⁴; shift moves it off the curve.
+func curve(rng *rand.Rand, shift float64) []float64 {
+	t := rng.Float64() * 2
+	return []float64{t + 0.05*rng.NormFloat64(), 100 * (t*t + 0.05*rng.NormFloat64() + shift), 1e4 * (t*t*t - t + 0.05*rng.NormFloat64())}
+}
+
+// TestApplyMonitored feeds a key with monitoring: normal messages, then a
+// fault. Outputs carry the limits once in force, an alarm only when above
+// them, the alarm counter counts them, and the key's monitor state
+// restores bit-exactly (as from a snapshot).
+func TestApplyMonitored(t *testing.T) {
+	pl := monitoredPipeline("normal")
+	l, err := learners.New(pl.cfg.Learner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon, err := newKeyMonitor(pl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	eig := make([]float64, 2)
+	var res applied
+	var outs, limited, normalAlarms int
+	for i := range 400 {
+		obs := obsOf(curve(rng, 0), curve(rng, 0))
+		if err := apply(&res, l, nil, mon, obs, "k", uint64(i+1), eig); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.outs {
+			outs++
+			if o.SPELimit > 0 {
+				limited++
+			}
+			if o.Alarm != "" {
+				normalAlarms++
+			}
+		}
+	}
+	if outs == 0 || limited < outs-100 {
+		t.Fatalf("%d outputs, %d with limits: want outputs, with limits after the warm-up", outs, limited)
+	}
+	if normalAlarms > limited/20 {
+		t.Errorf("%d alarms on %d normal outputs with limits, want few", normalAlarms, limited)
+	}
+	// Snapshot and restore the key: monitor and learner continue identically.
+	mon2, err := newKeyMonitor(pl, mon.state())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := learners.Restore(l.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := counterValue(t, pl.met.alarmSPE)
+	var res2 applied
+	faultAlarms := 0
+	for i := range 50 {
+		obs := obsOf(curve(rng, 3), curve(rng, 3))
+		if err := apply(&res, l, nil, mon, obs, "k", uint64(500+i), eig); err != nil {
+			t.Fatal(err)
+		}
+		if err := apply(&res2, l2, nil, mon2, obs, "k", uint64(500+i), eig); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.outs, res2.outs) {
+			t.Fatalf("message %d: restored key's outputs %+v, want %+v", i, res2.outs, res.outs)
+		}
+		for _, o := range res.outs {
+			if strings.Contains(o.Alarm, "spe") || o.Alarm == "both" {
+				faultAlarms++
+			}
+		}
+	}
+	if faultAlarms < 80 {
+		t.Errorf("%d SPE alarms on 100 faulty observations, want ≥ 80", faultAlarms)
+	}
+	if got := counterValue(t, pl.met.alarmSPE) - before; got != float64(2*faultAlarms) {
+		t.Errorf("alarm counter rose by %v, want %d (both keys count)", got, 2*faultAlarms)
+	}
+	b, err := codec.EncodeOutput(nil, codec.JSON, &res.outs[0])
+	if err != nil || !strings.Contains(string(b), `"alarm":"spe"`) || !strings.Contains(string(b), `"spe_limit":`) {
+		t.Errorf("faulty output %s (%v): want spe_limit and alarm spe", b, err)
+	}
+}
+
+// TestMonitorConfigPaths checks that the monitor and preprocess sections
+// are validated with their own paths, and that none keeps today's
+// behaviour (no monitor).
+func TestMonitorConfigPaths(t *testing.T) {
+	pl := monitoredPipeline("sometimes")
+	pl.cfg.Monitor.Level = 2
+	yes := true
+	pl.cfg.Preprocess = &PreprocessConfig{Freeze: &yes}
+	var texts []string
+	for _, e := range pl.cfg.validateMonitor() {
+		texts = append(texts, e.Error())
+	}
+	all := strings.Join(texts, "\n")
+	for _, want := range []string{"processor: monitor.level: must be in (0, 1)", "processor: monitor.learn: must be", "processor: preprocess.freeze: needs standardize"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems %q lack %q", all, want)
+		}
+	}
+	plain := monitoredPipeline("")
+	plain.cfg.Monitor, plain.cfg.Preprocess = nil, nil
+	if m, err := newKeyMonitor(plain, nil); m != nil || err != nil {
+		t.Errorf("pipeline without monitor: got %v, %v; want no monitor", m, err)
+	}
+	// A state that does not fit (window changed since the snapshot) starts
+	// a fresh monitor instead of failing the key's load.
+	pl2 := monitoredPipeline("normal")
+	m0, err := newKeyMonitor(pl2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m0.state()
+	st.SPE, st.T2 = make([]float64, 5000), make([]float64, 5000)
+	if m, err := newKeyMonitor(pl2, st); err != nil || m == nil || len(m.state().SPE) != 0 {
+		t.Errorf("unfit state: got %v, %v; want a fresh monitor", m, err)
+	}
+	batch := monitoredPipeline("normal")
+	batch.cfg.Learner.Learner = learners.KindBatch
+	if errs := batch.cfg.validateMonitor(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "monitor.learn: normal needs an online learner") {
+		t.Errorf("learn normal with batch: got %v", errs)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// BenchmarkApplyMonitor is the hot-path cost of monitoring per message of
+// one observation: apply without a monitor, with monitor learn always, and
+// with learn normal and standardisation (ikpca, d 8, k 5, B 200, warm).
+func BenchmarkApplyMonitor(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mon  *MonitorConfig
+		pre  *PreprocessConfig
+	}{
+		{"none", nil, nil},
+		{"always", &MonitorConfig{}, nil},
+		{"normal", &MonitorConfig{Learn: "normal"}, nil},
+		{"normal-standardize", &MonitorConfig{Learn: "normal"}, &PreprocessConfig{Standardize: true}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			pc := PipelineConfig{Name: "p", Learner: learners.Config{Learner: learners.KindIKPCA, Dim: 8, Components: 5, Budget: 200,
+				Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.1}}, Monitor: tc.mon, Preprocess: tc.pre}
+			pl := &pipeline{cfg: pc}
+			pl.met.alarmSPE = prometheus.NewCounter(prometheus.CounterOpts{Name: "spe"})
+			pl.met.alarmT2 = prometheus.NewCounter(prometheus.CounterOpts{Name: "t2"})
+			l, err := learners.New(pc.Learner)
+			if err != nil {
+				b.Fatal(err)
+			}
+			mon, err := newKeyMonitor(pl, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 1))
+			const pool = 4096
+			msgs := make([][]codec.Observation, pool)
+			for i := range msgs {
+				x := make([]float64, 8)
+				t := rng.Float64() * 3
+				for j := range x {
+					x[j] = math.Sin(t*float64(j+1)) + 0.05*rng.NormFloat64()
+				}
+				msgs[i] = obsOf(x)
+			}
+			eig := make([]float64, 5)
+			var res applied
+			for i := range 2000 {
+				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestMonitorEndToEnd runs a pipeline with monitor: and preprocess:
+// against a real server: normal observations, then a fault. The last
+// outputs carry the limits and an SPE alarm, the alarm counter counts, and
+// the key's snapshot (written at shutdown) holds the monitor's state,
+// which a restarted processor restores (its first output after the
+// restart is judged by the same limits).
+func TestMonitorEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("mon")
+	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 20,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.3}}
+	pc.Monitor = &MonitorConfig{Learn: "normal", Warmup: 60}
+	pc.Preprocess = &PreprocessConfig{Standardize: true}
+	cfg := Config{Pipelines: []PipelineConfig{pc}}
+	r := e.startWith(t, cfg, nil)
+	rng := rand.New(rand.NewPCG(7, 7))
+	const normal, faulty = 300, 20
+	for i := range normal + faulty {
+		shift := 0.0
+		if i >= normal {
+			shift = 3
+		}
+		e.publish(t, "in.mon.k", encodeObs(t, "msgpack", curve(rng, shift), fmt.Sprint("o", i)), "")
+	}
+	waitFor(t, 20*time.Second, "the input drained", func() bool { return e.drained(t, pc) })
+	out := e.lastOutput(t, "mon_OUT")
+	if out.SPELimit <= 0 || out.T2Limit <= 0 || (out.Alarm != "spe" && out.Alarm != "both") {
+		t.Errorf("last (faulty) output: limits %v, %v, alarm %q; want limits and an SPE alarm", out.SPELimit, out.T2Limit, out.Alarm)
+	}
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var speAlarms float64
+	for _, mf := range mfs {
+		if mf.GetName() == "kpcastream_alarms_total" {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "statistic" && lp.GetValue() == "spe" {
+						speAlarms = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if speAlarms < faulty/2 {
+		t.Errorf("kpcastream_alarms_total{statistic=\"spe\"} = %v, want ≥ %d", speAlarms, faulty/2)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.loadSnap(t, "mon", "k")
+	if snap.Monitor == nil || !snap.Monitor.Settled || len(snap.Monitor.SPE) == 0 || len(snap.Monitor.InMean) != 3 {
+		t.Fatalf("snapshot's monitor state: %+v", snap.Monitor)
+	}
+	// Restart: the key restores its monitor; one more faulty observation
+	// is judged by the limits it had.
+	r2 := e.startWith(t, cfg, nil)
+	e.publish(t, "in.mon.k", encodeObs(t, "msgpack", curve(rng, 3), "after"), "")
+	waitFor(t, 20*time.Second, "the input drained", func() bool { return e.drained(t, pc) })
+	out2 := e.lastOutput(t, "mon_OUT")
+	if out2.ID != "after" || out2.SPELimit != out.SPELimit || out2.Alarm == "" {
+		t.Errorf("output after the restart: id %q, SPE limit %v (before %v), alarm %q; want the same limit and an alarm", out2.ID, out2.SPELimit, out.SPELimit, out2.Alarm)
+	}
+	_ = r2
+}
