@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -289,5 +291,31 @@ func TestMonitorEndToEnd(t *testing.T) {
 	if out2.ID != "after" || out2.SPELimit != out.SPELimit || out2.Alarm == "" {
 		t.Errorf("output after the restart: id %q, SPE limit %v (before %v), alarm %q; want the same limit and an alarm", out2.ID, out2.SPELimit, out.SPELimit, out2.Alarm)
 	}
-	_ = r2
+	// The model endpoint exports the key's preprocessing and limits.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := r2.p.Model(ctx, "mon", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := codec.DecodeModel(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Preprocess == nil || len(m.Preprocess.Mean) != 3 || m.Monitor == nil || m.Monitor.SPELimit != out2.SPELimit || m.Monitor.Learn != "normal" {
+		t.Errorf("model export: preprocess %+v, monitor %+v; want the key's standardisation and its SPE limit %v", m.Preprocess, m.Monitor, out2.SPELimit)
+	}
+	// Accepting the new regime clears the limits: the next faulty
+	// observation falls in a new warm-up, without limits or alarm.
+	if err := r2.p.Accept(ctx, "mon", "k"); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, "in.mon.k", encodeObs(t, "msgpack", curve(rng, 3), "accepted"), "")
+	waitFor(t, 20*time.Second, "the input drained", func() bool { return e.drained(t, pc) })
+	if out3 := e.lastOutput(t, "mon_OUT"); out3.ID != "accepted" || out3.SPELimit != 0 || out3.Alarm != "" {
+		t.Errorf("output after accept: id %q, SPE limit %v, alarm %q; want no limit and no alarm (a new warm-up)", out3.ID, out3.SPELimit, out3.Alarm)
+	}
+	if err := r2.p.Accept(ctx, "other", "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("accept on an unknown pipeline: %v, want ErrNotFound", err)
+	}
 }

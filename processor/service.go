@@ -248,6 +248,17 @@ func (p *Processor) Reset(ctx context.Context, pipeline, key string) error {
 	return err
 }
 
+// Accept makes key's monitor accept the current regime: its control
+// limits are cleared and a new warm-up begins, in which every observation
+// is learned (the pipeline's monitor: learn: normal otherwise refuses a
+// new regime until accept_after consecutive alarms). The key is
+// snapshotted. A pipeline without monitor: gives an error matching
+// ErrBadRequest; a key with no learner, ErrNotFound.
+func (p *Processor) Accept(ctx context.Context, pipeline, key string) error {
+	_, err := p.control(ctx, "accept", pipeline, key)
+	return err
+}
+
 // Errors of the control requests, matched with errors.Is; the micro
 // endpoints answer them with the Nats-Service-Error-Code in parentheses.
 var (
@@ -596,6 +607,10 @@ func (p *Processor) startService(ctx context.Context) (micro.Service, error) {
 			{"reset", "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
 				_, err := p.controlAt(ctx, "reset", kr.Pipeline, kr.Key, forward)
 				return map[string]bool{"reset": true}, err
+			}},
+			{"accept", "accept the key's current regime: its control limits start a new warm-up (monitor:); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+				_, err := p.controlAt(ctx, "accept", kr.Pipeline, kr.Key, forward)
+				return map[string]bool{"accepted": true}, err
 			}},
 		}
 	}

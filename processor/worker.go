@@ -69,7 +69,7 @@ type missing struct {
 
 // control is a request from the micro service, answered on reply.
 type control struct {
-	op    string // "model", "snapshot", "reset", "keys"
+	op    string // "model", "snapshot", "reset", "accept", "keys"
 	pipe  *pipeline
 	key   string // "" with "snapshot": every key of the worker
 	reply chan controlReply
@@ -657,6 +657,9 @@ func (w *worker) serve(a *coreAction) {
 		if err == nil {
 			err = e.cls.export(m)
 		}
+		if err == nil && e.mon != nil {
+			e.mon.m.Export(m)
+		}
 		if err == nil {
 			r.data, err = codec.EncodeModel(m)
 		}
@@ -687,6 +690,15 @@ func (w *worker) serve(a *coreAction) {
 		// still go out; the reset's snapshot waits for them.
 		w.step(machine.Reset{Key: a.Key})
 		w.log.Info("key reset", zap.String("key", c.key))
+	case "accept":
+		if e.mon == nil {
+			r.err = fmt.Errorf("processor: %w: pipeline %s has no monitor: section, nothing to accept", ErrBadRequest, c.pipe.cfg.Name)
+			return
+		}
+		e.mon.m.Accept()
+		// The monitor's state changed outside a message: saved soon.
+		w.step(machine.Reset{Key: a.Key})
+		w.log.Info("key's regime accepted: its control limits start a new warm-up", zap.String("key", c.key))
 	}
 }
 

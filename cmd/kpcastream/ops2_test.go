@@ -108,7 +108,7 @@ func TestMicroInfo(t *testing.T) {
 		}
 	}
 	for name, subj := range map[string]string{"stats": "kpcastream.stats", "model": "kpcastream.model", "member-stats": "kpcastream.i." + member + ".stats",
-		"member-reset": "kpcastream.i." + member + ".reset"} {
+		"member-reset": "kpcastream.i." + member + ".reset", "accept": "kpcastream.accept"} {
 		if names[name] != subj {
 			t.Errorf("endpoint %s on %q, want %q (endpoints %v)", name, names[name], subj, names)
 		}

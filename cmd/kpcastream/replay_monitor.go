@@ -119,18 +119,7 @@ func (m *monitorOptions) decorate(mon *monitor.Monitor) func(*learners.Model) {
 	if mon == nil || !m.set {
 		return nil
 	}
-	return func(model *learners.Model) { addSections(model, mon) }
-}
-
-// addSections sets the model's preprocess section (with standardisation)
-// and monitor section from mon.
-func addSections(model *learners.Model, mon *monitor.Monitor) {
-	if mean, scale := mon.Standardization(); mean != nil {
-		model.Preprocess = &learners.ModelPreprocess{Mean: mean, Scale: scale}
-	}
-	spe, t2, _ := mon.Limits()
-	c := mon.Config()
-	model.Monitor = &learners.ModelMonitor{Level: c.Level, Learn: c.Learn, SPELimit: spe, T2Limit: t2}
+	return mon.Export
 }
 
 // summary prints the monitor's line on stderr when monitoring was asked for.

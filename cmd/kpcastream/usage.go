@@ -40,6 +40,7 @@ var examples = map[string]string{
   kpcastream replay --in testdata/data/satellite.csv --label label --standardize --kernel rbf \
     --components 8 --model-out model.json   # prequential accuracy of a classifier stage`,
 	"project": `  kpcastream project --model model.json --in data.csv --drop label --out z.csv`,
+	"predict": `  kpcastream predict --model model.json --in data.csv --drop label --out pred.csv   # class and scores per row`,
 	"bench": `  kpcastream bench --count 100000                  # embedded server, every phase
   kpcastream bench --output core --rtt 0 --count 100000`,
 	"version": `  kpcastream version

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kpcastream/kpcastream/internal/fielderr"
+	"github.com/kpcastream/kpcastream/learners"
 )
 
 // Learning modes of Config.Learn.
@@ -575,4 +576,15 @@ func allFinite(v []float64) bool {
 		}
 	}
 	return true
+}
+
+// Export sets the model export's preprocess section (with standardisation)
+// and its monitor section (the limits in force, 0 before they are) from m.
+func (m *Monitor) Export(model *learners.Model) {
+	if mean, scale := m.Standardization(); mean != nil {
+		model.Preprocess = &learners.ModelPreprocess{Mean: mean, Scale: scale}
+	}
+	spe, t2, _ := m.Limits()
+	c := m.Config()
+	model.Monitor = &learners.ModelMonitor{Level: c.Level, Learn: c.Learn, SPELimit: spe, T2Limit: t2}
 }

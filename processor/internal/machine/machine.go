@@ -153,7 +153,8 @@ type (
 		Job     Job
 		Outcome Outcome
 	}
-	// Reset says the worker replaced Key's learner with a fresh one.
+	// Reset says the worker changed Key's state outside a message (a
+	// fresh learner, an accepted regime): dirty, and saved soon.
 	Reset struct{ Key string }
 	// SaveNow asks for Key's snapshot as soon as possible.
 	SaveNow struct{ Key string }
