@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -321,5 +322,54 @@ func TestFitBatchBadOptions(t *testing.T) {
 	}
 	if err := b.SetFitOptions(learners.BatchOptions{Solver: "gpu"}); !errors.Is(err, learners.ErrConfig) {
 		t.Errorf("SetFitOptions(gpu): %v, want ErrConfig", err)
+	}
+}
+
+// TestFitBatchFastRBFWithinPrecision: the fast rbf solver (improved fast
+// Gauss transform) puts each covariance eigenvalue within its stated bound
+// ε of the dense solver's, and its projections of the training rows stay
+// close; where the expansion does not pay it falls back to the exact
+// product and says so.
+func TestFitBatchFastRBFWithinPrecision(t *testing.T) {
+	const k = 4
+	for _, c := range []struct {
+		n, d  int
+		gamma float64
+		eps   float64
+	}{
+		{800, 2, 0.5, 1e-6},
+		{800, 3, 0.02, 1e-4},
+	} {
+		x := gaussRows(c.n, c.d, 6)
+		kern := learners.Kernel{Name: learners.KernelRBF, Gamma: c.gamma}
+		dense, err := learners.FitBatchWith(kern, x, c.n, c.d, k, learners.BatchOptions{Solver: learners.SolverDense})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err := learners.FitBatchWith(kern, x, c.n, c.d, k, learners.BatchOptions{Solver: learners.SolverFast, Precision: c.eps, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fast.Product != learners.ProductIFGT || fast.ErrorBound != c.eps {
+			t.Fatalf("d=%d γ=%v: product %q bound %v (%s), want ifgt at %v", c.d, c.gamma, fast.Product, fast.ErrorBound, fast.Note, c.eps)
+		}
+		var worst float64
+		for i := range k {
+			e := math.Abs(fast.EigenvaluesCov[i] - dense.EigenvaluesCov[i])
+			worst = math.Max(worst, e)
+			if !(e <= c.eps) {
+				t.Errorf("d=%d γ=%v eigenvalue %d: fast %.10g dense %.10g, error %.3g > ε %.1g", c.d, c.gamma, i, fast.EigenvaluesCov[i], dense.EigenvaluesCov[i], e, c.eps)
+			}
+		}
+		t.Logf("d=%d γ=%v ε=%v: worst covariance eigenvalue error %.3g", c.d, c.gamma, c.eps, worst)
+	}
+	// Standard normal rows in 8-d at γ = 1/d: the expansion does not pay.
+	x := gaussRows(400, 8, 7)
+	f, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{Solver: learners.SolverFast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Product != learners.ProductBlocked || !strings.Contains(f.Note, "does not pay") || f.ErrorBound != 0 {
+		t.Errorf("8-d rbf: product %q note %q bound %v, want the blocked fallback with a note", f.Product, f.Note, f.ErrorBound)
 	}
 }
