@@ -46,7 +46,7 @@ const DefaultLanczosAbove = 256
 const DefaultGramCap = 512 << 20
 
 // DefaultPrecision is the default Precision ε of the fast rbf product.
-const DefaultPrecision = 1e-6
+const DefaultPrecision = 1e-4
 
 // DefaultMaxKrylov caps the Krylov dimension m of the matrix-free solvers,
 // whose basis takes 8·n·m bytes.
@@ -132,9 +132,12 @@ type BatchFit struct {
 	// Solver and Product say how the fit was computed (SolverDense …,
 	// ProductGram …); empty for a restored fit.
 	Solver, Product string
-	// Note says why a fast solver fell back to the exact matrix-free
-	// product (empty otherwise).
+	// Note describes the fast rbf expansion, or says why a fast solver
+	// fell back to the exact matrix-free product (empty otherwise).
 	Note string
+	// Products is the number of kernel-matrix products the solver used
+	// (0 for dense).
+	Products int
 	// ErrorBound is the stated bound on |λᵢ/n − exact| of the fast rbf
 	// product (its Precision ε); 0 for the exact products.
 	ErrorBound float64
@@ -231,7 +234,8 @@ func (f *BatchFit) fitMatrixFree(pl batchPlan, want int, opt BatchOptions) (vals
 	f.GrandMean /= float64(n)
 	f.Trace = diag - float64(n)*f.GrandMean
 	tmp := ones // scratch from here on
-	op := func(dst, v []float64) { centredApply(p, dst, v, tmp) }
+	f.Products = 1
+	op := func(dst, v []float64) { f.Products++; centredApply(p, dst, v, tmp) }
 	maxIter := opt.MaxKrylov
 	if maxIter <= 0 {
 		maxIter = DefaultMaxKrylov
@@ -318,6 +322,7 @@ func checkBatch(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (batchP
 			g, why := newIFGT(x, n, d, kern.Gamma, eps)
 			if g != nil {
 				pl.product, pl.ifgt = ProductIFGT, g
+				why = fmt.Sprintf("%d clusters, ≤ %d Taylor terms, estimated %.2g of the exact product's flops", g.Clusters, g.MaxTerms, g.Cost/g.ExactCost)
 			}
 			pl.note = why
 		default:

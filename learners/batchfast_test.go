@@ -373,3 +373,24 @@ func TestFitBatchFastRBFWithinPrecision(t *testing.T) {
 		t.Errorf("8-d rbf: product %q note %q bound %v, want the blocked fallback with a note", f.Product, f.Note, f.ErrorBound)
 	}
 }
+
+// TestFitBatchFastPoly200k is the target at full size: poly
+// (d 5, degree 3, default γ = 1/d and c₀ = 1) KPCA of 200,000 rows equals
+// explicit-feature PCA to 1e-6 in eigenvalues and projections.
+func TestFitBatchFastPoly200k(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200,000-row fit and explicit-feature reference: about 10 s on 2 cores; run without -short")
+	}
+	const n, d, k = 200_000, 5, 2
+	x := gaussRows(n, d, 11)
+	kern := learners.Kernel{Name: learners.KernelPoly, Coef0: 1, Degree: 3}
+	f, err := learners.FitBatchWith(kern, x, n, d, k, learners.BatchOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Solver != learners.SolverFast || f.Product != learners.ProductFeatures {
+		t.Fatalf("auto picked solver %q product %q, want fast on features", f.Solver, f.Product)
+	}
+	fp := newFeaturePCA(t, x, n, d, 3, k, 1.0/d, 1)
+	checkAgainstFeatures(t, f, fp, x, n, d, 1e-6)
+}

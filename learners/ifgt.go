@@ -52,9 +52,10 @@ type ifgtProduct struct {
 	dx      []float64 // n×d: (xᵢ − c)/h in cluster order
 	srcW    []float64 // n: e^(−‖Δx‖²) in cluster order
 	ys      []float64 // n×d: the targets, xᵢ/h in cluster order
-	parent  []int32   // monomial tables (graded order), see polyFeatures
-	vr      []int32
 	cst     []float64 // 2^|α|/α!
+	pmax    int
+	ptrunc  []int // ks: truncation order of cluster s
+	heads   []int // scratch of monomials
 	coef    []float64
 	mono    []float64
 	dy      []float64
@@ -248,6 +249,7 @@ func buildIFGT(x []float64, n, d int, h, eps, rc float64, centreIdx []int, assig
 		p := ifgtTruncation(a, a+rc, eps)
 		pmax = max(pmax, p)
 		g.terms[s] = ifgtTermCount(p, d)
+		g.ptrunc = append(g.ptrunc, p)
 		g.coefOff[s+1] = g.coefOff[s] + g.terms[s]
 		g.cut2[s] = (a + rc) * (a + rc)
 		g.MaxTerms = max(g.MaxTerms, g.terms[s])
@@ -280,38 +282,116 @@ func buildIFGT(x []float64, n, d int, h, eps, rc float64, centreIdx []int, assig
 			g.srcW[at] = math.Exp(-r2)
 		}
 	}
-	// Monomials of degree < pmax in graded order, with 2^|α|/α!.
-	g.parent, g.vr, g.cst = []int32{-1}, []int32{-1}, []float64{1}
-	last, run := []int{0}, []int{0}
-	from := 0
+	// Monomials of degree < pmax in graded order (see monomials), with
+	// 2^|α|/α! from their exponents, generated in the same order.
+	g.pmax = pmax
+	total := ifgtTermCount(pmax, d)
+	exps := make([][]int, 1, total)
+	exps[0] = make([]int, d)
+	heads := make([]int, d)
 	for deg := 1; deg < pmax; deg++ {
-		to := len(g.parent)
-		for m := from; m < to; m++ {
-			for v := last[m]; v < d; v++ {
-				r := 1
-				if deg > 1 && v == last[m] {
-					r = run[m] + 1
-				}
-				g.parent = append(g.parent, int32(m))
-				g.vr = append(g.vr, int32(v))
-				g.cst = append(g.cst, g.cst[m]*2/float64(r))
-				last, run = append(last, v), append(run, r)
+		end := len(exps)
+		for i := range d {
+			from := heads[i]
+			heads[i] = len(exps)
+			for j := from; j < end; j++ {
+				e := append([]int(nil), exps[j]...)
+				e[i]++
+				exps = append(exps, e)
 			}
 		}
-		from = to
 	}
+	g.cst = make([]float64, len(exps))
+	for t, e := range exps {
+		c := 1.0
+		for _, k := range e {
+			c *= math.Pow(2, float64(k)) / math.Gamma(float64(k+1))
+		}
+		g.cst[t] = c
+	}
+	g.heads = make([]int, d)
 	g.coef = make([]float64, g.coefOff[ks])
-	g.mono = make([]float64, len(g.parent))
+	g.mono = make([]float64, len(g.cst))
 	g.dy = make([]float64, d)
 	return g
 }
 
-// monomials writes the first len(dst) monomials of z (graded order).
-func (g *ifgtProduct) monomials(dst, z []float64) {
+// monomials writes the monomials of z of total degree < p into dst
+// (length ifgtTermCount(p, d)) in graded order: degree by degree, each
+// degree as z₀ times the previous degree's monomials from heads[0] on, then
+// z₁ times those from heads[1] on, and so on, so every inner loop is a
+// contiguous scaled copy.
+func (g *ifgtProduct) monomials(dst, z []float64, p int) {
 	dst[0] = 1
-	for i := 1; i < len(dst); i++ {
-		dst[i] = dst[g.parent[i]] * z[g.vr[i]]
+	heads := g.heads
+	clear(heads)
+	t := 1
+	for deg := 1; deg < p; deg++ {
+		end := t
+		for i, zi := range z {
+			from := heads[i]
+			heads[i] = t
+			src := dst[from:end]
+			out := dst[t : t+len(src)]
+			for j, v := range src {
+				out[j] = zi * v
+			}
+			t += len(src)
+		}
 	}
+}
+
+// accumulate adds w·z^α to cf[α] for every monomial of degree < p, with
+// the monomials generated as in monomials (scaled by w) in mono.
+func (g *ifgtProduct) accumulate(cf, mono, z []float64, p int, w float64) {
+	mono[0] = w
+	cf[0] += w
+	heads := g.heads
+	clear(heads)
+	t := 1
+	for deg := 1; deg < p; deg++ {
+		end := t
+		for i, zi := range z {
+			from := heads[i]
+			heads[i] = t
+			src := mono[from:end]
+			out := mono[t : t+len(src)]
+			c := cf[t : t+len(src)]
+			for j, v := range src {
+				m := zi * v
+				out[j] = m
+				c[j] += m
+			}
+			t += len(src)
+		}
+	}
+}
+
+// series returns Σ_α cf[α]·z^α over the monomials of degree < p, using mono
+// as scratch.
+func (g *ifgtProduct) series(cf, mono, z []float64, p int) float64 {
+	mono[0] = 1
+	acc := cf[0]
+	heads := g.heads
+	clear(heads)
+	t := 1
+	for deg := 1; deg < p; deg++ {
+		end := t
+		for i, zi := range z {
+			from := heads[i]
+			heads[i] = t
+			src := mono[from:end]
+			out := mono[t : t+len(src)]
+			c := cf[t : t+len(src)]
+			for j, v := range src {
+				m := zi * v
+				out[j] = m
+				acc += c[j] * m
+			}
+			t += len(src)
+		}
+	}
+	return acc
 }
 
 // apply writes K̂·v into dst.
@@ -321,14 +401,10 @@ func (g *ifgtProduct) apply(dst, v []float64) {
 	for s := range g.ks {
 		cf := g.coef[g.coefOff[s]:g.coefOff[s+1]]
 		mono := g.mono[:len(cf)]
+		p := g.ptrunc[s]
 		for at := g.start[s]; at < g.start[s+1]; at++ {
-			w := v[g.order[at]] * g.srcW[at]
-			if w == 0 {
-				continue
-			}
-			g.monomials(mono, g.dx[at*d:(at+1)*d])
-			for a, m := range mono {
-				cf[a] += w * m
+			if w := v[g.order[at]] * g.srcW[at]; w != 0 {
+				g.accumulate(cf, mono, g.dx[at*d:(at+1)*d], p, w)
 			}
 		}
 		for a := range cf {
@@ -351,13 +427,7 @@ func (g *ifgtProduct) apply(dst, v []float64) {
 					continue
 				}
 				cf := g.coef[g.coefOff[s]:g.coefOff[s+1]]
-				mono := g.mono[:len(cf)]
-				g.monomials(mono, dy)
-				var acc float64
-				for a, m := range mono {
-					acc += cf[a] * m
-				}
-				sum += math.Exp(-r2) * acc
+				sum += math.Exp(-r2) * g.series(cf, g.mono[:len(cf)], dy, g.ptrunc[s])
 			}
 			dst[g.order[at]] = sum
 		}

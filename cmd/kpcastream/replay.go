@@ -379,6 +379,9 @@ func batchFitLine(f *learners.BatchFit, took time.Duration) string {
 	if f.Note != "" {
 		line += "; " + f.Note
 	}
+	if f.Products > 0 {
+		line += fmt.Sprintf(", %d products", f.Products)
+	}
 	return line + fmt.Sprintf(", %.2f s", took.Seconds())
 }
 
