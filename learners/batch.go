@@ -148,9 +148,10 @@ type BatchFit struct {
 }
 
 // FitBatch is FitBatchWith with default options: the top k components of
-// the n rows of x (row-major n×d) under kern. It copies x. Cost: O(n²d) for
-// the Gram and O(n³) (dense) or about O(n²·(k+30)) (Lanczos) for the
-// eigenpairs; memory O(n²).
+// the n rows of x (row-major n×d) under kern. It copies x. Cost with a
+// stored Gram: O(n²d) for the Gram and O(n³) (dense) or about O(n²·(k+30))
+// (Lanczos) for the eigenpairs, memory O(n²); see SolverFast and
+// SolverLanczos for the matrix-free products used above the Gram cap.
 func FitBatch(kern Kernel, x []float64, n, d, k int) (*BatchFit, error) {
 	return FitBatchWith(kern, x, n, d, k, BatchOptions{})
 }
@@ -539,16 +540,18 @@ func init() {
 }
 
 // Batch is the "batch" learner: it keeps the last Budget observations in a
-// ring and, when Fit is called, computes exact batch kernel PCA of them
-// (FitBatch; Lanczos above DefaultLanczosAbove rows, seeded by
-// Config.Seed). Learn only stores a row and marks the fit stale;
+// ring and, when Fit is called, computes batch kernel PCA of them
+// (FitBatchWith with the options of SetFitOptions, default SolverAuto;
+// Lanczos seeded by Config.Seed). Learn only stores a row and marks the fit stale;
 // Transform, Score, Summary and Model use the last fit and return
 // ErrNotReady before the first one. It serves as the reference learner and
 // for periodic offline fits.
 //
 // Memory: the ring holds B·d values and a fit holds n·(d+k+2) values for
 // its n ≤ B rows; Fit allocates a transient B×B Gram (and B×B eigenvectors
-// for the dense solver). Learn, Transform and Score do not allocate. A
+// for the dense solver) only with a stored Gram, at most GramCap bytes
+// under SolverAuto; the matrix-free solvers need O(B·(d+k)) plus their
+// Krylov basis (8·B·m bytes, m ≤ MaxKrylov) and expansion. Learn, Transform and Score do not allocate. A
 // Batch is not safe for concurrent use.
 //
 // State names (see State):
