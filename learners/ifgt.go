@@ -32,7 +32,8 @@ import (
 //
 // The number of clusters is chosen among powers of two up to 1024 by the
 // estimated cost; when the best estimate is not below half the exact
-// matrix-free product's, or needs more than maxIFGTTerms terms, the
+// matrix-free product's, or needs more than maxIFGTTerms terms in a cluster
+// or maxIFGTCoefs in all, the
 // expansion does not pay and newIFGT returns nil with the reason. In
 // practice it pays when the bandwidth is wide against the spread of the
 // clusters — low d, or γ·(data radius)² small — and not for high d or
@@ -64,8 +65,12 @@ type ifgtProduct struct {
 	Cost, ExactCost    float64
 }
 
-// maxIFGTTerms bounds the Taylor terms of one cluster.
-const maxIFGTTerms = 1 << 15
+// maxIFGTTerms bounds the Taylor terms of one cluster, and maxIFGTCoefs
+// the coefficients of all clusters together (8·maxIFGTCoefs = 32 MiB).
+const (
+	maxIFGTTerms = 1 << 15
+	maxIFGTCoefs = 1 << 22
+)
 
 // ifgtTermCount returns C(p−1+d, d), the number of monomials in d
 // variables of total degree < p, or maxIFGTTerms+1 when larger.
@@ -193,6 +198,7 @@ func ifgtCost(x []float64, d int, centreIdx []int, assign []int32, rad []float64
 	}
 	terms := make([]float64, ks)
 	var cost float64
+	total := 0
 	for s := range ks {
 		p := ifgtTruncation(rad[s]/h, rad[s]/h+rc, eps)
 		if p < 0 {
@@ -203,7 +209,11 @@ func ifgtCost(x []float64, d int, centreIdx []int, assign []int32, rad []float64
 			return math.Inf(1)
 		}
 		terms[s] = float64(t)
+		total += t
 		cost += size[s] * 2 * terms[s] // coefficients
+	}
+	if total > maxIFGTCoefs {
+		return math.Inf(1)
 	}
 	for t := range ks {
 		ct := x[centreIdx[t]*d : (centreIdx[t]+1)*d]
