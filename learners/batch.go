@@ -135,8 +135,8 @@ type BatchFit struct {
 	// Note describes the fast rbf expansion, or says why a fast solver
 	// fell back to the exact matrix-free product (empty otherwise).
 	Note string
-	// Products is the number of kernel-matrix products the solver used
-	// (0 for dense).
+	// Products is the number of kernel-matrix products the matrix-free
+	// solvers used (0 with a stored Gram).
 	Products int
 	// ErrorBound is the stated bound on |λᵢ/n − exact| of the fast rbf
 	// product (its Precision ε); 0 for the exact products.

@@ -394,3 +394,61 @@ func TestFitBatchFastPoly200k(t *testing.T) {
 	fp := newFeaturePCA(t, x, n, d, 3, k, 1.0/d, 1)
 	checkAgainstFeatures(t, f, fp, x, n, d, 1e-6)
 }
+
+// TestLanczosRankDeficientStops: on an operator of rank r ≪ n Lanczos
+// accepts the invariant range after one restart that finds nothing new,
+// instead of walking the null space to n steps; the values are exact.
+func TestLanczosRankDeficientStops(t *testing.T) {
+	const n, r, k = 3000, 8, 3
+	rng := rand.New(rand.NewPCG(4, 4))
+	u := make([]float64, n*r) // A = U diag(w) Uᵀ, rank r
+	for i := range u {
+		u[i] = rng.NormFloat64()
+	}
+	w := []float64{9, 7, 5, 3, 2, 1, 0.5, 0.25}
+	calls := 0
+	op := func(dst, v []float64) {
+		calls++
+		c := make([]float64, r)
+		for i := range n {
+			for j := range r {
+				c[j] += u[i*r+j] * v[i]
+			}
+		}
+		for i := range n {
+			var s float64
+			for j := range r {
+				s += u[i*r+j] * w[j] * c[j]
+			}
+			dst[i] = s
+		}
+	}
+	vals, _, err := learners.LanczosTop(n, k, op, learners.LanczosOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls > 2*r+4 {
+		t.Errorf("%d products for rank %d, want about r+1", calls, r)
+	}
+	// Exact top eigenvalues: those of diag(√w) UᵀU diag(√w).
+	g := mat.NewSymDense(r, nil)
+	for a := range r {
+		for b := a; b < r; b++ {
+			var s float64
+			for i := range n {
+				s += u[i*r+a] * u[i*r+b]
+			}
+			g.SetSym(a, b, s*math.Sqrt(w[a]*w[b]))
+		}
+	}
+	var es mat.EigenSym
+	if !es.Factorize(g, false) {
+		t.Fatal("EigenSym failed")
+	}
+	want := es.Values(nil)
+	for i := range k {
+		if e := math.Abs(vals[i]-want[r-1-i]) / want[r-1]; !(e <= 1e-10) {
+			t.Errorf("value %d: %v, want %v", i, vals[i], want[r-1-i])
+		}
+	}
+}
