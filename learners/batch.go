@@ -90,6 +90,19 @@ type BatchOptions struct {
 	MaxKrylov int
 	// Seed seeds Lanczos's start vector.
 	Seed uint64
+	// OnPlan, when set, is called once the solver and product are chosen
+	// and before the eigensolver starts (a fallback to the exact
+	// matrix-free product can take long: callers may say so first).
+	OnPlan func(BatchPlan)
+}
+
+// BatchPlan is how a batch fit is about to run (BatchOptions.OnPlan).
+type BatchPlan struct {
+	Rows            int
+	Solver, Product string
+	// Note and ErrorBound as in BatchFit.
+	Note       string
+	ErrorBound float64
 }
 
 // BatchFit is an exact batch kernel PCA of n rows (Schölkopf, Smola and
@@ -170,6 +183,13 @@ func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*Bat
 	pl, err := checkBatch(kern, x, n, d, k, opt)
 	if err != nil {
 		return nil, err
+	}
+	if opt.OnPlan != nil {
+		bp := BatchPlan{Rows: n, Solver: pl.solver, Product: pl.product, Note: pl.note}
+		if pl.ifgt != nil {
+			bp.ErrorBound = pl.ifgt.eps
+		}
+		opt.OnPlan(bp)
 	}
 	want := min(k+1, n) // the (k+1)-th eigenvalue is wanted for the gap
 	f := &BatchFit{

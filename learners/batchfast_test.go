@@ -365,12 +365,17 @@ func TestFitBatchFastRBFWithinPrecision(t *testing.T) {
 	}
 	// Standard normal rows in 8-d at γ = 1/d: the expansion does not pay.
 	x := gaussRows(400, 8, 7)
-	f, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{Solver: learners.SolverFast})
+	var plans []learners.BatchPlan
+	f, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{Solver: learners.SolverFast,
+		OnPlan: func(p learners.BatchPlan) { plans = append(plans, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Product != learners.ProductBlocked || !strings.Contains(f.Note, "does not pay") || f.ErrorBound != 0 {
 		t.Errorf("8-d rbf: product %q note %q bound %v, want the blocked fallback with a note", f.Product, f.Note, f.ErrorBound)
+	}
+	if len(plans) != 1 || plans[0].Product != f.Product || plans[0].Note != f.Note || plans[0].Rows != 400 {
+		t.Errorf("OnPlan calls %+v, want one announcing the fit's product and note", plans)
 	}
 }
 

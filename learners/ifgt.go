@@ -161,6 +161,9 @@ func newIFGT(x []float64, n, d int, gamma, eps float64) (*ifgtProduct, string) {
 			}
 		}
 	}
+	if math.IsInf(bestCost, 1) {
+		return nil, fmt.Sprintf("rbf fast product does not pay at γ=%.3g, d=%d, ε=%.1g (the error bound needs more than %d Taylor terms in a cluster, or %d in all, at every clustering tried): exact matrix-free product", gamma, d, eps, maxIFGTTerms, maxIFGTCoefs)
+	}
 	if !(bestCost < exact/2) {
 		return nil, fmt.Sprintf("rbf fast product does not pay at γ=%.3g, d=%d, ε=%.1g (best expansion %.2g flops per product vs exact %.2g): exact matrix-free product", gamma, d, eps, bestCost, exact)
 	}

@@ -232,7 +232,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	}
 	fitter, _ := l.(interface{ Fit() error })
 	if b, ok := l.(*learners.Batch); ok {
-		if err := b.SetFitOptions(o.batchOptions()); err != nil {
+		if err := b.SetFitOptions(o.batchOptions(stderr)); err != nil {
 			return fmt.Errorf("learner settings: %w", err)
 		}
 	}
@@ -358,9 +358,19 @@ func (o *replayOptions) solverProblems() []string {
 	return p
 }
 
-// batchOptions are the batch learner's fit options from the flags.
-func (o *replayOptions) batchOptions() learners.BatchOptions {
-	return learners.BatchOptions{Solver: o.solver, Precision: o.precision}
+// batchOptions are the batch learner's fit options from the flags; a fit
+// on the exact matrix-free product (O(n²d) per product) is announced on
+// stderr before it starts.
+func (o *replayOptions) batchOptions(stderr io.Writer) learners.BatchOptions {
+	return learners.BatchOptions{Solver: o.solver, Precision: o.precision, OnPlan: func(p learners.BatchPlan) {
+		if p.Product == learners.ProductBlocked {
+			line := fmt.Sprintf("replay: batch fit of %d rows on the exact matrix-free product: O(n²d) per product, this can take long", p.Rows)
+			if p.Note != "" {
+				line += "; " + p.Note
+			}
+			fmt.Fprintln(stderr, line)
+		}
+	}}
 }
 
 // batchFitLine describes a batch fit for stderr: solver, product, its
