@@ -1,6 +1,7 @@
 package learners
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -87,6 +88,46 @@ func TestIFGTTruncation(t *testing.T) {
 				rem := (math.Exp(z) - partial) * math.Exp(-ai*ai-b*b)
 				if rem > eps*(1+1e-9) {
 					t.Errorf("a=%v b=%v p=%d: remainder %.3g > eps %.1g", ai, b, p, rem, eps)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkIFGTPlan reports, for standard-normal rows, whether the rbf
+// expansion pays and its estimated cost as a fraction of the exact
+// product's (the rule SolverFast uses; "ratio" 0 when it does not pay).
+// go test ./learners -run X -bench IFGTPlan -benchtime 1x
+func BenchmarkIFGTPlan(b *testing.B) {
+	for _, n := range []int{15000, 200000} {
+		for _, d := range []int{2, 3, 5, 8} {
+			if n > 15000 && d < 5 {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(d)))
+			x := make([]float64, n*d)
+			for i := range x {
+				x[i] = rng.NormFloat64()
+			}
+			gammas := []float64{0.01, 0.05, 0.2}
+			if d != 5 {
+				gammas = append(gammas, 1/float64(d)) // the default γ = 1/d
+			}
+			for _, gamma := range gammas {
+				for _, eps := range []float64{1e-3, 1e-4, 1e-6} {
+					b.Run(fmt.Sprintf("n=%d/d=%d/gamma=%.3g/eps=%.0e", n, d, gamma, eps), func(b *testing.B) {
+						var g *ifgtProduct
+						for b.Loop() {
+							g, _ = newIFGT(x, n, d, gamma, eps)
+						}
+						pays, ratio, terms := 0.0, 0.0, 0.0
+						if g != nil {
+							pays, ratio, terms = 1, g.Cost/g.ExactCost, float64(g.MaxTerms)
+						}
+						b.ReportMetric(pays, "pays")
+						b.ReportMetric(ratio, "ratio")
+						b.ReportMetric(terms, "terms")
+					})
 				}
 			}
 		}
