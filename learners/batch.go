@@ -158,6 +158,52 @@ type BatchFit struct {
 	rows *kernelRows
 	kx   []float64      // n: scratch kernel row
 	poly *polyProjector // poly/linear fits: projection through the features
+	// gauss is the fast rbf product of the fit (nil unless Product is
+	// ProductIFGT or a restored fit had one); rbf projects through it.
+	gauss *ifgtProduct
+	rbf   *rbfProjector
+}
+
+// rbfProjector projects through the fitted rbf expansion: with the sums
+// eᵢ = Σⱼ αⱼᵢ k(xⱼ, x) and eₖ = (1/n)Σⱼ k(xⱼ, x) from one evaluation,
+// yᵢ = eᵢ − sᵢeₖ + oᵢ, sᵢ = Σⱼ αⱼᵢ, oᵢ = g·sᵢ − Σⱼ αⱼᵢcⱼ. Each kernel sum
+// is within ε·(its weights' l1 norm), so |Δyᵢ| ≤ ε(‖αᵢ‖₁ + |sᵢ|).
+type rbfProjector struct {
+	e      *ifgtEval
+	s, off []float64
+	sums   []float64 // scratch k+1
+}
+
+func newRBFProjector(g *ifgtProduct, alpha []float64, n, k int, col []float64, grand float64) *rbfProjector {
+	m := k + 1
+	w := make([]float64, n*m)
+	rp := &rbfProjector{s: make([]float64, k), off: make([]float64, k), sums: make([]float64, m)}
+	for j := range n {
+		a := alpha[j*k : (j+1)*k]
+		copy(w[j*m:], a)
+		w[j*m+k] = 1 / float64(n)
+		for i, ai := range a {
+			rp.s[i] += ai
+			rp.off[i] -= ai * col[j]
+		}
+	}
+	for i := range k {
+		rp.off[i] += grand * rp.s[i]
+	}
+	rp.e = g.evaluator(w, m)
+	return rp
+}
+
+// project writes the projections into dst and returns the mean kernel
+// value (1/n)Σⱼ k(xⱼ, x).
+func (rp *rbfProjector) project(dst, x []float64) float64 {
+	rp.e.eval(rp.sums, x)
+	k := len(dst)
+	mx := rp.sums[k]
+	for i := range dst {
+		dst[i] = rp.sums[i] - rp.s[i]*mx + rp.off[i]
+	}
+	return mx
 }
 
 // FitBatch is FitBatchWith with default options: the top k components of
@@ -233,6 +279,7 @@ func (f *BatchFit) fitMatrixFree(pl batchPlan, want int, opt BatchOptions) (vals
 		p = newFeatureProduct(pl.features, x, n, d)
 	case ProductIFGT:
 		p = pl.ifgt
+		f.gauss = pl.ifgt
 		f.ErrorBound = pl.ifgt.eps
 		// The product is only ε-accurate: converging far below that buys nothing.
 		tol = max(1e-12, pl.ifgt.eps/100)
@@ -478,6 +525,10 @@ func (f *BatchFit) init() {
 		f.poly = newPolyProjector(newPolyFeatures(f.Kernel, f.D), f.X, f.N, f.D, f.Alpha, f.K, f.ColMeans, f.GrandMean)
 		return
 	}
+	if f.gauss != nil {
+		f.rbf = newRBFProjector(f.gauss, f.Alpha, f.N, f.K, f.ColMeans, f.GrandMean)
+		return
+	}
 	f.rows = newKernelRows(f.Kernel, f.D, f.N)
 	f.rows.Reset(f.X, f.N)
 	f.kx = make([]float64, f.N)
@@ -489,6 +540,10 @@ func (f *BatchFit) init() {
 func (f *BatchFit) project(dst, x []float64) float64 {
 	if f.poly != nil {
 		mx := f.poly.project(dst, x)
+		return f.Kernel.Self(x) - 2*mx + f.GrandMean
+	}
+	if f.rbf != nil {
+		mx := f.rbf.project(dst, x)
 		return f.Kernel.Self(x) - 2*mx + f.GrandMean
 	}
 	kx := f.rows.Row(f.kx, x, norm2(x))
@@ -579,7 +634,9 @@ func init() {
 //	Ints:     "count" stored rows (≤ B), "stale" 1 when rows changed since
 //	          the fit, "basis_version" number of fits, "fitted" 0 or 1,
 //	          and when fitted "fit_rows" n and "fit_rank"
-//	Scalars:  when fitted "fit_grand_mean", "fit_trace", "fit_next"
+//	Scalars:  when fitted "fit_grand_mean", "fit_trace", "fit_next", and
+//	          "fit_precision" ε when the fit projects through the fast rbf
+//	          expansion (optional: older states lack it)
 //	Matrices: "rows" count×d oldest first; when fitted "fit_points" n×d,
 //	          "fit_alpha" n×k, "fit_col_means" 1×n, "fit_eigenvalues" 1×k
 //	          (eigenvalues of K̃, not divided by n)
@@ -776,6 +833,9 @@ func (b *Batch) State() *State {
 		s.putMatrix("fit_alpha", f.N, k, f.Alpha)
 		s.putMatrix("fit_col_means", 1, f.N, f.ColMeans)
 		s.putMatrix("fit_eigenvalues", 1, k, f.Eigenvalues)
+		if f.gauss != nil {
+			s.Scalars["fit_precision"] = f.ErrorBound
+		}
 	}
 	return s
 }
@@ -826,6 +886,15 @@ func (b *Batch) Restore(s *State) error {
 			}
 			if present != rank {
 				r.fail("fit rank %d but %d positive eigenvalues", rank, present)
+			}
+		}
+		if eps, ok := s.Scalars["fit_precision"]; ok && r.err == nil {
+			// The fit projected through the fast rbf expansion at this
+			// precision: rebuild it (deterministic in X, γ and ε).
+			if !(eps > 0 && eps <= 0.1) || b.cfg.Kernel.Name != KernelRBF {
+				r.fail("fit precision %v: want (0, 0.1] with an rbf kernel", eps)
+			} else if g, _ := newIFGT(f.X, n, d, b.cfg.Kernel.Gamma, eps); g != nil {
+				f.gauss, f.ErrorBound = g, eps
 			}
 		}
 		if r.err == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -454,6 +455,100 @@ func TestLanczosRankDeficientStops(t *testing.T) {
 	for i := range k {
 		if e := math.Abs(vals[i]-want[r-1-i]) / want[r-1]; !(e <= 1e-10) {
 			t.Errorf("value %d: %v, want %v", i, vals[i], want[r-1-i])
+		}
+	}
+}
+
+// TestFastRBFProjection: a fast rbf fit projects through its expansion;
+// each projection is within ε(‖αᵢ‖₁ + |sᵢ|) of the exact projection by the
+// same coefficients (the model export's arithmetic), and close to the
+// dense fit's; a Batch learner's state carries the precision, so a
+// restored learner projects identically.
+func TestFastRBFProjection(t *testing.T) {
+	const n, d, k, eps = 800, 2, 3, 1e-4
+	x := gaussRows(n, d, 21)
+	kern := learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}
+	f, err := learners.FitBatchWith(kern, x, n, d, k, learners.BatchOptions{Solver: learners.SolverFast, Precision: eps, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Product != learners.ProductIFGT {
+		t.Fatalf("product %q (%s), want ifgt", f.Product, f.Note)
+	}
+	bound := make([]float64, k)
+	for i := range k {
+		var l1, s float64
+		for j := range n {
+			l1 += math.Abs(f.Alpha[j*k+i])
+			s += f.Alpha[j*k+i]
+		}
+		bound[i] = eps * (l1 + math.Abs(s))
+	}
+	m := f.Model(learners.KindBatch, int64(n))
+	dense, err := learners.FitBatchWith(kern, x, n, d, k, learners.BatchOptions{Solver: learners.SolverDense})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := append(append([]float64(nil), x[:300*d]...), gaussRows(100, d, 22)...)
+	got, exact, ref := make([]float64, k), make([]float64, k), make([]float64, k)
+	worst := make([]float64, k)
+	var worstDense float64
+	for j := range len(pts) / d {
+		p := pts[j*d : (j+1)*d]
+		f.Transform(got, p)
+		m.Transform(exact, p)
+		dense.Transform(ref, p)
+		for i := range k {
+			worst[i] = math.Max(worst[i], math.Abs(got[i]-exact[i]))
+			if !(math.Abs(got[i]-exact[i]) <= bound[i]) {
+				t.Fatalf("row %d component %d: expansion %v, exact %v, bound %.3g", j, i, got[i], exact[i], bound[i])
+			}
+			// Up to the component's sign.
+			worstDense = math.Max(worstDense, math.Abs(math.Abs(got[i])-math.Abs(ref[i])))
+		}
+	}
+	if worstDense > 1e-3 {
+		t.Errorf("projections differ from the dense fit's by %.3g in magnitude", worstDense)
+	}
+	t.Logf("expansion vs exact projection: worst %v against bounds %v; vs dense %.3g", worst, bound, worstDense)
+
+	cfg := learners.Config{Learner: learners.KindBatch, Dim: d, Components: k, Budget: n, Kernel: kern, Seed: 1}
+	b, err := learners.NewBatch(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetFitOptions(learners.BatchOptions{Solver: learners.SolverFast, Precision: eps}); err != nil {
+		t.Fatal(err)
+	}
+	for j := range n {
+		if err := b.Learn(x[j*d : (j+1)*d]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Fit(); err != nil {
+		t.Fatal(err)
+	}
+	st := b.State()
+	if st.Scalars["fit_precision"] != eps {
+		t.Fatalf("state fit_precision %v, want %v", st.Scalars["fit_precision"], eps)
+	}
+	c, err := learners.Restore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range 50 {
+		p := pts[j*d : (j+1)*d]
+		y1, err1 := b.Transform(nil, p)
+		y2, err2 := c.Transform(nil, p)
+		if err1 != nil || err2 != nil || !slices.Equal(y1, y2) {
+			t.Fatalf("row %d: learner %v (%v), restored %v (%v)", j, y1, err1, y2, err2)
+		}
+	}
+	for _, bad := range []float64{0, -1, 0.5, math.NaN()} {
+		st := b.State()
+		st.Scalars["fit_precision"] = bad
+		if _, err := learners.Restore(st); !errors.Is(err, learners.ErrState) {
+			t.Errorf("fit_precision %v: %v, want ErrState", bad, err)
 		}
 	}
 }

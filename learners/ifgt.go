@@ -446,3 +446,77 @@ func (g *ifgtProduct) apply(dst, v []float64) {
 		}
 	}
 }
+
+// ifgtEval evaluates m fitted kernel sums Σⱼ wⱼc k(xⱼ, y), c < m, at any
+// target y through the same clusters and truncations as the product, so
+// each sum is within ε·Σⱼ|wⱼc| of the exact one. Cost per target: one
+// distance per cluster plus T·m per cluster within its cut-off.
+type ifgtEval struct {
+	g    *ifgtProduct
+	m    int
+	coef []float64 // cluster s, term a, vector c at (coefOff[s]+a)·m + c
+	yh   []float64 // scratch: y/h
+}
+
+// evaluator returns the evaluator of the n×m row-major weights w (rows in
+// the fitted order).
+func (g *ifgtProduct) evaluator(w []float64, m int) *ifgtEval {
+	e := &ifgtEval{g: g, m: m, coef: make([]float64, g.coefOff[g.ks]*m), yh: make([]float64, g.d)}
+	d := g.d
+	for s := range g.ks {
+		cf := e.coef[g.coefOff[s]*m : g.coefOff[s+1]*m]
+		mono := g.mono[:g.terms[s]]
+		for at := g.start[s]; at < g.start[s+1]; at++ {
+			g.monomials(mono, g.dx[at*d:(at+1)*d], g.ptrunc[s])
+			i := int(g.order[at])
+			wi := w[i*m : (i+1)*m]
+			sw := g.srcW[at]
+			for a, mv := range mono {
+				row := cf[a*m : (a+1)*m]
+				t := sw * mv
+				for c, wc := range wi {
+					row[c] += wc * t
+				}
+			}
+		}
+		for a := range g.terms[s] {
+			row := cf[a*m : (a+1)*m]
+			for c := range row {
+				row[c] *= g.cst[a]
+			}
+		}
+	}
+	return e
+}
+
+// eval writes the m sums at y into dst.
+func (e *ifgtEval) eval(dst, y []float64) {
+	g, m, d := e.g, e.m, e.g.d
+	clear(dst)
+	for j, v := range y {
+		e.yh[j] = v / g.h
+	}
+	dy := g.dy
+	for s := range g.ks {
+		c := g.centres[s*d : (s+1)*d]
+		var r2 float64
+		for j, v := range e.yh {
+			dy[j] = v - c[j]
+			r2 += dy[j] * dy[j]
+		}
+		if r2 > g.cut2[s] {
+			continue
+		}
+		mono := g.mono[:g.terms[s]]
+		g.monomials(mono, dy, g.ptrunc[s])
+		ex := math.Exp(-r2)
+		cf := e.coef[g.coefOff[s]*m : g.coefOff[s+1]*m]
+		for a, mv := range mono {
+			t := ex * mv
+			row := cf[a*m : (a+1)*m]
+			for k, v := range row {
+				dst[k] += t * v
+			}
+		}
+	}
+}
