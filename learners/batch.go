@@ -525,8 +525,10 @@ func (f *BatchFit) init() {
 		f.poly = newPolyProjector(newPolyFeatures(f.Kernel, f.D), f.X, f.N, f.D, f.Alpha, f.K, f.ColMeans, f.GrandMean)
 		return
 	}
-	if f.gauss != nil {
-		f.rbf = newRBFProjector(f.gauss, f.Alpha, f.N, f.K, f.ColMeans, f.GrandMean)
+	// The expansion's projector holds k+1 coefficients per term: at most
+	// 4·maxIFGTCoefs values (128 MiB), else kernel rows.
+	if g := f.gauss; g != nil && g.coefOff[g.ks]*(f.K+1) <= 4*maxIFGTCoefs {
+		f.rbf = newRBFProjector(g, f.Alpha, f.N, f.K, f.ColMeans, f.GrandMean)
 		return
 	}
 	f.rows = newKernelRows(f.Kernel, f.D, f.N)
@@ -571,7 +573,11 @@ func (f *BatchFit) project(dst, x []float64) float64 {
 
 // Transform writes the k projections of x (length D) into dst and returns
 // it; a nil dst is allocated, one of length K reused, any other length
-// panics. Cost O(n(d+k)); it does not allocate when dst is given.
+// panics. Cost O(n(d+k)) through kernel rows; O(D·k) through the explicit
+// features of a poly or linear fit (see init); for a fit on the fast rbf
+// product, one evaluation of its expansion (rbfProjector), within
+// ε(‖αᵢ‖₁ + |sᵢ|) of the exact projection that Model's arithmetic gives.
+// It does not allocate when dst is given.
 func (f *BatchFit) Transform(dst, x []float64) []float64 {
 	if len(x) != f.D {
 		panic(fmt.Sprintf("learners: batch transform of %d values, want %d", len(x), f.D))
@@ -679,7 +685,10 @@ func (b *Batch) Stale() bool { return b.stale }
 
 // MemoryBytes is the learner's steady memory in bytes: the ring B·d plus a
 // fit of B rows B·(d+k+2) plus the fit's kernel-row cache, in float64s.
-// Fit needs about 2·B² more float64s transiently.
+// Fit needs about 2·B² more float64s transiently with a stored Gram (see
+// SolverAuto). A fit on the fast rbf product also keeps its expansion:
+// 8·(B(2d+2) + (k+1)·terms) bytes, terms ≤ 4M in all (README: Batch
+// solvers).
 func (b *Batch) MemoryBytes() int {
 	bb, d, k := b.cfg.Budget, b.cfg.Dim, b.cfg.Components
 	return 8 * (bb*d + bb*(2*d+k+3) + k)
