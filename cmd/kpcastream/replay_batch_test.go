@@ -132,3 +132,37 @@ func TestReplayBatchSolverFlags(t *testing.T) {
 		t.Errorf("a refused replay left a model file: %v", err)
 	}
 }
+
+// TestReplayBatchFastRBF: --solver fast with an rbf kernel wide enough for
+// the expansion fits through it (the fit line states the bound) and its
+// projections of every row stay close to the dense solver's.
+func TestReplayBatchFastRBF(t *testing.T) {
+	const n, d, k = 600, 2, 2
+	dir := t.TempDir()
+	data := filepath.Join(dir, "x.csv")
+	writeGaussCSV(t, data, n, d, 9)
+	var z [][]float64
+	for _, solver := range []string{"fast", "dense"} {
+		proj := filepath.Join(dir, solver+".csv")
+		code, _, stderr := runCmd(t, "replay", "--learner", "batch", "--kernel", "rbf", "--gamma", "0.05",
+			"--components", strconv.Itoa(k), "--solver", solver, "--precision", "1e-5", "--in", data, "--out", proj,
+			"--model-out", filepath.Join(dir, solver+".json"), "--progress", "0")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", solver, code, stderr)
+		}
+		if solver == "fast" && !strings.Contains(stderr, "product ifgt (approximate: each covariance eigenvalue within 1e-05)") {
+			t.Errorf("fast: stderr lacks the ifgt fit line:\n%s", stderr)
+		}
+		z = append(z, readProj(t, proj, k))
+	}
+	for c := range k {
+		var big, worst float64
+		for j := range n {
+			big = math.Max(big, math.Abs(z[1][j*k+c]))
+			worst = math.Max(worst, math.Abs(math.Abs(z[0][j*k+c])-math.Abs(z[1][j*k+c])))
+		}
+		if !(worst <= 1e-3*big) {
+			t.Errorf("component %d: |projections| of fast and dense differ by %.3g (largest %.3g)", c, worst, big)
+		}
+	}
+}
