@@ -11,9 +11,26 @@ import (
 
 // Batch kernel PCA solvers for FitBatchWith.
 const (
-	SolverAuto    = ""        // dense up to DefaultLanczosAbove rows, Lanczos above
-	SolverDense   = "dense"   // full eigendecomposition of the n×n centred Gram (gonum EigenSym)
-	SolverLanczos = "lanczos" // Lanczos with full reorthogonalisation on the centred Gram as a matvec
+	// SolverAuto (also "auto") picks by size: dense up to LanczosAbove
+	// rows; above, fast for poly and linear kernels whose feature count D
+	// is below n/2 (exact), else lanczos while the stored Gram (8n² bytes)
+	// fits GramCap, else fast.
+	SolverAuto = ""
+	// SolverDense is the full eigendecomposition of the n×n centred Gram
+	// (gonum EigenSym): O(n³) time, about 3·8n² bytes.
+	SolverDense = "dense"
+	// SolverLanczos is Lanczos with full reorthogonalisation on the exact
+	// centred product: through a stored Gram while 8n² bytes fit GramCap,
+	// else matrix-free, one kernel row at a time (O(n²d) per product, no
+	// n×n storage).
+	SolverLanczos = "lanczos"
+	// SolverFast is Lanczos on fast products (Raykar and Duraiswami):
+	// exact through the explicit monomial features for poly and linear
+	// (O(n·D) per product, D = C(d+p, p)), approximate for rbf through the
+	// improved fast Gauss transform at Precision (see ifgt.go), falling
+	// back to the exact matrix-free product where the expansion does not
+	// pay (high d, narrow kernel) and for the other kernels.
+	SolverFast = "fast"
 )
 
 // DefaultLanczosAbove is the number of rows above which SolverAuto uses
@@ -22,6 +39,26 @@ const (
 // Dense stays the default for small n because it resolves exactly repeated
 // eigenvalues without relying on Lanczos restarts.
 const DefaultLanczosAbove = 256
+
+// DefaultGramCap is the default memory cap, in bytes, of a stored n×n Gram
+// (8n² bytes): 512 MiB, n ≤ 8192. Above it SolverAuto uses the fast
+// solver and SolverLanczos its matrix-free product.
+const DefaultGramCap = 512 << 20
+
+// DefaultPrecision is the default Precision ε of the fast rbf product.
+const DefaultPrecision = 1e-4
+
+// DefaultMaxKrylov caps the Krylov dimension m of the matrix-free solvers,
+// whose basis takes 8·n·m bytes.
+const DefaultMaxKrylov = 300
+
+// Products of a BatchFit (BatchFit.Product): how K·v was computed.
+const (
+	ProductGram     = "gram"     // stored n×n Gram (dense, lanczos under GramCap)
+	ProductBlocked  = "blocked"  // exact, matrix-free, kernel rows on the fly
+	ProductFeatures = "features" // exact, explicit poly/linear features
+	ProductIFGT     = "ifgt"     // improved fast Gauss transform (rbf), approximate
+)
 
 // RankTolerance is the relative threshold below which a component of a
 // batch fit is treated as absent: a component whose eigenvalue λᵢ of K̃ is
@@ -33,13 +70,39 @@ const RankTolerance = 1e-10
 
 // BatchOptions tunes FitBatchWith. The zero value is the default.
 type BatchOptions struct {
-	// Solver is SolverAuto (default), SolverDense or SolverLanczos.
+	// Solver is SolverAuto (default, or "auto"), SolverDense,
+	// SolverLanczos or SolverFast.
 	Solver string
 	// LanczosAbove is the row count above which SolverAuto uses Lanczos.
 	// Default DefaultLanczosAbove.
 	LanczosAbove int
+	// GramCap is the largest stored Gram in bytes (see SolverAuto and
+	// SolverLanczos). Default DefaultGramCap.
+	GramCap int64
+	// Precision is ε of the fast rbf product, in (0, 0.1]: every kernel
+	// sum Σⱼ k(x, xⱼ)vⱼ is within ε·Σⱼ|vⱼ| of the exact one, so each
+	// covariance eigenvalue λᵢ/n is within ε of the exact one (plus the
+	// Lanczos tolerance). Default DefaultPrecision.
+	Precision float64
+	// MaxKrylov caps the Krylov dimension of the Lanczos solvers (memory
+	// 8·n·MaxKrylov bytes). Default DefaultMaxKrylov (all n for a stored
+	// Gram).
+	MaxKrylov int
 	// Seed seeds Lanczos's start vector.
 	Seed uint64
+	// OnPlan, when set, is called once the solver and product are chosen
+	// and before the eigensolver starts (a fallback to the exact
+	// matrix-free product can take long: callers may say so first).
+	OnPlan func(BatchPlan)
+}
+
+// BatchPlan is how a batch fit is about to run (BatchOptions.OnPlan).
+type BatchPlan struct {
+	Rows            int
+	Solver, Product string
+	// Note and ErrorBound as in BatchFit.
+	Note       string
+	ErrorBound float64
 }
 
 // BatchFit is an exact batch kernel PCA of n rows (Schölkopf, Smola and
@@ -79,85 +142,278 @@ type BatchFit struct {
 	ColMeans []float64
 	// GrandMean is g = (1/n²)Σⱼₗ K[j][l].
 	GrandMean float64
+	// Solver and Product say how the fit was computed (SolverDense …,
+	// ProductGram …); empty for a restored fit.
+	Solver, Product string
+	// Note describes the fast rbf expansion, or says why a fast solver
+	// fell back to the exact matrix-free product (empty otherwise).
+	Note string
+	// Products is the number of kernel-matrix products the matrix-free
+	// solvers used (0 with a stored Gram).
+	Products int
+	// ErrorBound is the stated bound on |λᵢ/n − exact| of the fast rbf
+	// product (its Precision ε); 0 for the exact products.
+	ErrorBound float64
 
 	rows *kernelRows
-	kx   []float64 // n: scratch kernel row
+	kx   []float64      // n: scratch kernel row
+	poly *polyProjector // poly/linear fits: projection through the features
+	// gauss is the fast rbf product of the fit (nil unless Product is
+	// ProductIFGT or a restored fit had one); rbf projects through it.
+	gauss *ifgtProduct
+	rbf   *rbfProjector
+}
+
+// rbfProjector projects through the fitted rbf expansion: with the sums
+// eᵢ = Σⱼ αⱼᵢ k(xⱼ, x) and eₖ = (1/n)Σⱼ k(xⱼ, x) from one evaluation,
+// yᵢ = eᵢ − sᵢeₖ + oᵢ, sᵢ = Σⱼ αⱼᵢ, oᵢ = g·sᵢ − Σⱼ αⱼᵢcⱼ. Each kernel sum
+// is within ε·(its weights' l1 norm), so |Δyᵢ| ≤ ε(‖αᵢ‖₁ + |sᵢ|).
+type rbfProjector struct {
+	e      *ifgtEval
+	s, off []float64
+	sums   []float64 // scratch k+1
+}
+
+func newRBFProjector(g *ifgtProduct, alpha []float64, n, k int, col []float64, grand float64) *rbfProjector {
+	m := k + 1
+	w := make([]float64, n*m)
+	rp := &rbfProjector{s: make([]float64, k), off: make([]float64, k), sums: make([]float64, m)}
+	for j := range n {
+		a := alpha[j*k : (j+1)*k]
+		copy(w[j*m:], a)
+		w[j*m+k] = 1 / float64(n)
+		for i, ai := range a {
+			rp.s[i] += ai
+			rp.off[i] -= ai * col[j]
+		}
+	}
+	for i := range k {
+		rp.off[i] += grand * rp.s[i]
+	}
+	rp.e = g.evaluator(w, m)
+	return rp
+}
+
+// project writes the projections into dst and returns the mean kernel
+// value (1/n)Σⱼ k(xⱼ, x).
+func (rp *rbfProjector) project(dst, x []float64) float64 {
+	rp.e.eval(rp.sums, x)
+	k := len(dst)
+	mx := rp.sums[k]
+	for i := range dst {
+		dst[i] = rp.sums[i] - rp.s[i]*mx + rp.off[i]
+	}
+	return mx
 }
 
 // FitBatch is FitBatchWith with default options: the top k components of
-// the n rows of x (row-major n×d) under kern. It copies x. Cost: O(n²d) for
-// the Gram and O(n³) (dense) or about O(n²·(k+30)) (Lanczos) for the
-// eigenpairs; memory O(n²).
+// the n rows of x (row-major n×d) under kern. It copies x. Cost with a
+// stored Gram: O(n²d) for the Gram and O(n³) (dense) or about O(n²·(k+30))
+// (Lanczos) for the eigenpairs, memory O(n²); see SolverFast and
+// SolverLanczos for the matrix-free products used above the Gram cap.
 func FitBatch(kern Kernel, x []float64, n, d, k int) (*BatchFit, error) {
 	return FitBatchWith(kern, x, n, d, k, BatchOptions{})
 }
 
 // FitBatchWith is FitBatch with options. It returns ErrConfig for a bad
-// kernel or shape (n ≥ 1, d ≥ 1, 1 ≤ k ≤ n), ErrDimension when len(x) ≠ n·d,
-// ErrNonFinite for NaN or ±Inf in x, and ErrNumerical when the eigensolver
-// fails.
+// kernel, shape (n ≥ 1, d ≥ 1, 1 ≤ k ≤ n) or option, ErrDimension when
+// len(x) ≠ n·d, ErrNonFinite for NaN or ±Inf in x, and ErrNumerical when
+// the eigensolver fails.
+//
+// Memory: dense and lanczos under GramCap hold the n×n Gram (dense also its
+// n×n eigenvectors); the matrix-free products hold O(n·d + n·k) plus the
+// Krylov basis n·m (m ≤ MaxKrylov) and the expansion (D values for poly,
+// the clusters' coefficients for rbf), never an n×n matrix.
 func FitBatchWith(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (*BatchFit, error) {
 	kern = kern.withDefaults(d)
-	solver, err := checkBatch(kern, x, n, d, k, opt)
+	pl, err := checkBatch(kern, x, n, d, k, opt)
 	if err != nil {
 		return nil, err
 	}
-	gram := kern.Gram(nil, x, n, d)
-	col, grand, diag := gramMeans(gram, n)
+	if opt.OnPlan != nil {
+		bp := BatchPlan{Rows: n, Solver: pl.solver, Product: pl.product, Note: pl.note}
+		if pl.ifgt != nil {
+			bp.ErrorBound = pl.ifgt.eps
+		}
+		opt.OnPlan(bp)
+	}
 	want := min(k+1, n) // the (k+1)-th eigenvalue is wanted for the gap
-	vals, vecs, err := centeredTop(solver, gram, col, grand, n, want, opt.Seed)
-	if err != nil {
-		return nil, err
-	}
 	f := &BatchFit{
 		Kernel:         kern,
 		N:              n,
 		D:              d,
 		K:              k,
+		Solver:         pl.solver,
+		Product:        pl.product,
+		Note:           pl.note,
 		X:              append([]float64(nil), x...),
 		Eigenvalues:    make([]float64, k),
 		EigenvaluesCov: make([]float64, k),
-		Trace:          diag - float64(n)*grand,
 		Alpha:          make([]float64, n*k),
-		ColMeans:       col,
-		GrandMean:      grand,
+	}
+	var vals, vecs []float64
+	if pl.product == ProductGram {
+		gram := kern.Gram(nil, x, n, d)
+		col, grand, diag := gramMeans(gram, n)
+		f.ColMeans, f.GrandMean, f.Trace = col, grand, diag-float64(n)*grand
+		vals, vecs, err = centeredTop(pl.solver, gram, col, grand, n, want, opt.Seed)
+	} else {
+		vals, vecs, err = f.fitMatrixFree(pl, want, opt)
+	}
+	if err != nil {
+		return nil, err
 	}
 	f.setComponents(vals, vecs, want)
 	f.init()
 	return f, nil
 }
 
-// checkBatch validates the inputs of FitBatchWith and resolves its solver.
-func checkBatch(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (string, error) {
+// fitMatrixFree computes the column means, the trace and the top want
+// eigenpairs of K̃ through the product pl names, without an n×n matrix.
+func (f *BatchFit) fitMatrixFree(pl batchPlan, want int, opt BatchOptions) (vals, vecs []float64, err error) {
+	n, d, x := f.N, f.D, f.X
+	var p product
+	tol := 0.0 // lanczosTop's default
+	switch pl.product {
+	case ProductFeatures:
+		p = newFeatureProduct(pl.features, x, n, d)
+	case ProductIFGT:
+		p = pl.ifgt
+		f.gauss = pl.ifgt
+		f.ErrorBound = pl.ifgt.eps
+		// The product is only ε-accurate: converging far below that buys nothing.
+		tol = max(1e-12, pl.ifgt.eps/100)
+	default:
+		p = newBlockedProduct(f.Kernel, x, n, d)
+	}
+	// Centring through the same product: c = K1/n, g = 1ᵀK1/n².
+	ones := make([]float64, n)
+	for i := range ones {
+		ones[i] = 1
+	}
+	f.ColMeans = make([]float64, n)
+	p.apply(f.ColMeans, ones)
+	var diag float64
+	for i := range n {
+		f.ColMeans[i] /= float64(n)
+		f.GrandMean += f.ColMeans[i]
+		diag += f.Kernel.Self(x[i*d : (i+1)*d])
+	}
+	f.GrandMean /= float64(n)
+	f.Trace = diag - float64(n)*f.GrandMean
+	tmp := ones // scratch from here on
+	f.Products = 1
+	op := func(dst, v []float64) { f.Products++; centredApply(p, dst, v, tmp) }
+	maxIter := opt.MaxKrylov
+	if maxIter <= 0 {
+		maxIter = DefaultMaxKrylov
+	}
+	vals, vecs, err = lanczosTop(n, want, op, lanczosOptions{Seed: opt.Seed, MaxIter: min(maxIter, n), Tol: tol})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: batch (%s product): %w", ErrNumerical, pl.product, err)
+	}
+	return vals, vecs, nil
+}
+
+// batchPlan is a resolved solver and the product it runs on.
+type batchPlan struct {
+	solver, product string
+	features        *polyFeatures // ProductFeatures
+	ifgt            *ifgtProduct  // ProductIFGT
+	note            string        // why the product was chosen, for logs
+}
+
+// maxFeatures bounds the explicit poly feature count D considered.
+const maxFeatures = 1 << 16
+
+// checkBatch validates the inputs of FitBatchWith and resolves its solver
+// and product.
+func checkBatch(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (batchPlan, error) {
+	var pl batchPlan
 	if err := kern.Validate(); err != nil {
-		return "", err
+		return pl, err
 	}
 	if n < 1 || d < 1 || k < 1 || k > n {
-		return "", fmt.Errorf("%w: batch: need n ≥ 1, d ≥ 1 and 1 ≤ k ≤ n, got n=%d d=%d k=%d", ErrConfig, n, d, k)
+		return pl, fmt.Errorf("%w: batch: need n ≥ 1, d ≥ 1 and 1 ≤ k ≤ n, got n=%d d=%d k=%d", ErrConfig, n, d, k)
 	}
 	if len(x) != n*d {
-		return "", fmt.Errorf("%w: batch: %d values for %d×%d rows", ErrDimension, len(x), n, d)
+		return pl, fmt.Errorf("%w: batch: %d values for %d×%d rows", ErrDimension, len(x), n, d)
+	}
+	if err := opt.validate(); err != nil {
+		return pl, err
 	}
 	for i, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return "", fmt.Errorf("%w: batch: row %d column %d is %v", ErrNonFinite, i/d, i%d, v)
+			return pl, fmt.Errorf("%w: batch: row %d column %d is %v", ErrNonFinite, i/d, i%d, v)
 		}
 	}
-	solver := opt.Solver
-	if solver == SolverAuto {
+	gramCap := opt.GramCap
+	if gramCap <= 0 {
+		gramCap = DefaultGramCap
+	}
+	gramFits := 8*float64(n)*float64(n) <= float64(gramCap)
+	nf := polyFeatureDim(kern, d, maxFeatures)
+	featuresPay := nf > 0 && nf < n/2
+	pl.solver = opt.Solver
+	if pl.solver == SolverAuto || pl.solver == "auto" {
 		above := opt.LanczosAbove
 		if above <= 0 {
 			above = DefaultLanczosAbove
 		}
-		solver = SolverDense
-		if n > above {
-			solver = SolverLanczos
+		switch {
+		case n <= above:
+			pl.solver = SolverDense
+		case featuresPay || !gramFits:
+			pl.solver = SolverFast
+		default:
+			pl.solver = SolverLanczos
 		}
 	}
-	if solver != SolverDense && solver != SolverLanczos {
-		return "", fmt.Errorf("%w: batch: unknown solver %q (want dense or lanczos)", ErrConfig, solver)
+	switch pl.solver {
+	case SolverDense:
+		pl.product = ProductGram
+	case SolverLanczos:
+		pl.product = ProductBlocked
+		if gramFits {
+			pl.product = ProductGram
+		}
+	case SolverFast:
+		pl.product = ProductBlocked
+		switch {
+		case nf > 0:
+			pl.product, pl.features = ProductFeatures, newPolyFeatures(kern, d)
+		case kern.Name == KernelRBF:
+			eps := opt.Precision
+			if eps == 0 {
+				eps = DefaultPrecision
+			}
+			g, why := newIFGT(x, n, d, kern.Gamma, eps)
+			if g != nil {
+				pl.product, pl.ifgt = ProductIFGT, g
+				why = fmt.Sprintf("%d clusters, ≤ %d Taylor terms, estimated %.2g of the exact product's flops", g.Clusters, g.MaxTerms, g.Cost/g.ExactCost)
+			}
+			pl.note = why
+		default:
+			pl.note = fmt.Sprintf("no fast product for the %s kernel: exact matrix-free product", kern.Name)
+		}
 	}
-	return solver, nil
+	return pl, nil
+}
+
+// validate checks the options' values.
+func (o BatchOptions) validate() error {
+	switch o.Solver {
+	case SolverAuto, "auto", SolverDense, SolverLanczos, SolverFast:
+	default:
+		return fmt.Errorf("%w: batch: unknown solver %q (want auto, dense, lanczos or fast)", ErrConfig, o.Solver)
+	}
+	if o.Precision != 0 && !(o.Precision > 0 && o.Precision <= 0.1) {
+		return fmt.Errorf("%w: batch: precision %v outside (0, 0.1]", ErrConfig, o.Precision)
+	}
+	if o.GramCap < 0 || o.MaxKrylov < 0 || o.LanczosAbove < 0 {
+		return fmt.Errorf("%w: batch: negative gram cap %d, max Krylov %d or Lanczos threshold %d", ErrConfig, o.GramCap, o.MaxKrylov, o.LanczosAbove)
+	}
+	return nil
 }
 
 // gramMeans returns the column means c of the n×n Gram matrix, its grand
@@ -182,7 +438,7 @@ func gramMeans(gram []float64, n int) (col []float64, grand, diag float64) {
 // matrix K̃ = K − 1cᵀ − c1ᵀ + g11ᵀ and their eigenvectors (n×want,
 // row-major). The dense solver centres gram in place; Lanczos never forms K̃.
 func centeredTop(solver string, gram, col []float64, grand float64, n, want int, seed uint64) (vals, vecs []float64, err error) {
-	if solver == SolverLanczos {
+	if solver == SolverLanczos || solver == SolverFast {
 		// K̃v = Kv − 1(cᵀv) − c(1ᵀv) + g(1ᵀv)1.
 		op := func(dst, v []float64) {
 			var cv, sv float64
@@ -261,8 +517,20 @@ func (f *BatchFit) setComponents(vals, vecs []float64, want int) {
 	}
 }
 
-// init builds the kernel-row evaluator and scratch from X.
+// init builds the kernel-row evaluator and scratch from X, or for a poly
+// or linear kernel whose features make a projection cheaper (D(k+1) <
+// n(d+k)/2) the feature projector instead.
 func (f *BatchFit) init() {
+	if nf := polyFeatureDim(f.Kernel, f.D, maxFeatures); nf > 0 && 2*nf*(f.K+1) < f.N*(f.D+f.K) {
+		f.poly = newPolyProjector(newPolyFeatures(f.Kernel, f.D), f.X, f.N, f.D, f.Alpha, f.K, f.ColMeans, f.GrandMean)
+		return
+	}
+	// The expansion's projector holds k+1 coefficients per term: at most
+	// 4·maxIFGTCoefs values (128 MiB), else kernel rows.
+	if g := f.gauss; g != nil && g.coefOff[g.ks]*(f.K+1) <= 4*maxIFGTCoefs {
+		f.rbf = newRBFProjector(g, f.Alpha, f.N, f.K, f.ColMeans, f.GrandMean)
+		return
+	}
 	f.rows = newKernelRows(f.Kernel, f.D, f.N)
 	f.rows.Reset(f.X, f.N)
 	f.kx = make([]float64, f.N)
@@ -272,6 +540,14 @@ func (f *BatchFit) init() {
 // where m is the feature-space mean of the fitted rows. x must have length D
 // and dst length K.
 func (f *BatchFit) project(dst, x []float64) float64 {
+	if f.poly != nil {
+		mx := f.poly.project(dst, x)
+		return f.Kernel.Self(x) - 2*mx + f.GrandMean
+	}
+	if f.rbf != nil {
+		mx := f.rbf.project(dst, x)
+		return f.Kernel.Self(x) - 2*mx + f.GrandMean
+	}
 	kx := f.rows.Row(f.kx, x, norm2(x))
 	var mx float64
 	for _, v := range kx {
@@ -297,7 +573,11 @@ func (f *BatchFit) project(dst, x []float64) float64 {
 
 // Transform writes the k projections of x (length D) into dst and returns
 // it; a nil dst is allocated, one of length K reused, any other length
-// panics. Cost O(n(d+k)); it does not allocate when dst is given.
+// panics. Cost O(n(d+k)) through kernel rows; O(D·k) through the explicit
+// features of a poly or linear fit (see init); for a fit on the fast rbf
+// product, one evaluation of its expansion (rbfProjector), within
+// ε(‖αᵢ‖₁ + |sᵢ|) of the exact projection that Model's arithmetic gives.
+// It does not allocate when dst is given.
 func (f *BatchFit) Transform(dst, x []float64) []float64 {
 	if len(x) != f.D {
 		panic(fmt.Sprintf("learners: batch transform of %d values, want %d", len(x), f.D))
@@ -341,16 +621,18 @@ func init() {
 }
 
 // Batch is the "batch" learner: it keeps the last Budget observations in a
-// ring and, when Fit is called, computes exact batch kernel PCA of them
-// (FitBatch; Lanczos above DefaultLanczosAbove rows, seeded by
-// Config.Seed). Learn only stores a row and marks the fit stale;
+// ring and, when Fit is called, computes batch kernel PCA of them
+// (FitBatchWith with the options of SetFitOptions, default SolverAuto;
+// Lanczos seeded by Config.Seed). Learn only stores a row and marks the fit stale;
 // Transform, Score, Summary and Model use the last fit and return
 // ErrNotReady before the first one. It serves as the reference learner and
 // for periodic offline fits.
 //
 // Memory: the ring holds B·d values and a fit holds n·(d+k+2) values for
 // its n ≤ B rows; Fit allocates a transient B×B Gram (and B×B eigenvectors
-// for the dense solver). Learn, Transform and Score do not allocate. A
+// for the dense solver) only with a stored Gram, at most GramCap bytes
+// under SolverAuto; the matrix-free solvers need O(B·(d+k)) plus their
+// Krylov basis (8·B·m bytes, m ≤ MaxKrylov) and expansion. Learn, Transform and Score do not allocate. A
 // Batch is not safe for concurrent use.
 //
 // State names (see State):
@@ -358,7 +640,9 @@ func init() {
 //	Ints:     "count" stored rows (≤ B), "stale" 1 when rows changed since
 //	          the fit, "basis_version" number of fits, "fitted" 0 or 1,
 //	          and when fitted "fit_rows" n and "fit_rank"
-//	Scalars:  when fitted "fit_grand_mean", "fit_trace", "fit_next"
+//	Scalars:  when fitted "fit_grand_mean", "fit_trace", "fit_next", and
+//	          "fit_precision" ε when the fit projects through the fast rbf
+//	          expansion (optional: older states lack it)
 //	Matrices: "rows" count×d oldest first; when fitted "fit_points" n×d,
 //	          "fit_alpha" n×k, "fit_col_means" 1×n, "fit_eigenvalues" 1×k
 //	          (eigenvalues of K̃, not divided by n)
@@ -371,6 +655,7 @@ type Batch struct {
 	stale   bool
 	version uint64
 	fit     *BatchFit
+	opt     BatchOptions // fit options (SetFitOptions); Seed is Config.Seed
 }
 
 // NewBatch returns an empty batch learner after validating cfg.
@@ -400,7 +685,10 @@ func (b *Batch) Stale() bool { return b.stale }
 
 // MemoryBytes is the learner's steady memory in bytes: the ring B·d plus a
 // fit of B rows B·(d+k+2) plus the fit's kernel-row cache, in float64s.
-// Fit needs about 2·B² more float64s transiently.
+// Fit needs about 2·B² more float64s transiently with a stored Gram (see
+// SolverAuto). A fit on the fast rbf product also keeps its expansion:
+// 8·(B(2d+2) + (k+1)·terms) bytes, terms ≤ 4M in all (README: Batch
+// solvers).
 func (b *Batch) MemoryBytes() int {
 	bb, d, k := b.cfg.Budget, b.cfg.Dim, b.cfg.Components
 	return 8 * (bb*d + bb*(2*d+k+3) + k)
@@ -442,7 +730,9 @@ func (b *Batch) Fit() error {
 	if need := max(2, b.cfg.Components); b.count < need {
 		return fmt.Errorf("%w: batch fit needs %d rows, has %d", ErrNotReady, need, b.count)
 	}
-	f, err := FitBatchWith(b.cfg.Kernel, b.rows(), b.count, b.cfg.Dim, b.cfg.Components, BatchOptions{Seed: b.cfg.Seed})
+	opt := b.opt
+	opt.Seed = b.cfg.Seed
+	f, err := FitBatchWith(b.cfg.Kernel, b.rows(), b.count, b.cfg.Dim, b.cfg.Components, opt)
 	if err != nil {
 		if errors.Is(err, ErrNumerical) {
 			return err
@@ -454,6 +744,21 @@ func (b *Batch) Fit() error {
 	b.version++
 	return nil
 }
+
+// SetFitOptions sets the solver options of later fits (BatchOptions; its
+// Seed is ignored: fits use Config.Seed). Options are not part of the
+// State: a restored learner fits with the defaults until they are set
+// again. It returns ErrConfig for a bad option and then changes nothing.
+func (b *Batch) SetFitOptions(opt BatchOptions) error {
+	if err := opt.validate(); err != nil {
+		return err
+	}
+	b.opt = opt
+	return nil
+}
+
+// LastFit returns the last fit (read-only; nil before the first).
+func (b *Batch) LastFit() *BatchFit { return b.fit }
 
 // Transform projects x onto the k components of the last fit. See Learner.
 func (b *Batch) Transform(dst, x []float64) ([]float64, error) {
@@ -537,6 +842,9 @@ func (b *Batch) State() *State {
 		s.putMatrix("fit_alpha", f.N, k, f.Alpha)
 		s.putMatrix("fit_col_means", 1, f.N, f.ColMeans)
 		s.putMatrix("fit_eigenvalues", 1, k, f.Eigenvalues)
+		if f.gauss != nil {
+			s.Scalars["fit_precision"] = f.ErrorBound
+		}
 	}
 	return s
 }
@@ -587,6 +895,15 @@ func (b *Batch) Restore(s *State) error {
 			}
 			if present != rank {
 				r.fail("fit rank %d but %d positive eigenvalues", rank, present)
+			}
+		}
+		if eps, ok := s.Scalars["fit_precision"]; ok && r.err == nil {
+			// The fit projected through the fast rbf expansion at this
+			// precision: rebuild it (deterministic in X, γ and ε).
+			if !(eps > 0 && eps <= 0.1) || b.cfg.Kernel.Name != KernelRBF {
+				r.fail("fit precision %v: want (0, 0.1] with an rbf kernel", eps)
+			} else if g, _ := newIFGT(f.X, n, d, b.cfg.Kernel.Gamma, eps); g != nil {
+				f.gauss, f.ErrorBound = g, eps
 			}
 		}
 		if r.err == nil {

@@ -32,8 +32,11 @@
 //   - kha: Kashima's kernelised Oja/generalised Hebbian rule on a fixed
 //     memorised set of B points with KHA/et gains.
 //   - window: exact kernel PCA of the last W observations (sliding window).
-//   - batch: Raykar-style batch kernel PCA (centred Gram, Lanczos); the
-//     reference for tests and a learner for offline fits.
+//   - batch: Raykar-style batch kernel PCA (Lanczos on centred kernel
+//     products: a stored Gram, exact matrix-free kernel rows, explicit poly
+//     features, or the improved fast Gauss transform for rbf at a stated
+//     precision; see SolverAuto); the reference for tests and a learner
+//     for offline fits.
 //
 // Subpackage classify is an online classifier on ikpca's whitened
 // dictionary coordinates (IKPCA.Coords), kept basis-aware through

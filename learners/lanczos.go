@@ -57,6 +57,9 @@ func lanczosTop(n, k int, apply func(dst, v []float64), opt lanczosOptions) (val
 		alpha []float64   // diagonal of T
 		beta  []float64   // off-diagonal: beta[j] couples q[j] and q[j+1]
 		w     = make([]float64, n)
+		// prevTop are the top k Ritz values when the Krylov space last
+		// became invariant (nil before).
+		prevTop []float64
 	)
 	next, ok := randomOrthogonal(rng, q, n)
 	if !ok {
@@ -114,7 +117,26 @@ func lanczosTop(n, k int, apply func(dst, v []float64), opt lanczosOptions) (val
 				}
 			}
 			// An invariant subspace that is not the whole space may miss
-			// eigenvalues: only accept it once the space is exhausted.
+			// eigenvalues (a repeated eigenvalue appears once per Krylov
+			// block): accept it once a restart from a fresh random vector
+			// has left the top k Ritz values unchanged, or once the space
+			// is exhausted. A rank-deficient operator (a poly kernel's
+			// centred Gram has rank ≤ its feature count) so stops one
+			// step after its range is spanned instead of walking the
+			// whole null space.
+			if conv && invariant && m < n {
+				cur := ritzValues(theta, k)
+				same := prevTop != nil
+				for i := range cur {
+					if same && math.Abs(cur[i]-prevTop[i]) > tol*max(top, math.SmallestNonzeroFloat64) {
+						same = false
+					}
+				}
+				if same {
+					return cur, ritzVectors(q, s, k, n), nil
+				}
+				prevTop = cur
+			}
 			if (conv && !invariant) || m == n {
 				return ritzValues(theta, k), ritzVectors(q, s, k, n), nil
 			}

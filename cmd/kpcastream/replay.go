@@ -50,6 +50,9 @@ type replayOptions struct {
 	learningRate, decay float64
 	progressEvery       time.Duration
 	budgetIsSet         bool
+	solver              string  // batch: auto|dense|lanczos|fast
+	precision           float64 // batch fast rbf: ε
+	precisionIsSet      bool
 	mon                 monitorOptions // replay_monitor.go
 	label               labelOptions   // replay --label (replay_label.go)
 	report              reportOptions  // replay_report.go
@@ -106,6 +109,8 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.1)")
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
 	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
+	fs.StringVar(&o.solver, "solver", "auto", "batch: eigensolver auto, dense, lanczos or fast (README: batch solvers)")
+	fs.Float64Var(&o.precision, "precision", learners.DefaultPrecision, "batch, --solver fast (or auto above the Gram cap), rbf: precision ε in (0, 0.1] of the fast Gauss transform; each covariance eigenvalue is within ε of the exact one")
 	labelFlags(fs, &o.label)
 	monitorFlags(fs, &o.mon)
 	reportFlags(fs, &o.report)
@@ -122,8 +127,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errUsage
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "budget" {
+		switch f.Name {
+		case "budget":
 			o.budgetIsSet = true
+		case "precision":
+			o.precisionIsSet = true
 		}
 		if monitorFlagNames[f.Name] {
 			o.mon.set = true
@@ -147,6 +155,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	problems = append(problems, labelProblems(&o)...)
 	problems = append(problems, monitorProblems(&o)...)
+	problems = append(problems, o.solverProblems()...)
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "kpcastream replay: %s\n", strings.Join(problems, "; "))
 		return errUsage
@@ -232,6 +241,11 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		return fmt.Errorf("learner settings: %w", err)
 	}
 	fitter, _ := l.(interface{ Fit() error })
+	if b, ok := l.(*learners.Batch); ok {
+		if err := b.SetFitOptions(o.batchOptions(stderr)); err != nil {
+			return fmt.Errorf("learner settings: %w", err)
+		}
+	}
 	rep, err := newReplayReport(&o.report, filepath.Base(name), cfg)
 	if err != nil {
 		return err
@@ -337,8 +351,12 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		}
 	}
 	if fitter != nil {
+		start := time.Now()
 		if err := fitter.Fit(); err != nil {
 			return fmt.Errorf("fit: %w", err)
+		}
+		if b, ok := l.(*learners.Batch); ok {
+			fmt.Fprintln(stderr, batchFitLine(b.LastFit(), time.Since(start)))
 		}
 		if out != nil || rep != nil {
 			// The batch learner projects every row with the final fit.
@@ -370,6 +388,60 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 		o.mon.detect.print(stderr, o.mon.faultColumn)
 	}
 	return writeModelWith(l, o.modelOut, o.mon.decorate(mon))
+}
+
+// solverProblems checks --solver and --precision.
+func (o *replayOptions) solverProblems() []string {
+	var p []string
+	switch o.solver {
+	case "auto", learners.SolverDense, learners.SolverLanczos, learners.SolverFast:
+	default:
+		p = append(p, fmt.Sprintf("--solver must be auto, dense, lanczos or fast, got %q", o.solver))
+	}
+	if !(o.precision > 0 && o.precision <= 0.1) {
+		p = append(p, fmt.Sprintf("--precision must be in (0, 0.1], got %v", o.precision))
+	}
+	if o.learner != learners.KindBatch && (o.solver != "auto" || o.precisionIsSet) {
+		p = append(p, "--solver and --precision apply to --learner batch only")
+	}
+	return p
+}
+
+// batchOptions are the batch learner's fit options from the flags; a fit
+// on the exact matrix-free product (O(n²d) per product) is announced on
+// stderr before it starts.
+func (o *replayOptions) batchOptions(stderr io.Writer) learners.BatchOptions {
+	return learners.BatchOptions{Solver: o.solver, Precision: o.precision, OnPlan: func(p learners.BatchPlan) {
+		if p.Product == learners.ProductBlocked {
+			line := fmt.Sprintf("replay: batch fit of %d rows on the exact matrix-free product: O(n²d) per product, this can take long", p.Rows)
+			if p.Note != "" {
+				line += "; " + p.Note
+			}
+			fmt.Fprintln(stderr, line)
+		}
+	}}
+}
+
+// batchFitLine describes a batch fit for stderr: solver, product, its
+// error bound or why a fast solver fell back, and the time taken.
+func batchFitLine(f *learners.BatchFit, took time.Duration) string {
+	if f == nil {
+		return "replay: batch: no fit"
+	}
+	line := fmt.Sprintf("replay: batch fit of %d rows: solver %s, product %s", f.N, f.Solver, f.Product)
+	switch {
+	case f.Product == learners.ProductIFGT:
+		line += fmt.Sprintf(" (approximate: each covariance eigenvalue within %.3g)", f.ErrorBound)
+	default:
+		line += " (exact)"
+	}
+	if f.Note != "" {
+		line += "; " + f.Note
+	}
+	if f.Products > 0 {
+		line += fmt.Sprintf(", %d products", f.Products)
+	}
+	return line + fmt.Sprintf(", %.2f s", took.Seconds())
 }
 
 func openInput(path string) (io.Reader, string, func(), error) {
