@@ -178,6 +178,7 @@ func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 	for i := range w.res.outs {
 		out := &w.res.outs[i]
 		o.Seq, o.Z, o.SPE, o.T2, o.Basis, o.Explained = out.Seq, out.Z, out.SPE, out.T2, out.BasisVersion, out.Explained
+		o.SPELimit, o.T2Limit, o.Alarm = out.SPELimit, out.T2Limit, out.Alarm
 		o.Age = -1
 		if out.TS > 0 {
 			o.Age = float64(now.UnixNano())/1e9 - out.TS

@@ -304,7 +304,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 						return err
 					}
 				}
-				rep.add(l, idx, mon.Input(xin, row), r.Z, r.Novelty, err)
+				rep.add(l, idx, mon.Input(xin, row), r.Z, r.Novelty, err, r.Verdict)
 			}
 			prog.Update(fed, l)
 			return checkpoint()
@@ -320,7 +320,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 					return err
 				}
 			}
-			rep.add(l, idx, row, zz, nov, err)
+			rep.add(l, idx, row, zz, nov, err, monitor.Verdict{})
 		}
 		prog.Update(fed, l)
 		return checkpoint()
@@ -367,7 +367,7 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 						return err
 					}
 				}
-				rep.add(l, idx, x[idx*d:(idx+1)*d], zz, nov, err)
+				rep.add(l, idx, x[idx*d:(idx+1)*d], zz, nov, err, monitor.Verdict{})
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/kpcaeval"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // reportOptions are replay's flags of the offline report.
@@ -73,7 +74,7 @@ func newReplayReport(o *reportOptions, title string, cfg learners.Config) (*repl
 }
 
 // add records one fed row (learned, then scored with err from Score).
-func (r *replayReport) add(l learners.Learner, idx int, row, z []float64, nov learners.Novelty, err error) {
+func (r *replayReport) add(l learners.Learner, idx int, row, z []float64, nov learners.Novelty, err error, v monitor.Verdict) {
 	if r == nil {
 		return
 	}
@@ -102,6 +103,7 @@ func (r *replayReport) add(l learners.Learner, idx int, row, z []float64, nov le
 	sum := l.Summary(r.eig)
 	o := &r.obs
 	o.X, o.Seq, o.Z, o.SPE, o.T2 = r.fed-1, uint64(idx), z, nov.SPE, nov.T2
+	o.SPELimit, o.T2Limit, o.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
 	o.Explained, o.Eigenvalues, o.Stored, o.Basis = sum.ExplainedVariance, sum.Eigenvalues, sum.Stored, sum.BasisVersion
 	o.Swaps, o.Moves, o.Age = sum.SwapsPer1000, sum.MovesPer1000, -1
 	o.Learn = 0

@@ -112,6 +112,25 @@ func TestReportChromium(t *testing.T) {
 		}
 	}
 
+	// A monitored replay: the SPE and T² charts draw the limits the
+	// outputs carried and mark their alarms.
+	monReport := filepath.Join(dir, "monitor.html")
+	code, _, stderr = runCmd(t, "replay", "--learner", "ikpca", "--kernel", "rbf", "--gamma", "0.5", "--components", "5",
+		"--budget", "100", "--in", data, "--drop", "phase", "--model-out", filepath.Join(dir, "mm.json"),
+		"--learn", "normal", "--warmup", "300", "--report", monReport, "--report-window", "200", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("monitored replay exit %d: %s", code, stderr)
+	}
+	dom, logs := dumpDOM(t, chrome, "file://"+monReport, 1400)
+	if charts := pageProblems(t, "monitored report", dom, logs); charts["spe"] <= 0 {
+		t.Errorf("monitored report: SPE chart empty")
+	}
+	for _, want := range []string{"control limit", "alarmed (the outputs' own limits)"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("monitored report: no %q on the page", want)
+		}
+	}
+
 	// A classifier's report: 3 classes, predictions right 2 times in 3.
 	s := kpcaview.NewSeries(kpcaview.Options{Samples: 4000, ZDims: 2, EigDims: 2, Buckets: 50, Width: 100, Thin: true})
 	classes := []string{"a", "b", "c"}
@@ -133,7 +152,7 @@ func TestReportChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	dom, logs := dumpDOM(t, chrome, "file://"+f.Name(), 1400)
+	dom, logs = dumpDOM(t, chrome, "file://"+f.Name(), 1400)
 	charts := pageProblems(t, "classifier report", dom, logs)
 	if charts["acc"] <= 0 || charts["conf"] != 3000 {
 		t.Errorf("classifier report: accuracy chart %d points, confusion of %d samples (want 3000)", charts["acc"], charts["conf"])

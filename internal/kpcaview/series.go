@@ -21,6 +21,11 @@ type Observation struct {
 	// none) and the pairs of both make the classifier's accuracy and
 	// confusion.
 	Pred string
+	// SPELimit and T2Limit are the control limits the output carried (a
+	// pipeline's monitor:), 0 without them; Alarm its alarm ("spe", "t2",
+	// "both" or "").
+	SPELimit, T2Limit float64
+	Alarm             string
 
 	Explained   float64
 	Eigenvalues []float64 // the first Options.EigDims values are kept
@@ -118,6 +123,7 @@ type Series struct {
 	sz       []float64
 	slabel   []string
 	spred    []string
+	salarm   []string
 	head, n  int
 	stride   int64 // Thin: keep every stride-th observation
 	count    int64 // observations added
@@ -132,6 +138,9 @@ type Series struct {
 	hasBasis bool
 	labels   bool
 	preds    bool
+	alarms   bool    // some kept sample carried an alarm or limits
+	speLim   float64 // the newest observation's limits (0: none)
+	t2Lim    float64
 	every    int // PerBucket: keep every every-th observation of a bucket
 	inBucket int // observations in the current bucket
 }
@@ -142,7 +151,7 @@ func NewSeries(o Options) *Series {
 	s := &Series{o: o, stride: 1, width: o.Width,
 		sx: make([]int64, o.Samples), sseq: make([]uint64, o.Samples), sspe: make([]float64, o.Samples),
 		st2: make([]float64, o.Samples), sz: make([]float64, o.Samples*o.ZDims), slabel: make([]string, o.Samples), spred: make([]string, o.Samples),
-		buckets: make([]bucket, o.Buckets)}
+		salarm: make([]string, o.Samples), buckets: make([]bucket, o.Buckets)}
 	for i := range s.buckets {
 		s.buckets[i].eig = make([]float64, o.EigDims)
 	}
@@ -162,6 +171,10 @@ func (s *Series) Add(o *Observation) {
 	}
 	if o.Pred != "" {
 		s.preds = true
+	}
+	s.speLim, s.t2Lim = o.SPELimit, o.T2Limit
+	if o.Alarm != "" || o.SPELimit > 0 {
+		s.alarms = true
 	}
 	if s.hasBasis && o.Basis != s.basis {
 		if len(s.events) == maxEvents {
@@ -207,7 +220,7 @@ func (s *Series) addSample(o *Observation) {
 		}
 	}
 	i := nextSlot(s.o.Thin, &s.head, &s.n, s.o.Samples)
-	s.sx[i], s.sseq[i], s.sspe[i], s.st2[i], s.slabel[i], s.spred[i] = o.X, o.Seq, o.SPE, o.T2, o.Label, o.Pred
+	s.sx[i], s.sseq[i], s.sspe[i], s.st2[i], s.slabel[i], s.spred[i], s.salarm[i] = o.X, o.Seq, o.SPE, o.T2, o.Label, o.Pred, o.Alarm
 	z := s.sz[i*s.o.ZDims : (i+1)*s.o.ZDims]
 	clear(z)
 	copy(z, o.Z)
@@ -235,7 +248,7 @@ func (s *Series) moveSample(dst, src int) {
 	if dst == src {
 		return
 	}
-	s.sx[dst], s.sseq[dst], s.sspe[dst], s.st2[dst], s.slabel[dst], s.spred[dst] = s.sx[src], s.sseq[src], s.sspe[src], s.st2[src], s.slabel[src], s.spred[src]
+	s.sx[dst], s.sseq[dst], s.sspe[dst], s.st2[dst], s.slabel[dst], s.spred[dst], s.salarm[dst] = s.sx[src], s.sseq[src], s.sspe[src], s.st2[src], s.slabel[src], s.spred[src], s.salarm[src]
 	d := s.o.ZDims
 	copy(s.sz[dst*d:(dst+1)*d], s.sz[src*d:(src+1)*d])
 }
@@ -334,12 +347,15 @@ func mod(x, w int64) int64 {
 	return m
 }
 
-// Limits are the control limits of the novelty scores: the Q-quantile of
-// the kept samples' SPE and T².
+// Limits are the control limits of the novelty scores: the ones the
+// newest output carried (Source "monitor": a pipeline's monitor:, at its
+// level), else the Q-quantile of the kept samples' SPE and T² (Source
+// "quantile").
 type Limits struct {
-	Q   float64 `json:"q"`
-	SPE float64 `json:"spe"`
-	T2  float64 `json:"t2"`
+	Q      float64 `json:"q"`
+	Source string  `json:"source"`
+	SPE    float64 `json:"spe"`
+	T2     float64 `json:"t2"`
 	// SPEOver and T2Over count the kept samples above each limit.
 	SPEOver int `json:"spe_over"`
 	T2Over  int `json:"t2_over"`
@@ -372,7 +388,11 @@ func Quantile(xs []float64, q float64) float64 {
 // ControlLimits computes the q-quantile limits of spe and t2 and counts
 // the values above them.
 func ControlLimits(spe, t2 []float64, q float64) Limits {
-	l := Limits{Q: q, SPE: Quantile(spe, q), T2: Quantile(t2, q)}
+	return countOver(Limits{Q: q, Source: "quantile", SPE: Quantile(spe, q), T2: Quantile(t2, q)}, spe, t2)
+}
+
+// countOver counts the values of spe and t2 above l's limits.
+func countOver(l Limits, spe, t2 []float64) Limits {
 	for _, v := range spe {
 		if v > l.SPE {
 			l.SPEOver++
@@ -451,6 +471,9 @@ type SampleCols struct {
 	// classifier stage; where it is set, Label is the sample's own label
 	// ("" when it had none).
 	Pred []string `json:"pred,omitempty"`
+	// Alarm is each sample's alarm as its output carried it ("spe", "t2",
+	// "both" or ""), absent unless the outputs carry a monitor's limits.
+	Alarm []string `json:"alarm,omitempty"`
 }
 
 // BucketCols are the buckets, oldest first, as columns. SPE and T2 are
@@ -513,6 +536,9 @@ func (s *Series) View(q float64, rule DriftRule) *View {
 	if s.preds {
 		sc.Pred = make([]string, s.n)
 	}
+	if s.alarms {
+		sc.Alarm = make([]string, s.n)
+	}
 	for j := range s.n {
 		i := (s.head + j) % s.o.Samples
 		sc.X[j], sc.Seq[j], sc.SPE[j], sc.T2[j] = s.sx[i], s.sseq[i], finite(s.sspe[i]), finite(s.st2[i])
@@ -525,8 +551,15 @@ func (s *Series) View(q float64, rule DriftRule) *View {
 		if s.preds {
 			sc.Pred[j] = s.spred[i]
 		}
+		if sc.Alarm != nil {
+			sc.Alarm[j] = s.salarm[i]
+		}
 	}
-	v.Limits = ControlLimits(sc.SPE, sc.T2, q)
+	if s.speLim > 0 && s.t2Lim > 0 {
+		v.Limits = countOver(Limits{Q: q, Source: "monitor", SPE: s.speLim, T2: s.t2Lim}, sc.SPE, sc.T2)
+	} else {
+		v.Limits = ControlLimits(sc.SPE, sc.T2, q)
+	}
 
 	bc := &v.Buckets
 	n := s.bn

@@ -228,3 +228,31 @@ func TestPredictions(t *testing.T) {
 		t.Error("a record without predictions has prediction columns")
 	}
 }
+
+// TestViewMonitorLimits: outputs that carry a monitor's limits and alarms
+// give the view those limits (not the quantile of the samples) and each
+// sample's alarm; outputs without them keep the quantile.
+func TestViewMonitorLimits(t *testing.T) {
+	s := NewSeries(Options{Samples: 64})
+	for i := range 50 {
+		o := &Observation{X: int64(i), Seq: uint64(i + 1), SPE: float64(i), T2: 1, SPELimit: 45, T2Limit: 9}
+		if i > 45 {
+			o.Alarm = "spe"
+		}
+		s.Add(o)
+	}
+	v := s.View(0.99, DefaultDrift)
+	if v.Limits.Source != "monitor" || v.Limits.SPE != 45 || v.Limits.T2 != 9 || v.Limits.SPEOver != 4 {
+		t.Errorf("limits %+v, want the outputs' (monitor, SPE 45, T² 9, 4 over)", v.Limits)
+	}
+	if a := v.Samples.Alarm; len(a) != 50 || a[49] != "spe" || a[0] != "" {
+		t.Errorf("alarms %v", a)
+	}
+	q := NewSeries(Options{Samples: 64})
+	for i := range 50 {
+		q.Add(&Observation{X: int64(i), SPE: float64(i), T2: 1})
+	}
+	if v := q.View(0.5, DefaultDrift); v.Limits.Source != "quantile" || v.Limits.SPE != 24.5 || v.Samples.Alarm != nil {
+		t.Errorf("without a monitor: limits %+v, alarms %v; want the 0.5-quantile 24.5 and no alarms", v.Limits, v.Samples.Alarm)
+	}
+}

@@ -193,17 +193,23 @@
     var sx = xsOf(v, s.x);
     [["spe", "SPE", v.limits.spe, s.spe, b.spe], ["t2", "T²", v.limits.t2, s.t2, b.t2]].forEach(function (a) {
       var vals = a[3], lim = a[2], ox = [], oy = [];
-      for (var i = 0; i < vals.length; i++) if (vals[i] > lim) { ox.push(sx[i]); oy.push(vals[i]); }
+      // With a monitor (outputs carry limits and alarms) the marked points
+      // are the outputs' own alarms; else the samples above the quantile.
+      var al = s.alarm, mon = v.limits.source === "monitor" && al;
+      for (var i = 0; i < vals.length; i++) {
+        var hit = mon ? (al[i] === a[0] || al[i] === "both") : vals[i] > lim;
+        if (hit) { ox.push(sx[i]); oy.push(vals[i]); }
+      }
       var ser = [{ x: sx, y: vals, color: "#7d8dae", label: a[1] + (REPORT && v.stride > 1 ? " (every " + v.stride + "th row)" : " per output"), dots: true }];
       var inView = [], inY = [];
       for (var j = 0; j < bx.length; j++) if (!sx.length || bx[j] >= sx[0]) { inView.push(bx[j]); inY.push(a[4][j]); }
       ser.push({ x: inView, y: inY, color: "#1d2330", label: REPORT ? "mean per bucket" : "mean per second", width: 1.5 });
       counts[a[0]] = KC.line($("c-" + a[0]), {
         series: ser, vmarks: vm, xfmt: xfmt, ymin: 0, xtitle: XT, ytitle: a[1], marklabel: "drift",
-        hlines: [{ y: lim, color: "#e08a1e", label: Math.round(v.limits.q * 100) + "% limit " + KC.fmt(lim) }],
-        points: [{ x: ox, y: oy, color: "#d23f3f", r: 2.5, label: ox.length + " above" }]
+        hlines: [{ y: lim, color: "#e08a1e", label: (v.limits.source === "monitor" ? "control limit " : Math.round(v.limits.q * 100) + "% limit ") + KC.fmt(lim) }],
+        points: [{ x: ox, y: oy, color: "#d23f3f", r: 2.5, label: ox.length + (mon ? " alarms" : " above") }]
       });
-      text($(a[0] + "-note"), vals.length ? (ox.length + " of " + vals.length + " above the limit") : "");
+      text($(a[0] + "-note"), vals.length ? (ox.length + " of " + vals.length + (mon ? " alarmed (the outputs' own limits)" : " above the limit")) : "");
     });
 
     // dictionary
