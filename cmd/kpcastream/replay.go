@@ -380,6 +380,9 @@ func replay(ctx context.Context, o *replayOptions, stderr io.Writer) error {
 	if fed == 0 {
 		return fmt.Errorf("%s: no data rows", name)
 	}
+	if rep != nil && o.mon.faultColumn != "" {
+		rep.detection = o.mon.detect.line(o.mon.faultColumn)
+	}
 	if err := rep.finish(stderr); err != nil {
 		return err
 	}

@@ -196,13 +196,19 @@ func (d *detection) add(row int, fault bool, r monitor.Result) {
 }
 
 func (d *detection) print(w io.Writer, column string) {
+	fmt.Fprintln(w, "replay: "+d.line(column))
+}
+
+// line is the detection in one line: faulty and normal rows judged and
+// alarmed, and the delay of the first alarm.
+func (d *detection) line(column string) string {
 	pct := func(a, b int64) string {
 		if b == 0 {
 			return "—"
 		}
 		return fmt.Sprintf("%.1f %%", 100*float64(a)/float64(b))
 	}
-	line := fmt.Sprintf("replay: detection against column %s: %d faulty rows judged, %s alarmed by SPE, %s by either limit; %d normal rows judged, %s alarmed",
+	line := fmt.Sprintf("detection against column %s: %d faulty rows judged, %s alarmed by SPE, %s by either limit; %d normal rows judged, %s alarmed",
 		column, d.faulty, pct(d.faultySPE, d.faulty), pct(d.faultyAny, d.faulty), d.normal, pct(d.normalAny, d.normal))
 	if d.firstAlarm >= 0 {
 		line += fmt.Sprintf("; first alarm %d rows after the first faulty row", d.firstAlarm-d.firstFault)
@@ -210,5 +216,5 @@ func (d *detection) print(w io.Writer, column string) {
 	if d.unjudged > 0 {
 		line += fmt.Sprintf(" (%d rows before the limits were in force not counted)", d.unjudged)
 	}
-	fmt.Fprintln(w, line)
+	return line
 }

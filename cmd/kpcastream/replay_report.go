@@ -39,21 +39,23 @@ func (o *reportOptions) enabled() bool { return o.report != "" || o.plot != "" }
 // of every scored row, and the similarity to batch KPCA of the recent
 // rows at fixed intervals.
 type replayReport struct {
-	o       *reportOptions
-	title   string
-	cfg     learners.Config
-	s       *kpcaview.Series
-	obs     kpcaview.Observation
-	eig     []float64
-	last    time.Time
-	rows    []float64 // ring of the last window rows (row-major)
-	ringN   int       // rows in the ring
-	ringAt  int       // next slot
-	fed     int64
-	sim     kpcaview.Similarity
-	simErr  error
-	started time.Time
-	own     time.Duration // the report's own work, excluded from the latency
+	o     *reportOptions
+	title string
+	// detection is the detection of a fault column (replay --fault-column), shown in the report.
+	detection string
+	cfg       learners.Config
+	s         *kpcaview.Series
+	obs       kpcaview.Observation
+	eig       []float64
+	last      time.Time
+	rows      []float64 // ring of the last window rows (row-major)
+	ringN     int       // rows in the ring
+	ringAt    int       // next slot
+	fed       int64
+	sim       kpcaview.Similarity
+	simErr    error
+	started   time.Time
+	own       time.Duration // the report's own work, excluded from the latency
 }
 
 func newReplayReport(o *reportOptions, title string, cfg learners.Config) (*replayReport, error) {
@@ -173,7 +175,7 @@ func (r *replayReport) finish(stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kpcastream replay: report: its own work (%s) took %.2fs of the replay's %.2fs; the latency chart leaves it out\n",
 		work, r.own.Seconds(), time.Since(r.started).Seconds())
 	if r.o.report != "" {
-		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v}
+		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v, Detection: r.detection}
 		f, err := os.CreateTemp(filepath.Dir(r.o.report), "."+filepath.Base(r.o.report)+".*")
 		if err != nil {
 			return err

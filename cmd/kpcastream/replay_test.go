@@ -265,9 +265,14 @@ func TestReplayFaultColumn(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out.csv")
 	code, _, stderr := runCmd(t, "replay", "--in", data, "--fault-column", "fault", "--components", "5", "--budget", "100",
-		"--standardize", "--learn", "normal", "--out", out, "--model-out", filepath.Join(dir, "m.json"), "--progress", "0")
+		"--standardize", "--learn", "normal", "--out", out, "--model-out", filepath.Join(dir, "m.json"), "--progress", "0",
+		"--report", filepath.Join(dir, "report.html"), "--report-window", "0")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// The report shows the same detection under its header.
+	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), `"detection":"detection against column fault: 400 faulty rows judged`) {
+		t.Errorf("the report does not carry the detection line (%v)", err)
 	}
 	m := regexp.MustCompile(`detection against column fault: 400 faulty rows judged, ([0-9.]+) % alarmed by SPE, [0-9.]+ % by either limit; (\d+) normal rows judged, ([0-9.]+) % alarmed`).FindStringSubmatch(stderr)
 	if m == nil {

@@ -61,6 +61,9 @@ type Report struct {
 	// those it scored: not the first ones, before it was ready).
 	Rows int64    `json:"rows"`
 	View *KeyView `json:"view"`
+	// Detection, when set, is the detection of a labelled fault column by
+	// the monitor's alarms (replay --fault-column), shown under the header.
+	Detection string `json:"detection,omitempty"`
 }
 
 // WriteReport writes the page with r embedded and every script and style

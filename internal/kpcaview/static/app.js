@@ -142,6 +142,7 @@
     if (last >= 0) meta += " · basis v" + b.basis[last] + " · stored " + b.stored[last] + "/" + v.budget + " · explained " + b.explained[last].toFixed(3);
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
+    if (REPORT && REPORT.detection) { text($("detection"), REPORT.detection); $("detection").hidden = false; }
     fillSelects(v);
     var counts = {};
 
