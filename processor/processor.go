@@ -85,6 +85,8 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	cls    *stage         // the classifier stage, nil without one
 	outJS  bool
+	// outStream is the stream that captures the outputs ("" without one).
+	outStream string
 	dlJS   bool // some stream captures the dead letters: publish them with JetStream
 	// parts are the partitions this instance runs, by number (nil: not
 	// here). A core NATS input has one, always here.
@@ -350,7 +352,7 @@ func (p *Processor) setup(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)
 			}
-			pl.outJS = name != ""
+			pl.outJS, pl.outStream = name != "", name
 		}
 		if err := p.setupDeadLetters(ctx, pl); err != nil {
 			return err

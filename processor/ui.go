@@ -126,14 +126,14 @@ func (p *Processor) watchRequest(r *http.Request) (*pipeline, string, *keyWatch,
 		return nil, "", nil, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
 	if kw := p.watch.get(pl, key); kw != nil {
-		kw, err := p.watch.watch(pl, key) // renew
+		kw, err := p.watch.watch(pl, key, nil) // renew
 		return pl, key, kw, err
 	}
 	if n := ownership.PartitionOf(key, pl.cfg.Partitions); pl.parts[n].Load() == nil {
 		return nil, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
 			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.cfg.Name, key, p.id)
 	}
-	kw, err := p.watch.watch(pl, key)
+	kw, err := p.watch.watch(pl, key, p.backfill(r.Context(), pl, key))
 	return pl, key, kw, err
 }
 
@@ -190,7 +190,7 @@ func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
 		if running && !p.ready.Load() {
 			return // Run is stopping: let the HTTP server shut down
 		}
-		if kw, err = p.watch.watch(pl, key); err != nil {
+		if kw, err = p.watch.watch(pl, key, nil); err != nil {
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -78,16 +79,21 @@ func TestUIAPI(t *testing.T) {
 		t.Errorf("keys matching ET: %d %+v", code, keys)
 	}
 
-	// Nothing was recorded before the key was watched.
+	// The first request reads the key's past outputs back from the output
+	// stream: history at once, without the learner's state (Since: no
+	// live output yet).
 	var v kpcaview.KeyView
-	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.View == nil || v.Count != 0 || v.Components != 2 {
-		t.Fatalf("series before any watched output: %d %+v", code, v)
+	past := int64(10 - (pcaWarm - 1)) // alpha's outputs so far: 10 messages, the first pcaWarm-1 warm up
+	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.View == nil || v.Count != past ||
+		v.Since != math.MaxInt64 || v.Components != 2 {
+		t.Fatalf("series before any watched output: %d %+v (want %d read back, since max)", code, v, past)
 	}
 	publish(100, 20)
 	waitFor(t, 10*time.Second, "outputs", func() bool { return r.stats("ui").Out >= 40-2*(pcaWarm-1) })
-	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.Count != 10 || len(v.Samples.SPE) != 10 ||
-		len(v.Samples.Z) != 2 || len(v.Buckets.X) == 0 || v.Pipeline != "ui" || v.Key != "alpha" || v.WatchTTL != watchTTL.Milliseconds() {
-		t.Errorf("series after 10 watched outputs: %d %+v", code, v)
+	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.Count != past+10 || len(v.Samples.SPE) != int(past)+10 ||
+		len(v.Samples.Z) != 2 || len(v.Buckets.X) == 0 || v.Pipeline != "ui" || v.Key != "alpha" || v.WatchTTL != watchTTL.Milliseconds() ||
+		v.Since <= 0 || v.Since == math.MaxInt64 || v.Since < v.Samples.X[past-1] {
+		t.Errorf("series after 10 watched outputs: %d %+v (want %d outputs, learner state since the first live one)", code, v, past+10)
 	}
 	if code := get("/api/v1/keys?pipeline=ui&q=alpha", &keys); code != http.StatusOK || !keys.Keys[0].Watched {
 		t.Errorf("watched key not marked: %+v", keys)

@@ -87,8 +87,10 @@ func (ws *watches) get(pl *pipeline, key string) *keyWatch {
 	return nil
 }
 
-// watch starts or renews the watch of key and returns its record.
-func (ws *watches) watch(pl *pipeline, key string) (*keyWatch, error) {
+// watch starts or renews the watch of key and returns its record. A new
+// record starts with seed (the key's recent outputs read back from the
+// output stream, oldest first), added before any live output.
+func (ws *watches) watch(pl *pipeline, key string, seed []kpcaview.Observation) (*keyWatch, error) {
 	id := watchID{pl, key}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -104,6 +106,9 @@ func (ws *watches) watch(pl *pipeline, key string) (*keyWatch, error) {
 		ws.keys = map[watchID]*keyWatch{}
 	}
 	kw := &keyWatch{s: kpcaview.NewSeries(kpcaview.Options{Samples: watchSamples, Buckets: watchBuckets, Width: 1000, PerBucket: watchPerSecond})}
+	for i := range seed {
+		kw.s.Add(&seed[i])
+	}
 	kw.timer = time.AfterFunc(watchTTL, func() {
 		ws.mu.Lock()
 		defer ws.mu.Unlock()

@@ -48,7 +48,7 @@ func TestWatch(t *testing.T) {
 	if ws.n.Load() != 0 || ws.get(e.pipe, "k") != nil {
 		t.Fatal("an unwatched key has a record")
 	}
-	kw, err := ws.watch(e.pipe, "k")
+	kw, err := ws.watch(e.pipe, "k", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,11 @@ func TestWatch(t *testing.T) {
 		t.Errorf("key view header %+v", v)
 	}
 	for i := range maxWatched - 1 {
-		if _, err := ws.watch(e.pipe, "other-"+string(rune('a'+i))); err != nil {
+		if _, err := ws.watch(e.pipe, "other-"+string(rune('a'+i)), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ws.watch(e.pipe, "one too many"); err == nil {
+	if _, err := ws.watch(e.pipe, "one too many", nil); err == nil {
 		t.Errorf("watched more than %d keys", maxWatched)
 	}
 	ws.stop()
@@ -83,7 +83,7 @@ func TestWatch(t *testing.T) {
 func TestWatchExpires(t *testing.T) {
 	ws := &watches{}
 	pl := &pipeline{}
-	kw, err := ws.watch(pl, "k")
+	kw, err := ws.watch(pl, "k", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func BenchmarkWatchOut(b *testing.B) {
 		}
 	})
 	b.Run("watched", func(b *testing.B) {
-		if _, err := w.p.watch.watch(e.pipe, "k"); err != nil {
+		if _, err := w.p.watch.watch(e.pipe, "k", nil); err != nil {
 			b.Fatal(err)
 		}
 		defer w.p.watch.stop()

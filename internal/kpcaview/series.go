@@ -41,6 +41,12 @@ type Observation struct {
 	// In, Out and Dead are the pipeline's counters of messages in, outputs
 	// and dead letters when the observation was processed (live only).
 	In, Out, Dead int64
+	// Backfill marks an observation read back from the output stream
+	// (before the record started): its projection, statistics, labels,
+	// limits, explained share and basis are known, the learner's state
+	// (eigenvalues, dictionary, timings, counters) is not. Backfilled
+	// observations come before the live ones.
+	Backfill bool
 }
 
 // Options size a Series.
@@ -139,6 +145,9 @@ type Series struct {
 	labels   bool
 	preds    bool
 	alarms   bool    // some kept sample carried an alarm or limits
+	backfill bool    // some observations were backfilled
+	since    int64   // X of the first live observation (backfill set)
+	live     bool    // a live observation was added
 	speLim   float64 // the newest observation's limits (0: none)
 	t2Lim    float64
 	every    int // PerBucket: keep every every-th observation of a bucket
@@ -173,6 +182,11 @@ func (s *Series) Add(o *Observation) {
 		s.preds = true
 	}
 	s.speLim, s.t2Lim = o.SPELimit, o.T2Limit
+	if o.Backfill {
+		s.backfill = true
+	} else if !s.live {
+		s.live, s.since = true, o.X
+	}
 	if o.Alarm != "" || o.SPELimit > 0 {
 		s.alarms = true
 	}
@@ -287,19 +301,23 @@ func (s *Series) addToBucket(o *Observation) bool {
 	b.speSum += o.SPE
 	b.t2Sum += o.T2
 	b.speMax = max(b.speMax, o.SPE)
-	b.learnSum += o.Learn
-	if o.Age >= 0 {
-		b.ageSum += o.Age
-		b.ages++
-	}
-	b.explained, b.stored, b.basis, b.swaps, b.moves = o.Explained, o.Stored, o.Basis, o.Swaps, o.Moves
-	b.in, b.out, b.dead = o.In, o.Out, o.Dead
 	if o.Pred != "" && o.Label != "" {
 		b.classified++
 		if o.Pred == o.Label {
 			b.correct++
 		}
 	}
+	b.explained, b.basis = o.Explained, o.Basis
+	if o.Backfill {
+		return opened // no learner state
+	}
+	b.learnSum += o.Learn
+	if o.Age >= 0 {
+		b.ageSum += o.Age
+		b.ages++
+	}
+	b.stored, b.swaps, b.moves = o.Stored, o.Swaps, o.Moves
+	b.in, b.out, b.dead = o.In, o.Out, o.Dead
 	clear(b.eig)
 	copy(b.eig, o.Eigenvalues)
 	return opened
@@ -515,6 +533,10 @@ type View struct {
 	Samples SampleCols `json:"samples"`
 	Buckets BucketCols `json:"buckets"`
 	Limits  Limits     `json:"limits"`
+	// Since, when set, is the X from which the record has the learner's
+	// state (eigenvalues, dictionary, timings, counters): the observations
+	// before it were read back from the output stream.
+	Since int64 `json:"since,omitempty"`
 	// Events are the basis changes and the drift markers, in order of X.
 	Events []Event `json:"events"`
 }
@@ -523,6 +545,12 @@ type View struct {
 // drift markers by rule.
 func (s *Series) View(q float64, rule DriftRule) *View {
 	v := &View{Count: s.count, Stride: s.stride}
+	if s.backfill {
+		v.Since = s.since
+		if !s.live {
+			v.Since = math.MaxInt64 // nothing live yet
+		}
+	}
 	sc := &v.Samples
 	sc.X, sc.Seq = make([]int64, s.n), make([]uint64, s.n)
 	sc.SPE, sc.T2 = make([]float64, s.n), make([]float64, s.n)

@@ -138,7 +138,8 @@
     var last = b.x.length - 1;
     var meta = v.learner + " d=" + v.dim + " k=" + v.components + " B=" + v.budget + " · ";
     if (REPORT) meta += (REPORT.rows || v.count).toLocaleString() + " rows" + (REPORT.rows && REPORT.rows !== v.count ? " (" + v.count.toLocaleString() + " scored: the learner scores once it is ready)" : "");
-    else meta += v.count.toLocaleString() + " outputs recorded" + (s.x.length ? " since " + new Date(s.x[0] < (b.x[0] || Infinity) ? s.x[0] : b.x[0]).toLocaleTimeString() : "") + " (a key's outputs are recorded while it is watched)";
+    else meta += v.count.toLocaleString() + " outputs recorded" + (s.x.length ? " since " + new Date(s.x[0] < (b.x[0] || Infinity) ? s.x[0] : b.x[0]).toLocaleTimeString() : "") +
+      (v.since ? " (the ones before " + (v.since < 8e15 ? new Date(v.since).toLocaleTimeString() : "now") + " read back from the output stream, without the learner's state; a key's outputs are recorded while it is watched)" : " (a key's outputs are recorded while it is watched)");
     if (last >= 0) meta += " · basis v" + b.basis[last] + " · stored " + b.stored[last] + "/" + v.budget + " · explained " + b.explained[last].toFixed(3);
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
@@ -159,7 +160,10 @@
     text($("spec-note"), last >= 0 ? "explained " + (ex * 100).toFixed(1) + "% by " + eig.length : "");
 
     var bx = xsOf(v, b.x.map(function (x, i) { return x + b.width[i] / 2; }));
-    var eseries = b.eig.map(function (col, i) { return { x: bx, y: col, color: KC.color(i), label: "λ" + (i + 1) }; });
+    // Buckets before v.since were read back from the output stream: they
+    // have statistics and projections but not the learner's state.
+    var st8 = function (col) { return v.since ? col.map(function (y, i) { return b.x[i] + b.width[i] <= v.since ? NaN : y; }) : col; };
+    var eseries = b.eig.map(function (col, i) { return { x: bx, y: st8(col), color: KC.color(i), label: "λ" + (i + 1) }; });
     eseries.push({ x: bx, y: b.explained, color: "#1d2330", label: "explained (right)", right: true, width: 1 });
     counts.eig = KC.line($("c-eig"), {
       series: eseries, vmarks: marks(v, true), xfmt: xfmt, ymin: 0, y2min: 0, y2max: 1,
@@ -216,9 +220,9 @@
     // dictionary
     counts.dict = KC.line($("c-dict"), {
       series: [
-        { x: bx, y: b.stored, color: "#2f6fdb", label: "stored of B=" + v.budget },
-        { x: bx, y: b.swaps, color: "#d23f3f", label: "swaps/1000 (right)", right: true, width: 1 },
-        { x: bx, y: b.moves, color: "#2a9d6f", label: "moves/1000 (right)", right: true, width: 1 }
+        { x: bx, y: st8(b.stored), color: "#2f6fdb", label: "stored of B=" + v.budget },
+        { x: bx, y: st8(b.swaps), color: "#d23f3f", label: "swaps/1000 (right)", right: true, width: 1 },
+        { x: bx, y: st8(b.moves), color: "#2a9d6f", label: "moves/1000 (right)", right: true, width: 1 }
       ], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0,
       xtitle: XT, ytitle: "points stored", y2title: "per 1,000 " + (REPORT ? "rows" : "msgs"), marklabel: "drift"
     });
@@ -228,7 +232,7 @@
     for (var k = 0; k < b.x.length; k++) {
       rx.push(bx[k]);
       keyRate.push(REPORT ? b.n[k] : b.n[k] / (b.width[k] / 1000));
-      if (k > 0 && !REPORT) {
+      if (k > 0 && !REPORT && !(v.since && b.x[k - 1] + b.width[k - 1] <= v.since)) {
         var dt = (b.x[k] - b.x[k - 1]) / 1000;
         inRate.push((b.in[k] - b.in[k - 1]) / dt);
         dead.push((b.dead[k] - b.dead[k - 1]) / dt);
@@ -242,9 +246,9 @@
     if (REPORT) $("card-rate").hidden = true; // a replay has no message rate
     else counts.rate = KC.line($("c-rate"), { series: rser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "messages/s", y2title: "dead letters/s", marklabel: "drift" });
 
-    var lser = [{ x: bx, y: b.learn.map(function (x) { return x * 1e3; }), color: "#2a9d6f", label: REPORT ? "learn + score per row (without the report's own work)" : "learn + score per message" }];
+    var lser = [{ x: bx, y: st8(b.learn.map(function (x) { return x * 1e3; })), color: "#2a9d6f", label: REPORT ? "learn + score per row (without the report's own work)" : "learn + score per message" }];
     var aged = b.age.some(function (a) { return a > 0; });
-    if (aged) lser.push({ x: bx, y: b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; }), color: "#e08a1e", label: "age at processing (right)", right: true });
+    if (aged) lser.push({ x: bx, y: st8(b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; })), color: "#e08a1e", label: "age at processing (right)", right: true });
     counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "ms", y2title: aged ? "age, ms" : "", marklabel: "drift" });
 
     if (v.similarity && v.similarity.x.length) {
