@@ -87,7 +87,7 @@ type pipeline struct {
 	outJS  bool
 	// outStream is the stream that captures the outputs ("" without one).
 	outStream string
-	dlJS   bool // some stream captures the dead letters: publish them with JetStream
+	dlJS      bool // some stream captures the dead letters: publish them with JetStream
 	// parts are the partitions this instance runs, by number (nil: not
 	// here). A core NATS input has one, always here.
 	parts []atomic.Pointer[partition]
