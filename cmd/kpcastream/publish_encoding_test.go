@@ -28,6 +28,9 @@ func TestPublishDefaultEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the subscription is in place before anything is published
+		t.Fatal(err)
+	}
 	in := filepath.Join(t.TempDir(), "x.csv")
 	if err := os.WriteFile(in, []byte("a,b\n1,2\n"), 0o644); err != nil {
 		t.Fatal(err)
