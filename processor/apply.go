@@ -126,19 +126,7 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor
 		if err := learn(x); err != nil {
 			return fmt.Errorf("processor: learn observation %d: %w", i, err)
 		}
-		n := len(res.outs)
-		if n < cap(res.outs) {
-			res.outs = res.outs[:n+1]
-		} else {
-			res.outs = append(res.outs, codec.Output{})
-		}
-		out := &res.outs[n]
-		z := out.Z
-		if cap(z) >= k {
-			z = z[:k]
-		} else {
-			z = nil
-		}
+		n, out, z := res.next(k, false)
 		z, nov, err := l.Score(z, x)
 		if errors.Is(err, learners.ErrNotReady) {
 			res.outs = res.outs[:n]
@@ -154,13 +142,7 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor
 			res.outs = res.outs[:n]
 			return fmt.Errorf("processor: score observation %d: %w", i, err)
 		}
-		sum := l.Summary(eig)
-		scores := out.Scores
-		*out = codec.Output{
-			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: z,
-			SPE: nov.SPE, T2: nov.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
-			Y: obs[i].Y, Meta: obs[i].Meta, Scores: scores[:0],
-		}
+		fill(out, l, eig, &obs[i], key, seq, z, nov)
 		if cls != nil {
 			if err := cls.step(i, x, out); err != nil {
 				res.outs = res.outs[:n]
@@ -181,19 +163,7 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 		learn = cls.learn
 	}
 	for i := range obs {
-		n := len(res.outs)
-		if n < cap(res.outs) {
-			res.outs = res.outs[:n+1]
-		} else {
-			res.outs = append(res.outs, codec.Output{})
-		}
-		out := &res.outs[n]
-		z := out.Z
-		if cap(z) >= k {
-			z = z[:k]
-		} else {
-			z = make([]float64, k)
-		}
+		n, out, z := res.next(k, true)
 		r, err := mon.m.Step(l, learn, mon.in, z, obs[i].X)
 		if err != nil {
 			res.outs = res.outs[:n]
@@ -210,13 +180,7 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 			}
 			continue
 		}
-		sum := l.Summary(eig)
-		scores := out.Scores
-		*out = codec.Output{
-			ID: obs[i].ID, Key: key, Seq: seq, TS: obs[i].TS, Z: r.Z,
-			SPE: r.Novelty.SPE, T2: r.Novelty.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
-			Y: obs[i].Y, Meta: obs[i].Meta, Scores: scores[:0],
-		}
+		fill(out, l, eig, &obs[i], key, seq, r.Z, r.Novelty)
 		if v := r.Verdict; v.InForce {
 			out.SPELimit, out.T2Limit, out.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
 			if v.Alarm&monitor.AlarmSPE != 0 {
@@ -237,4 +201,39 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 		res.idx = append(res.idx, i)
 	}
 	return nil
+}
+
+// next appends an output slot to res, reusing the storage of an earlier
+// message, and returns its index, the slot and a projection buffer of k
+// (nil when the slot has none, unless alloc).
+func (res *applied) next(k int, alloc bool) (int, *codec.Output, []float64) {
+	n := len(res.outs)
+	if n < cap(res.outs) {
+		res.outs = res.outs[:n+1]
+	} else {
+		res.outs = append(res.outs, codec.Output{})
+	}
+	out := &res.outs[n]
+	z := out.Z
+	switch {
+	case cap(z) >= k:
+		z = z[:k]
+	case alloc:
+		z = make([]float64, k)
+	default:
+		z = nil
+	}
+	return n, out, z
+}
+
+// fill writes the output of observation o (projection z, statistics nov)
+// into out, keeping its scores' storage.
+func fill(out *codec.Output, l learners.Learner, eig []float64, o *codec.Observation, key string, seq uint64, z []float64, nov learners.Novelty) {
+	sum := l.Summary(eig)
+	scores := out.Scores
+	*out = codec.Output{
+		ID: o.ID, Key: key, Seq: seq, TS: o.TS, Z: z,
+		SPE: nov.SPE, T2: nov.T2, Explained: sum.ExplainedVariance, BasisVersion: sum.BasisVersion,
+		Y: o.Y, Meta: o.Meta, Scores: scores[:0],
+	}
 }
