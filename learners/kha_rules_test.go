@@ -1,0 +1,278 @@
+package learners_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/kpcaeval"
+	"github.com/kpcastream/kpcastream/learners/learnertest"
+)
+
+// khaRules are Kashima's rules as kha options (Config.Rule, Config.Beta).
+var khaRules = []struct {
+	name string
+	rule string
+	beta float64
+}{
+	{"gha", "", 0},                 // Sanger's GHA: eq. (12)–(13) with β = 1 (the default)
+	{"gha_beta2", "", 2},           // eq. (12)–(13) with β = 2 (Oja's SGA)
+	{"oja", learners.RuleOja, 0},   // Oja's single-component rule, eq. (6), per component
+	{"apex", learners.RuleAPEX, 0}, // kernel APEX, eqs. (9)–(11)
+}
+
+// ruleSet is a data set for the rule comparison: rows, a similarity to its
+// batch KPCA reference, the kernel and the number of components.
+type ruleSet struct {
+	name string
+	x    []float64
+	n, d int
+	k    int
+	kern learners.Kernel
+	sim  func(t testing.TB, m *learners.Model) float64
+}
+
+// loadRuleSet loads wine (standardised, rbf γ = 0.02, k = 5), satellite
+// (standardised, rbf γ = 0.05, k = 8, scikit-learn's reference directions)
+// or drift (the last 2,000 rows of drift_stream.csv, one phase, rbf γ = 0.5
+// as its reference, k = 5) with a similarity to batch KPCA of all its rows.
+func loadRuleSet(t testing.TB, name string) ruleSet {
+	t.Helper()
+	switch name {
+	case "wine":
+		ds := loadKHAData(t.(*testing.T), "wine")
+		return batchRuleSet(t, name, ds.x, ds.n, ds.d, 5, ds.kern)
+	case "satellite":
+		s := loadSatellite(t)
+		return ruleSet{name: name, x: s.x, n: s.n, d: s.d, k: s.k, kern: s.kern, sim: s.similarity}
+	case "drift":
+		x, n, d, _, err := learnertest.LoadCSV(filepath.Join(learnertest.DataDir(t), "drift_stream.csv"), []string{"phase"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const w = 2000
+		return batchRuleSet(t, name, x[(n-w)*d:], w, d, 5, learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5})
+	}
+	t.Fatalf("unknown data set %q", name)
+	return ruleSet{}
+}
+
+// batchRuleSet scores against learners.FitBatch of the n rows.
+func batchRuleSet(t testing.TB, name string, x []float64, n, d, k int, kern learners.Kernel) ruleSet {
+	t.Helper()
+	ref, err := learners.FitBatchWith(kern, x, n, d, k, learners.BatchOptions{Solver: learners.SolverLanczos, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := func(t testing.TB, m *learners.Model) float64 {
+		rep, err := kpcaeval.CompareFit(ref, m)
+		if err != nil {
+			t.Fatalf("%s: CompareFit: %v", name, err)
+		}
+		return rep.Similarity
+	}
+	return ruleSet{name: name, x: x, n: n, d: d, k: k, kern: kern, sim: sim}
+}
+
+// rulePasses streams ds through a kha learner with the given rule as
+// shuffled passes and returns the similarity after each pass (0 while the
+// learner cannot export a model) and the mean time per Learn.
+func rulePasses(t testing.TB, ds ruleSet, rule string, beta float64, passes int) ([]float64, time.Duration) {
+	t.Helper()
+	cfg := learners.Config{Learner: learners.KindKHA, Rule: rule, Beta: beta, Dim: ds.d, Components: ds.k,
+		Budget: min(200, ds.n), Kernel: ds.kern, LearningRate: 0.1, Decay: 1000, Seed: 1}
+	l, err := learners.NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 2))
+	order := rng.Perm(ds.n)
+	var sims []float64
+	var spent time.Duration
+	for range passes {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		start := time.Now()
+		for _, i := range order {
+			if err := l.Learn(ds.x[i*ds.d : (i+1)*ds.d]); err != nil {
+				t.Fatalf("%s/%s: Learn: %v", ds.name, rule, err)
+			}
+		}
+		spent += time.Since(start)
+		m, err := l.Model()
+		if err != nil {
+			sims = append(sims, 0)
+			continue
+		}
+		sims = append(sims, ds.sim(t, m))
+	}
+	return sims, spent / time.Duration(passes*ds.n)
+}
+
+// TestKHARulesWine checks every rule on wine (178 × 13, k = 5): each
+// reaches a similarity of at least 0.95 with batch KPCA within 10 passes,
+// as GHA does (TestKHAAccuracy). Fast enough for -short.
+func TestKHARulesWine(t *testing.T) {
+	ds := loadRuleSet(t, "wine")
+	for _, r := range khaRules {
+		t.Run(r.name, func(t *testing.T) {
+			sims, _ := rulePasses(t, ds, r.rule, r.beta, 10)
+			t.Logf("similarity per pass %.3f", sims)
+			if got := sims[len(sims)-1]; got < 0.95 {
+				t.Fatalf("similarity %.4f after 10 passes, want ≥ 0.95", got)
+			}
+		})
+	}
+}
+
+// TestKHARulesFigures prints the similarity of every rule with batch KPCA
+// after 1, 3 and 10 shuffled passes of wine, satellite (6,435 × 36) and the
+// drift stream's last window (2,000 × 8), and the mean cost per Learn (the
+// figures of bench/RESULTS.md §10):
+//
+//	go test ./learners -run TestKHARulesFigures -v
+//
+// It requires every rule to reach 0.9 after 10 passes on each set. About
+// 30 s on the shared machine: skipped under -short.
+func TestKHARulesFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 10 passes of satellite (64k Learns) per rule: about 30 s; run without -short")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-10s %-10s %7s %7s %7s %9s\n", "data", "rule", "1 pass", "3", "10", "µs/Learn")
+	for _, name := range []string{"wine", "satellite", "drift"} {
+		ds := loadRuleSet(t, name)
+		for _, r := range khaRules {
+			sims, per := rulePasses(t, ds, r.rule, r.beta, 10)
+			fmt.Fprintf(&b, "%-10s %-10s %7.3f %7.3f %7.3f %9.1f\n", name, r.name, sims[0], sims[2], sims[9], float64(per.Nanoseconds())/1e3)
+			if sims[9] < 0.9 {
+				t.Errorf("%s/%s: similarity %.4f after 10 passes, want ≥ 0.9", name, r.name, sims[9])
+			}
+		}
+	}
+	t.Log(b.String())
+}
+
+// TestKHARuleState checks that a snapshot records the rule: the State's
+// config carries it, a learner with another rule refuses the state, APEX
+// keeps its lateral weights (strictly lower triangular, checked on
+// restore), and the default rule and β = 1 are stored as their zero values
+// (so the bytes of a GHA snapshot are those from before the option).
+func TestKHARuleState(t *testing.T) {
+	cfg := khaTestConfig()
+	for _, r := range khaRules {
+		t.Run(r.name, func(t *testing.T) {
+			c := cfg
+			c.Rule, c.Beta = r.rule, r.beta
+			l, err := learners.NewKHA(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]string{"": learners.RuleGHA}[r.rule]; want != "" && l.Rule() != want || want == "" && l.Rule() != r.rule {
+				t.Fatalf("Rule() = %q for config rule %q", l.Rule(), r.rule)
+			}
+			khaFeed(t, l, 3, 0, 100)
+			s := l.State()
+			if s.Config.Rule != r.rule || s.Config.Beta != r.beta {
+				t.Fatalf("state config has rule %q β %v, want %q %v", s.Config.Rule, s.Config.Beta, r.rule, r.beta)
+			}
+			_, hasLat := s.Matrices["lateral"]
+			if hasLat != (r.rule == learners.RuleAPEX) {
+				t.Fatalf("lateral weights in the state: %v, rule %q", hasLat, r.rule)
+			}
+			for _, o := range khaRules {
+				if o == r {
+					continue
+				}
+				oc := cfg
+				oc.Rule, oc.Beta = o.rule, o.beta
+				ol, err := learners.NewKHA(oc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ol.Restore(s); !errors.Is(err, learners.ErrState) {
+					t.Errorf("a %s learner restored a %s state: %v", o.name, r.name, err)
+				}
+			}
+			// Resume: bit-identical outputs after a restore.
+			r2, err := learners.Restore(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			khaFeed(t, l, 3, 100, 50)
+			khaFeed(t, r2, 3, 100, 50)
+			if a, b := l.State(), r2.State(); !reflect.DeepEqual(a, b) {
+				t.Fatal("states differ after 50 more observations from a restored state")
+			}
+			if hasLat {
+				bad := l.State()
+				m := bad.Matrices["lateral"]
+				m.Data[1] = 0.5 // above the diagonal
+				if err := l.Restore(bad); !errors.Is(err, learners.ErrState) || !strings.Contains(err.Error(), "lateral") {
+					t.Fatalf("Restore of upper-triangular lateral weights: %v", err)
+				}
+				var nonzero bool
+				for _, v := range l.State().Matrices["lateral"].Data {
+					nonzero = nonzero || v != 0
+				}
+				if !nonzero {
+					t.Fatal("APEX lateral weights are all zero after 150 observations")
+				}
+			}
+		})
+	}
+	// Normalisation: "gha" and β = 1 are the default, stored as zero values.
+	c := cfg
+	c.Rule, c.Beta = learners.RuleGHA, 1
+	l, err := learners.NewKHA(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.State(); s.Config.Rule != "" || s.Config.Beta != 0 {
+		t.Fatalf("rule gha, β 1 stored as %q, %v; want the zero values", s.Config.Rule, s.Config.Beta)
+	}
+}
+
+// TestKHARuleConfigErrors checks the rule and β fields' validation.
+func TestKHARuleConfigErrors(t *testing.T) {
+	base := khaTestConfig()
+	for _, tc := range []struct {
+		name  string
+		edit  func(*learners.Config)
+		field string
+	}{
+		{"unknown rule", func(c *learners.Config) { c.Rule = "hebb" }, "rule"},
+		{"rule on ikpca", func(c *learners.Config) { c.Learner, c.Rule = learners.KindIKPCA, learners.RuleAPEX }, "rule"},
+		{"negative beta", func(c *learners.Config) { c.Beta = -1 }, "beta"},
+		{"infinite beta", func(c *learners.Config) { c.Beta = math.Inf(1) }, "beta"},
+		{"NaN beta", func(c *learners.Config) { c.Beta = math.NaN() }, "beta"},
+		{"beta with apex", func(c *learners.Config) { c.Rule, c.Beta = learners.RuleAPEX, 2 }, "beta"},
+		{"beta with oja", func(c *learners.Config) { c.Rule, c.Beta = learners.RuleOja, 0.5 }, "beta"},
+		{"beta on window", func(c *learners.Config) { c.Learner, c.Beta = learners.KindWindow, 2 }, "beta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			err := c.Validate()
+			if !errors.Is(err, learners.ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Validate() = %v, want an ErrConfig naming %q", err, tc.field)
+			}
+			if _, err := learners.New(c); err == nil {
+				t.Fatal("New accepted the config")
+			}
+		})
+	}
+	for _, rule := range []string{"", learners.RuleGHA, learners.RuleOja, learners.RuleAPEX} {
+		c := base
+		c.Rule = rule
+		if err := c.Validate(); err != nil {
+			t.Errorf("rule %q: %v", rule, err)
+		}
+	}
+}
