@@ -146,6 +146,7 @@ type IKPCA struct {
 	accN     []float64 // b: their number
 	born     []float64 // b: aclock when the member was admitted
 	aclock   int64     // observations absorbed by a member so far (the protection clock)
+	gapArea  int64     // moveGapArea (a field so that tests can compare schedules)
 	lastMove int64     // Seen() at the last move
 	kself    []float64 // b: k(dⱼ,dⱼ)
 	xb       []float64 // d: scratch, a member's new position
@@ -222,6 +223,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		l.xb = make([]float64, d)
 		l.carryS = make([]float64, b)
 		l.carrySU = make([]float64, p)
+		l.gapArea = moveGapArea
 	}
 	var q [1]float64
 	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
@@ -1399,7 +1401,7 @@ const moveGapArea = 256 * 128
 // the centroid policy for the current dictionary size.
 func (l *IKPCA) moveGap() int64 {
 	m := int64(l.rows.Len())
-	return max(moveGap, (m*m+moveGapArea-1)/moveGapArea)
+	return max(moveGap, (m*m+l.gapArea-1)/l.gapArea)
 }
 
 // keepsInverse reports whether an eviction policy keeps P = (K_DD+εI)⁻¹:
