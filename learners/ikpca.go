@@ -625,23 +625,27 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	// j… over all columns (Gᵀ·S), then the columns of the trailing rows
 	// (·G), each row r only as far as its lower triangle needs (column c
 	// is final after rotation c, so rotations j…r); the upper triangle of
-	// the result is never read.
+	// the result is never read. The two passes are interleaved four rows
+	// at a time: rows r…r+3 are final in Gᵀ·S after rotation r+3, and their
+	// column rotations run while they are still in cache, so the block is
+	// streamed from memory once instead of twice (the same operations in
+	// the same order per row: the result is bit-identical).
 	l.mirrorFrom(j)
-	for i := j; i < m-1; i++ {
-		c, s := gc[i], gs[i]
-		if l.tr != nil {
-			l.tr.Rotate(i, c, s)
-		}
-		rotate(l.mu, i, i+1, c, s)
-		rotate(l.muRef, i, i+1, c, s)
-		rotate(z, i, i+1, c, s)
-		rotateRows(l.U, p, i, c, s)
-		rotateRows(l.SU, p, i, c, s)
-		rotateRows(l.ref, k, i, c, s)
-		rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
-	}
 	for r := j; r < m; r += 4 {
 		n := min(4, m-r)
+		for i := r; i < min(r+n, m-1); i++ {
+			c, s := gc[i], gs[i]
+			if l.tr != nil {
+				l.tr.Rotate(i, c, s)
+			}
+			rotate(l.mu, i, i+1, c, s)
+			rotate(l.muRef, i, i+1, c, s)
+			rotate(z, i, i+1, c, s)
+			rotateRows(l.U, p, i, c, s)
+			rotateRows(l.SU, p, i, c, s)
+			rotateRows(l.ref, k, i, c, s)
+			rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
+		}
 		rotateRowsChain(l.S, b, r, n, j, min(r+n, m-1), gc, gs)
 	}
 	// Drop coordinate m−1, the mass along the removed direction:
