@@ -128,7 +128,10 @@ const (
 //     wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − yᵢwᵢ) (eq. (12) with β = 0): o = y, n = 0,
 //     dg = y. The components are decoupled between refreshes; the
 //     refresh's Gram–Schmidt (in index order) deflates them, so component i
-//     converges to the i-th eigenvector as in orthogonal iteration.
+//     converges to the i-th eigenvector as in orthogonal iteration. Without
+//     it they all turn to the first (with Refresh 1000 on the drift window
+//     they collapsed and the refresh failed), so Config.Validate requires
+//     Refresh ≤ k with this rule.
 //   - apex: kernel APEX, eqs. (9)–(11): the outputs carry lateral weights
 //     C (k×k, strictly lower triangular, zero at the start),
 //     ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ, and wᵢ ← wᵢ + ηₜᵢ ŷᵢ (Pφ̃(x) − ŷᵢwᵢ),

@@ -154,6 +154,9 @@ func TestKHARulesFigures(t *testing.T) {
 		ds := loadRuleSet(t, name)
 		for _, refresh := range []int{0, 1000} {
 			for _, r := range khaRules {
+				if r.rule == learners.RuleOja && refresh > ds.k {
+					continue // refresh ≤ k with rule oja (TestKHARuleConfigErrors)
+				}
 				sims, per := rulePasses(t, ds, r.rule, r.beta, refresh, 10)
 				fmt.Fprintf(&b, "%-10s %-10s %-8d %7.3f %7.3f %7.3f %9.1f\n", name, r.name, max(refresh, ds.k/2), sims[0], sims[2], sims[9], float64(per.Nanoseconds())/1e3)
 				if refresh == 0 && sims[9] < 0.9 {
@@ -309,6 +312,7 @@ func TestKHARuleConfigErrors(t *testing.T) {
 		{"beta with apex", func(c *learners.Config) { c.Rule, c.Beta = learners.RuleAPEX, 2 }, "beta"},
 		{"beta with oja", func(c *learners.Config) { c.Rule, c.Beta = learners.RuleOja, 0.5 }, "beta"},
 		{"beta on window", func(c *learners.Config) { c.Learner, c.Beta = learners.KindWindow, 2 }, "beta"},
+		{"oja with rare refresh", func(c *learners.Config) { c.Rule, c.Refresh = learners.RuleOja, c.Components+1 }, "refresh"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base

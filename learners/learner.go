@@ -229,8 +229,8 @@ type Config struct {
 	// Rule is kha's update rule (Kashima 2001): "gha" (default) is the
 	// generalised Hebbian rule of eq. (12)–(13) with Beta (Sanger's rule
 	// at β = 1), "oja" Oja's single-component rule, eq. (6), for every
-	// component (eq. (12) with β = 0; the refresh's Gram–Schmidt orders
-	// them), "apex" the kernel APEX rule of eqs. (9)–(11) with lateral
+	// component (eq. (12) with β = 0; the refresh's Gram–Schmidt deflates
+	// and orders them, so Refresh must be ≤ k), "apex" the kernel APEX rule of eqs. (9)–(11) with lateral
 	// weights. The default is kept as "" ("gha" is normalised to it), so
 	// that configurations and snapshots from before the field compare and
 	// encode as before. kha only.
@@ -409,6 +409,12 @@ func (c Config) Validate() error {
 	case "", RuleOja, RuleAPEX:
 		if c.Rule != "" && c.Learner != KindKHA {
 			bad("rule", "applies to learner kha only, got %q for %s", c.Rule, c.Learner)
+		}
+		if c.Rule == RuleOja && c.Components > 1 && c.Refresh > c.Components {
+			// Oja's single-component rule has no deflation term: the
+			// refresh's Gram–Schmidt is its deflation, and with rarer
+			// refreshes the components collapse onto the first.
+			bad("refresh", "must be ≤ components (%d) with kha rule oja (the refresh deflates its components), got %d", c.Components, c.Refresh)
 		}
 	default:
 		bad("rule", "unknown kha rule %q (want gha, oja or apex)", c.Rule)
