@@ -90,7 +90,7 @@ func init() {
 //
 // Ints: m, version, rng, since_refresh, ready, changes, clock, pending. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
-// P m×m (= (K_DD+εI)⁻¹; kept under lli and contribution eviction only), S m×m (scaled scatter: scatter = scale·S,
+// P m×m (= (K_DD+εI)⁻¹; kept under lli and contribution eviction only; the P of a fifo state written before fifo stopped keeping it is ignored), S m×m (scaled scatter: scatter = scale·S,
 // symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
 // values of the scatter), ref m×k (basis at the last version), A m×k,
 // a 1×m (= L⁻ᵀμ_ref), c 1×k, pending (r−1)×m (its first n rows, n the

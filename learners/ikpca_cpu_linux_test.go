@@ -25,6 +25,7 @@ func threadCPU(t *testing.T) time.Duration {
 //
 //   - ikpca (default, centroid) and kha Learn on the isotropic benchmark
 //     stream after 2·B warm-up observations, as BenchmarkLearn;
+//   - kha's other rules (β = 2, oja, apex) against GHA on the same stream;
 //   - a plain ikpca Learn (the observation is a member), a fifo swap and a
 //     centroid move, as BenchmarkIKPCAEvictionCost;
 //
@@ -86,6 +87,29 @@ func TestLearnCPU(t *testing.T) {
 			})
 		}
 		t.Logf("Learn (%d, %d, %d): ikpca %v, kha %v CPU/op, ratio %.2f", c.b, c.d, c.k, per[0], per[1], float64(per[0])/float64(per[1]))
+		// kha's other rules, against GHA (per[1]).
+		for _, r := range []struct {
+			rule string
+			beta float64
+		}{{"", 2}, {RuleOja, 0}, {RuleAPEX, 0}} {
+			cfg.Learner, cfg.Rule, cfg.Beta = KindKHA, r.rule, r.beta
+			l, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 * c.b {
+				if err := l.Learn(xs[i%len(xs)]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := median(c.n, func(i int) {
+				if err := l.Learn(xs[i%len(xs)]); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("  kha rule %q β %v: %v CPU/op, %.2f × gha", r.rule, r.beta, d, float64(d)/float64(per[1]))
+		}
+		cfg.Rule, cfg.Beta = "", 0
 	}
 	for _, c := range []struct{ b, d, k, n int }{{512, 64, 16, 100}, {500, 784, 16, 100}} {
 		xs := pool(c.d)
