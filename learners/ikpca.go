@@ -44,7 +44,8 @@ func init() {
 // a forgetting-weighted weight wⱼ (the observations it stands for, itself
 // included) and the sum of what it absorbed since it last moved. Once that
 // sum weighs as much as its position, the member moves to the weighted
-// mean (online k-means with doubling steps: O(log N) moves per member):
+// mean (online k-means with doubling steps: O(log N) moves per member; at
+// most one move every max(2, ⌈m²/32768⌉) observations, see moveGapArea):
 // the move is an eviction of dⱼ and an admission of the mean, and instead
 // of dropping the evicted coordinate it is projected on the new member's
 // direction (see append), so mean and scatter are the exact orthogonal
