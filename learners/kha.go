@@ -139,14 +139,25 @@ const (
 //     and Diamantaras' APEX with the same output ŷ in every term; the
 //     paper's eq. (10) mixes ỹ and y, and its eq. (11) has −ŷᵢCᵢₗ inside
 //     the bracket, which makes C grow like exp(η Σ ŷᵢ²) instead of
-//     decaying: we read both as typesetting slips. At the fixed point C = 0
-//     and the wᵢ are the eigenvectors in order.
+//     decaying: we read both as typesetting slips. APEX's components are
+//     the outputs, ŷ = (I − C)⁻¹Aᵀ(k_D(x) − u): each refresh first folds
+//     the lateral weights into the directions, A ← A(I − C)⁻ᵀ (G and H
+//     alike), C ← 0, which leaves every ŷ unchanged, and then
+//     orthonormalises and publishes as for the other rules. Without the
+//     fold the Gram–Schmidt would act on the wᵢ alone and break APEX's
+//     balance between wᵢ and C (a linear-kernel stream published
+//     eigenvalues 22, 9, 8.8 for 9, 4, 1). The gain is also capped so that
+//     ηₜᵢŷᵢ² ≤ 1 (ŷ may exceed ‖Pφ̃(x)‖; the decay factors 1 − ηₜᵢŷᵢ² of
+//     wᵢ and C then stay in [0, 1]).
 //
-// The gains ηₜᵢ, their cap, λ̂ (a running mean of yᵢ², the projections
-// without lateral terms), the refreshes, the published order and
-// Transform (which projects on the wᵢ, y = Aᵀ(k_D(x) − u)) are the same for
-// every rule. The per-observation cost differs only in O(k²) terms (APEX:
-// the lateral weights).
+// The gains ηₜᵢ and their cap (ηₜᵢ·max(1, β)·‖Pφ̃(x)‖² ≤ 1: with β > 1
+// the deflation term is β times larger), λ̂ (a running mean of oᵢ², the
+// outputs), the refreshes, the published order and Transform (which
+// projects on the wᵢ, y = Aᵀ(k_D(x) − u); for APEX equal to ŷ right after
+// a refresh, within the lateral terms learned since between refreshes) are
+// the same for every rule. The per-observation cost differs only in O(k²)
+// terms (APEX: the lateral weights), plus, for APEX, O(Bk²) per refresh
+// for the fold.
 //
 // # Warm-up
 //
@@ -692,14 +703,6 @@ func (l *KHA) step(x []float64, t int64) error {
 		clear(l.zr)
 	}
 
-	rho := max(1/n, 1/float64(b))
-	var norm float64
-	for i, yi := range y {
-		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
-		f := max(l.lam2[i], l.floor)
-		norm += f * f
-	}
-	norm = math.Sqrt(norm)
 	// The outputs the rule learns from: the projections y, or for APEX
 	// ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
 	out := y
@@ -713,11 +716,33 @@ func (l *KHA) step(x []float64, t int64) error {
 			out[i] = v
 		}
 	}
+	// λ̂ᵢ: running mean of the outputs' squares.
+	rho := max(1/n, 1/float64(b))
+	var norm float64
+	for i, yi := range out {
+		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
+		f := max(l.lam2[i], l.floor)
+		norm += f * f
+	}
+	norm = math.Sqrt(norm)
 	etaT := l.cfg.LearningRate * l.cfg.Decay / (float64(t) + l.cfg.Decay)
+	// The cap ηₜᵢ‖Pφ̃(x)‖² ≤ 1; with β > 1 the deflation term is β times
+	// larger, so ηₜᵢβ‖Pφ̃(x)‖² ≤ 1 (β = 2 overflowed during the warm-up
+	// replay without it, TestKHARulesLinear).
+	capv := pv
+	if l.beta > 1 {
+		capv = pv * l.beta
+	}
 	for i := range k {
 		e := etaT * norm / max(l.lam2[i], l.floor)
-		if pv > 0 && e*pv > 1 {
-			e = 1 / pv
+		if capv > 0 && e*capv > 1 {
+			e = 1 / capv
+		}
+		if o2 := out[i] * out[i]; l.apex && e*o2 > 1 {
+			// APEX's output carries the lateral terms and may exceed
+			// ‖Pφ̃(x)‖: cap ηₜᵢŷᵢ² ≤ 1 as well, so that the decay factors
+			// 1 − ηₜᵢŷᵢ² of wᵢ and Cᵢ stay in [0, 1].
+			e = 1 / o2
 		}
 		l.eta[i] = e * out[i]
 	}
@@ -754,9 +779,17 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.exactGram(l.g2, l.h2, l.a2)
 	}
 	if refresh {
+		next := l.a2
+		if l.apex {
+			// APEX's components are the outputs ŷ = (I − C)⁻¹Aᵀ(k_D(x) − u):
+			// fold the lateral weights into the directions before they are
+			// orthonormalised and published (see the type's documentation).
+			l.foldLateral()
+			next = l.ka
+		}
 		// The orthonormalised directions go straight into l.a (the old
 		// ones are no longer needed once this succeeds).
-		if !l.orthonormalise(l.g2, l.h2, l.a2, l.a) {
+		if !l.orthonormalise(l.g2, l.h2, next, l.a) {
 			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
 		}
 	} else {
@@ -783,6 +816,64 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.publish()
 	}
 	return nil
+}
+
+// foldLateral writes into l.ka the next directions with APEX's lateral
+// weights folded in, A' = A Nᵀ with N = (I − C)⁻¹ (C = l.lat2, the next
+// lateral weights, strictly lower triangular, so N is unit lower
+// triangular), so that A'ᵀ(k_D(x) − u) = ŷ; transforms the next G and H
+// alike (G ← N G Nᵀ, H ← H Nᵀ) and zeroes C. O(Bk² + k³); it uses l.w as
+// scratch (free between track and orthonormalise).
+func (l *KHA) foldLateral() {
+	b, k := l.b, l.k
+	c, nm := l.lat2, l.w
+	// N = (I − C)⁻¹ by forward substitution: N = I + C N.
+	clear(nm)
+	for i := range k {
+		nm[i*k+i] = 1
+		for j := range i {
+			var v float64
+			for m := j; m < i; m++ {
+				v += c[i*k+m] * nm[m*k+j]
+			}
+			nm[i*k+j] = v
+		}
+	}
+	// A' = A Nᵀ: column i is Σ_{j≤i} N[i][j] A[:, j].
+	bl := blas64.Implementation()
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, l.a2, k, nm[i*k:i*k+i+1], 1, 0, l.ka[i:], k)
+	}
+	// Rows times Nᵀ in place, from the last entry (entry i needs the
+	// entries j ≤ i, still the old ones): H ← H Nᵀ, G ← G Nᵀ, then
+	// G ← N G (columns, the same way on Gᵀ, as G Nᵀ's transpose is N G).
+	rowsNt := func(m []float64) {
+		for r := range k {
+			mr := m[r*k : (r+1)*k]
+			for i := k - 1; i >= 0; i-- {
+				var sum float64
+				for j, nv := range nm[i*k : i*k+i+1] {
+					sum += nv * mr[j]
+				}
+				mr[i] = sum
+			}
+		}
+	}
+	rowsNt(l.h2)
+	rowsNt(l.g2)       // G Nᵀ
+	for i := range k { // transpose: (G Nᵀ)ᵀ = N G
+		for j := range i {
+			l.g2[i*k+j], l.g2[j*k+i] = l.g2[j*k+i], l.g2[i*k+j]
+		}
+	}
+	rowsNt(l.g2) // (N G) Nᵀ
+	for i := range k {
+		for j := range i {
+			v := (l.g2[i*k+j] + l.g2[j*k+i]) / 2
+			l.g2[i*k+j], l.g2[j*k+i] = v, v
+		}
+	}
+	clear(c)
 }
 
 // update writes A·T + p eᵀ = A + p eᵀ − A·N into l.a2, with N =
