@@ -24,6 +24,7 @@ func TestSnapshotRoundTripExact(t *testing.T) {
 	// Fields added after the golden file (left zero there, and omitted from
 	// the encoding when zero, so older snapshots keep decoding).
 	want.State.Config.SwapRatio = 3
+	want.State.Config.Rule, want.State.Config.Beta = learners.RuleAPEX, 2.5 // kha's rule and β
 	data, err := EncodeSnapshot(want)
 	if err != nil {
 		t.Fatal(err)

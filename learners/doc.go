@@ -29,8 +29,10 @@
 //     (default centroid: members move to the mean of the points they stand
 //     for) and an optional forgetting factor. Its Summary reports how well
 //     the budget fits the stream.
-//   - kha: Kashima's kernelised Oja/generalised Hebbian rule on a fixed
-//     memorised set of B points with KHA/et gains.
+//   - kha: Kashima's kernelised online PCA rules on a fixed memorised set
+//     of B points with KHA/et gains: the generalised Hebbian rule (default,
+//     with the β of Kashima's eq. (12)), Oja's single-component rule, or
+//     kernel APEX (Config.Rule).
 //   - window: exact kernel PCA of the last W observations (sliding window).
 //   - batch: Raykar-style batch kernel PCA (Lanczos on centred kernel
 //     products: a stored Gram, exact matrix-free kernel rows, explicit poly

@@ -5,3 +5,8 @@ package learners
 var LanczosTop = lanczosTop
 
 type LanczosOptions = lanczosOptions
+
+// SetMoveGapArea sets the area of centroid's move gap (moveGapArea by
+// default; a huge value gives the gap of 2 at every size, the schedule
+// before the gap grew with m²).
+func SetMoveGapArea(l *IKPCA, a int64) { l.gapArea = a }

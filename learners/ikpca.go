@@ -44,7 +44,8 @@ func init() {
 // a forgetting-weighted weight wⱼ (the observations it stands for, itself
 // included) and the sum of what it absorbed since it last moved. Once that
 // sum weighs as much as its position, the member moves to the weighted
-// mean (online k-means with doubling steps: O(log N) moves per member):
+// mean (online k-means with doubling steps: O(log N) moves per member; at
+// most one move every max(2, ⌈m²/32768⌉) observations, see moveGapArea):
 // the move is an eviction of dⱼ and an admission of the mean, and instead
 // of dropping the evicted coordinate it is projected on the new member's
 // direction (see append), so mean and scatter are the exact orthogonal
@@ -90,7 +91,7 @@ func init() {
 //
 // Ints: m, version, rng, since_refresh, ready, changes, clock, pending. Scalars:
 // weight, kxx_sum, eps, scale. Matrices: points m×d, admitted 1×m, L m×m,
-// P m×m (= (K_DD+εI)⁻¹; not kept under centroid eviction), S m×m (scaled scatter: scatter = scale·S,
+// P m×m (= (K_DD+εI)⁻¹; kept under lli and contribution eviction only; the P of a fifo state written before fifo stopped keeping it is ignored), S m×m (scaled scatter: scatter = scale·S,
 // symmetric), mu 1×m, mu_ref 1×m, U m×p, SU m×p (S·U), theta 1×p (Ritz
 // values of the scatter), ref m×k (basis at the last version), A m×k,
 // a 1×m (= L⁻ᵀμ_ref), c 1×k, pending (r−1)×m (its first n rows, n the
@@ -146,6 +147,7 @@ type IKPCA struct {
 	accN     []float64 // b: their number
 	born     []float64 // b: aclock when the member was admitted
 	aclock   int64     // observations absorbed by a member so far (the protection clock)
+	gapArea  int64     // moveGapArea (a field so that tests can compare schedules)
 	lastMove int64     // Seen() at the last move
 	kself    []float64 // b: k(dⱼ,dⱼ)
 	xb       []float64 // d: scratch, a member's new position
@@ -208,7 +210,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		h:     make([]float64, p*p),
 		wv:    make([]float64, p),
 	}
-	if cfg.Eviction != EvictCentroid {
+	if keepsInverse(cfg.Eviction) {
 		l.P = make([]float64, b*b)
 	}
 	if cfg.Eviction == EvictCentroid {
@@ -222,6 +224,7 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		l.xb = make([]float64, d)
 		l.carryS = make([]float64, b)
 		l.carrySU = make([]float64, p)
+		l.gapArea = moveGapArea
 	}
 	var q [1]float64
 	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
@@ -238,15 +241,18 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 // of deferred scatter terms and lwork (≈ 34p) the eigensolver's workspace:
 // the dictionary, L, P = (K_DD+εI)⁻¹ and the scatter (3B²), the block, S
 // times it and two work copies (4Bp), A and the version reference (2Bk),
-// the pending scatter terms (Br) and vectors. The centroid policy keeps
-// no P (−B²) and adds B·d + 5B + p + d: each member's sum of absorbed
+// the pending scatter terms (Br) and vectors. The centroid and fifo
+// policies keep no P (−B²); centroid adds B·d + 5B + p + d: each member's sum of absorbed
 // observations (B·d), its weight, count, birth and k(dⱼ,dⱼ), and scratch.
 // It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
 	n := b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork
+	if l.P == nil {
+		n -= b * b
+	}
 	if l.cnt != nil {
-		n += b*d + 5*b + p + d - b*b
+		n += b*d + 5*b + p + d
 	}
 	return 8 * n
 }
@@ -589,7 +595,12 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	// independent rotation chains run together); then apply them to every
 	// coordinate object. All passes run along rows, so they stay
 	// cache-friendly.
-	copy(l.L[j*b:], l.L[(j+1)*b:m*b])
+	// Shift rows j+1… up by one, each only as far as the lower triangle
+	// and the entry the rotations below clear (row i takes old row i+1,
+	// columns 0…i+1; the rest of the row is zero already).
+	for i := j; i < m-1; i++ {
+		copy(l.L[i*b:i*b+i+2], l.L[(i+1)*b:(i+1)*b+i+2])
+	}
 	gc, gs := l.gc, l.gs
 	for i0 := j; i0 < m-1; i0 += 4 {
 		n := min(4, m-1-i0)
@@ -615,23 +626,27 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	// j… over all columns (Gᵀ·S), then the columns of the trailing rows
 	// (·G), each row r only as far as its lower triangle needs (column c
 	// is final after rotation c, so rotations j…r); the upper triangle of
-	// the result is never read.
+	// the result is never read. The two passes are interleaved four rows
+	// at a time: rows r…r+3 are final in Gᵀ·S after rotation r+3, and their
+	// column rotations run while they are still in cache, so the block is
+	// streamed from memory once instead of twice (the same operations in
+	// the same order per row: the result is bit-identical).
 	l.mirrorFrom(j)
-	for i := j; i < m-1; i++ {
-		c, s := gc[i], gs[i]
-		if l.tr != nil {
-			l.tr.Rotate(i, c, s)
-		}
-		rotate(l.mu, i, i+1, c, s)
-		rotate(l.muRef, i, i+1, c, s)
-		rotate(z, i, i+1, c, s)
-		rotateRows(l.U, p, i, c, s)
-		rotateRows(l.SU, p, i, c, s)
-		rotateRows(l.ref, k, i, c, s)
-		rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
-	}
 	for r := j; r < m; r += 4 {
 		n := min(4, m-r)
+		for i := r; i < min(r+n, m-1); i++ {
+			c, s := gc[i], gs[i]
+			if l.tr != nil {
+				l.tr.Rotate(i, c, s)
+			}
+			rotate(l.mu, i, i+1, c, s)
+			rotate(l.muRef, i, i+1, c, s)
+			rotate(z, i, i+1, c, s)
+			rotateRows(l.U, p, i, c, s)
+			rotateRows(l.SU, p, i, c, s)
+			rotateRows(l.ref, k, i, c, s)
+			rotatePair(l.S[i*b:i*b+m], l.S[(i+1)*b:(i+1)*b+m], c, s) // Gᵀ·S: rows i, i+1
+		}
 		rotateRowsChain(l.S, b, r, n, j, min(r+n, m-1), gc, gs)
 	}
 	// Drop coordinate m−1, the mass along the removed direction:
@@ -1373,6 +1388,34 @@ const centroidStep = 1
 // and moves at a later turn, further.
 const moveGap = 2
 
+// moveGapArea scales the centroid policy's least gap between two moves
+// with the dictionary size m: max(moveGap, ⌈m²/moveGapArea⌉) observations.
+// A move re-triangularises the factor and rotates the scatter from the
+// moved member's row on: O(m·(m−j)) with a larger constant than a plain
+// Learn's O(m² + md). On a stream where every point is novel the doubling
+// schedule asks for about B·log₂(N/B) moves by the N-th observation (a
+// move on every other message up to N ≈ 3B), so at large budgets the moves
+// alone cost several plain Learns per message, for longer the larger B.
+// The gap grows with m² so that their amortised cost stays a small part of
+// a Learn's: 2 up to m = 256 (behaviour unchanged there), 8 at 512, 32 at
+// 1024, 128 at 2048. A member that is due keeps absorbing and moves,
+// further, at a later turn: only the transient is slower.
+const moveGapArea = 256 * 128
+
+// moveGap returns the least number of observations between two moves of
+// the centroid policy for the current dictionary size.
+func (l *IKPCA) moveGap() int64 {
+	m := int64(l.rows.Len())
+	return max(moveGap, (m*m+l.gapArea-1)/l.gapArea)
+}
+
+// keepsInverse reports whether an eviction policy keeps P = (K_DD+εI)⁻¹:
+// lli and contribution read its diagonal to choose a victim; centroid and
+// fifo never read it as a whole, and an eviction solves for the one column
+// it needs (colP, two triangular solves) instead of down- and up-dating P
+// on every admission and eviction and recomputing it every B changes.
+func keepsInverse(eviction string) bool { return eviction != EvictCentroid && eviction != "fifo" }
+
 // deadWeight is the weight at or below which a member of the centroid
 // policy may be replaced by a new point: 1 (it stands for nothing but
 // itself) without forgetting; with forgetting, 1/e of the average
@@ -1428,7 +1471,7 @@ func (l *IKPCA) absorb(x, kr []float64, appended bool) bool {
 	axpy(1, x, l.acc[j*l.d:(j+1)*l.d])
 	l.accN[j]++
 	l.aclock++
-	if l.accN[j] < centroidStep*l.cnt[j] || l.seen-l.lastMove < moveGap {
+	if l.accN[j] < centroidStep*l.cnt[j] || l.seen-l.lastMove < l.moveGap() {
 		return false
 	}
 	l.lastMove = l.seen

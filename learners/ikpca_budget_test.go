@@ -276,3 +276,55 @@ func TestIKPCAOldDefaultSnapshot(t *testing.T) {
 		t.Errorf("a new default learner's state records eviction %q, want %q", got, learners.EvictCentroid)
 	}
 }
+
+// TestIKPCACentroidMoveGap compares centroid's move schedule, whose gap
+// grows with m² above m = 256 (8 at m = 512, 32 at 1,024), with the gap of
+// 2 at every size (the schedule before), at B = 512 (and 1,024, not under
+// -short: 12 s more) on one shuffled pass of satellite (rbf γ = 0.05,
+// k = 8; the dictionary fills after about B rows, then every later row is
+// absorbed or replaces a member). The synced models' similarity to
+// scikit-learn's batch KPCA of all rows must not drop by more than 0.002,
+// and the larger gap must make fewer dictionary changes.
+//
+//	go test ./learners -run TestIKPCACentroidMoveGap -v
+func TestIKPCACentroidMoveGap(t *testing.T) {
+	s := loadSatellite(t)
+	order := shuffled(s.n, 1)
+	budgets := []int{512}
+	if !testing.Short() {
+		budgets = append(budgets, 1024)
+	}
+	for _, b := range budgets {
+		run := func(area int64) (sim float64, changes int64) {
+			l, err := learners.NewIKPCA(learners.Config{Dim: s.d, Components: s.k, Budget: b, Kernel: s.kern})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if area > 0 {
+				learners.SetMoveGapArea(l, area)
+			}
+			for _, i := range order {
+				if err := l.Learn(s.x[i*s.d : (i+1)*s.d]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Sync(100); err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.Model()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.similarity(t, m), l.State().Ints["clock"]
+		}
+		simNow, clockNow := run(0)
+		simBefore, clockBefore := run(math.MaxInt64 / 4)
+		t.Logf("B = %d: similarity %.5f with the m² gap (%d admissions and moves), %.5f with gap 2 (%d)", b, simNow, clockNow, simBefore, clockBefore)
+		if simNow < simBefore-0.002 {
+			t.Errorf("B = %d: similarity %.5f with the m² gap, %.5f with gap 2: dropped by more than 0.002", b, simNow, simBefore)
+		}
+		if clockNow >= clockBefore {
+			t.Errorf("B = %d: %d dictionary changes with the m² gap, %d with gap 2: want fewer", b, clockNow, clockBefore)
+		}
+	}
+}

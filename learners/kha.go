@@ -114,6 +114,51 @@ const (
 // K_εs − k_D(x) of the explicit inverse were 10⁷–10¹⁰ times those of
 // substitution (10⁴ times with explicitly inverted diagonal blocks).
 //
+// # Rules
+//
+// Config.Rule selects one of Kashima's rules; each is a step of the form
+// A ← A·T + p eᵀ with T = I − N, N = striu(n eᵀ) + diag(dg∘e) (striu: the
+// part strictly above the diagonal) and eᵢ = ηₜᵢ·oᵢ, so the same O(k²)
+// tracking of G and H (with q = Tᵀy) and the same refreshes serve all three:
+//
+//   - gha (default): eq. (12)–(13), wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − β Σ_{l<i} yₗwₗ
+//     − yᵢwᵢ): o = y, n = βy, dg = y. β = Config.Beta, default 1 (Sanger's
+//     GHA, the rule above); β = 2 is Oja's stochastic gradient ascent.
+//   - oja: Oja's single-component rule, eq. (6), for each component,
+//     wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − yᵢwᵢ) (eq. (12) with β = 0): o = y, n = 0,
+//     dg = y. The components are decoupled between refreshes; the
+//     refresh's Gram–Schmidt (in index order) deflates them, so component i
+//     converges to the i-th eigenvector as in orthogonal iteration. Without
+//     it they all turn to the first (with Refresh 1000 on the drift window
+//     they collapsed and the refresh failed), so Config.Validate requires
+//     Refresh ≤ k with this rule.
+//   - apex: kernel APEX, eqs. (9)–(11): the outputs carry lateral weights
+//     C (k×k, strictly lower triangular, zero at the start),
+//     ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ, and wᵢ ← wᵢ + ηₜᵢ ŷᵢ (Pφ̃(x) − ŷᵢwᵢ),
+//     Cᵢₗ ← Cᵢₗ − ηₜᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ): o = ŷ, n = 0, dg = ŷ. This is Kung
+//     and Diamantaras' APEX with the same output ŷ in every term; the
+//     paper's eq. (10) mixes ỹ and y, and its eq. (11) has −ŷᵢCᵢₗ inside
+//     the bracket, which makes C grow like exp(η Σ ŷᵢ²) instead of
+//     decaying: we read both as typesetting slips. APEX's components are
+//     the outputs, ŷ = (I − C)⁻¹Aᵀ(k_D(x) − u): each refresh first folds
+//     the lateral weights into the directions, A ← A(I − C)⁻ᵀ (G and H
+//     alike), C ← 0, which leaves every ŷ unchanged, and then
+//     orthonormalises and publishes as for the other rules. Without the
+//     fold the Gram–Schmidt would act on the wᵢ alone and break APEX's
+//     balance between wᵢ and C (a linear-kernel stream published
+//     eigenvalues 22, 9, 8.8 for 9, 4, 1). The gain is also capped so that
+//     ηₜᵢŷᵢ² ≤ 1 (ŷ may exceed ‖Pφ̃(x)‖; the decay factors 1 − ηₜᵢŷᵢ² of
+//     wᵢ and C then stay in [0, 1]).
+//
+// The gains ηₜᵢ and their cap (ηₜᵢ·max(1, β)·‖Pφ̃(x)‖² ≤ 1: with β > 1
+// the deflation term is β times larger), λ̂ (a running mean of oᵢ², the
+// outputs), the refreshes, the published order and Transform (which
+// projects on the wᵢ, y = Aᵀ(k_D(x) − u); for APEX equal to ŷ right after
+// a refresh, within the lateral terms learned since between refreshes) are
+// the same for every rule. The per-observation cost differs only in O(k²)
+// terms (APEX: the lateral weights), plus, for APEX, O(Bk²) per refresh
+// for the fold.
+//
 // # Warm-up
 //
 // The first B observations are only stored. When the set is complete the
@@ -145,7 +190,10 @@ const (
 //
 //   - "points": the stored points, n×d (n = min(Seen, B));
 //
-// and once the set is complete (Seen ≥ B):
+// and once the set is complete (Seen ≥ B) the names below, plus, with rule
+// apex, Matrices "lateral" (C, k×k, strictly lower triangular). The rule
+// and β are part of State.Config, so a learner with another rule refuses
+// the state:
 //
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
@@ -192,6 +240,14 @@ type KHA struct {
 	refPerm []int
 	refSign []float64
 	version uint64
+
+	// the update rule (Config.Rule): N = striu(nv eᵀ) + diag(dg∘e) in
+	// A ← A(I − N) + p eᵀ (see the type's documentation)
+	beta     float64   // β of eq. (12) (gha), 0 for oja and apex
+	nv, dg   []float64 // k: for gha with β = 1 both alias y; oja: nv zero; apex: nv zero, dg = yo
+	apex     bool
+	lat      []float64 // k×k, apex only: lateral weights C (strictly lower)
+	lat2, yo []float64 // apex only: the next C, and the outputs ŷ with the lateral terms
 
 	// scratch
 	kr, s, v []float64 // b
@@ -249,7 +305,33 @@ func NewKHA(cfg Config) (*KHA, error) {
 		perm:    make([]int, k),
 		refPerm: make([]int, k),
 	}
+	l.nv, l.dg = l.y, l.y
+	switch cfg.Rule {
+	case "":
+		l.beta = 1
+		if cfg.Beta != 0 {
+			l.beta = cfg.Beta
+			l.nv = make([]float64, k)
+		}
+	case RuleOja:
+		l.nv = make([]float64, k) // zero: no deflation term
+	case RuleAPEX:
+		l.apex = true
+		l.nv = make([]float64, k)
+		l.yo = make([]float64, k)
+		l.dg = l.yo
+		l.lat = make([]float64, k*k)
+		l.lat2 = make([]float64, k*k)
+	}
 	return l, nil
+}
+
+// Rule returns the update rule: "gha", "oja" or "apex".
+func (l *KHA) Rule() string {
+	if l.cfg.Rule == "" {
+		return RuleGHA
+	}
+	return l.cfg.Rule
 }
 
 // MemoryBytes returns the bytes held by the learner's arrays:
@@ -259,11 +341,20 @@ func NewKHA(cfg Config) (*KHA, error) {
 // (the Cholesky factor of K_ε and the reciprocals of its diagonal, the
 // memorised points and their norms; A, its next value, the reference basis
 // and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
-// values and a k×k scratch; the k-sized vectors), plus a fixed overhead of
-// a few hundred bytes. It does not depend on the length of the stream.
+// values and a k×k scratch; the k-sized vectors), plus 8·k for rule oja or
+// a β other than 1, 8·(2k² + 2k) for rule apex (the lateral weights, their
+// next value, the outputs and a coefficient vector), plus a fixed overhead
+// of a few hundred bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
-	return 8 * (b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k)
+	n := b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k
+	switch {
+	case l.apex:
+		n += 2*k*k + 2*k
+	case l.cfg.Beta != 0 || l.cfg.Rule == RuleOja:
+		n += k
+	}
+	return 8 * n
 }
 
 // Kind returns "kha".
@@ -330,6 +421,7 @@ func (l *KHA) complete() error {
 	clear(l.c)
 	clear(l.u)
 	clear(l.lam)
+	clear(l.lat)
 	l.kxx = 0
 	l.sinceRefresh, l.sinceSync = 0, 0
 	l.version = 0
@@ -521,16 +613,19 @@ func (l *KHA) orthonormalise(g, h, a, na []float64) bool {
 func (l *KHA) track(pv float64) float64 {
 	k := l.k
 	y, e, zr := l.y[:k], l.eta[:k], l.zr[:k]
+	n, dg := l.nv[:k], l.dg[:k]
 	var sum float64
-	// H' = H T + (Rᵀv) eᵀ, with (H T)ᵣᵢ = Hᵣᵢ − eᵢ Σ_{l≤i} Hᵣₗ yₗ.
+	// T = I − N with N = striu(n eᵀ) + diag(dg∘e) (see the type's
+	// documentation; for GHA n = dg = y and N = LT[y yᵀ]·diag(ηₜ)).
+	// H' = H T + (Rᵀv) eᵀ, with (H T)ᵣᵢ = Hᵣᵢ − eᵢ (Σ_{l<i} Hᵣₗ nₗ + Hᵣᵢ dgᵢ).
 	for r := range k {
 		hr, nr := l.h[r*k:(r+1)*k], l.h2[r*k:(r+1)*k]
 		hr, nr = hr[:k], nr[:k]
 		z := zr[r]
 		var acc float64
 		for i, ei := range e {
-			acc += hr[i] * y[i]
-			v := hr[i] + ei*(z-acc)
+			v := hr[i] + ei*(z-(acc+hr[i]*dg[i]))
+			acc += hr[i] * n[i]
 			nr[i] = v
 			sum += v
 		}
@@ -542,24 +637,25 @@ func (l *KHA) track(pv float64) float64 {
 		gr, xr = gr[:k], xr[:k]
 		var acc float64
 		for i, ei := range e {
-			acc += gr[i] * y[i]
-			xr[i] = gr[i] - ei*acc
+			xr[i] = gr[i] - ei*(acc+gr[i]*dg[i])
+			acc += gr[i] * n[i]
 		}
 	}
-	// G' = TᵀX + q eᵀ + e qᵀ + pv e eᵀ with q = Tᵀy, qᵢ = yᵢ − eᵢ Σ_{l≤i} yₗ²
-	// (q goes to l.zr, free now), (TᵀX)ᵢ꜀ = Xᵢ꜀ − eᵢ Σ_{l≤i} yₗ Xₗ꜀.
+	// G' = TᵀX + q eᵀ + e qᵀ + pv e eᵀ with q = Tᵀy (y = AᵀK_εp),
+	// qᵢ = yᵢ − eᵢ (Σ_{l<i} nₗyₗ + dgᵢyᵢ) (q goes to l.zr, free now),
+	// (TᵀX)ᵢ꜀ = Xᵢ꜀ − eᵢ (Σ_{l<i} nₗ Xₗ꜀ + dgᵢ Xᵢ꜀).
 	q, acc := zr, l.acc[:k]
 	clear(acc)
 	var yy float64
 	for i, ei := range e {
-		yi := y[i]
-		yy += yi * yi
-		q[i] = yi - ei*yy
+		yi, ni, di := y[i], n[i], dg[i]
+		q[i] = yi - ei*(yy+di*yi)
+		yy += ni * yi
 		xi, gi := x[i*k:(i+1)*k], l.g2[i*k:(i+1)*k]
 		xi, gi = xi[:k], gi[:k]
 		for c, xv := range xi {
-			acc[c] += yi * xv
-			gi[c] = xv - ei*acc[c]
+			gi[c] = xv - ei*(acc[c]+di*xv)
+			acc[c] += ni * xv
 		}
 	}
 	g2 := l.g2
@@ -607,24 +703,70 @@ func (l *KHA) step(x []float64, t int64) error {
 		clear(l.zr)
 	}
 
+	// The outputs the rule learns from: the projections y, or for APEX
+	// ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
+	out := y
+	if l.apex {
+		out = l.yo
+		for i := range k {
+			v := y[i]
+			for lj, c := range l.lat[i*k : i*k+i] {
+				v += c * out[lj]
+			}
+			out[i] = v
+		}
+	}
+	// λ̂ᵢ: running mean of the outputs' squares.
 	rho := max(1/n, 1/float64(b))
 	var norm float64
-	for i, yi := range y {
+	for i, yi := range out {
 		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
 		f := max(l.lam2[i], l.floor)
 		norm += f * f
 	}
 	norm = math.Sqrt(norm)
 	etaT := l.cfg.LearningRate * l.cfg.Decay / (float64(t) + l.cfg.Decay)
+	// The cap ηₜᵢ‖Pφ̃(x)‖² ≤ 1; with β > 1 the deflation term is β times
+	// larger, so ηₜᵢβ‖Pφ̃(x)‖² ≤ 1 (β = 2 overflowed during the warm-up
+	// replay without it, TestKHARulesLinear).
+	capv := pv
+	if l.beta > 1 {
+		capv = pv * l.beta
+	}
 	for i := range k {
 		e := etaT * norm / max(l.lam2[i], l.floor)
-		if pv > 0 && e*pv > 1 {
-			e = 1 / pv
+		if capv > 0 && e*capv > 1 {
+			e = 1 / capv
 		}
-		l.eta[i] = e * y[i]
+		if o2 := out[i] * out[i]; l.apex && e*o2 > 1 {
+			// APEX's output carries the lateral terms and may exceed
+			// ‖Pφ̃(x)‖: cap ηₜᵢŷᵢ² ≤ 1 as well, so that the decay factors
+			// 1 − ηₜᵢŷᵢ² of wᵢ and Cᵢ stay in [0, 1].
+			e = 1 / o2
+		}
+		l.eta[i] = e * out[i]
+	}
+	var check float64
+	if l.beta != 1 && l.beta != 0 {
+		for i, yi := range y {
+			l.nv[i] = l.beta * yi
+		}
+	}
+	if l.apex {
+		// Eq. (11) in Kung and Diamantaras' stable form:
+		// Cᵢₗ ← Cᵢₗ − ηᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ), l < i.
+		for i := range k {
+			ei, oi := l.eta[i], out[i]
+			row, nrow := l.lat[i*k:i*k+i], l.lat2[i*k:i*k+i]
+			for lj, c := range row {
+				v := c - ei*(out[lj]+oi*c)
+				nrow[lj] = v
+				check += v
+			}
+		}
 	}
 
-	check := l.update(s)
+	check += l.update(s)
 	// The next G and H in k-space (see the type's documentation).
 	check += l.track(pv)
 	if !finite(check + pv + nkxx) {
@@ -637,9 +779,17 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.exactGram(l.g2, l.h2, l.a2)
 	}
 	if refresh {
+		next := l.a2
+		if l.apex {
+			// APEX's components are the outputs ŷ = (I − C)⁻¹Aᵀ(k_D(x) − u):
+			// fold the lateral weights into the directions before they are
+			// orthonormalised and published (see the type's documentation).
+			l.foldLateral()
+			next = l.ka
+		}
 		// The orthonormalised directions go straight into l.a (the old
 		// ones are no longer needed once this succeeds).
-		if !l.orthonormalise(l.g2, l.h2, l.a2, l.a) {
+		if !l.orthonormalise(l.g2, l.h2, next, l.a) {
 			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
 		}
 	} else {
@@ -652,6 +802,9 @@ func (l *KHA) step(x []float64, t int64) error {
 	l.c, l.c2 = l.c2, l.c
 	l.u, l.u2 = l.u2, l.u
 	l.lam, l.lam2 = l.lam2, l.lam
+	if l.apex {
+		l.lat, l.lat2 = l.lat2, l.lat
+	}
 	l.kxx = nkxx
 	l.sinceRefresh++
 	l.sinceSync++
@@ -665,8 +818,67 @@ func (l *KHA) step(x []float64, t int64) error {
 	return nil
 }
 
-// update writes A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ) into l.a2, where l.eta
-// holds eᵢ = ηₜᵢyᵢ, and returns the sum of the new entries. That sum is
+// foldLateral writes into l.ka the next directions with APEX's lateral
+// weights folded in, A' = A Nᵀ with N = (I − C)⁻¹ (C = l.lat2, the next
+// lateral weights, strictly lower triangular, so N is unit lower
+// triangular), so that A'ᵀ(k_D(x) − u) = ŷ; transforms the next G and H
+// alike (G ← N G Nᵀ, H ← H Nᵀ) and zeroes C. O(Bk² + k³); it uses l.w as
+// scratch (free between track and orthonormalise).
+func (l *KHA) foldLateral() {
+	b, k := l.b, l.k
+	c, nm := l.lat2, l.w
+	// N = (I − C)⁻¹ by forward substitution: N = I + C N.
+	clear(nm)
+	for i := range k {
+		nm[i*k+i] = 1
+		for j := range i {
+			var v float64
+			for m := j; m < i; m++ {
+				v += c[i*k+m] * nm[m*k+j]
+			}
+			nm[i*k+j] = v
+		}
+	}
+	// A' = A Nᵀ: column i is Σ_{j≤i} N[i][j] A[:, j].
+	bl := blas64.Implementation()
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, l.a2, k, nm[i*k:i*k+i+1], 1, 0, l.ka[i:], k)
+	}
+	// Rows times Nᵀ in place, from the last entry (entry i needs the
+	// entries j ≤ i, still the old ones): H ← H Nᵀ, G ← G Nᵀ, then
+	// G ← N G (columns, the same way on Gᵀ, as G Nᵀ's transpose is N G).
+	rowsNt := func(m []float64) {
+		for r := range k {
+			mr := m[r*k : (r+1)*k]
+			for i := k - 1; i >= 0; i-- {
+				var sum float64
+				for j, nv := range nm[i*k : i*k+i+1] {
+					sum += nv * mr[j]
+				}
+				mr[i] = sum
+			}
+		}
+	}
+	rowsNt(l.h2)
+	rowsNt(l.g2)       // G Nᵀ
+	for i := range k { // transpose: (G Nᵀ)ᵀ = N G
+		for j := range i {
+			l.g2[i*k+j], l.g2[j*k+i] = l.g2[j*k+i], l.g2[i*k+j]
+		}
+	}
+	rowsNt(l.g2) // (N G) Nᵀ
+	for i := range k {
+		for j := range i {
+			v := (l.g2[i*k+j] + l.g2[j*k+i]) / 2
+			l.g2[i*k+j], l.g2[j*k+i] = v, v
+		}
+	}
+	clear(c)
+}
+
+// update writes A·T + p eᵀ = A + p eᵀ − A·N into l.a2, with N =
+// striu(nv eᵀ) + diag(dg∘e) and l.eta holding e (for GHA with β = 1,
+// A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ), eᵢ = ηₜᵢyᵢ), and returns the sum of the new entries. That sum is
 // finite only if every entry is (a NaN or an infinity propagates; a finite
 // sum overflows only when entries approach 10³⁰⁸, a failure anyway), so no
 // second pass over the new A is needed. Four rows at a time, so that the
@@ -674,7 +886,7 @@ func (l *KHA) step(x []float64, t int64) error {
 // the new entries go to l.acc.
 func (l *KHA) update(p []float64) float64 {
 	b, k := l.b, l.k
-	e, y := l.eta[:k], l.y[:k]
+	e, y, dg := l.eta[:k], l.nv[:k], l.dg[:k]
 	col := l.acc[:k]
 	clear(col)
 	j := 0
@@ -686,15 +898,15 @@ func (l *KHA) update(p []float64) float64 {
 		p0, p1, p2, p3 := p[j], p[j+1], p[j+2], p[j+3]
 		var s0, s1, s2, s3 float64
 		for i, ei := range e {
-			yi := y[i]
+			yi, di := y[i], dg[i]
+			x0 := a0[i] + ei*(p0-(s0+a0[i]*di))
+			x1 := a1[i] + ei*(p1-(s1+a1[i]*di))
+			x2 := a2[i] + ei*(p2-(s2+a2[i]*di))
+			x3 := a3[i] + ei*(p3-(s3+a3[i]*di))
 			s0 += a0[i] * yi
 			s1 += a1[i] * yi
 			s2 += a2[i] * yi
 			s3 += a3[i] * yi
-			x0 := a0[i] + ei*(p0-s0)
-			x1 := a1[i] + ei*(p1-s1)
-			x2 := a2[i] + ei*(p2-s2)
-			x3 := a3[i] + ei*(p3-s3)
 			n0[i], n1[i], n2[i], n3[i] = x0, x1, x2, x3
 			col[i] += (x0 + x1) + (x2 + x3)
 		}
@@ -705,8 +917,8 @@ func (l *KHA) update(p []float64) float64 {
 		pj := p[j]
 		var sa float64
 		for i, ei := range e {
+			x := ar[i] + ei*(pj-(sa+ar[i]*dg[i]))
 			sa += ar[i] * y[i]
-			x := ar[i] + ei*(pj-sa)
 			an[i] = x
 			col[i] += x
 		}
@@ -916,6 +1128,9 @@ func (l *KHA) State() *State {
 	}
 	s.putMatrix("perm", 1, k, perm[:k])
 	s.putMatrix("ref_perm", 1, k, perm[k:])
+	if l.apex {
+		s.putMatrix("lateral", k, k, l.lat)
+	}
 	return s
 }
 
@@ -968,8 +1183,19 @@ func (l *KHA) Restore(s *State) error {
 	refSign := r.matrix("ref_sign", 1, k)
 	perm := r.matrix("perm", 1, k)
 	refPerm := r.matrix("ref_perm", 1, k)
+	var lat []float64
+	if nl.apex {
+		lat = r.matrix("lateral", k, k)
+	}
 	if r.err != nil {
 		return r.err
+	}
+	for i := range k {
+		for j := i; j < k && lat != nil; j++ {
+			if lat[i*k+j] != 0 {
+				r.fail("lateral[%d][%d] = %v: the lateral weights are strictly lower triangular", i, j, lat[i*k+j])
+			}
+		}
 	}
 	for i := range k {
 		if lam[i] < 0 {
@@ -1027,6 +1253,9 @@ func (l *KHA) Restore(s *State) error {
 	copy(nl.pubEig, eig)
 	copy(nl.sign, sign)
 	copy(nl.refSign, refSign)
+	if lat != nil {
+		copy(nl.lat, lat)
+	}
 	*l = *nl
 	return nil
 }

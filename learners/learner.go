@@ -226,6 +226,20 @@ type Config struct {
 	LearningRate float64 `yaml:"learning_rate"`
 	// Decay is t₀ of kha's schedule. Default 1000 (observations).
 	Decay float64 `yaml:"decay"`
+	// Rule is kha's update rule (Kashima 2001): "gha" (default) is the
+	// generalised Hebbian rule of eq. (12)–(13) with Beta (Sanger's rule
+	// at β = 1), "oja" Oja's single-component rule, eq. (6), for every
+	// component (eq. (12) with β = 0; the refresh's Gram–Schmidt deflates
+	// and orders them, so Refresh must be ≤ k), "apex" the kernel APEX rule of eqs. (9)–(11) with lateral
+	// weights. The default is kept as "" ("gha" is normalised to it), so
+	// that configurations and snapshots from before the field compare and
+	// encode as before. kha only.
+	Rule string `yaml:"rule"`
+	// Beta is β of eq. (12) for rule gha: component p's input is
+	// φ(x) − β·Σ_{j<p} yⱼwⱼ. 1 is Sanger's GHA, 2 Oja's stochastic gradient
+	// ascent. 0 means 1 (and 1 is normalised to 0); must be finite and
+	// > 0 when set. kha with rule gha only.
+	Beta float64 `yaml:"beta"`
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
 	// (default 2p with the block size p = k + max(k, 8)) and window
@@ -246,6 +260,13 @@ const (
 
 // EvictCentroid names the centroid eviction policy (see IKPCA).
 const EvictCentroid = "centroid"
+
+// kha update rules (Config.Rule).
+const (
+	RuleGHA  = "gha"
+	RuleOja  = "oja"
+	RuleAPEX = "apex"
+)
 
 // Defaults.
 const (
@@ -292,6 +313,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Decay == 0 {
 		c.Decay = DefaultDecay
+	}
+	// kha's default rule and β are kept as their zero values (see Rule).
+	if c.Rule == RuleGHA {
+		c.Rule = ""
+	}
+	if c.Beta == 1 {
+		c.Beta = 0
 	}
 	if c.Refresh == 0 {
 		switch c.Learner {
@@ -376,6 +404,29 @@ func (c Config) Validate() error {
 	}
 	if c.Refresh < 1 {
 		bad("refresh", "must be ≥ 1, got %d", c.Refresh)
+	}
+	switch c.Rule {
+	case "", RuleOja, RuleAPEX:
+		if c.Rule != "" && c.Learner != KindKHA {
+			bad("rule", "applies to learner kha only, got %q for %s", c.Rule, c.Learner)
+		}
+		if c.Rule == RuleOja && c.Components > 1 && c.Refresh > c.Components {
+			// Oja's single-component rule has no deflation term: the
+			// refresh's Gram–Schmidt is its deflation, and with rarer
+			// refreshes the components collapse onto the first.
+			bad("refresh", "must be ≤ components (%d) with kha rule oja (the refresh deflates its components), got %d", c.Components, c.Refresh)
+		}
+	default:
+		bad("rule", "unknown kha rule %q (want gha, oja or apex)", c.Rule)
+	}
+	switch {
+	case c.Beta == 0:
+	case !(c.Beta > 0) || math.IsInf(c.Beta, 0):
+		bad("beta", "must be > 0 and finite, got %v", c.Beta)
+	case c.Rule != "":
+		bad("beta", "applies to kha rule gha only, got %v with rule %s", c.Beta, c.Rule)
+	case c.Learner != KindKHA:
+		bad("beta", "applies to learner kha only, got %v for %s", c.Beta, c.Learner)
 	}
 	return errors.Join(errs...)
 }

@@ -48,6 +48,8 @@ type replayOptions struct {
 	swapRatio           float64
 	refresh             int
 	learningRate, decay float64
+	rule                string  // kha update rule
+	beta                float64 // kha gha β
 	progressEvery       time.Duration
 	budgetIsSet         bool
 	solver              string  // batch: auto|dense|lanczos|fast
@@ -108,6 +110,8 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.refresh, "refresh", 0, "observations between refreshes of the published components (default: learner's)")
 	fs.Float64Var(&o.learningRate, "learning-rate", 0, "kha: η₀ of η_t = η₀·t₀/(t+t₀) (default 0.1)")
 	fs.Float64Var(&o.decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
+	fs.StringVar(&o.rule, "rule", "", "kha: update rule gha (default), oja or apex (Kashima 2001)")
+	fs.Float64Var(&o.beta, "beta", 0, "kha rule gha: β of Kashima's eq. (12), > 0 (default 1: Sanger; 2: Oja's SGA)")
 	fs.DurationVar(&o.progressEvery, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
 	fs.StringVar(&o.solver, "solver", "auto", "batch: eigensolver auto, dense, lanczos or fast (README: batch solvers)")
 	fs.Float64Var(&o.precision, "precision", learners.DefaultPrecision, "batch, --solver fast (or auto above the Gram cap), rbf: precision ε in (0, 0.1] of the fast Gauss transform; each covariance eigenvalue is within ε of the exact one")
@@ -203,6 +207,7 @@ func (o *replayOptions) learnerConfig(d int) learners.Config {
 		Kernel: learners.Kernel{Name: o.kernel, Gamma: o.gamma, Degree: o.degree, Coef0: o.coef0},
 		Forget: o.forget, Admission: o.admission, Eviction: o.eviction, Tolerance: o.tolerance, SwapRatio: o.swapRatio,
 		Refresh: o.refresh, LearningRate: o.learningRate, Decay: o.decay, Seed: o.seed,
+		Rule: o.rule, Beta: o.beta,
 	}
 	if o.kernel != learners.KernelPoly {
 		cfg.Kernel.Degree = 0

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,6 +152,8 @@ func TestReplayErrors(t *testing.T) {
 		{"bad_learner", []string{"replay", "--in", good, "--learner", "pca", "--model-out", model}, 1, `unknown learner "pca"`},
 		{"bad_model_at", []string{"replay", "--in", good, "--model-out", model, "--model-at", "10,x"}, 2, `want positive row counts`},
 		{"missing_file", []string{"replay", "--in", filepath.Join(dir, "nope.csv"), "--model-out", model}, 1, "no such file"},
+		{"bad_rule", []string{"replay", "--in", good, "--learner", "kha", "--rule", "hebb", "--model-out", model}, 1, `unknown kha rule "hebb"`},
+		{"beta_with_apex", []string{"replay", "--in", good, "--learner", "kha", "--rule", "apex", "--beta", "2", "--model-out", model}, 1, "beta: applies to kha rule gha only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, tc.args...)
@@ -299,5 +302,40 @@ func TestReplayFaultColumn(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "replay", "--in", data, "--fault-column", "fault", "--passes", "2", "--model-out", filepath.Join(dir, "m2.json")); code == 0 || !strings.Contains(stderr, "--fault-column needs one in-order pass") {
 		t.Errorf("--fault-column with --passes 2: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestReplayKHARules replays a small stream through kha with each of
+// Kashima's rules (--rule, --beta) and checks that each writes a model
+// whose components differ from GHA's (the flag reaches the learner).
+func TestReplayKHARules(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.csv")
+	var b strings.Builder
+	b.WriteString("a,b,c\n")
+	for i := range 300 {
+		th := float64(i) * 0.37
+		fmt.Fprintf(&b, "%.6f,%.6f,%.6f\n", math.Cos(th), 0.5*math.Sin(th), 0.1*math.Sin(3*th))
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]string{}
+	for _, args := range [][]string{{}, {"--rule", "gha", "--beta", "2"}, {"--rule", "oja"}, {"--rule", "apex"}} {
+		out := filepath.Join(dir, fmt.Sprintf("m%d.json", len(models)))
+		code, _, stderr := runCmd(t, append([]string{"replay", "--in", in, "--learner", "kha", "--budget", "60", "--components", "3", "--model-out", out}, args...)...)
+		if code != 0 {
+			t.Fatalf("replay %v: exit %d, stderr %q", args, code, stderr)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for prev, m := range models {
+			if m == string(raw) {
+				t.Errorf("replay %v wrote the same model as %s", args, prev)
+			}
+		}
+		models[fmt.Sprint(args)] = string(raw)
 	}
 }
