@@ -223,7 +223,7 @@ func TestYAMLErrorsNameTheField(t *testing.T) {
 		{"type error", "pipelines:\n  - name: p\n    input: {subject: in.*}\n    learner: {dim: x, components: 2, kernel: {name: rbf}}\n",
 			"config: pipelines[0].learner.dim: line 4: cannot unmarshal !!str `x` into int"},
 		{"unknown nested field", "pipelines:\n  - name: p\n    learner:\n      dimm: 3\n",
-			`config: pipelines[0].learner.dimm: line 4: unknown field "dimm"; did you mean "dim"? (pipelines[0].learner has kind, dim, components, budget, kernel, forget, admission, eviction, swap_ratio, tolerance, coherence, jitter, learning_rate, decay, refresh, seed)`},
+			`config: pipelines[0].learner.dimm: line 4: unknown field "dimm"; did you mean "dim"? (pipelines[0].learner has kind, dim, components, budget, kernel, forget, admission, eviction, swap_ratio, tolerance, coherence, jitter, learning_rate, decay, rule, beta, refresh, seed)`},
 		{"second key on a line", "nats: {url: x, bogus: 1}\n", `config: nats.bogus: line 1: unknown field "bogus" (nats has url, name, creds, nkey, user, password, token, tls, reconnect_wait)`},
 		{"duplicate key", "workers: 1\nworkers: 2\n", `config: workers: line 2: mapping key "workers" already defined at line 1`},
 		{"odd key", "nats: {\"a.b\": 1}\n", `config: nats["a.b"]: line 1: unknown field "a.b" (nats has url, name, creds, nkey, user, password, token, tls, reconnect_wait)`},
