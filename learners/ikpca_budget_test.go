@@ -291,7 +291,7 @@ func TestIKPCACentroidMoveGap(t *testing.T) {
 	s := loadSatellite(t)
 	order := shuffled(s.n, 1)
 	budgets := []int{512}
-	if !testing.Short() {
+	if !testing.Short() && !raceEnabled { // B = 1024 takes minutes under the race detector
 		budgets = append(budgets, 1024)
 	}
 	for _, b := range budgets {

@@ -151,11 +151,18 @@ func TestKHARulesFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams 10 passes of satellite (64k Learns) per rule and refresh: about 45 s; run without -short")
 	}
+	sets, refreshes := []string{"wine", "satellite", "drift"}, []int{0, 1000}
+	if raceEnabled {
+		// ~10× slower: the checked cells only (default refresh), without
+		// satellite's 64k Learns per rule; the full table without -race.
+		sets, refreshes = []string{"wine", "drift"}, []int{0}
+		t.Log("race detector on: wine and drift with the default refresh only")
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-10s %-10s %-8s %7s %7s %7s %9s\n", "data", "rule", "refresh", "1 pass", "3", "10", "µs/Learn")
-	for _, name := range []string{"wine", "satellite", "drift"} {
+	for _, name := range sets {
 		ds := loadRuleSet(t, name)
-		for _, refresh := range []int{0, 1000} {
+		for _, refresh := range refreshes {
 			for _, r := range khaRules {
 				if r.rule == learners.RuleOja && refresh > ds.k {
 					continue // refresh ≤ k with rule oja (TestKHARuleConfigErrors)
