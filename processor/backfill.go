@@ -59,24 +59,29 @@ func (p *Processor) backfill(ctx context.Context, pl *pipeline, key string) []kp
 }
 
 // readOutputs reads up to max outputs of subject stored since start, with
-// an ordered consumer; it returns them and how many more were pending.
+// an ephemeral consumer of its own (no acks, in memory, deleted after); it
+// returns them and how many more were pending.
 func (p *Processor) readOutputs(ctx context.Context, stream, subject string, start time.Time, max int) ([]kpcaview.Observation, uint64, error) {
-	cons, err := p.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start})
+	cons, err := p.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		FilterSubject: subject, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute, Replicas: 1})
 	if err != nil {
 		return nil, 0, err
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	if info.NumPending == 0 {
+	name := cons.CachedInfo().Name
+	defer func() {
+		// Not left to its inactivity threshold.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = p.js.DeleteConsumer(dctx, stream, name)
+	}()
+	if cons.CachedInfo().NumPending == 0 {
 		return nil, 0, nil
 	}
 	var out []kpcaview.Observation
 	var pending uint64
 	for len(out) < max {
-		batch, err := cons.Fetch(min(256, max-len(out)), jetstream.FetchContext(ctx))
+		batch, err := cons.FetchNoWait(min(256, max-len(out))) // what is stored: never waits for more
 		if err != nil {
 			return out, 0, err
 		}

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,6 +88,12 @@ func TestUIAPI(t *testing.T) {
 	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.View == nil || v.Count != past ||
 		v.Since != math.MaxInt64 || v.Components != 2 {
 		t.Fatalf("series before any watched output: %d %+v (want %d read back, since max)", code, v, past)
+	}
+	// Reading back leaves no consumer on the output stream.
+	if st, err := e.js.Stream(context.Background(), "ui_OUT"); err != nil {
+		t.Fatal(err)
+	} else if info, err := st.Info(context.Background()); err != nil || info.State.Consumers != 0 {
+		t.Errorf("output stream after reading back: %v consumers (%v), want 0", info.State.Consumers, err)
 	}
 	publish(100, 20)
 	waitFor(t, 10*time.Second, "outputs", func() bool { return r.stats("ui").Out >= 40-2*(pcaWarm-1) })

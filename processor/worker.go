@@ -341,7 +341,7 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		}
 		if n := a.Attempt; n == 1 || n%20 == 0 {
 			w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", a.Key),
-				zap.Uint64("seq", a.Seq), zap.String("subject", w.keys[a.Key].subject), zap.Int("attempt", n), zap.Error(a.Err))
+				zap.Uint64("seq", a.Seq), zap.Int("attempt", n), zap.Error(a.Err))
 		}
 	case machine.ActAck:
 		w.ack(&a.Msg, a.Result)
