@@ -39,6 +39,10 @@ var (
 func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if bin := os.Getenv("KPCASTREAM_BIN"); bin != "" { // a prebuilt binary (a machine without Go)
+			binPath = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "kpcastream-proctest")
 		if err != nil {
 			buildErr = err
@@ -64,7 +68,10 @@ const (
 var learnerCfg = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 16,
 	Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Forget: 0.99, Seed: 3}
 
-func config(url string) string {
+func config(url string) string { return configParts(url, partitions) }
+
+// configParts is config with n partitions.
+func configParts(url string, n int) string {
 	return fmt.Sprintf(`
 nats: {url: %q}
 log: {level: info, format: json}
@@ -80,7 +87,7 @@ pipelines:
     learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}, forget: 0.99, seed: 3}
     output: {subject: "pout.{key}", stream: POUT, create_stream: true, encoding: json}
     snapshot: {every_messages: 10, every: -1s}
-`, url, ttl, partitions)
+`, url, ttl, n)
 }
 
 // proc is one running "kpcastream run".
@@ -150,6 +157,7 @@ func (p *proc) stop(t testing.TB) {
 // world is the server, a client and the workload of one test.
 type world struct {
 	t      testing.TB
+	parts  int // partitions of the pipeline; 0: partitions
 	js     jetstream.JetStream
 	coord  jetstream.KeyValue
 	cfg    string
@@ -257,7 +265,7 @@ type record struct {
 
 // owners returns the record of each partition.
 func (w *world) owners() []record {
-	out := make([]record, partitions)
+	out := make([]record, w.partitions())
 	for i := range out {
 		e, err := w.bucket().Get(context.Background(), fmt.Sprintf("partitions.proc.%d", i))
 		if err == nil {
@@ -330,7 +338,14 @@ func (w *world) drained() bool {
 		}
 		parts[ci.Config.FilterSubject] = true
 	}
-	return len(parts) == partitions
+	return len(parts) == w.partitions()
+}
+
+func (w *world) partitions() int {
+	if w.parts > 0 {
+		return w.parts
+	}
+	return partitions
 }
 
 // check compares every key's final snapshot with a reference learner fed

@@ -1,10 +1,13 @@
 package proctest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,29 +28,45 @@ import (
 // shows the coordination's overhead rather than a speed-up.
 //
 //	go test ./internal/proctest -run '^$' -bench ScaleOut -benchtime 1x
+//
+// On a bigger machine the environment widens it (defaults in brackets):
+// KPCASTREAM_SCALE_WORKERS the W to run ["1,2,3"], KPCASTREAM_SCALE_PARTITIONS
+// [4], KPCASTREAM_SCALE_MSGS [20000], KPCASTREAM_SCALE_KEYS [64], and
+// KPCASTREAM_SCALE_URL a nats-server in its own process (the deployed
+// shape) instead of the embedded one — the benchmark deletes every stream
+// on that server before each iteration, so give it a server of its own.
 func BenchmarkScaleOut(b *testing.B) {
-	const n = 20000
-	for _, workers := range []int{1, 2, 3} {
+	workersList := envInts(b, "KPCASTREAM_SCALE_WORKERS", []int{1, 2, 3})
+	parts := envInts(b, "KPCASTREAM_SCALE_PARTITIONS", []int{partitions})[0]
+	n := envInts(b, "KPCASTREAM_SCALE_MSGS", []int{20000})[0]
+	nkeys := envInts(b, "KPCASTREAM_SCALE_KEYS", []int{64})[0]
+	external := os.Getenv("KPCASTREAM_SCALE_URL")
+	for _, workers := range workersList {
 		b.Run(fmt.Sprintf("W=%d", workers), func(b *testing.B) {
 			binary(b)
 			var total time.Duration
 			for range b.N {
 				b.StopTimer()
-				_, url := natstest.RunServer(b)
+				url := external
+				if url == "" {
+					_, url = natstest.RunServer(b)
+				}
 				_, js := natstest.Connect(b, url)
+				if external != "" {
+					wipe(b, js)
+				}
 				cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-				if err := os.WriteFile(cfg, []byte(config(url)), 0o644); err != nil {
+				if err := os.WriteFile(cfg, []byte(configParts(url, parts)), 0o644); err != nil {
 					b.Fatal(err)
 				}
-				w := &world{t: b, js: js, cfg: cfg}
+				w := &world{t: b, js: js, cfg: cfg, parts: parts}
 				var procs []*proc
-				ids := map[string]bool{}
 				for range workers {
 					p := start(b, cfg)
 					procs = append(procs, p)
-					ids[w.memberOf(p.cmd.Process.Pid)] = true
+					w.memberOf(p.cmd.Process.Pid)
 				}
-				waitFor(b, 20*time.Second, "the workers share the partitions", func() bool {
+				waitFor(b, 60*time.Second, "the workers share the partitions", func() bool {
 					owners := map[string]bool{}
 					for _, r := range w.owners() {
 						if r.Owner == "" {
@@ -55,7 +74,7 @@ func BenchmarkScaleOut(b *testing.B) {
 						}
 						owners[r.Owner] = true
 					}
-					return len(owners) == workers
+					return len(owners) == min(workers, parts)
 				})
 				rng := rand.New(rand.NewPCG(1, 2))
 				b.StartTimer()
@@ -63,7 +82,7 @@ func BenchmarkScaleOut(b *testing.B) {
 				for i := range n {
 					x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
 					data, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x}})
-					if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%64), data, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
+					if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%nkeys), data, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -82,5 +101,39 @@ func BenchmarkScaleOut(b *testing.B) {
 			}
 			b.ReportMetric(float64(n*b.N)/total.Seconds(), "msgs/s")
 		})
+	}
+}
+
+// envInts reads a comma-separated list of positive integers from the
+// environment variable name, or returns def when it is unset.
+func envInts(b *testing.B, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// wipe deletes every stream (KV buckets included) of the server js talks
+// to, so that an iteration on an external server starts clean.
+func wipe(b *testing.B, js jetstream.JetStream) {
+	ctx := context.Background()
+	names := js.StreamNames(ctx)
+	var list []string
+	for n := range names.Name() {
+		list = append(list, n)
+	}
+	for _, n := range list {
+		if err := js.DeleteStream(ctx, n); err != nil {
+			b.Fatalf("wipe the external server: delete stream %s: %v", n, err)
+		}
 	}
 }
