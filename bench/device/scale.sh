@@ -14,7 +14,8 @@
 # pass-through processor, ikpca pipeline; 64 keys at 0 and 1 ms round
 # trip, 1 key at 0), and BenchmarkScaleOut with W "kpcastream run"
 # processes (SCALE_WORKERS, default 1,2,4,8) sharing SCALE_PARTITIONS
-# (default 16) partitions.
+# (default 16) partitions; PROFILE=W adds one more ScaleOut run with W
+# processes and 400,000 messages while the server's CPU is profiled.
 set -euo pipefail
 BIN=${BIN:-.devbin}
 OUT=${1:-/tmp/scale-out}
@@ -22,7 +23,7 @@ mkdir -p "$OUT"
 BIN=$(cd "$BIN" && pwd)
 store=$(mktemp -d)
 url=nats://127.0.0.1:4333
-"$BIN/nats-server" -js -sd "$store" -a 127.0.0.1 -p 4333 >"$OUT/nats-server.log" 2>&1 &
+"$BIN/nats-server" -js -sd "$store" -a 127.0.0.1 -p 4333 --profile 6061 >"$OUT/nats-server.log" 2>&1 &
 ns=$!
 trap 'kill $ns 2>/dev/null; rm -rf "$store"' EXIT
 sleep 1
@@ -40,3 +41,12 @@ KPCASTREAM_BIN="$BIN/kpcastream" KPCASTREAM_SCALE_URL=$url \
 KPCASTREAM_SCALE_WORKERS=${SCALE_WORKERS:-1,2,4,8} KPCASTREAM_SCALE_PARTITIONS=${SCALE_PARTITIONS:-16} \
 KPCASTREAM_SCALE_MSGS=${SCALE_MSGS:-100000} KPCASTREAM_SCALE_KEYS=${SCALE_KEYS:-256} \
   "$BIN/proctest.test" -test.run '^$' -test.bench ScaleOut -test.benchtime 1x -test.count ${SCALE_COUNT:-2} 2>&1 | grep -E 'Benchmark|ok|FAIL|---' 
+if [ -n "${PROFILE:-}" ]; then
+  echo "== the server's CPU profile (8 s) during BenchmarkScaleOut W=${PROFILE}: $OUT/server.pprof"
+  (sleep 5; python3 -c 'import sys,urllib.request; open(sys.argv[2],"wb").write(urllib.request.urlopen(sys.argv[1]).read())' \
+    "http://127.0.0.1:6061/debug/pprof/profile?seconds=8" "$OUT/server.pprof") &
+  KPCASTREAM_BIN="$BIN/kpcastream" KPCASTREAM_SCALE_URL=$url KPCASTREAM_SCALE_WORKERS=$PROFILE \
+  KPCASTREAM_SCALE_PARTITIONS=${SCALE_PARTITIONS:-16} KPCASTREAM_SCALE_MSGS=400000 KPCASTREAM_SCALE_KEYS=${SCALE_KEYS:-256} \
+    "$BIN/proctest.test" -test.run '^$' -test.bench ScaleOut -test.benchtime 1x 2>&1 | grep -E 'Benchmark|FAIL|---'
+  wait
+fi
