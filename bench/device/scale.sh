@@ -15,7 +15,8 @@
 # trip, 1 key at 0), and BenchmarkScaleOut with W "kpcastream run"
 # processes (SCALE_WORKERS, default 1,2,4,8) sharing SCALE_PARTITIONS
 # (default 16) partitions; PROFILE=W adds one more ScaleOut run with W
-# processes and 400,000 messages while the server's CPU is profiled.
+# processes and 400,000 messages while the server's CPU is profiled;
+# SKIP_BENCH=1 skips natscli and kpcastream bench.
 set -euo pipefail
 BIN=${BIN:-.devbin}
 OUT=${1:-/tmp/scale-out}
@@ -28,6 +29,7 @@ ns=$!
 trap 'kill $ns 2>/dev/null; rm -rf "$store"' EXIT
 sleep 1
 echo "== machine: $(nproc) cores, $(uname -r)"
+if [ -z "${SKIP_BENCH:-}" ]; then
 echo "== natscli: async deduplicated JetStream publish (one client), then 4 clients"
 "$BIN/nats" -s $url bench js pub async benchsubject --create --dedup --purge --msgs 500000 --no-progress 2>&1 | grep -E 'stats|Pub' || true
 "$BIN/nats" -s $url bench js pub async benchsubject --create --dedup --purge --msgs 500000 --clients 4 --no-progress 2>&1 | grep -E 'stats|Pub' || true
@@ -36,6 +38,7 @@ echo "== kpcastream bench, 64 keys"
 "$BIN/kpcastream" bench --nats-url $url --progress 0 --count 100000 --duration 5s --keys 64 2>&1
 echo "== kpcastream bench, 1 key"
 "$BIN/kpcastream" bench --nats-url $url --progress 0 --count 50000 --duration 5s --keys 1 --rtt 0 2>&1
+fi
 echo "== BenchmarkScaleOut, server in its own process"
 KPCASTREAM_BIN="$BIN/kpcastream" KPCASTREAM_SCALE_URL=$url \
 KPCASTREAM_SCALE_WORKERS=${SCALE_WORKERS:-1,2,4,8} KPCASTREAM_SCALE_PARTITIONS=${SCALE_PARTITIONS:-16} \
