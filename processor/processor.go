@@ -19,6 +19,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -69,7 +70,8 @@ type Processor struct {
 	started    atomic.Bool
 	coord      *coordinator // nil without JetStream pipelines
 	id         string       // member id: random hex, unique per Processor
-	watch      watches      // keys watched by the live page (watch.go)
+	watch      ops.Watches  // keys watched by the live page, recorded by the workers' hook (views.go)
+	srv        *ops.Server  // the micro service, the HTTP handler and the page's API
 	// onApply, when set (tests), is called by a worker after it applied a
 	// message to a key's learner.
 	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)
@@ -204,6 +206,8 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
 	}
+	p.srv = ops.New(ops.Config{Service: cfg.ServiceName, Version: Version, Timeout: cfg.SnapshotTimeout, Conn: p.conn, JS: p.js,
+		Gatherer: p.gatherer, Log: p.log}, backend{p}, &p.watch)
 	return p, nil
 }
 
@@ -243,7 +247,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	svc, err := p.startService(runCtx)
+	svc, err := p.srv.Start(runCtx)
 	if err != nil {
 		return err
 	}
