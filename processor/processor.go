@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
@@ -251,42 +251,40 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
+	// g owns every goroutine of Run: the core NATS partitions and the
+	// coordinator, which owns the JetStream partitions (each owning its
+	// workers, acker, snapshotter and renewal), its watcher and its
+	// heartbeat. Each reports its error on errs and stops the others.
+	var g errgroup.Group
 	errs := make(chan error, len(p.pipes)+1)
+	fail := func(err error) error {
+		if err != nil {
+			errs <- err
+			stop()
+		}
+		return nil
+	}
 	for _, pl := range p.pipes {
 		if pl.cfg.Input.Stream != "" {
 			continue
 		}
 		pt := p.newPartition(pl, 0, 0, 0, 0, time.Now())
 		pl.parts[0].Store(pt)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := pt.runCore(runCtx); err != nil {
-				errs <- err
-				stop()
-			}
-		}()
+		g.Go(func() error { return fail(pt.runCore(runCtx)) })
 	}
 	if p.coord != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.coord.run(runCtx); err != nil {
-				errs <- err
-				stop()
-			}
-		}()
+		g.Go(func() error { return fail(p.coord.run(runCtx)) })
 	}
 	p.ready.Store(true)
 	p.log.Info("running", zap.String("member", p.id), zap.Int("pipelines", len(p.pipes)))
 	<-runCtx.Done()
 	p.ready.Store(false)
 	p.log.Info("shutting down")
-	if err := svc.Stop(); err != nil {
+	if err := p.srv.Stop(svc); err != nil {
 		p.log.Warn("stop micro service", zap.Error(err))
 	}
-	wg.Wait()
+	_ = g.Wait()
+	p.watch.Stop()
 	close(errs)
 	var all []error
 	for err := range errs {

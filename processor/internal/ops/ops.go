@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -106,6 +107,13 @@ type Server struct {
 	cfg   Config
 	b     Backend
 	watch *Watches
+
+	// The micro handlers in flight, which run on the connection's
+	// goroutines: Stop waits for them.
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when inflight drops to 0
+	inflight int
+	stopped  bool
 }
 
 // New returns a Server over b; watches is the set of watched keys, whose
@@ -114,7 +122,9 @@ func New(cfg Config, b Backend, watches *Watches) *Server {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	return &Server{cfg: cfg, b: b, watch: watches}
+	s := &Server{cfg: cfg, b: b, watch: watches}
+	s.idle = sync.NewCond(&s.mu)
+	return s
 }
 
 // Errors of the control requests, matched with errors.Is; the micro

@@ -248,7 +248,8 @@ func (s *Server) askMember(ctx context.Context, id, op string, body []byte, v an
 // carry Nats-Service-Error-Code 400 (bad request), 404 (unknown pipeline
 // or key), 409 (conflict), 503 (partition moving or instance stopping:
 // retry) or 500. The handlers run on the connection's goroutines, each
-// request bounded by Timeout, and end with ctx.
+// request bounded by Timeout and by ctx; Stop stops the service and waits
+// for them.
 func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 	// The counters are served by the stats endpoints, not as every
 	// endpoint's stats data (which "nats micro info" would print under
@@ -265,6 +266,12 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 	}
 	handler := func(f func(context.Context, KeyRequest) (any, error)) micro.Handler {
 		return micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
+			if !s.enter() {
+				err := fmt.Errorf("processor: %w: member %s is stopping", ErrUnavailable, member)
+				_ = req.Error(StatusOf(err), err.Error(), nil)
+				return
+			}
+			defer s.leave()
 			kr, err := parseKeyRequest(req.Data())
 			if err != nil {
 				_ = req.Error(StatusOf(err), err.Error(), nil)
@@ -346,4 +353,39 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 		}
 	}
 	return svc, nil
+}
+
+// enter counts a request in flight; false once Stop has begun.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.inflight++
+	return true
+}
+
+// leave ends a request counted by enter.
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight--; s.inflight == 0 {
+		s.idle.Broadcast()
+	}
+}
+
+// Stop stops svc (the service Start returned), refuses the requests it
+// still delivers (503: stopping) and waits for those in flight, each
+// bounded by Timeout and by Start's ctx: once it returns, no handler of
+// the service runs.
+func (s *Server) Stop(svc micro.Service) error {
+	err := svc.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for s.inflight > 0 {
+		s.idle.Wait()
+	}
+	return err
 }
