@@ -156,22 +156,16 @@ func (p *Processor) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error
 		return nil, err
 	}
 	var out []KeyInfo
-	for i := range pl.parts {
-		pt := pl.parts[i].Load()
-		if pt == nil {
-			continue
+	err = pl.eachWorker(ctx, "keys", func(r controlReply) error {
+		var ks []KeyInfo
+		if err := json.Unmarshal(r.data, &ks); err != nil {
+			return err
 		}
-		for _, w := range pt.workers {
-			r, err := pt.send(ctx, w, &control{op: "keys", pipe: pl, reply: make(chan controlReply, 1)})
-			if err != nil {
-				return nil, err
-			}
-			var ks []KeyInfo
-			if err := json.Unmarshal(r.data, &ks); err != nil {
-				return nil, err
-			}
-			out = append(out, ks...)
-		}
+		out = append(out, ks...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		out[i].Watched = p.watch.Watched(pl.cfg.Name, out[i].Key)
@@ -317,20 +311,30 @@ func (b backend) SnapshotAll(ctx context.Context, pipeline string) (int, error) 
 		return 0, err
 	}
 	n := 0
+	err = pl.eachWorker(ctx, "snapshot", func(r controlReply) error { n += r.n; return nil })
+	return n, err
+}
+
+// eachWorker sends the control request op (of no key) to each worker of
+// the partitions of pl run here, in turn, and passes its answer to f; it
+// stops at the first error.
+func (pl *pipeline) eachWorker(ctx context.Context, op string, f func(controlReply) error) error {
 	for i := range pl.parts {
 		pt := pl.parts[i].Load()
 		if pt == nil {
 			continue
 		}
 		for _, w := range pt.workers {
-			r, err := pt.send(ctx, w, &control{op: "snapshot", pipe: pl, reply: make(chan controlReply, 1)})
+			r, err := pt.send(ctx, w, &control{op: op, pipe: pl, reply: make(chan controlReply, 1)})
 			if err != nil {
-				return n, err
+				return err
 			}
-			n += r.n
+			if err := f(r); err != nil {
+				return err
+			}
 		}
 	}
-	return n, nil
+	return nil
 }
 
 func (b backend) Members() ops.Members {
