@@ -82,7 +82,7 @@ type coordinator struct {
 	outside map[string]bool // pipelines whose layout here lost to another (warned once)
 
 	kick  chan struct{}
-	wg    sync.WaitGroup // partition goroutines
+	parts errgroup.Group // the partitions' goroutines, joined by run
 	fatal chan error
 }
 
@@ -167,7 +167,7 @@ loop:
 			}
 		}
 	}
-	c.wg.Wait()
+	_ = c.parts.Wait()
 	c.releaseOwned(context.WithoutCancel(ctx))
 	cancelWatch()
 	_ = bg.Wait()
@@ -604,9 +604,7 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v ownership
 	}
 	pt := p.newPartition(pl, n, rec.Epoch, rev, rec.Checkpoint, granted)
 	pl.parts[n].Store(pt)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.parts.Go(func() error {
 		err := pt.run(ctx)
 		pl.parts[n].CompareAndSwap(pt, nil)
 		if err != nil {
@@ -620,7 +618,8 @@ func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v ownership
 			}
 		}
 		c.poke()
-	}()
+		return nil // reported above: the partition's error is its own
+	})
 }
 
 // legacyCheckpoint returns the replay checkpoint written by versions

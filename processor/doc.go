@@ -7,9 +7,39 @@
 //
 // New(cfg, deps) checks the configuration; Run(ctx) sets up the streams,
 // consumers and the micro service, processes messages until ctx is
-// cancelled, shuts down and returns. Every goroutine is owned by one
-// errgroup held by Run. The NATS connection belongs to the caller, who
-// drains it after Run returns.
+// cancelled, shuts down and returns. Every goroutine has one owner that
+// joins it before its own return, up to Run's errgroup: Run's group owns
+// the core NATS partitions and the coordinator; the coordinator owns its
+// watcher, its heartbeat and the JetStream partitions it took (an
+// errgroup); each partition owns its renewal and its workers, with their
+// ackers and snapshotters (errgroups). Workers that have not stopped
+// 2·shutdown_timeout + snapshot_timeout after their input closed are
+// cancelled and still joined; the micro service's handlers in flight
+// (they run on the connection's goroutines) are waited for after it
+// stops; the watches end with Run. So once Run returns nothing of the
+// processor runs (TestRunOwnsEveryGoroutine). The NATS connection and the
+// HTTP server of Handler belong to the caller, who drains and shuts them
+// down after Run returns.
+//
+// # Layout
+//
+// Package processor is the shell: setup, consume, execute, save, with
+// narrow ports for publishing (asyncPublisher) and the snapshot store
+// (keyStore). Beside it, imported one way (processor → internal/…, never
+// back):
+//
+//   - internal/machine: the pure per-worker state machine
+//     (Step/Ready/Advance) and the replay tracker;
+//   - internal/ownership: the pure assignment rules of partitions to
+//     members and the fence;
+//   - internal/ops: the operations — the micro service (forwarding to
+//     other members), the HTTP handler with the live page and its API,
+//     the watched keys and the backfill of their outputs. It declares
+//     the Backend and Members it needs; views.go implements them with
+//     read-only views (copies of counters and settings) and control
+//     requests that the workers answer on their own goroutines. The JSON
+//     types of the endpoints (PipelineStats, PipelineInfo, KeyInfo, …)
+//     and the error sentinels are ops's, re-exported here as aliases.
 //
 // A pipeline reads a JetStream stream (input.stream set) or a core NATS
 // subject. The partition key is one token of the subject (key_token, by
@@ -186,12 +216,13 @@
 // # Operations
 //
 // Handler serves /metrics, /healthz, /readyz and the live page /ui/ with
-// its JSON API /api/v1/ (ui.go). A key's outputs are recorded for the page
-// only while it is watched (watch.go): a request watches it for 30 s, the
-// worker's hook then adds each output to the key's bounded record
-// (internal/kpcaview) under the record's lock, and the record is dropped
-// when the watch expires; unwatched, the hook is one atomic load. The
-// keys list is a "keys" control request answered by each worker. The
+// its JSON API /api/v1/ (internal/ops). A key's outputs are recorded for
+// the page only while it is watched (ops.Watches): a request watches it
+// for 30 s, the worker's hook (watchOut, views.go) then adds each output
+// to the key's bounded record (internal/kpcaview) under the record's
+// lock, and the record is dropped when the watch expires; unwatched, the
+// hook is one atomic load. The keys list is a "keys" control request
+// answered by each worker. The
 // micro service
 // (service_name, default "kpcastream") has endpoints <name>.stats (every
 // pipeline run by a live member, each summed over the members that run
@@ -202,5 +233,7 @@
 // found from their heartbeats — so that any member, of any deployment
 // sharing the service name and bucket, answers alike. <name>.i.<member>.*
 // are one instance's own endpoints. Errors carry the service error codes
-// of statusOf: 400, 404, 409, 503, 500.
+// of ops.StatusOf: 400, 404, 409, 503, 500 (a key with no learner is
+// 404, a fenced partition 503: the shell marks its errors so, ops.Mark).
+// Requests that arrive while Run stops are answered 503.
 package processor

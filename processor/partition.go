@@ -154,24 +154,37 @@ func (pt *partition) startWorkers(g *errgroup.Group, ctx context.Context) {
 	}
 }
 
-// waitWorkers closes the workers' inputs and waits for them, bounded.
-func (pt *partition) waitWorkers(g *errgroup.Group) error {
+// waitWorkers closes the workers' inputs and waits for them. After
+// 2·shutdown_timeout + snapshot_timeout it cancels their context (cancel)
+// — they then finish at once, without waiting for outputs or saves any
+// longer — and reports that they did not stop in time; it returns only
+// when they have returned, so that nothing of the partition outlives it.
+func (pt *partition) waitWorkers(g *errgroup.Group, cancel context.CancelCauseFunc) error {
 	pt.closeWorkers()
-	done := make(chan error, 1)
-	go func() { done <- g.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(2*pt.p.cfg.ShutdownTimeout + pt.p.cfg.SnapshotTimeout):
-		return fmt.Errorf("processor: pipeline %s partition %d: workers did not stop in time", pt.pipe.cfg.Name, pt.num)
+	late := errors.New("workers did not stop in time")
+	t := time.AfterFunc(2*pt.p.cfg.ShutdownTimeout+pt.p.cfg.SnapshotTimeout, func() { cancel(late) })
+	err := g.Wait()
+	if !t.Stop() {
+		return errors.Join(fmt.Errorf("processor: pipeline %s partition %d: %w", pt.pipe.cfg.Name, pt.num, late), err)
 	}
+	return err
+}
+
+// startGroup returns the group of the workers and its context: ctx's
+// values without its cancellation (the workers finish their queue when
+// ctx ends), cancelled when a worker fails or by the returned cancel.
+func startGroup(ctx context.Context) (*errgroup.Group, context.Context, context.CancelCauseFunc) {
+	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	g, gctx := errgroup.WithContext(wctx)
+	return g, gctx, cancel
 }
 
 // runCore runs a core NATS partition until ctx ends.
 func (pt *partition) runCore(ctx context.Context) error {
 	defer close(pt.done)
 	pc := pt.pipe.cfg
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	g, gctx, cancel := startGroup(ctx)
+	defer cancel(nil)
 	pt.startWorkers(g, gctx)
 	h := func(m *nats.Msg) {
 		seq := pt.pipe.coreSeq.Add(1)
@@ -184,7 +197,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 		pt.sub, err = pt.p.conn.Subscribe(pc.Input.Subject, h)
 	}
 	if err != nil {
-		_ = pt.waitWorkers(g)
+		_ = pt.waitWorkers(g, cancel)
 		return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
 	}
 	select {
@@ -203,7 +216,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return pt.waitWorkers(g)
+	return pt.waitWorkers(g, cancel)
 }
 
 // run runs a JetStream partition taken with the record at pt.rev: it
@@ -219,12 +232,12 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	pc := pt.pipe.cfg
 	p := pt.p
 	rctx, cancelRenew := context.WithCancel(context.WithoutCancel(ctx))
-	var renewing sync.WaitGroup
-	renewing.Add(1)
-	go func() { defer renewing.Done(); pt.renewLoop(rctx) }()
-	stopRenew := func() { cancelRenew(); renewing.Wait() }
+	var renewing errgroup.Group // joined by stopRenew on every path below
+	renewing.Go(func() error { pt.renewLoop(rctx); return nil })
+	stopRenew := func() { cancelRenew(); _ = renewing.Wait() }
 
-	g, gctx := errgroup.WithContext(context.WithoutCancel(ctx))
+	g, gctx, cancel := startGroup(ctx)
+	defer cancel(nil)
 	pt.startWorkers(g, gctx)
 	if err := pt.consume(ctx, gctx); err != nil {
 		// Give up this epoch: release the record (nothing was consumed, so
@@ -232,7 +245,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		// this one again, unless it is stopping — takes it at once, and a
 		// stop that cancelled the consume leaves nothing owned.
 		stopRenew()
-		_ = pt.waitWorkers(g)
+		_ = pt.waitWorkers(g, cancel)
 		if pt.fence.OK() {
 			pt.release()
 		} else {
@@ -259,7 +272,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.Revoke()
 		pt.cc.Stop()
 		stopRenew()
-		werr := pt.waitWorkers(g)
+		werr := pt.waitWorkers(g, cancel)
 		pt.deleteConsumer()
 		pt.log.Warn("partition fenced: stopped without further writes; its new owner replays from the checkpoint")
 		return errors.Join(err, werr)
@@ -272,7 +285,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.log.Warn("consumer drain timed out")
 		pt.cc.Stop()
 	}
-	werr := pt.waitWorkers(g)
+	werr := pt.waitWorkers(g, cancel)
 	stopRenew()
 	if werr == nil && pt.fence.OK() {
 		pt.release()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -69,7 +70,8 @@ type Processor struct {
 	started    atomic.Bool
 	coord      *coordinator // nil without JetStream pipelines
 	id         string       // member id: random hex, unique per Processor
-	watch      watches      // keys watched by the live page (watch.go)
+	watch      ops.Watches  // keys watched by the live page, recorded by the workers' hook (views.go)
+	srv        *ops.Server  // the micro service, the HTTP handler and the page's API
 	// onApply, when set (tests), is called by a worker after it applied a
 	// message to a key's learner.
 	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)
@@ -204,6 +206,8 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
 	}
+	p.srv = ops.New(ops.Config{Service: cfg.ServiceName, Version: Version, Timeout: cfg.SnapshotTimeout, Conn: p.conn, JS: p.js,
+		Gatherer: p.gatherer, Log: p.log}, backend{p}, &p.watch)
 	return p, nil
 }
 
@@ -243,46 +247,44 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	svc, err := p.startService(runCtx)
+	svc, err := p.srv.Start(runCtx)
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
+	// g owns every goroutine of Run: the core NATS partitions and the
+	// coordinator, which owns the JetStream partitions (each owning its
+	// workers, acker, snapshotter and renewal), its watcher and its
+	// heartbeat. Each reports its error on errs and stops the others.
+	var g errgroup.Group
 	errs := make(chan error, len(p.pipes)+1)
+	fail := func(err error) error {
+		if err != nil {
+			errs <- err
+			stop()
+		}
+		return nil
+	}
 	for _, pl := range p.pipes {
 		if pl.cfg.Input.Stream != "" {
 			continue
 		}
 		pt := p.newPartition(pl, 0, 0, 0, 0, time.Now())
 		pl.parts[0].Store(pt)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := pt.runCore(runCtx); err != nil {
-				errs <- err
-				stop()
-			}
-		}()
+		g.Go(func() error { return fail(pt.runCore(runCtx)) })
 	}
 	if p.coord != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.coord.run(runCtx); err != nil {
-				errs <- err
-				stop()
-			}
-		}()
+		g.Go(func() error { return fail(p.coord.run(runCtx)) })
 	}
 	p.ready.Store(true)
 	p.log.Info("running", zap.String("member", p.id), zap.Int("pipelines", len(p.pipes)))
 	<-runCtx.Done()
 	p.ready.Store(false)
 	p.log.Info("shutting down")
-	if err := svc.Stop(); err != nil {
+	if err := p.srv.Stop(svc); err != nil {
 		p.log.Warn("stop micro service", zap.Error(err))
 	}
-	wg.Wait()
+	_ = g.Wait()
+	p.watch.Stop()
 	close(errs)
 	var all []error
 	for err := range errs {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
 
 // TestUIAPI runs a processor with a real NATS server and checks the page
@@ -98,7 +99,7 @@ func TestUIAPI(t *testing.T) {
 	publish(100, 20)
 	waitFor(t, 10*time.Second, "outputs", func() bool { return r.stats("ui").Out >= 40-2*(pcaWarm-1) })
 	if code := get("/api/v1/series?pipeline=ui&key=alpha", &v); code != http.StatusOK || v.Count != past+10 || len(v.Samples.SPE) != int(past)+10 ||
-		len(v.Samples.Z) != 2 || len(v.Buckets.X) == 0 || v.Pipeline != "ui" || v.Key != "alpha" || v.WatchTTL != watchTTL.Milliseconds() ||
+		len(v.Samples.Z) != 2 || len(v.Buckets.X) == 0 || v.Pipeline != "ui" || v.Key != "alpha" || v.WatchTTL != ops.WatchTTL.Milliseconds() ||
 		v.Since <= 0 || v.Since == math.MaxInt64 || v.Since < v.Samples.X[past-1] {
 		t.Errorf("series after 10 watched outputs: %d %+v (want %d outputs, learner state since the first live one)", code, v, past+10)
 	}
@@ -145,47 +146,10 @@ func TestUIAPI(t *testing.T) {
 			t.Errorf("GET %s: %d %q, want %d with an error", c.path, code, apiErr.Error, c.code)
 		}
 	}
-	for i := range maxWatched {
+	for i := range ops.MaxWatched {
 		get(fmt.Sprintf("/api/v1/series?pipeline=ui&key=k%d", i), nil)
 	}
 	if code := get("/api/v1/series?pipeline=ui&key=one-more", &apiErr); code != http.StatusTooManyRequests {
-		t.Errorf("watching more than %d keys: %d %q", maxWatched, code, apiErr.Error)
-	}
-}
-
-// TestUIRootRedirect: "/" leads to the page (issue 23, item 7), and only
-// "/" itself: an unknown path stays 404.
-func TestUIRootRedirect(t *testing.T) {
-	mux := http.NewServeMux()
-	(&Processor{}).uiRoutes(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, tc := range []struct {
-		path, loc string
-		code      int
-	}{
-		{"/", "/ui/", http.StatusFound},
-		{"/ui", "/ui/", http.StatusMovedPermanently},
-		{"/nope", "", http.StatusNotFound},
-	} {
-		resp, err := c.Get(srv.URL + tc.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != tc.code || resp.Header.Get("Location") != tc.loc {
-			t.Errorf("GET %s: %d to %q, want %d to %q", tc.path, resp.StatusCode, resp.Header.Get("Location"), tc.code, tc.loc)
-		}
-	}
-	// Following the redirect ends on the page.
-	resp, err := http.Get(srv.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<title>kpcastream</title>") {
-		t.Errorf("GET / followed: %d %.200s", resp.StatusCode, b)
+		t.Errorf("watching more than %d keys: %d %q", ops.MaxWatched, code, apiErr.Error)
 	}
 }

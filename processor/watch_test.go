@@ -38,81 +38,41 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 	return w, e
 }
 
-// TestWatch checks the hook: nothing recorded for an unwatched key, the
-// outputs recorded once it is watched, and the record dropped when the
-// watch is stopped.
-func TestWatch(t *testing.T) {
+// TestWatchOut checks the worker's hook: nothing recorded for an
+// unwatched key, the outputs recorded once it is watched (with the
+// learner's eigenvalues, fill and timing), nothing once the watch ended.
+func TestWatchOut(t *testing.T) {
 	w, e := watchFixture(t)
 	ws := &w.p.watch
 	w.watchOut(e, time.Now(), time.Millisecond)
-	if ws.n.Load() != 0 || ws.get(e.pipe, "k") != nil {
+	if ws.Any() || ws.Get("p", "k") != nil {
 		t.Fatal("an unwatched key has a record")
 	}
-	kw, err := ws.watch(e.pipe, "k", nil)
+	kw, err := ws.Start("p", "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ws.Start("p", "other", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		w.watchOut(e, time.Now(), time.Millisecond)
 	}
-	v := w.p.view(e.pipe, "k", kw)
+	v := kw.View()
 	if v.Count != 3 || len(v.Samples.SPE) != 3 || len(v.Samples.Z) != 8 || len(v.Buckets.Eig) != 8 || v.Buckets.Stored[0] == 0 {
-		t.Fatalf("record %+v", v.View)
+		t.Fatalf("record %+v", v)
 	}
 	if v.Samples.SPE[0] != w.res.outs[0].SPE || v.Buckets.Age[0] < 0 || v.Buckets.Learn[0] != 1e-3 {
 		t.Errorf("recorded spe %v age %v learn %v, want %v, ≥ 0, 1e-3", v.Samples.SPE[0], v.Buckets.Age[0], v.Buckets.Learn[0], w.res.outs[0].SPE)
 	}
-	if v.Budget != 128 || v.Components != 8 || v.Learner != "ikpca" {
-		t.Errorf("key view header %+v", v)
+	if n := other.View().Count; n != 0 {
+		t.Errorf("another watched key recorded %d outputs of k", n)
 	}
-	for i := range maxWatched - 1 {
-		if _, err := ws.watch(e.pipe, "other-"+string(rune('a'+i)), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := ws.watch(e.pipe, "one too many", nil); err == nil {
-		t.Errorf("watched more than %d keys", maxWatched)
-	}
-	ws.stop()
-	if ws.n.Load() != 0 || ws.get(e.pipe, "k") != nil {
-		t.Error("records kept after stop")
-	}
-}
-
-// TestWatchExpires checks that a watch ends by itself after its TTL.
-func TestWatchExpires(t *testing.T) {
-	ws := &watches{}
-	pl := &pipeline{}
-	kw, err := ws.watch(pl, "k", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kw.timer.Reset(10 * time.Millisecond) // as if the TTL were 10ms
-	deadline := time.Now().Add(5 * time.Second)
-	for ws.n.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch did not expire")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if ws.get(pl, "k") != nil {
-		t.Error("expired watch still listed")
-	}
-}
-
-func TestLabels(t *testing.T) {
-	for _, c := range []struct {
-		o           codec.Output
-		label, pred string
-	}{
-		{codec.Output{}, "", ""},
-		{codec.Output{Y: codec.Number(2)}, "2", ""},
-		{codec.Output{Pred: codec.String("cat")}, "", "cat"},
-		{codec.Output{Y: codec.String("dog"), Pred: codec.String("cat")}, "dog", "cat"},
-	} {
-		if l, p := labels(&c.o); l != c.label || p != c.pred {
-			t.Errorf("labels of %+v = %q, %q; want %q, %q", c.o, l, p, c.label, c.pred)
-		}
+	ws.Stop()
+	w.watchOut(e, time.Now(), time.Millisecond)
+	if ws.Any() || kw.View().Count != 3 {
+		t.Error("recorded after the watch ended")
 	}
 }
 
@@ -128,10 +88,10 @@ func BenchmarkWatchOut(b *testing.B) {
 		}
 	})
 	b.Run("watched", func(b *testing.B) {
-		if _, err := w.p.watch.watch(e.pipe, "k", nil); err != nil {
+		if _, err := w.p.watch.Start("p", "k", nil); err != nil {
 			b.Fatal(err)
 		}
-		defer w.p.watch.stop()
+		defer w.p.watch.Stop()
 		start := time.Now()
 		for b.Loop() {
 			w.watchOut(e, start, time.Microsecond)

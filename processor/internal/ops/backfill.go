@@ -1,4 +1,4 @@
-package processor
+package ops
 
 import (
 	"context"
@@ -26,16 +26,19 @@ import (
 // for it.
 const backfillWait = 2 * time.Second
 
+// contentType is the header that names an output's encoding.
+const contentType = "Content-Type"
+
 // backfill returns the recent outputs of key as observations, oldest
 // first; none (and a debug line) when the pipeline's outputs are not in a
 // stream or reading them fails.
-func (p *Processor) backfill(ctx context.Context, pl *pipeline, key string) []kpcaview.Observation {
-	if pl.outStream == "" || p.js == nil {
+func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcaview.Observation {
+	if pl.OutputStream == "" || s.cfg.JS == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, backfillWait)
 	defer cancel()
-	subject := expand(pl.cfg.Output.Subject, pl.cfg.Name, key)
+	subject := s.b.OutputSubject(pl.Name, key)
 	now := time.Now()
 	span := time.Duration(watchBuckets) * time.Second
 	var out []kpcaview.Observation
@@ -43,9 +46,9 @@ func (p *Processor) backfill(ctx context.Context, pl *pipeline, key string) []kp
 	// outputs, again from where the last watchSamples start at the rate
 	// seen.
 	for round := 0; round < 2; round++ {
-		obs, pending, err := p.readOutputs(ctx, pl.outStream, subject, now.Add(-span), watchSamples)
+		obs, pending, err := s.readOutputs(ctx, pl.OutputStream, subject, now.Add(-span), watchSamples)
 		if err != nil {
-			p.log.Debug("reading back a watched key's outputs", zap.String("pipeline", pl.cfg.Name), zap.String("key", key), zap.Error(err))
+			s.cfg.Log.Debug("reading back a watched key's outputs", zap.String("pipeline", pl.Name), zap.String("key", key), zap.Error(err))
 			return out
 		}
 		out = obs
@@ -61,8 +64,9 @@ func (p *Processor) backfill(ctx context.Context, pl *pipeline, key string) []kp
 // readOutputs reads up to max outputs of subject stored since start, with
 // an ephemeral consumer of its own (no acks, in memory, deleted after); it
 // returns them and how many more were pending.
-func (p *Processor) readOutputs(ctx context.Context, stream, subject string, start time.Time, max int) ([]kpcaview.Observation, uint64, error) {
-	cons, err := p.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+func (s *Server) readOutputs(ctx context.Context, stream, subject string, start time.Time, max int) ([]kpcaview.Observation, uint64, error) {
+	js := s.cfg.JS
+	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		FilterSubject: subject, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
 		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute, Replicas: 1})
 	if err != nil {
@@ -73,7 +77,7 @@ func (p *Processor) readOutputs(ctx context.Context, stream, subject string, sta
 		// Not left to its inactivity threshold.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		_ = p.js.DeleteConsumer(dctx, stream, name)
+		_ = js.DeleteConsumer(dctx, stream, name)
 	}()
 	if cons.CachedInfo().NumPending == 0 {
 		return nil, 0, nil
@@ -94,7 +98,7 @@ func (p *Processor) readOutputs(ctx context.Context, stream, subject string, sta
 			}
 			pending = md.NumPending
 			enc := codec.Msgpack
-			if strings.HasPrefix(m.Headers().Get(HeaderContentType), "application/json") {
+			if strings.HasPrefix(m.Headers().Get(contentType), "application/json") {
 				enc = codec.JSON
 			}
 			o, err := codec.DecodeOutput(m.Data(), enc)

@@ -1,4 +1,4 @@
-package processor
+package ops
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func FuzzKeyRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		kr, err := parseKeyRequest(data)
 		if err != nil {
-			if !errors.Is(err, ErrBadRequest) || statusOf(err) != "400" {
+			if !errors.Is(err, ErrBadRequest) || StatusOf(err) != "400" {
 				t.Fatalf("%q: error %v is not a bad request (400)", data, err)
 			}
 			if kr != (KeyRequest{}) {

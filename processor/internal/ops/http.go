@@ -1,4 +1,4 @@
-package processor
+package ops
 
 import (
 	"context"
@@ -10,9 +10,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
+
+// Handler serves /metrics (Prometheus), /healthz (200 while the process
+// runs), /readyz (200 only while connected and consuming, else 503), and
+// the live page /ui/ with its JSON API /api/v1/ (routes).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if s.cfg.Gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.routes(mux)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.b.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return mux
+}
 
 // The live page and its JSON API, served by Handler on the HTTP listener
 // (the one of /metrics):
@@ -29,8 +53,8 @@ import (
 // (unknown pipeline, or a key whose partition does not run here), 429 (too many
 // watched keys) or 503 (the partition is stopping).
 
-// uiRoutes adds the page and the API to mux.
-func (p *Processor) uiRoutes(mux *http.ServeMux) {
+// routes adds the page and the API to mux.
+func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(kpcaview.Assets())))
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
@@ -41,59 +65,51 @@ func (p *Processor) uiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
 	})
-	mux.HandleFunc("GET /api/v1/pipelines", p.apiPipelines)
-	mux.HandleFunc("GET /api/v1/keys", p.apiKeys)
-	mux.HandleFunc("GET /api/v1/series", p.apiSeries)
-	mux.HandleFunc("GET /api/v1/stream", p.apiStream)
+	mux.HandleFunc("GET /api/v1/pipelines", s.apiPipelines)
+	mux.HandleFunc("GET /api/v1/keys", s.apiKeys)
+	mux.HandleFunc("GET /api/v1/series", s.apiSeries)
+	mux.HandleFunc("GET /api/v1/stream", s.apiStream)
 }
 
-// PipelineView is one pipeline of GET /api/v1/pipelines.
-type PipelineView struct {
-	PipelineInfo
-	// Keys is the number of learners loaded on this instance.
-	Keys  int64         `json:"keys"`
-	Stats PipelineStats `json:"stats"`
-}
-
-func (p *Processor) apiPipelines(w http.ResponseWriter, _ *http.Request) {
-	infos, stats := p.Pipelines(), p.Stats()
+func (s *Server) apiPipelines(w http.ResponseWriter, _ *http.Request) {
+	infos, stats := s.b.Pipelines(), s.b.Stats()
 	out := struct {
 		Member    string         `json:"member"`
 		Time      int64          `json:"time"`
 		Pipelines []PipelineView `json:"pipelines"`
-	}{Member: p.id, Time: time.Now().UnixMilli(), Pipelines: make([]PipelineView, len(infos))}
+	}{Member: s.b.Member(), Time: time.Now().UnixMilli(), Pipelines: make([]PipelineView, len(infos))}
 	for i := range infos {
 		out.Pipelines[i] = PipelineView{PipelineInfo: infos[i], Keys: stats[i].Learners, Stats: stats[i]}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (p *Processor) apiKeys(w http.ResponseWriter, r *http.Request) {
+func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	pl, err := p.pipeline(q.Get("pipeline"))
+	pl, err := s.b.Pipeline(q.Get("pipeline"))
 	if err != nil {
 		apiError(w, err)
 		return
 	}
 	limit := 200
-	if s := q.Get("limit"); s != "" {
-		if limit, err = strconv.Atoi(s); err != nil || limit < 1 {
-			apiError(w, fmt.Errorf("processor: %w: limit must be a positive integer, got %q", ErrBadRequest, s))
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
+			apiError(w, fmt.Errorf("processor: %w: limit must be a positive integer, got %q", ErrBadRequest, v))
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.SnapshotTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	keys, err := p.Keys(ctx, pl.cfg.Name)
+	keys, err := s.b.Keys(ctx, pl.Name)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
 	total := len(keys)
-	if s := q.Get("q"); s != "" {
+	if v := q.Get("q"); v != "" {
 		n := 0
 		for _, k := range keys {
-			if strings.Contains(strings.ToLower(k.Key), strings.ToLower(s)) {
+			if strings.Contains(strings.ToLower(k.Key), strings.ToLower(v)) {
 				keys[n] = k
 				n++
 			}
@@ -111,52 +127,52 @@ func (p *Processor) apiKeys(w http.ResponseWriter, r *http.Request) {
 		Matched  int       `json:"matched"`
 		MaxKeys  int       `json:"max_keys"`
 		Keys     []KeyInfo `json:"keys"`
-	}{pl.cfg.Name, total, matched, pl.cfg.MaxKeys, keys})
+	}{pl.Name, total, matched, pl.MaxKeys, keys})
 }
 
 // watchRequest resolves ?pipeline=&key= and watches the key.
-func (p *Processor) watchRequest(r *http.Request) (*pipeline, string, *keyWatch, error) {
+func (s *Server) watchRequest(r *http.Request) (Pipeline, string, *Watch, error) {
 	q := r.URL.Query()
-	pl, err := p.pipeline(q.Get("pipeline"))
+	pl, err := s.b.Pipeline(q.Get("pipeline"))
 	if err != nil {
-		return nil, "", nil, err
+		return Pipeline{}, "", nil, err
 	}
 	key := q.Get("key")
 	if key == "" {
-		return nil, "", nil, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
+		return Pipeline{}, "", nil, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
-	if kw := p.watch.get(pl, key); kw != nil {
-		kw, err := p.watch.watch(pl, key, nil) // renew
+	if kw := s.watch.Get(pl.Name, key); kw != nil {
+		kw, err := s.watch.Start(pl.Name, key, nil) // renew
 		return pl, key, kw, err
 	}
-	if n := ownership.PartitionOf(key, pl.cfg.Partitions); pl.parts[n].Load() == nil {
-		return nil, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
-			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.cfg.Name, key, p.id)
+	if n := ownership.PartitionOf(key, pl.Partitions); !s.b.Runs(pl.Name, n) {
+		return Pipeline{}, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
+			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.Name, key, s.b.Member())
 	}
-	kw, err := p.watch.watch(pl, key, p.backfill(r.Context(), pl, key))
+	kw, err := s.watch.Start(pl.Name, key, s.backfill(r.Context(), pl, key))
 	return pl, key, kw, err
 }
 
-func (p *Processor) apiSeries(w http.ResponseWriter, r *http.Request) {
-	pl, key, kw, err := p.watchRequest(r)
+func (s *Server) apiSeries(w http.ResponseWriter, r *http.Request) {
+	pl, key, kw, err := s.watchRequest(r)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, p.view(pl, key, kw))
+	writeJSON(w, http.StatusOK, s.view(pl, key, kw))
 }
 
-func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
+func (s *Server) apiStream(w http.ResponseWriter, r *http.Request) {
 	every := time.Second
-	if s := r.URL.Query().Get("every"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 100*time.Millisecond || d > watchTTL/2 {
-			apiError(w, fmt.Errorf("processor: %w: every must be a duration between 100ms and %s, got %q", ErrBadRequest, watchTTL/2, s))
+	if v := r.URL.Query().Get("every"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond || d > WatchTTL/2 {
+			apiError(w, fmt.Errorf("processor: %w: every must be a duration between 100ms and %s, got %q", ErrBadRequest, WatchTTL/2, v))
 			return
 		}
 		every = d
 	}
-	pl, key, kw, err := p.watchRequest(r)
+	pl, key, kw, err := s.watchRequest(r)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -171,10 +187,10 @@ func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	running := p.ready.Load()
+	running := s.b.Running()
 	for {
-		running = running || p.ready.Load()
-		b, err := json.Marshal(p.view(pl, key, kw))
+		running = running || s.b.Running()
+		b, err := json.Marshal(s.view(pl, key, kw))
 		if err != nil {
 			return
 		}
@@ -187,13 +203,22 @@ func (p *Processor) apiStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 		}
-		if running && !p.ready.Load() {
+		if running && !s.b.Running() {
 			return // Run is stopping: let the HTTP server shut down
 		}
-		if kw, err = p.watch.watch(pl, key, nil); err != nil {
+		if kw, err = s.watch.Start(pl.Name, key, nil); err != nil {
 			return
 		}
 	}
+}
+
+// view returns the key view of a watched key's record.
+func (s *Server) view(pl Pipeline, key string, kw *Watch) *kpcaview.KeyView {
+	v := kw.View()
+	lc := pl.Learner
+	return &kpcaview.KeyView{Pipeline: pl.Name, Key: key, Member: s.b.Member(), Time: time.Now().UnixMilli(),
+		Learner: lc.Learner, Dim: lc.Dim, Components: lc.Components, Budget: lc.Budget,
+		WatchTTL: WatchTTL.Milliseconds(), View: v}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -214,7 +239,7 @@ func apiError(w http.ResponseWriter, err error) {
 	case errors.Is(err, errTooManyWatches):
 		code = http.StatusTooManyRequests
 	default:
-		if c, e := strconv.Atoi(statusOf(err)); e == nil {
+		if c, e := strconv.Atoi(StatusOf(err)); e == nil {
 			code = c
 		}
 	}

@@ -1,0 +1,359 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kpcastream/kpcastream/internal/buildinfo"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
+)
+
+// The operations — the micro service, the live page and its API, the
+// watched keys — live in package processor/internal/ops, which does not
+// import this one: it declares the Backend it needs, and backend below
+// implements it with read-only views (copies of counters and settings)
+// and requests that the workers answer on their own goroutines.
+
+// Version is the micro service version: the binary's own (internal/buildinfo,
+// as kpcastream_build_info and "kpcastream version" report it) as a
+// semantic version, "0.0.0-devel+<revision>" for an untagged build.
+var Version = buildinfo.Read().SemVer()
+
+// The JSON of the micro endpoints and the HTTP API (package ops).
+type (
+	// KeyRequest is the body of the model, snapshot and reset requests.
+	KeyRequest = ops.KeyRequest
+	// PipelineStats is one pipeline's entry in the stats response. From
+	// Processor.Stats the counters are this instance's; from the stats
+	// endpoint they are summed over every member that answered
+	// (Instances), and Partitions lists every partition run by one of them.
+	PipelineStats = ops.PipelineStats
+	// PartitionStats describes one partition run by a member.
+	PartitionStats = ops.PartitionStats
+	// PipelineInfo is one pipeline's entry in the pipelines response.
+	PipelineInfo = ops.PipelineInfo
+	// KeyInfo describes a key loaded on this instance (GET /api/v1/keys).
+	KeyInfo = ops.KeyInfo
+	// PipelineView is one pipeline of GET /api/v1/pipelines.
+	PipelineView = ops.PipelineView
+)
+
+// Errors of the control requests, matched with errors.Is; the micro
+// endpoints answer them with the Nats-Service-Error-Code in parentheses.
+var (
+	// ErrNotFound: unknown pipeline, or a key with no learner (404).
+	ErrNotFound = ops.ErrNotFound
+	// ErrBadRequest: a malformed request (400).
+	ErrBadRequest = ops.ErrBadRequest
+	// ErrUnavailable: the key's partition has no owner at the moment (it
+	// is moving), or this instance is not running (503). Retry.
+	ErrUnavailable = ops.ErrUnavailable
+)
+
+// Stats returns this instance's counters of every pipeline.
+func (p *Processor) Stats() []PipelineStats {
+	out := make([]PipelineStats, len(p.pipes))
+	for i, pl := range p.pipes {
+		s := &pl.stats
+		ps := PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
+			Skipped: s.Skipped.Load(), DeadLettered: s.DeadLettered.Load(), Naks: s.Naks.Load(), Learners: s.Live.Load(),
+			Instances: 1}
+		for _, a := range []string{learners.AdviceOK, learners.AdviceTight, learners.AdviceTooSmall} {
+			if n := pl.adviceCount(a).Load(); n != 0 {
+				if ps.Budget == nil {
+					ps.Budget = map[string]int64{}
+				}
+				ps.Budget[a] = n
+			}
+		}
+		for n := range pl.parts {
+			pt := pl.parts[n].Load()
+			if pt == nil {
+				continue
+			}
+			c := pt.checkpoint.Load()
+			ps.Partitions = append(ps.Partitions, PartitionStats{Partition: n, Member: p.id, Epoch: pt.epoch, Checkpoint: c, Pending: pt.pending.Load()})
+			ps.Pending += pt.pending.Load()
+			if c != 0 && (ps.Checkpoint == 0 || c < ps.Checkpoint) {
+				ps.Checkpoint = c
+			}
+		}
+		out[i] = ps
+	}
+	return out
+}
+
+// Pipelines describes the configured pipelines.
+func (p *Processor) Pipelines() []PipelineInfo {
+	out := make([]PipelineInfo, len(p.pipes))
+	for i, pl := range p.pipes {
+		c := pl.cfg
+		out[i] = PipelineInfo{Name: c.Name, Stream: c.Input.Stream, Subject: c.Input.Subject, Consumer: c.Input.Durable,
+			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.outJS, DeadLetter: c.DeadLetter,
+			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
+			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys}
+		if c.Input.Stream != "" && p.coord != nil {
+			for n := range c.Partitions {
+				o, _ := p.coord.owner(c, n)
+				out[i].Owners = append(out[i].Owners, o)
+			}
+		}
+	}
+	return out
+}
+
+// Model returns the JSON model export (codec.EncodeModel) of a key's
+// learner, loading it from its snapshot if it is not in memory, on the
+// instance that owns the key's partition. A key with no learner and no
+// snapshot gives an error matching ErrNotFound.
+func (p *Processor) Model(ctx context.Context, pipeline, key string) ([]byte, error) {
+	r, err := p.srv.Control(ctx, "model", pipeline, key, true)
+	return r.Data, err
+}
+
+// SnapshotNow hands over a snapshot of key (or, with key "", of every
+// changed key of the pipeline that this instance runs) and returns the
+// number handed over. The saves complete asynchronously.
+func (p *Processor) SnapshotNow(ctx context.Context, pipeline, key string) (int, error) {
+	if key != "" {
+		r, err := p.srv.Control(ctx, "snapshot", pipeline, key, true)
+		return r.N, err
+	}
+	return backend{p}.SnapshotAll(ctx, pipeline)
+}
+
+// Reset replaces key's learner by a fresh one and snapshots it, keeping the
+// key's last applied sequence (so a replay does not apply older messages).
+// A key with no learner and no snapshot gives an error matching ErrNotFound.
+func (p *Processor) Reset(ctx context.Context, pipeline, key string) error {
+	_, err := p.srv.Control(ctx, "reset", pipeline, key, true)
+	return err
+}
+
+// Accept makes key's monitor accept the current regime: its control
+// limits are cleared and a new warm-up begins, in which every observation
+// is learned (the pipeline's monitor: learn: normal otherwise refuses a
+// new regime until accept_after consecutive alarms). The key is
+// snapshotted. A pipeline without monitor: gives an error matching
+// ErrBadRequest; a key with no learner, ErrNotFound.
+func (p *Processor) Accept(ctx context.Context, pipeline, key string) error {
+	_, err := p.srv.Control(ctx, "accept", pipeline, key, true)
+	return err
+}
+
+// Keys returns the keys of pipeline loaded on this instance, sorted.
+func (p *Processor) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error) {
+	pl, err := p.pipeline(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	var out []KeyInfo
+	err = pl.eachWorker(ctx, "keys", func(r controlReply) error {
+		var ks []KeyInfo
+		if err := json.Unmarshal(r.data, &ks); err != nil {
+			return err
+		}
+		out = append(out, ks...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Watched = p.watch.Watched(pl.cfg.Name, out[i].Key)
+	}
+	slices.SortFunc(out, func(a, b KeyInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Handler serves /metrics (Prometheus), /healthz (200 while the process
+// runs), /readyz (200 only while connected and consuming, else 503), and
+// the live page /ui/ with its JSON API /api/v1/ (package ops).
+func (p *Processor) Handler() http.Handler { return p.srv.Handler() }
+
+func (p *Processor) pipeline(name string) (*pipeline, error) {
+	for _, pl := range p.pipes {
+		if pl.cfg.Name == name {
+			return pl, nil
+		}
+	}
+	return nil, fmt.Errorf("processor: %w: unknown pipeline %q", ErrNotFound, name)
+}
+
+// send hands a control request to w and waits for its answer.
+func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlReply, error) {
+	if err := func() error {
+		pt.inMu.RLock()
+		defer pt.inMu.RUnlock()
+		if !pt.p.ready.Load() || pt.inClosed {
+			return fmt.Errorf("processor: %w: partition %d of pipeline %s is stopping", ErrUnavailable, pt.num, pt.pipe.cfg.Name)
+		}
+		select {
+		case w.in <- item{ctl: c}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}(); err != nil {
+		return controlReply{}, err
+	}
+	select {
+	case r := <-c.reply:
+		return r, r.err
+	case <-ctx.Done():
+		return controlReply{}, ctx.Err()
+	}
+}
+
+// listKeys answers the "keys" control request on the worker goroutine:
+// the loaded keys of pl (only key when set), as JSON.
+func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
+	var out []KeyInfo
+	for _, k := range w.m.Keys() {
+		e := w.keys[k.Key]
+		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
+			continue
+		}
+		out = append(out, KeyInfo{Key: k.Key, Partition: w.part.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
+	}
+	return json.Marshal(out)
+}
+
+// watchOut is the worker's hook: after the outputs of a message of e were
+// published, it records them when e's key is watched (ops.Watches). The
+// learner started on the message at start and took took (so the hook
+// reads no clock). Unwatched, it costs one atomic load.
+func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
+	ws := &w.p.watch
+	if !ws.Any() {
+		return
+	}
+	kw := ws.Get(e.pipe.cfg.Name, e.key)
+	if kw == nil {
+		return
+	}
+	st := &e.pipe.stats
+	// apply and applied left the eigenvalues of the last output in w.eig
+	// and the dictionary's fill in e.stored.
+	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.l, Eigenvalues: w.eig, Stored: e.stored,
+		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.outs)
+}
+
+// backend is the processor as package ops sees it (ops.Backend).
+type backend struct{ p *Processor }
+
+func (b backend) Member() string            { return b.p.id }
+func (b backend) Running() bool             { return b.p.ready.Load() }
+func (b backend) Ready() bool               { return b.p.Ready() }
+func (b backend) Stats() []PipelineStats    { return b.p.Stats() }
+func (b backend) Pipelines() []PipelineInfo { return b.p.Pipelines() }
+func (b backend) OutputSubject(pipeline, key string) string {
+	pl, err := b.p.pipeline(pipeline)
+	if err != nil {
+		return ""
+	}
+	return expand(pl.cfg.Output.Subject, pl.cfg.Name, key)
+}
+
+func (b backend) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error) {
+	return b.p.Keys(ctx, pipeline)
+}
+
+func (b backend) Pipeline(name string) (ops.Pipeline, error) {
+	pl, err := b.p.pipeline(name)
+	if err != nil {
+		return ops.Pipeline{}, err
+	}
+	c := pl.cfg
+	return ops.Pipeline{Name: c.Name, Partitions: c.Partitions, MaxKeys: c.MaxKeys, Learner: c.Learner, OutputStream: pl.outStream}, nil
+}
+
+func (b backend) Runs(pipeline string, n int) bool {
+	pl, err := b.p.pipeline(pipeline)
+	return err == nil && n >= 0 && n < len(pl.parts) && pl.parts[n].Load() != nil
+}
+
+// Control runs op on the worker of key when partition n runs here. The
+// shell's own errors are marked with the operations' codes: a key with no
+// learner is ErrNotFound, a fenced partition ErrUnavailable.
+func (b backend) Control(ctx context.Context, op, pipeline, key string, n int) (ops.Reply, bool, error) {
+	pl, err := b.p.pipeline(pipeline)
+	if err != nil {
+		return ops.Reply{}, false, err
+	}
+	pt := pl.parts[n].Load()
+	if pt == nil {
+		return ops.Reply{}, false, nil
+	}
+	r, err := pt.send(ctx, pt.workers[pt.owner(key)], &control{op: op, pipe: pl, key: key, reply: make(chan controlReply, 1)})
+	switch {
+	case errors.Is(err, errNoKey):
+		err = ops.Mark(err, ErrNotFound)
+	case errors.Is(err, errFenced):
+		err = ops.Mark(err, ErrUnavailable)
+	}
+	return ops.Reply{Data: r.data, N: r.n}, true, err
+}
+
+// SnapshotAll hands over a snapshot of every changed key of pipeline run
+// here.
+func (b backend) SnapshotAll(ctx context.Context, pipeline string) (int, error) {
+	pl, err := b.p.pipeline(pipeline)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	err = pl.eachWorker(ctx, "snapshot", func(r controlReply) error { n += r.n; return nil })
+	return n, err
+}
+
+// eachWorker sends the control request op (of no key) to each worker of
+// the partitions of pl run here, in turn, and passes its answer to f; it
+// stops at the first error.
+func (pl *pipeline) eachWorker(ctx context.Context, op string, f func(controlReply) error) error {
+	for i := range pl.parts {
+		pt := pl.parts[i].Load()
+		if pt == nil {
+			continue
+		}
+		for _, w := range pt.workers {
+			r, err := pt.send(ctx, w, &control{op: op, pipe: pl, reply: make(chan controlReply, 1)})
+			if err != nil {
+				return err
+			}
+			if err := f(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b backend) Members() ops.Members {
+	if b.p.coord == nil {
+		return nil
+	}
+	return members{b.p.coord}
+}
+
+// members is the coordinator as package ops sees it (ops.Members).
+type members struct{ c *coordinator }
+
+func (m members) Owner(pipeline string, n int) string {
+	if v := m.c.view(recordKeyOf(pipeline, n)); v.Exists {
+		return v.Rec.Owner
+	}
+	return ""
+}
+
+func (m members) Others() []ownership.Member { return m.c.others() }
+
+func (m members) Runners(pipeline string) ([]string, int) { return m.c.runners(pipeline) }
