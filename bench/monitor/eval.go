@@ -21,6 +21,8 @@ type Setup struct {
 	Drift float64
 	// Seed of the process; runs use Seed+1, Seed+2, ….
 	Seed uint64
+	// TrendLambda of the online learner's trend gate (0: the default).
+	TrendLambda float64
 }
 
 // Method is one monitoring method: Train learns the normal training
@@ -309,18 +311,19 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 func Methods(s Setup) []Method {
 	const d = 3
 	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}
-	online := func(label, learn string) *Online {
+	online := func(label, learn, trend string) *Online {
 		return &Online{Label: label,
 			Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: s.K, Budget: s.Budget, Kernel: rbf, Seed: 1},
-			Monitor: monitor.Config{Learn: learn, Level: s.Level}}
+			Monitor: monitor.Config{Learn: learn, Level: s.Level, Trend: trend, TrendLambda: s.TrendLambda}}
 	}
 	return []Method{
 		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K},
 		// Linear PCA keeps at most d − 1 components, so that its SPE has a
 		// residual space to measure.
 		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1)},
-		online("online always", monitor.LearnAlways),
-		online("online normal", monitor.LearnNormal),
+		online("online always", monitor.LearnAlways, ""),
+		online("online normal", monitor.LearnNormal, monitor.TrendOff),
+		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
 	}
 }
 

@@ -18,6 +18,7 @@ func TestProcessMonitoring(t *testing.T) {
 		{N: 400, Run: 800, Onset: 160, K: 5, Budget: 100, Level: 0.99, Seed: 1},
 		{N: 400, Run: 800, Onset: 160, K: 5, Budget: 100, Level: 0.99, Seed: 1, Drift: 0.0001},
 	} {
+		s.TrendLambda = envLambda()
 		rows, err := Evaluate(s, Methods(s))
 		if err != nil {
 			t.Fatal(err)

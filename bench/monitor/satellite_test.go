@@ -3,8 +3,10 @@ package monitorbench
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/kpcastream/kpcastream/learners"
@@ -54,11 +56,12 @@ func TestSatelliteFaults(t *testing.T) {
 		{"ramp-0.01sd", func(x []float64, a int) { x[20] += 0.01 * float64(a+1) * sd[20] }},
 	}
 	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(d)}
-	online := func(label, learn string) *Online {
+	online := func(label, learn, trend string) *Online {
 		return &Online{Label: label, Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: 20, Budget: 200, Kernel: rbf, Seed: 1},
-			Monitor: monitor.Config{Learn: learn}}
+			Monitor: monitor.Config{Learn: learn, Trend: trend, TrendLambda: envLambda()}}
 	}
-	for _, m := range []Method{&Batch{Label: "batch KPCA", Kernel: rbf, K: 20}, online("online always", monitor.LearnAlways), online("online normal", monitor.LearnNormal)} {
+	for _, m := range []Method{&Batch{Label: "batch KPCA", Kernel: rbf, K: 20}, online("online always", monitor.LearnAlways, ""),
+		online("online normal", monitor.LearnNormal, monitor.TrendOff), online("online trend", monitor.LearnNormal, monitor.TrendEWMA)} {
 		if err := m.Train(train, N); err != nil {
 			t.Fatal(err)
 		}
@@ -87,4 +90,9 @@ func TestSatelliteFaults(t *testing.T) {
 			}
 		}
 	}
+}
+
+func envLambda() float64 {
+	v, _ := strconv.ParseFloat(os.Getenv("LAMBDA"), 64)
+	return v
 }

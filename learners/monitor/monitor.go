@@ -18,6 +18,15 @@ const (
 	LearnNormal = "normal"
 )
 
+// Trend gates of Config.Trend.
+const (
+	// TrendOff learns every observation within the limits (no trend gate).
+	TrendOff = "off"
+	// TrendEWMA also stops learning while the EWMA of the SPE's rank in
+	// its limit window is above its limit (see the package comment).
+	TrendEWMA = "ewma"
+)
+
 // Defaults.
 const (
 	// DefaultLevel is the default level of the limits.
@@ -48,6 +57,17 @@ func DefaultWarmup(budget int) int {
 func DefaultWindow(level float64) int {
 	return max(int(math.Ceil(10/(1-level)-1e-9)), 100)
 }
+
+// DefaultTrend is the default of Config.Trend.
+const DefaultTrend = TrendOff
+
+// DefaultTrendLambda is the default weight of the trend statistic's EWMA
+// for a confirmation delay of confirm observations: 2/(confirm + 1), the
+// EWMA whose mean age of its weights, (1 − λ)/λ = (confirm − 1)/2, is that
+// of the observations waiting for their confirmation, so that most of the
+// observations that raise the trend are still pending when it alarms and
+// are discarded with them (0.18 for the default delay of 10).
+func DefaultTrendLambda(confirm int) float64 { return 2 / float64(confirm+1) }
 
 // DefaultConfirm is the default confirmation delay (Config.Confirm): a
 // fault seen by a fraction p of its samples slips one into the learner
@@ -90,6 +110,12 @@ type Config struct {
 	// which LearnNormal accepts the new regime and starts a new warm-up;
 	// 0 (default) never does.
 	AcceptAfter int
+	// Trend is the trend gate of LearnNormal, TrendOff or TrendEWMA;
+	// default DefaultTrend.
+	Trend string
+	// TrendLambda is the weight in (0, 1] of the trend statistic's EWMA;
+	// default DefaultTrendLambda(Confirm).
+	TrendLambda float64
 	// Window is the number of recent normal observations whose statistics
 	// give the limits (their empirical Level-quantiles); default
 	// DefaultWindow(Level). Memory: 32·Window bytes.
@@ -132,6 +158,12 @@ func (c Config) WithDefaults(budget int) Config {
 	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
 		c.Window = DefaultWindow(c.Level)
 	}
+	if c.Trend == "" {
+		c.Trend = DefaultTrend
+	}
+	if c.TrendLambda == 0 && c.Confirm > 0 {
+		c.TrendLambda = DefaultTrendLambda(c.Confirm)
+	}
 	return c
 }
 
@@ -166,6 +198,12 @@ func (c Config) Validate() error {
 	}
 	if c.Confirm < 1 || c.Confirm > MaxConfirm {
 		bad("confirm", "must be in [1, %d], got %d", MaxConfirm, c.Confirm)
+	}
+	if c.Trend != TrendOff && c.Trend != TrendEWMA {
+		bad("trend", "must be %q or %q, got %q", TrendOff, TrendEWMA, c.Trend)
+	}
+	if !(c.TrendLambda > 0 && c.TrendLambda <= 1) {
+		bad("trend_lambda", "must be in (0, 1], got %v", c.TrendLambda)
 	}
 	if c.Dim < 1 {
 		bad("dim", "must be ≥ 1, got %d", c.Dim)
@@ -225,6 +263,10 @@ type Verdict struct {
 	SPELimit, T2Limit float64
 	// Alarm says which statistic is above its limit.
 	Alarm Alarm
+	// Trend tells that the trend statistic is above its limit (LearnNormal
+	// with TrendEWMA): the observation is not learned, as an alarmed one;
+	// it is not an alarm of the output (see the package comment).
+	Trend bool
 }
 
 // State is everything a Monitor needs to resume; Monitor.State and
@@ -240,6 +282,9 @@ type State struct {
 	// Tokens is the budget of alarmed observations that may still enter
 	// the windows (see Record).
 	Tokens float64
+	// Trend is the trend statistic's EWMA of the SPE's rank in its limit
+	// window, less ½ (0 at the start of the limits and after Accept).
+	Trend float64
 	// Pending holds the observations accepted for learning under
 	// LearnNormal that wait for their confirmation, oldest first (at most
 	// Confirm).
@@ -276,6 +321,7 @@ type Monitor struct {
 	inForce       bool
 	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
 	scaleW        float64   // InW at which scale was computed (−1: stale)
+	trendLim      float64   // limit of State.Trend (+Inf without the trend gate)
 	backup        []float64 // InMean and InM2 before a learn, to undo it
 }
 
@@ -285,7 +331,10 @@ func New(c Config) (*Monitor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
+	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window), trendLim: math.Inf(1)}
+	if c.Learn == LearnNormal && c.Trend == TrendEWMA {
+		m.trendLim = TrendLimit(c.Level, c.TrendLambda)
+	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
@@ -416,7 +465,7 @@ func (m *Monitor) judged(v Verdict) bool {
 	if v.InForce {
 		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
 	}
-	if v.Alarm == AlarmNone {
+	if v.Alarm == AlarmNone && !v.Trend {
 		m.st.Run = 0
 		return false
 	}
@@ -449,7 +498,30 @@ func (m *Monitor) Accept() {
 	m.spe.reset()
 	m.t2.reset()
 	m.st.Tokens = m.tokenCap()
+	m.st.Trend = 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
+}
+
+// TrendLimit is the limit of the trend statistic (State.Trend, the EWMA
+// of the SPE's rank less ½) at level with weight lambda: z·σ, where z is
+// the standard normal level-quantile and σ² = λ/(2 − λ)·1/12 the
+// stationary variance of an EWMA of independent ranks uniform on [0, 1]
+// (variance 1/12). The EWMA of bounded ranks has lighter tails than the
+// normal, so the limit errs on the side of fewer trend alarms.
+func TrendLimit(level, lambda float64) float64 {
+	z := math.Sqrt2 * math.Erfinv(2*level-1)
+	return z * math.Sqrt(lambda/(2-lambda)/12)
+}
+
+// trend updates the trend statistic with the SPE of a judged observation
+// and tells whether it is above its limit; false without the trend gate.
+func (m *Monitor) trend(spe float64) bool {
+	if math.IsInf(m.trendLim, 1) || !m.inForce || !finite(spe) {
+		return false
+	}
+	l := m.cfg.TrendLambda
+	m.st.Trend = (1-l)*m.st.Trend + l*(m.spe.rank(spe)-0.5)
+	return m.st.Trend > m.trendLim
 }
 
 // refreshLimits recomputes the limits from the windows; they are in force
@@ -510,6 +582,9 @@ func (m *Monitor) Restore(s *State) error {
 			bad = append(bad, fmt.Sprintf("pending observation %d has %d values or non-finite ones, want %d finite", i, len(p.X), m.cfg.Dim))
 			break
 		}
+	}
+	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 {
+		bad = append(bad, fmt.Sprintf("trend statistic %v out of [−½, ½]", s.Trend))
 	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))

@@ -99,7 +99,8 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		if !r.Ready {
 			break
 		}
-		if alarmed() && !m.takeToken() {
+		r.Verdict.Trend = m.trend(r.Novelty.SPE)
+		if r.Verdict.Trend || (alarmed() && !m.takeToken()) {
 			m.pend.reset()
 			break
 		}
