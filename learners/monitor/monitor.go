@@ -338,7 +338,11 @@ func New(c Config) (*Monitor, error) {
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
-		m.pend = newQueue(c.Confirm, c.Dim)
+		n := c.Confirm
+		if c.Trend == TrendEWMA {
+			n *= 2 // and a trend episode's observations
+		}
+		m.pend = newQueue(n, c.Dim)
 	}
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)

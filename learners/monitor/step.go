@@ -100,11 +100,21 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			break
 		}
 		r.Verdict.Trend = m.trend(r.Novelty.SPE)
-		if r.Verdict.Trend || (alarmed() && !m.takeToken()) {
+		if alarmed() && !m.takeToken() {
 			m.pend.reset()
 			break
 		}
-		if m.pend.n == m.pend.cap() {
+		if r.Verdict.Trend {
+			// Held while the trend episode is young (Run counts its
+			// earlier observations); a longer one is a fault's.
+			if m.st.Run >= int64(m.cfg.Confirm) || m.pend.n == m.pend.cap() {
+				m.pend.reset()
+			} else {
+				m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+			}
+			break
+		}
+		for m.pend.n >= m.cfg.Confirm {
 			px, spe, t2 := m.pend.oldest()
 			if err := m.learn(learn, in, px); err != nil {
 				return r, err
