@@ -59,7 +59,7 @@ func DefaultWindow(level float64) int {
 }
 
 // DefaultTrend is the default of Config.Trend.
-const DefaultTrend = TrendOff
+const DefaultTrend = TrendEWMA
 
 // DefaultTrendLambda is the default weight of the trend statistic's EWMA
 // for a confirmation delay of confirm observations: 2/(confirm + 1), the
@@ -285,6 +285,9 @@ type State struct {
 	// Trend is the trend statistic's EWMA of the SPE's rank in its limit
 	// window, less ½ (0 at the start of the limits and after Accept).
 	Trend float64
+	// TrendSD is the spread of the trend statistic on the limit window
+	// (see TrendSpread), 0 before it was first measured.
+	TrendSD float64
 	// Pending holds the observations accepted for learning under
 	// LearnNormal that wait for their confirmation, oldest first (at most
 	// Confirm).
@@ -321,7 +324,8 @@ type Monitor struct {
 	inForce       bool
 	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
 	scaleW        float64   // InW at which scale was computed (−1: stale)
-	trendLim      float64   // limit of State.Trend (+Inf without the trend gate)
+	trendZ        float64   // standard normal Level-quantile (0 without the trend gate)
+	trendSD       float64   // σ of the trend statistic for independent ranks
 	backup        []float64 // InMean and InM2 before a learn, to undo it
 }
 
@@ -331,16 +335,17 @@ func New(c Config) (*Monitor, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window), trendLim: math.Inf(1)}
+	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
 	if c.Learn == LearnNormal && c.Trend == TrendEWMA {
-		m.trendLim = TrendLimit(c.Level, c.TrendLambda)
+		m.trendZ = math.Sqrt2 * math.Erfinv(2*c.Level-1)
+		m.trendSD = math.Sqrt(c.TrendLambda / (2 - c.TrendLambda) / 12)
 	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
 		n := c.Confirm
 		if c.Trend == TrendEWMA {
-			n *= 2 // and a trend episode's observations
+			n *= 2 // and the newest Confirm of a trend episode
 		}
 		m.pend = newQueue(n, c.Dim)
 	}
@@ -460,6 +465,9 @@ func (m *Monitor) learned(spe, t2 float64, scored bool) {
 	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
 		m.spe.add(spe)
 		m.t2.add(t2)
+		if m.trendZ != 0 && (m.st.Learned == int64(m.cfg.Warmup) || m.st.Learned%m.trendEvery() == 0) {
+			m.measureTrend()
+		}
 	}
 }
 
@@ -502,30 +510,58 @@ func (m *Monitor) Accept() {
 	m.spe.reset()
 	m.t2.reset()
 	m.st.Tokens = m.tokenCap()
-	m.st.Trend = 0
+	m.st.Trend, m.st.TrendSD = 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
 }
 
-// TrendLimit is the limit of the trend statistic (State.Trend, the EWMA
-// of the SPE's rank less ½) at level with weight lambda: z·σ, where z is
-// the standard normal level-quantile and σ² = λ/(2 − λ)·1/12 the
-// stationary variance of an EWMA of independent ranks uniform on [0, 1]
-// (variance 1/12). The EWMA of bounded ranks has lighter tails than the
-// normal, so the limit errs on the side of fewer trend alarms.
-func TrendLimit(level, lambda float64) float64 {
-	z := math.Sqrt2 * math.Erfinv(2*level-1)
-	return z * math.Sqrt(lambda/(2-lambda)/12)
+// TrendLimit returns the limit of the trend statistic (State.Trend, the
+// EWMA of the SPE's rank less ½) in force and whether the trend gate is
+// on: z·max(σ₀, σ̂), where z is the standard normal Level-quantile,
+// σ₀² = λ/(2 − λ)·1/12 the stationary variance of an EWMA of independent
+// ranks uniform on [0, 1] (variance 1/12), and σ̂ (State.TrendSD) the
+// spread of the same EWMA run over the limit window's observations in
+// their order, which is larger when normal observations are
+// autocorrelated.
+func (m *Monitor) TrendLimit() (float64, bool) {
+	if m.trendZ == 0 {
+		return 0, false
+	}
+	return m.trendZ * max(m.trendSD, m.st.TrendSD), true
+}
+
+// trendEvery is the number of observations added to the limit window
+// between two measurements of the trend statistic's spread on it.
+func (m *Monitor) trendEvery() int64 { return int64(max(m.cfg.Window/10, 1)) }
+
+// measureTrend sets State.TrendSD: the root mean square of the trend
+// statistic's EWMA (from 0) run over the ranks of the SPE window's values
+// in arrival order. O(Window·log Window), every trendEvery additions.
+func (m *Monitor) measureTrend() {
+	w := &m.spe
+	n := len(w.ring)
+	if n < 2 {
+		return
+	}
+	l := m.cfg.TrendLambda
+	var e, s2 float64
+	for k := range n {
+		v := w.ring[(w.start+k)%n]
+		e = (1-l)*e + l*(w.rank(v)-0.5)
+		s2 += e * e
+	}
+	m.st.TrendSD = math.Sqrt(s2 / float64(n))
 }
 
 // trend updates the trend statistic with the SPE of a judged observation
 // and tells whether it is above its limit; false without the trend gate.
 func (m *Monitor) trend(spe float64) bool {
-	if math.IsInf(m.trendLim, 1) || !m.inForce || !finite(spe) {
+	lim, on := m.TrendLimit()
+	if !on || !m.inForce || !finite(spe) {
 		return false
 	}
 	l := m.cfg.TrendLambda
 	m.st.Trend = (1-l)*m.st.Trend + l*(m.spe.rank(spe)-0.5)
-	return m.st.Trend > m.trendLim
+	return m.st.Trend > lim
 }
 
 // refreshLimits recomputes the limits from the windows; they are in force
@@ -587,8 +623,8 @@ func (m *Monitor) Restore(s *State) error {
 			break
 		}
 	}
-	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 {
-		bad = append(bad, fmt.Sprintf("trend statistic %v out of [−½, ½]", s.Trend))
+	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 || !finite(s.TrendSD) || s.TrendSD < 0 || s.TrendSD > 0.5 {
+		bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", s.Trend, s.TrendSD))
 	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))

@@ -105,13 +105,12 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			break
 		}
 		if r.Verdict.Trend {
-			// Held while the trend episode is young (Run counts its
-			// earlier observations); a longer one is a fault's.
-			if m.st.Run >= int64(m.cfg.Confirm) || m.pend.n == m.pend.cap() {
-				m.pend.reset()
-			} else {
-				m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+			// Held, not learned: the newest Confirm observations of a
+			// trend episode wait for its end (see the package comment).
+			if m.pend.n == m.pend.cap() {
+				m.pend.pop()
 			}
+			m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
 			break
 		}
 		for m.pend.n >= m.cfg.Confirm {
