@@ -240,4 +240,3 @@ func TestTrendGate(t *testing.T) {
 }
 
 var _ = errors.Is
-
