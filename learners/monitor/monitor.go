@@ -62,12 +62,20 @@ func DefaultWindow(level float64) int {
 const DefaultTrend = TrendEWMA
 
 // DefaultTrendLambda is the default weight of the trend statistic's EWMA
-// for a confirmation delay of confirm observations: 2/(confirm + 1), the
-// EWMA whose mean age of its weights, (1 − λ)/λ = (confirm − 1)/2, is that
-// of the observations waiting for their confirmation, so that most of the
-// observations that raise the trend are still pending when it alarms and
-// are discarded with them (0.18 for the default delay of 10).
-func DefaultTrendLambda(confirm int) float64 { return 2 / float64(confirm+1) }
+// at a level and limit window: λ = 2/(n + 1) with n = 1/(1 − level), at
+// most window: the EWMA whose span (2/λ − 1 observations) is the average
+// run length of a normal process between two alarms of one per-sample
+// limit (100 at 0.99: λ = 0.0198). A fault too slow to raise a per-sample
+// alarm within that run is what the trend gate is for; a shorter memory
+// makes it a per-sample gate again (measured on bench/monitor: at λ = 0.5
+// it caught nothing the limits do not).
+func DefaultTrendLambda(level float64, window int) float64 {
+	n := 1 / (1 - level)
+	if w := float64(window); w >= 1 && n > w {
+		n = w
+	}
+	return 2 / (n + 1)
+}
 
 // DefaultConfirm is the default confirmation delay (Config.Confirm): a
 // fault seen by a fraction p of its samples slips one into the learner
@@ -114,7 +122,7 @@ type Config struct {
 	// default DefaultTrend.
 	Trend string
 	// TrendLambda is the weight in (0, 1] of the trend statistic's EWMA;
-	// default DefaultTrendLambda(Confirm).
+	// default DefaultTrendLambda(Level, Window).
 	TrendLambda float64
 	// Window is the number of recent normal observations whose statistics
 	// give the limits (their empirical Level-quantiles); default
@@ -161,8 +169,8 @@ func (c Config) WithDefaults(budget int) Config {
 	if c.Trend == "" {
 		c.Trend = DefaultTrend
 	}
-	if c.TrendLambda == 0 && c.Confirm > 0 {
-		c.TrendLambda = DefaultTrendLambda(c.Confirm)
+	if c.TrendLambda == 0 && c.Level > 0 && c.Level < 1 {
+		c.TrendLambda = DefaultTrendLambda(c.Level, c.Window)
 	}
 	return c
 }
@@ -202,7 +210,9 @@ func (c Config) Validate() error {
 	if c.Trend != TrendOff && c.Trend != TrendEWMA {
 		bad("trend", "must be %q or %q, got %q", TrendOff, TrendEWMA, c.Trend)
 	}
-	if !(c.TrendLambda > 0 && c.TrendLambda <= 1) {
+	if c.TrendLambda == 0 && !(c.Level > 0 && c.Level < 1) {
+		// no default without a valid level: reported there
+	} else if !(c.TrendLambda > 0 && c.TrendLambda <= 1) {
 		bad("trend_lambda", "must be in (0, 1], got %v", c.TrendLambda)
 	}
 	if c.Dim < 1 {

@@ -14,7 +14,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if good.Level != 0.99 || good.Learn != LearnAlways || good.Warmup != 200 || good.Window != 1000 || good.Forget != 1 ||
-		good.Trend != TrendEWMA || good.TrendLambda != 2.0/11 {
+		good.Trend != TrendEWMA || math.Abs(good.TrendLambda-2.0/101) > 1e-15 {
 		t.Fatalf("defaults: got %+v", good)
 	}
 	for _, tc := range []struct {
@@ -121,14 +121,17 @@ func TestWindowRank(t *testing.T) {
 }
 
 // TestTrendLimit checks the trend gate's limit against its closed form
-// for independent ranks: at level 0.99 and λ = 2/11 it is
-// 2.3263·√(λ/(2 − λ)/12) = 0.21237, and a measured spread larger than
-// the independent one raises it.
+// for independent ranks: at level 0.99 the default λ is 2/101, so
+// λ/(2 − λ) = 0.01 and the limit is 2.3263·0.1/√12 = 0.0671559; a measured
+// spread larger than the independent one raises it.
 func TestTrendLimit(t *testing.T) {
 	m := newMonitor(t, Config{Learn: LearnNormal, Dim: 1}, 50)
 	lim, on := m.TrendLimit()
-	if want := 2.3263478740408408 * math.Sqrt((2.0/11)/(2-2.0/11)/12); !on || math.Abs(lim-want) > 1e-12 || math.Abs(lim-0.21237) > 1e-5 {
+	if want := 2.3263478740408408 * 0.1 / math.Sqrt(12); !on || math.Abs(lim-want) > 1e-12 || math.Abs(lim-0.0671559) > 1e-6 {
 		t.Errorf("limit %v (on %v), want %v", lim, on, want)
+	}
+	if got := DefaultTrendLambda(0.99, 50); math.Abs(got-2.0/51) > 1e-15 {
+		t.Errorf("λ at level 0.99 with a window of 50: got %v, want 2/51 (span capped at the window)", got)
 	}
 	m.st.TrendSD = 0.2
 	if lim, _ := m.TrendLimit(); math.Abs(lim-2.3263478740408408*0.2) > 1e-12 {
