@@ -302,10 +302,33 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	return r.Novelty.SPE, r.Novelty.T2, r.Verdict.Alarm, nil
 }
 
-// Methods returns the four methods of the benchmark for s: batch kernel
-// PCA and linear PCA (min(k, d − 1) components) fitted once on the training
+// Frozen is the online learner trained as Online (learn normal) and then
+// never learning again: it scores every run with the trained model, the
+// bound of what any gate of learn normal can keep of a fault.
+type Frozen struct{ *Online }
+
+// Clone returns a frozen copy of f.
+func (f *Frozen) Clone() (Method, error) {
+	c, err := f.Online.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return &Frozen{c.(*Online)}, nil
+}
+
+// Score scores x with the trained model (standardised as trained) and
+// learns nothing; it has no alarms of its own.
+func (f *Frozen) Score(x []float64) (float64, float64, monitor.Alarm, error) {
+	z, nov, err := f.l.Score(f.z, f.m.Input(f.in, x))
+	f.z = z
+	return nov.SPE, nov.T2, monitor.AlarmNone, err
+}
+
+// Methods returns the methods of the benchmark for s: batch kernel PCA
+// and linear PCA (min(k, d − 1) components) fitted once on the training
 // samples standardised by their statistics, and the online ikpca learner
-// with learn always and learn normal and running standardisation, with k
+// with learn always, learn normal without and with its trend gate, and
+// frozen after training (Frozen), with running standardisation, with k
 // components and the RBF kernel at γ = 1/d (scikit-learn's default;
 // nothing is tuned to the process).
 func Methods(s Setup) []Method {
@@ -324,6 +347,7 @@ func Methods(s Setup) []Method {
 		online("online always", monitor.LearnAlways, ""),
 		online("online normal", monitor.LearnNormal, monitor.TrendOff),
 		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
+		&Frozen{online("online frozen", monitor.LearnNormal, monitor.TrendOff)},
 	}
 }
 
