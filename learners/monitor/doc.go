@@ -108,7 +108,7 @@
 // training: 8.1 %), every other fault unchanged; false alarms at level
 // 0.99 unchanged; drift tracking on drift_stream unchanged. On
 // autocorrelated normal data (the process's t behind an AR(1) of 0.9) the
-// gate is out on 29–68 % of the observations, where learn normal without
+// gate is out on 28–63 % of the observations, where learn normal without
 // it already raises 3–30 % false alarms (TestTrendDrift): learn normal needs a warm-up that
 // covers the process's range, with or without the gate.
 //
