@@ -94,9 +94,9 @@
 // While the trend is out, an observation without alarm is held, not
 // learned: the newest Confirm of them wait with the pending observations
 // (memory: the pending queue is 2·Confirm long) and are learned once the
-// trend is back within its limit (each after Confirm later observations
-// without alarm, as any pending one); an unadmitted alarm discards them as
-// it discards every pending observation. Dropping them all at once made
+// trend is back within its limit, each once Confirm later observations
+// raised no unadmitted alarm (held ones count: they raised none); an
+// unadmitted alarm discards them as it discards every pending observation. Dropping them all at once made
 // the gate truncate what a normal process learns: the observations of a
 // normal trend episode are the high-SPE ones, a learner that never sees
 // them drifts away from them (measured with the first version of the
