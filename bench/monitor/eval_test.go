@@ -61,7 +61,7 @@ func TestProcessMonitoring(t *testing.T) {
 // every λ keeps the monitor's own false alarms on a normal run about 2 %.
 func TestTrendLambda(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: six evaluations (about 6 s)")
+		t.Skip("-short: eight evaluations of the benchmark and satellite (about 7 s)")
 	}
 	var offRamp float64
 	for _, lambda := range []float64{-1, 0.005, 0.01, 0, 0.05, 0.18, 0.3, 0.5} {
