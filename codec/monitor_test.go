@@ -152,6 +152,22 @@ func TestSnapshotMonitor(t *testing.T) {
 	if !reflect.DeepEqual(got.Monitor, snap.Monitor) {
 		t.Errorf("monitor round trip: got %+v, want %+v", got.Monitor, snap.Monitor)
 	}
+	if bytes.Contains(b, []byte("trend")) {
+		t.Error("a monitor without the trend gate's state carries trend fields")
+	}
+	// The trend gate's state travels exactly; without it the bytes are
+	// those above.
+	withTrend := *snap
+	mt := *snap.Monitor
+	mt.Trend, mt.TrendSD = 0.123456789, 0.0987654321
+	withTrend.Monitor = &mt
+	bt, err := EncodeSnapshot(&withTrend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeSnapshot(bt); err != nil || !reflect.DeepEqual(got.Monitor, &mt) {
+		t.Errorf("monitor with the trend gate's state: got %+v (%v), want %+v", got.Monitor, err, &mt)
+	}
 	got.Monitor = nil
 	if b2, _ := EncodeSnapshot(got); !bytes.Equal(b2, plain) {
 		t.Error("snapshot without the monitor does not give the bytes it had")

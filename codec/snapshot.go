@@ -126,11 +126,17 @@ type wireMonitor struct {
 	InW     float64   `msgpack:"in_w"`
 	InMean  []float64 `msgpack:"in_mean"`
 	InM2    []float64 `msgpack:"in_m2"`
+	// Trend and TrendSD are the trend gate's statistic and its measured
+	// spread, omitted when 0 (a monitor without the gate, or before it
+	// judged), so that such snapshots keep the bytes of earlier versions;
+	// earlier snapshots decode with both 0, the gate's start.
+	Trend   float64 `msgpack:"trend,omitempty"`
+	TrendSD float64 `msgpack:"trend_sd,omitempty"`
 }
 
 func toWireMonitor(m *monitor.State) *wireMonitor {
 	w := &wireMonitor{Learned: m.Learned, Run: m.Run, Tokens: m.Tokens, Settled: m.Settled, SPE: m.SPE, T2: m.T2,
-		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2}
+		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2, Trend: m.Trend, TrendSD: m.TrendSD}
 	for _, p := range m.Pending {
 		w.Dim = len(p.X)
 		w.PendX = append(w.PendX, p.X...)
@@ -146,7 +152,7 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 		return nil, malformed("snapshot: monitor with %d pending statistics, %d and %d values of dimension %d", n, len(w.PendT2), len(w.PendX), w.Dim)
 	}
 	m := &monitor.State{Learned: w.Learned, Run: w.Run, Tokens: w.Tokens, Settled: w.Settled, SPE: w.SPE, T2: w.T2,
-		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2}
+		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2, Trend: w.Trend, TrendSD: w.TrendSD}
 	for i := range n {
 		m.Pending = append(m.Pending, monitor.Pending{X: w.PendX[i*w.Dim : (i+1)*w.Dim], SPE: w.PendSPE[i], T2: w.PendT2[i]})
 	}

@@ -142,9 +142,9 @@
 //	pipelines[i].max_batch                observations per message   1024
 //	pipelines[i].partitions               1..1024 (JetStream input; fixed with the stream's transform)  1
 //	pipelines[i].monitor.level            limits' level in (0, 1)    0.99 (no monitor: section → no monitoring)
-//	pipelines[i].monitor.learn            always | normal            always
+//	pipelines[i].monitor.learn            always | normal (with the trend gate: README, Monitoring)  always
 //	pipelines[i].monitor.warmup           observations learned first 2·budget, ≥ 100
-//	pipelines[i].monitor.accept_after     consecutive alarms (0 never)  0
+//	pipelines[i].monitor.accept_after     consecutive alarms or trend-held observations (0 never)  0
 //	pipelines[i].monitor.confirm          observations, 1..4096      10
 //	pipelines[i].monitor.window           normal observations behind the limits, 2..2²⁰  10/(1 − level), ≥ 100
 //	pipelines[i].preprocess.standardize   bool                       false

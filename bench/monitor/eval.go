@@ -21,6 +21,8 @@ type Setup struct {
 	Drift float64
 	// Seed of the process; runs use Seed+1, Seed+2, ….
 	Seed uint64
+	// TrendLambda of the online learner's trend gate (0: the default).
+	TrendLambda float64
 }
 
 // Method is one monitoring method: Train learns the normal training
@@ -300,27 +302,52 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	return r.Novelty.SPE, r.Novelty.T2, r.Verdict.Alarm, nil
 }
 
-// Methods returns the four methods of the benchmark for s: batch kernel
-// PCA and linear PCA (min(k, d − 1) components) fitted once on the training
+// Frozen is the online learner trained as Online (learn normal) and then
+// never learning again: it scores every run with the trained model, the
+// bound of what any gate of learn normal can keep of a fault.
+type Frozen struct{ *Online }
+
+// Clone returns a frozen copy of f.
+func (f *Frozen) Clone() (Method, error) {
+	c, err := f.Online.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return &Frozen{c.(*Online)}, nil
+}
+
+// Score scores x with the trained model (standardised as trained) and
+// learns nothing; it has no alarms of its own.
+func (f *Frozen) Score(x []float64) (float64, float64, monitor.Alarm, error) {
+	z, nov, err := f.l.Score(f.z, f.m.Input(f.in, x))
+	f.z = z
+	return nov.SPE, nov.T2, monitor.AlarmNone, err
+}
+
+// Methods returns the methods of the benchmark for s: batch kernel PCA
+// and linear PCA (min(k, d − 1) components) fitted once on the training
 // samples standardised by their statistics, and the online ikpca learner
-// with learn always and learn normal and running standardisation, with k
+// with learn always, learn normal without and with its trend gate, and
+// frozen after training (Frozen), with running standardisation, with k
 // components and the RBF kernel at γ = 1/d (scikit-learn's default;
 // nothing is tuned to the process).
 func Methods(s Setup) []Method {
 	const d = 3
 	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}
-	online := func(label, learn string) *Online {
+	online := func(label, learn, trend string) *Online {
 		return &Online{Label: label,
 			Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: s.K, Budget: s.Budget, Kernel: rbf, Seed: 1},
-			Monitor: monitor.Config{Learn: learn, Level: s.Level}}
+			Monitor: monitor.Config{Learn: learn, Level: s.Level, Trend: trend, TrendLambda: s.TrendLambda}}
 	}
 	return []Method{
 		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K},
 		// Linear PCA keeps at most d − 1 components, so that its SPE has a
 		// residual space to measure.
 		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1)},
-		online("online always", monitor.LearnAlways),
-		online("online normal", monitor.LearnNormal),
+		online("online always", monitor.LearnAlways, ""),
+		online("online normal", monitor.LearnNormal, monitor.TrendOff),
+		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
+		&Frozen{online("online frozen", monitor.LearnNormal, monitor.TrendOff)},
 	}
 }
 

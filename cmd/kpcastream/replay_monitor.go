@@ -25,18 +25,20 @@ type monitorOptions struct {
 	acceptAfter int
 	confirm     int
 	window      int
+	trend       string
+	trendLambda float64
 	freeze      bool
 	freezeSet   bool // --freeze was given (else monitor.DefaultFreeze)
 	set         bool // a monitoring flag was given
 	faultColumn string
 	detect      detection
 
-	seen, learned, alarms, accepted int64
+	seen, learned, alarms, accepted, trended int64
 }
 
 // monitorFlagNames are the flags that ask for the model's monitor section.
 var monitorFlagNames = map[string]bool{"learn": true, "level": true, "warmup": true, "accept-after": true,
-	"confirm": true, "limit-window": true, "standardize": true, "freeze": true}
+	"confirm": true, "limit-window": true, "standardize": true, "freeze": true, "trend": true, "trend-lambda": true}
 
 func monitorFlags(fs *flag.FlagSet, o *monitorOptions) {
 	fs.StringVar(&o.learn, "learn", monitor.LearnAlways, "always: learn every row (then score it); normal: score first and learn only rows within the control limits, after the warm-up")
@@ -45,6 +47,8 @@ func monitorFlags(fs *flag.FlagSet, o *monitorOptions) {
 	fs.IntVar(&o.acceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarms and learn again (0 = never)")
 	fs.IntVar(&o.confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
+	fs.StringVar(&o.trend, "trend", monitor.DefaultTrend, "with --learn normal: ewma stops learning while the EWMA of the SPE's rank among the recent normal rows is above its limit (slow faults); off learns every row within the limits")
+	fs.Float64Var(&o.trendLambda, "trend-lambda", 0, "with --learn normal: weight in (0,1] of the trend gate's EWMA (default 2/(confirm + 1))")
 	fs.StringVar(&o.faultColumn, "fault-column", "", "column marking faulty rows (empty or 0: normal; anything else: faulty), left out of the features: print the detection by the monitor's alarms on stderr (single in-order pass of an online learner)")
 	fs.BoolVar(&o.freeze, "freeze", false, "with --standardize: stop the standardisation statistics at the end of the warm-up (default: when --forget is 1; --freeze=false keeps them moving)")
 }
@@ -63,6 +67,15 @@ func monitorProblems(o *replayOptions) []string {
 	}
 	if (m.acceptAfter > 0 || m.confirm > 0) && m.learn != monitor.LearnNormal {
 		p = append(p, "--accept-after and --confirm need --learn normal")
+	}
+	if m.trend != monitor.TrendEWMA && m.trend != monitor.TrendOff {
+		p = append(p, fmt.Sprintf("--trend must be ewma or off, got %q", m.trend))
+	}
+	if !(m.trendLambda >= 0 && m.trendLambda <= 1) {
+		p = append(p, fmt.Sprintf("--trend-lambda must be in (0,1], got %v", m.trendLambda))
+	}
+	if m.trendLambda > 0 && (m.learn != monitor.LearnNormal || m.trend == monitor.TrendOff) {
+		p = append(p, "--trend-lambda needs --learn normal and --trend ewma")
 	}
 	if m.freezeSet && !o.label.standardize {
 		p = append(p, "--freeze needs --standardize")
@@ -92,7 +105,7 @@ func (m *monitorOptions) monitor(cfg learners.Config, standardize bool) (*monito
 		freeze = standardize && monitor.DefaultFreeze(cfg.Forget)
 	}
 	c := monitor.Config{Level: m.level, Learn: m.learn, Warmup: m.warmup, AcceptAfter: m.acceptAfter,
-		Confirm: m.confirm, Window: m.window, Forget: cfg.Forget, Standardize: standardize, Freeze: freeze, Dim: cfg.Dim}
+		Confirm: m.confirm, Window: m.window, Trend: m.trend, TrendLambda: m.trendLambda, Forget: cfg.Forget, Standardize: standardize, Freeze: freeze, Dim: cfg.Dim}
 	mon, err := monitor.New(c.WithDefaults(cfg.Budget))
 	if err != nil {
 		return nil, fmt.Errorf("monitor settings: %w", err)
@@ -110,6 +123,9 @@ func (m *monitorOptions) count(r monitor.Result) {
 	}
 	if r.Accepted {
 		m.accepted++
+	}
+	if r.Verdict.Trend {
+		m.trended++
 	}
 }
 
@@ -129,6 +145,9 @@ func (m *monitorOptions) summary(w io.Writer, mon *monitor.Monitor) {
 	}
 	spe, t2, in := mon.Limits()
 	line := fmt.Sprintf("replay: monitor (learn %s, level %v): %d rows, %d learned, %d alarmed", m.learn, m.level, m.seen, m.learned, m.alarms)
+	if m.trended > 0 {
+		line += fmt.Sprintf(", %d held by the trend gate", m.trended)
+	}
 	if m.accepted > 0 {
 		line += fmt.Sprintf(", %d new regime(s) accepted", m.accepted)
 	}

@@ -30,6 +30,7 @@ func BenchmarkStep(b *testing.B) {
 		cfg  Config
 	}{
 		{"always", Config{Learn: LearnAlways}},
+		{"normal-trend-off", Config{Learn: LearnNormal, Trend: TrendOff}},
 		{"normal", Config{Learn: LearnNormal}},
 		{"normal-standardize-d52", Config{Learn: LearnNormal, Standardize: true}},
 	} {

@@ -18,6 +18,15 @@ const (
 	LearnNormal = "normal"
 )
 
+// Trend gates of Config.Trend.
+const (
+	// TrendOff learns every observation within the limits (no trend gate).
+	TrendOff = "off"
+	// TrendEWMA also stops learning while the EWMA of the SPE's rank in
+	// its limit window is above its limit (see the package comment).
+	TrendEWMA = "ewma"
+)
+
 // Defaults.
 const (
 	// DefaultLevel is the default level of the limits.
@@ -47,6 +56,27 @@ func DefaultWarmup(budget int) int {
 // observations lie above the limit.
 func DefaultWindow(level float64) int {
 	return max(int(math.Ceil(10/(1-level)-1e-9)), 100)
+}
+
+// DefaultTrend is the default of Config.Trend.
+const DefaultTrend = TrendEWMA
+
+// DefaultTrendLambda is the default weight of the trend statistic's EWMA
+// at a level and limit window: λ = 2/(n + 1) with n = 1/(1 − level), at
+// most window: the EWMA whose span (2/λ − 1 observations) is the average
+// run length of a normal process between two alarms of one per-sample
+// limit (100 at 0.99: λ = 0.0198). A fault too slow to raise a per-sample
+// alarm within that run is what the trend gate is for. Measured on
+// bench/monitor (TestTrendLambda): λ from 0.005 to 0.05 catch satellite's
+// slow ramp alike (53–54 %, batch KPCA 54 %) and the smaller ones more of
+// the simulated drift fault (7.0 % at 0.01, 6.4 % at 0.02, 5.0 % at 0.18,
+// 4.4 % without the gate, batch KPCA 10.3 %).
+func DefaultTrendLambda(level float64, window int) float64 {
+	n := 1 / (1 - level)
+	if w := float64(window); w >= 1 && n > w {
+		n = w
+	}
+	return 2 / (n + 1)
 }
 
 // DefaultConfirm is the default confirmation delay (Config.Confirm): a
@@ -90,6 +120,12 @@ type Config struct {
 	// which LearnNormal accepts the new regime and starts a new warm-up;
 	// 0 (default) never does.
 	AcceptAfter int
+	// Trend is the trend gate of LearnNormal, TrendOff or TrendEWMA;
+	// default DefaultTrend.
+	Trend string
+	// TrendLambda is the weight in (0, 1] of the trend statistic's EWMA;
+	// default DefaultTrendLambda(Level, Window).
+	TrendLambda float64
 	// Window is the number of recent normal observations whose statistics
 	// give the limits (their empirical Level-quantiles); default
 	// DefaultWindow(Level). Memory: 32·Window bytes.
@@ -132,6 +168,12 @@ func (c Config) WithDefaults(budget int) Config {
 	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
 		c.Window = DefaultWindow(c.Level)
 	}
+	if c.Trend == "" {
+		c.Trend = DefaultTrend
+	}
+	if c.TrendLambda == 0 && c.Level > 0 && c.Level < 1 {
+		c.TrendLambda = DefaultTrendLambda(c.Level, c.Window)
+	}
 	return c
 }
 
@@ -166,6 +208,14 @@ func (c Config) Validate() error {
 	}
 	if c.Confirm < 1 || c.Confirm > MaxConfirm {
 		bad("confirm", "must be in [1, %d], got %d", MaxConfirm, c.Confirm)
+	}
+	if c.Trend != TrendOff && c.Trend != TrendEWMA {
+		bad("trend", "must be %q or %q, got %q", TrendOff, TrendEWMA, c.Trend)
+	}
+	if c.TrendLambda == 0 && !(c.Level > 0 && c.Level < 1) {
+		// no default without a valid level: reported there
+	} else if !(c.TrendLambda > 0 && c.TrendLambda <= 1) {
+		bad("trend_lambda", "must be in (0, 1], got %v", c.TrendLambda)
 	}
 	if c.Dim < 1 {
 		bad("dim", "must be ≥ 1, got %d", c.Dim)
@@ -225,6 +275,10 @@ type Verdict struct {
 	SPELimit, T2Limit float64
 	// Alarm says which statistic is above its limit.
 	Alarm Alarm
+	// Trend tells that the trend statistic is above its limit (LearnNormal
+	// with TrendEWMA): the observation is not learned, as an alarmed one;
+	// it is not an alarm of the output (see the package comment).
+	Trend bool
 }
 
 // State is everything a Monitor needs to resume; Monitor.State and
@@ -240,6 +294,12 @@ type State struct {
 	// Tokens is the budget of alarmed observations that may still enter
 	// the windows (see Record).
 	Tokens float64
+	// Trend is the trend statistic's EWMA of the SPE's rank in its limit
+	// window, less ½ (0 at the start of the limits and after Accept).
+	Trend float64
+	// TrendSD is the spread of the trend statistic on the limit window
+	// (see TrendSpread), 0 before it was first measured.
+	TrendSD float64
 	// Pending holds the observations accepted for learning under
 	// LearnNormal that wait for their confirmation, oldest first (at most
 	// Confirm).
@@ -276,6 +336,8 @@ type Monitor struct {
 	inForce       bool
 	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
 	scaleW        float64   // InW at which scale was computed (−1: stale)
+	trendZ        float64   // standard normal Level-quantile (0 without the trend gate)
+	trendSD       float64   // σ of the trend statistic for independent ranks
 	backup        []float64 // InMean and InM2 before a learn, to undo it
 }
 
@@ -286,10 +348,18 @@ func New(c Config) (*Monitor, error) {
 		return nil, err
 	}
 	m := &Monitor{cfg: c, scaleW: -1, spe: newWindow(c.Window), t2: newWindow(c.Window)}
+	if c.Learn == LearnNormal && c.Trend == TrendEWMA {
+		m.trendZ = math.Sqrt2 * math.Erfinv(2*c.Level-1)
+		m.trendSD = math.Sqrt(c.TrendLambda / (2 - c.TrendLambda) / 12)
+	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
-		m.pend = newQueue(c.Confirm, c.Dim)
+		n := c.Confirm
+		if c.Trend == TrendEWMA {
+			n *= 2 // and the newest Confirm of a trend episode
+		}
+		m.pend = newQueue(n, c.Dim)
 	}
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)
@@ -407,6 +477,9 @@ func (m *Monitor) learned(spe, t2 float64, scored bool) {
 	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
 		m.spe.add(spe)
 		m.t2.add(t2)
+		if m.trendZ != 0 && (m.st.Learned == int64(m.cfg.Warmup) || m.st.Learned%m.trendEvery() == 0) {
+			m.measureTrend()
+		}
 	}
 }
 
@@ -416,7 +489,7 @@ func (m *Monitor) judged(v Verdict) bool {
 	if v.InForce {
 		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
 	}
-	if v.Alarm == AlarmNone {
+	if v.Alarm == AlarmNone && !v.Trend {
 		m.st.Run = 0
 		return false
 	}
@@ -449,7 +522,60 @@ func (m *Monitor) Accept() {
 	m.spe.reset()
 	m.t2.reset()
 	m.st.Tokens = m.tokenCap()
+	m.st.Trend, m.st.TrendSD = 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
+}
+
+// TrendLimit returns the limit of the trend statistic (State.Trend, the
+// EWMA of the SPE's rank less ½) in force and whether the trend gate is
+// on: z·max(σ₀, σ̂), where z is the standard normal Level-quantile,
+// σ₀² = λ/(2 − λ)·1/12 the stationary variance of an EWMA of independent
+// ranks uniform on [0, 1] (variance 1/12), and σ̂ (State.TrendSD) the
+// spread of the same EWMA run over the limit window's observations in
+// their order, which is larger when normal observations are
+// autocorrelated.
+func (m *Monitor) TrendLimit() (float64, bool) {
+	if m.trendZ == 0 {
+		return 0, false
+	}
+	return m.trendZ * max(m.trendSD, m.st.TrendSD), true
+}
+
+// trendEvery is the number of observations added to the limit window
+// between two measurements of the trend statistic's spread on it: half
+// the window, so that each value is measured about twice.
+func (m *Monitor) trendEvery() int64 { return int64(max(m.cfg.Window/2, 1)) }
+
+// measureTrend sets State.TrendSD: the root mean square of the trend
+// statistic's EWMA (from 0) run over the ranks of the SPE window's values
+// in arrival order. O(Window·log Window), every trendEvery additions.
+func (m *Monitor) measureTrend() {
+	w := &m.spe
+	n := len(w.ring)
+	if n < 2 {
+		return
+	}
+	l := m.cfg.TrendLambda
+	var e, s2 float64
+	for _, part := range [2][]float64{w.ring[w.start:], w.ring[:w.start]} {
+		for _, v := range part {
+			e = (1-l)*e + l*(w.rank(v)-0.5)
+			s2 += e * e
+		}
+	}
+	m.st.TrendSD = math.Sqrt(s2 / float64(n))
+}
+
+// trend updates the trend statistic with the SPE of a judged observation
+// and tells whether it is above its limit; false without the trend gate.
+func (m *Monitor) trend(spe float64) bool {
+	lim, on := m.TrendLimit()
+	if !on || !m.inForce || !finite(spe) {
+		return false
+	}
+	l := m.cfg.TrendLambda
+	m.st.Trend = (1-l)*m.st.Trend + l*(m.spe.rank(spe)-0.5)
+	return m.st.Trend > lim
 }
 
 // refreshLimits recomputes the limits from the windows; they are in force
@@ -510,6 +636,9 @@ func (m *Monitor) Restore(s *State) error {
 			bad = append(bad, fmt.Sprintf("pending observation %d has %d values or non-finite ones, want %d finite", i, len(p.X), m.cfg.Dim))
 			break
 		}
+	}
+	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 || !finite(s.TrendSD) || s.TrendSD < 0 || s.TrendSD > 0.5 {
+		bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", s.Trend, s.TrendSD))
 	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))

@@ -22,7 +22,7 @@ type Result struct {
 	Ready bool
 	// Learned tells whether the observation was learned, or with
 	// LearnNormal after the warm-up accepted for learning (pending its
-	// confirmation).
+	// confirmation); an observation held by the trend gate is not.
 	Learned bool
 	// Verdict is the judgement of the statistics (no alarm when not Ready).
 	Verdict Verdict
@@ -35,9 +35,11 @@ type Result struct {
 // LearnAlways: standardise, learn, score, judge. With LearnNormal: score
 // with the current model and judge; during the warm-up learn x; after it,
 // an observation without alarm (or with an admitted one, see the package
-// comment) joins the pending observations, and the oldest pending one is
+// comment) joins the pending observations, and the oldest pending ones are
 // learned once Confirm newer ones have joined; an alarm that is not
-// admitted discards them all. learn replaces l.Learn when not nil (a
+// admitted discards them all. While the trend gate is out (Verdict.Trend)
+// an observation without alarm is held among the pending ones (the newest
+// Confirm of an episode are kept) and nothing is learned. learn replaces l.Learn when not nil (a
 // classifier stage that learns through the learner). in is scratch of
 // length d for the standardised vector, z is Score's dst. On a Learn
 // error the monitor and the learner are unchanged; a Score error other
@@ -99,11 +101,21 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		if !r.Ready {
 			break
 		}
+		r.Verdict.Trend = m.trend(r.Novelty.SPE)
 		if alarmed() && !m.takeToken() {
 			m.pend.reset()
 			break
 		}
-		if m.pend.n == m.pend.cap() {
+		if r.Verdict.Trend {
+			// Held, not learned: the newest Confirm observations of a
+			// trend episode wait for its end (see the package comment).
+			if m.pend.n == m.pend.cap() {
+				m.pend.pop()
+			}
+			m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+			break
+		}
+		for m.pend.n >= m.cfg.Confirm {
 			px, spe, t2 := m.pend.oldest()
 			if err := m.learn(learn, in, px); err != nil {
 				return r, err

@@ -13,7 +13,8 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if good.Level != 0.99 || good.Learn != LearnAlways || good.Warmup != 200 || good.Window != 1000 || good.Forget != 1 {
+	if good.Level != 0.99 || good.Learn != LearnAlways || good.Warmup != 200 || good.Window != 1000 || good.Forget != 1 ||
+		good.Trend != TrendEWMA || math.Abs(good.TrendLambda-2.0/101) > 1e-15 {
 		t.Fatalf("defaults: got %+v", good)
 	}
 	for _, tc := range []struct {
@@ -32,6 +33,9 @@ func TestConfigValidate(t *testing.T) {
 		{"forget", func(c *Config) { c.Forget = 1.5 }, "forget"},
 		{"dim", func(c *Config) { c.Standardize, c.Dim = true, 0 }, "dim"},
 		{"freeze", func(c *Config) { c.Freeze = true }, "freeze"},
+		{"trend", func(c *Config) { c.Trend = "cusum" }, "trend"},
+		{"trend-lambda", func(c *Config) { c.TrendLambda = 1.5 }, "trend_lambda"},
+		{"trend-lambda-nan", func(c *Config) { c.TrendLambda = math.NaN() }, "trend_lambda"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -96,6 +100,47 @@ func TestWindowQuantile(t *testing.T) {
 	// rank 6·0.25 − 1 = 0.5: halfway between 1 and 2.
 	if got := w.quantile(0.25); got != 1.5 {
 		t.Errorf("q25: got %v, want 1.5", got)
+	}
+}
+
+// TestWindowRank checks the rank of a value among a window's: the share
+// below it, ties counted half.
+func TestWindowRank(t *testing.T) {
+	w := newWindow(4)
+	if got := w.rank(1); got != 0.5 {
+		t.Errorf("empty window: got %v, want 0.5", got)
+	}
+	for _, v := range []float64{3, 1, 2, 2} {
+		w.add(v)
+	}
+	for v, want := range map[float64]float64{0: 0, 1: 0.125, 1.5: 0.25, 2: 0.5, 2.5: 0.75, 3: 0.875, 9: 1} {
+		if got := w.rank(v); got != want {
+			t.Errorf("rank(%v): got %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestTrendLimit checks the trend gate's limit against its closed form
+// for independent ranks: at level 0.99 the default λ is 2/101, so
+// λ/(2 − λ) = 0.01 and the limit is 2.3263·0.1/√12 = 0.0671559; a measured
+// spread larger than the independent one raises it.
+func TestTrendLimit(t *testing.T) {
+	m := newMonitor(t, Config{Learn: LearnNormal, Dim: 1}, 50)
+	lim, on := m.TrendLimit()
+	if want := 2.3263478740408408 * 0.1 / math.Sqrt(12); !on || math.Abs(lim-want) > 1e-12 || math.Abs(lim-0.0671559) > 1e-6 {
+		t.Errorf("limit %v (on %v), want %v", lim, on, want)
+	}
+	if got := DefaultTrendLambda(0.99, 50); math.Abs(got-2.0/51) > 1e-15 {
+		t.Errorf("λ at level 0.99 with a window of 50: got %v, want 2/51 (span capped at the window)", got)
+	}
+	m.st.TrendSD = 0.2
+	if lim, _ := m.TrendLimit(); math.Abs(lim-2.3263478740408408*0.2) > 1e-12 {
+		t.Errorf("with a measured spread of 0.2: limit %v, want %v", lim, 2.3263478740408408*0.2)
+	}
+	for _, c := range []Config{{Learn: LearnNormal, Dim: 1, Trend: TrendOff}, {Learn: LearnAlways, Dim: 1}} {
+		if _, on := newMonitor(t, c, 50).TrendLimit(); on {
+			t.Errorf("%+v: trend gate on", c)
+		}
 	}
 }
 
@@ -262,6 +307,9 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	feed(m, l, rng, 1500)
 	st := m.State()
+	if st.Trend == 0 || st.TrendSD == 0 {
+		t.Fatalf("trend statistic %v, spread %v: want both measured (the trend gate is on by default)", st.Trend, st.TrendSD)
+	}
 	m2, _ := New(cfg)
 	if err := m2.Restore(st); err != nil {
 		t.Fatal(err)
@@ -299,6 +347,9 @@ func TestRestoreBad(t *testing.T) {
 		{"window-nan", func(s *State) { s.SPE, s.T2 = []float64{math.NaN()}, []float64{1} }},
 		{"window-long", func(s *State) { s.SPE, s.T2 = make([]float64, cfg.Window+1), make([]float64, cfg.Window+1) }},
 		{"tokens", func(s *State) { s.Tokens = 1e9 }},
+		{"trend", func(s *State) { s.Trend = 0.7 }},
+		{"trend-nan", func(s *State) { s.Trend = math.NaN() }},
+		{"trend-sd", func(s *State) { s.TrendSD = -1 }},
 		{"dims", func(s *State) { s.InMean = []float64{1} }},
 		{"inf-mean", func(s *State) { s.InMean = []float64{math.Inf(1), 0} }},
 		{"negative-m2", func(s *State) { s.InM2 = []float64{-1, 0} }},

@@ -57,6 +57,23 @@ func (w *window) quantile(p float64) float64 {
 	return w.sorted[i] + f*(w.sorted[i+1]-w.sorted[i])
 }
 
+// rank returns the position of v among the values as a fraction in
+// [0, 1]: the share of values below v, ties counted half. For a v drawn
+// from the same distribution as the values it is about uniform (mean ½,
+// variance about 1/12). O(log n); 0.5 for an empty window.
+func (w *window) rank(v float64) float64 {
+	n := len(w.sorted)
+	if n == 0 {
+		return 0.5
+	}
+	lo := sort.SearchFloat64s(w.sorted, v)
+	hi := lo
+	if lo < n && w.sorted[lo] == v {
+		hi = lo + sort.Search(n-lo, func(i int) bool { return w.sorted[lo+i] > v })
+	}
+	return float64(lo+hi) / float64(2*n)
+}
+
 // values returns a copy of the values, oldest first.
 func (w *window) values() []float64 {
 	out := make([]float64, 0, len(w.ring))
