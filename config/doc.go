@@ -147,6 +147,8 @@
 //	pipelines[i].monitor.accept_after     consecutive alarms or trend-held observations (0 never)  0
 //	pipelines[i].monitor.confirm          observations, 1..4096      10
 //	pipelines[i].monitor.window           normal observations behind the limits, 2..2²⁰  10/(1 − level), ≥ 100
+//	pipelines[i].monitor.trend            ewma | off (learn normal's trend gate)  ewma
+//	pipelines[i].monitor.trend_lambda     EWMA weight in (0, 1]      2/(n + 1), n = 1/(1 − level)
 //	pipelines[i].preprocess.standardize   bool                       false
 //	pipelines[i].preprocess.freeze        bool (needs standardize)   true when learner.forget is 1, else false
 package config

@@ -154,9 +154,9 @@ type MonitorConfig struct {
 	// Warmup is the number of observations learned unconditionally before
 	// the limits are in force. Default 2 × learner.budget, at least 100.
 	Warmup int `yaml:"warmup"`
-	// AcceptAfter: with learn normal, after this many consecutive alarmed
-	// observations the key accepts the new regime and starts a new
-	// warm-up. Default 0: never.
+	// AcceptAfter: with learn normal, after this many consecutive
+	// observations that were alarmed or held by the trend gate the key
+	// accepts the new regime and starts a new warm-up. Default 0: never.
 	AcceptAfter int `yaml:"accept_after"`
 	// Confirm: with learn normal, an observation within the limits is
 	// learned once this many later observations raised no alarm. Default 10.
@@ -165,6 +165,14 @@ type MonitorConfig struct {
 	// give the limits. Default 10/(1 − level), at least 100 (1,000 at
 	// 0.99); memory 32 bytes per observation and key.
 	Window int `yaml:"window"`
+	// Trend is learn normal's trend gate: "ewma" (default: an observation
+	// within the limits is not learned while the EWMA of its SPE's rank in
+	// the limit window is out of its limit — a slow fault is not absorbed)
+	// or "off" (learn every observation within the limits).
+	Trend string `yaml:"trend"`
+	// TrendLambda is the weight in (0, 1] of the trend gate's EWMA.
+	// Default 2/(n + 1) with n = 1/(1 − level) (0.0198 at 0.99).
+	TrendLambda float64 `yaml:"trend_lambda"`
 }
 
 // PreprocessConfig is a pipeline's preprocessing of the inputs.
@@ -191,7 +199,8 @@ func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
 	lc := p.Learner.WithDefaults()
 	var c monitor.Config
 	if m := p.Monitor; m != nil {
-		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window}
+		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window,
+			Trend: m.Trend, TrendLambda: m.TrendLambda}
 	}
 	if pp := p.Preprocess; pp != nil {
 		c.Standardize = pp.Standardize

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
 // monitoredPipeline returns a pipeline with monitor: and preprocess:
@@ -153,6 +154,25 @@ func TestMonitorConfigPaths(t *testing.T) {
 	st.SPE, st.T2 = make([]float64, 5000), make([]float64, 5000)
 	if m, err := newKeyMonitor(pl2, st); err != nil || m == nil || len(m.state().SPE) != 0 {
 		t.Errorf("unfit state: got %v, %v; want a fresh monitor", m, err)
+	}
+	// The trend gate: on by default with learn normal, off on request,
+	// its λ passed on, and a bad value named under monitor.
+	if c, _ := pl2.cfg.monitorConfig(); c.Trend != monitor.TrendEWMA || c.TrendLambda <= 0 {
+		t.Errorf("learn normal's default trend gate: got %q λ %v, want %q and a positive λ", c.Trend, c.TrendLambda, monitor.TrendEWMA)
+	}
+	pl2.cfg.Monitor.Trend, pl2.cfg.Monitor.TrendLambda = monitor.TrendOff, 0.1
+	if c, _ := pl2.cfg.monitorConfig(); c.Trend != monitor.TrendOff || c.TrendLambda != 0.1 {
+		t.Errorf("monitor.trend off, trend_lambda 0.1: got %q λ %v", c.Trend, c.TrendLambda)
+	}
+	pl2.cfg.Monitor.Trend, pl2.cfg.Monitor.TrendLambda = "cusum", 2
+	var trendErrs []string
+	for _, e := range pl2.cfg.validateMonitor() {
+		trendErrs = append(trendErrs, e.Error())
+	}
+	for _, want := range []string{"processor: monitor.trend: must be", "processor: monitor.trend_lambda: must be in (0, 1]"} {
+		if !strings.Contains(strings.Join(trendErrs, "\n"), want) {
+			t.Errorf("problems %q lack %q", trendErrs, want)
+		}
 	}
 	batch := monitoredPipeline("normal")
 	batch.cfg.Learner.Learner = learners.KindBatch
