@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
@@ -19,15 +18,7 @@ import (
 // columns z1…zk of each line, by the header.
 func readProjections(t *testing.T, path string) [][]float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, path)
 	var zcols []int
 	for i, h := range recs[0] {
 		if strings.HasPrefix(h, "z") {
@@ -42,6 +33,7 @@ func readProjections(t *testing.T, path string) [][]float64 {
 				z = nil
 				break
 			}
+			var err error
 			if z[i], err = strconv.ParseFloat(r[c], 64); err != nil {
 				t.Fatal(err)
 			}
@@ -270,15 +262,7 @@ func TestProjectPreprocess(t *testing.T) {
 	if code, _, stderr := runCmd(t, "predict", "--model", lm, "--in", data, "--drop", "label", "--out", pred); code != 0 {
 		t.Fatalf("predict exit %d: %s", code, stderr)
 	}
-	f, err := os.Open(pred)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, pred)
 	if h := strings.Join(recs[0], ","); !strings.HasSuffix(h, ",pred,score_0,score_1,score_2") {
 		t.Fatalf("predict header %q", h)
 	}

@@ -305,3 +305,18 @@ func TestReadmePython(t *testing.T) {
 		t.Errorf("the example decoded the golden outputs %d times alike, want 2:\n%s", n, out)
 	}
 }
+
+// readCSVFile reads the CSV file at path whole.
+func readCSVFile(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -41,15 +40,7 @@ func writeGaussCSV(t *testing.T, path string, n, d int, seed uint64) {
 // readProj returns the z columns of a projections file, row-major.
 func readProj(t *testing.T, path string, k int) []float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, path)
 	var z []float64
 	for _, r := range recs[1:] {
 		for i := range k {

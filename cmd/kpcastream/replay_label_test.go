@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,15 +35,7 @@ func TestReplayLabel(t *testing.T) {
 	if all < 0.9 || last < 0.95 {
 		t.Errorf("wine accuracy %v (last half %v), want ≥ 0.9 (≥ 0.95)", all, last)
 	}
-	f, err := os.Open(preds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, preds)
 	if len(recs) != 1+534 || strings.Join(recs[0], ",") != "row,pass,label,pred,correct,score_0,score_1,score_2" {
 		t.Fatalf("predictions: %d lines, header %v", len(recs), recs[0])
 	}
@@ -95,15 +86,7 @@ func TestReplayLabel(t *testing.T) {
 // recsLabel returns the label of data row i of a CSV whose last column is the label.
 func recsLabel(t *testing.T, path string, i int) string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, path)
 	r := recs[i+1]
 	return r[len(r)-1]
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -77,15 +76,7 @@ func TestReplayDriftStream(t *testing.T) {
 			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
 		}
 	}
-	f, err := os.Open(proj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, proj)
 	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" {
 		t.Errorf("header %q", got)
 	}
@@ -217,15 +208,7 @@ func TestReplayDriftStreamLearnNormal(t *testing.T) {
 			t.Errorf("%s: similarity with batch KPCA of the last 2000 rows %.4f, want ≥ 0.95", c.path, rep.Similarity)
 		}
 	}
-	f, err := os.Open(proj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, proj)
 	before, firstAfter := 0, -1
 	for _, r := range recs[1:] {
 		row, _ := strconv.Atoi(r[0])
@@ -290,15 +273,7 @@ func TestReplayFaultColumn(t *testing.T) {
 		t.Errorf("detection %.1f %% (want ≥ 80), false alarms %.1f %% (want ≤ 4, two limits at 1 %%)", det, fa)
 	}
 	// The --out file: the fault column is not a feature, spe and alarm are there.
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, out)
 	if h := strings.Join(recs[0], ","); h != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" || len(recs) != n+1 {
 		t.Fatalf("header %q, %d lines", h, len(recs)-1)
 	}
@@ -412,15 +387,7 @@ func TestReplayTrend(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
-		f, err := os.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		recs, err := csv.NewReader(f).ReadAll()
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := readCSVFile(t, out)
 		c := slices.Index(recs[0], "spe")
 		var v []float64
 		for _, r := range recs[1+train:] {
