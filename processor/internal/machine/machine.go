@@ -48,10 +48,10 @@ type Policy struct {
 // Config is a machine's fixed parameters.
 type Config struct {
 	Policy     Policy
-	OnShutdown bool          // write final snapshots when the input closes
-	Quota      int           // keys loaded at most
-	Slots      int           // snapshot jobs in flight (held ones included)
-	Window     int           // outputs queued or in flight at most
+	OnShutdown bool // write final snapshots when the input closes
+	Quota      int  // keys loaded at most
+	Slots      int  // snapshot jobs in flight (held ones included)
+	Window     int  // outputs queued or in flight at most
 	// KeyInFlight is how many outputs of one key may be in flight at
 	// once (≤ 1: one, the next sent only when the previous one is
 	// acknowledged). More needs an executor that keeps a key's outputs
@@ -59,8 +59,8 @@ type Config struct {
 	// a failure of one output means no later output of the key in flight
 	// with it lands before it. See window.go.
 	KeyInFlight int
-	SlotWait   time.Duration // how long a load waits for a slot to unload a key
-	BlockTTL   time.Duration // how long a key waits for an unapplied message
+	SlotWait    time.Duration // how long a load waits for a slot to unload a key
+	BlockTTL    time.Duration // how long a key waits for an unapplied message
 }
 
 // Disp is how the worker disposes of a failed message: it classified the
