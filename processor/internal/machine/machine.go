@@ -689,9 +689,6 @@ func (m *Machine[M, O]) published(p Published) error {
 		m.emit(Action[M, O]{Kind: ActRetry, Key: s.key, Seq: s.out.headSeq(), Attempt: s.out.tries, Err: err})
 	}
 	m.endRound(s)
-	if sendAfterFailure {
-		m.pump(s)
-	}
 	return nil
 }
 

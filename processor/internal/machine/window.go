@@ -90,7 +90,7 @@ func push[M, O any](w *window, q *outQueue[M, O], g *outGroup[M, O]) bool {
 // broken, and no retry is due later than now (a zero now only sends when
 // no retry is pending).
 func (q *outQueue[M, O]) ready(now time.Time) bool {
-	if q.cg >= len(q.groups) || (q.broken && !sendAfterFailure) || q.flying >= max(1, q.perKey) {
+	if q.cg >= len(q.groups) || q.broken || q.flying >= max(1, q.perKey) {
 		return false
 	}
 	return q.retryAt.IsZero() || (!now.IsZero() && !now.Before(q.retryAt))
@@ -237,8 +237,3 @@ func (q *outQueue[M, O]) release() []Job {
 	}
 	return out
 }
-
-// sendAfterFailure is a mutation for the tests only: a key goes on
-// sending its later outputs after one failed (the rule above forbids it).
-// TestMachineLaneMutation shows that the simulated lane catches it.
-var sendAfterFailure bool
