@@ -53,9 +53,15 @@ import (
 //     acknowledgements and count say) or failed. A failed one may have
 //     been persisted (its acknowledgement lost): the machine sends it
 //     again and the stream drops the duplicate.
-//   - While a batch ends, a send is refused at once — answered as failed
-//     before the worker goes on — and the next batch opens only after.
-//     So a key's outputs in flight are all in one batch, in order.
+//   - While a batch ends, and until the worker has stepped its machine
+//     with every answer of it and executed what the machine asked for
+//     meanwhile (settled), a send is refused at once — answered as failed,
+//     in turn — and only then may the next batch open. So a key's outputs
+//     in flight are all in one batch, in order, and the machine knows that
+//     an earlier output of a key failed before a later one can open a new
+//     batch. (TestMachineLaneMutation shows what breaks otherwise;
+//     TestWindowFaults/lane found the case of a publish that the machine
+//     asked for after one answer and the worker executed after the next.)
 //   - Answers of earlier batches are ignored (each batch has a new id).
 //
 // The machine does the rest: a key's failure stops it until all its
@@ -83,6 +89,7 @@ type lane struct {
 	next     uint64    // the next sequence in the batch
 	opening  bool      // message 1 sent, not answered yet
 	ending   bool      // an end-of-batch was sent at endSeq
+	draining bool      // the batch is over; the worker has not settled its answers yet
 	endSeq   uint64    //
 	endAt    time.Time // send the end again at
 	subject  string    // where an end-of-batch goes: the last subject sent
@@ -140,14 +147,28 @@ func newLane(pub lanePublisher, prefix string, timeout time.Duration) *lane {
 	return &lane{pub: pub, prefix: prefix, timeout: timeout, idle: min(timeout, time.Second)}
 }
 
-// results returns the answers collected since the last call, in order.
-func (l *lane) results() []laneResult {
-	out := l.out
-	l.out = nil
-	return out
+// pop returns the oldest answer not taken yet.
+func (l *lane) pop() (laneResult, bool) {
+	if len(l.out) == 0 {
+		l.out = nil
+		return laneResult{}, false
+	}
+	r := l.out[0]
+	l.out = l.out[1:]
+	return r, true
+}
+
+// laneTrace, when set (tests), is told what each lane does.
+var laneTrace func(l *lane, format string, args ...any)
+
+func (l *lane) trace(format string, args ...any) {
+	if laneTrace != nil {
+		laneTrace(l, format, args...)
+	}
 }
 
 func (l *lane) answer(m laneMsg, err error, refused bool) {
+	l.trace("answer %s ord %d seq %d: %v", m.msg.Header.Get("Nats-Msg-Id"), m.ord, m.seq, err)
 	l.out = append(l.out, laneResult{key: m.key, ord: m.ord, err: err, refused: refused})
 }
 
@@ -158,7 +179,7 @@ func (l *lane) publish(key string, ord uint64, m *nats.Msg, now time.Time) {
 	switch {
 	case l.disabled != nil:
 		l.answer(lm, l.disabled, true)
-	case l.ending:
+	case l.ending || l.draining:
 		l.answer(lm, errLaneEnding, false)
 	case l.id == "":
 		l.id, l.next, l.opening = nuid.Next(), 1, true
@@ -179,6 +200,7 @@ func (l *lane) send(lm laneMsg, op int, now time.Time) {
 	lm.seq, lm.at = l.next, now
 	l.next++
 	lm.msg.Reply = l.reply(lm.seq, op)
+	l.trace("send %s ord %d batch %s seq %d", lm.msg.Header.Get("Nats-Msg-Id"), lm.ord, l.id, lm.seq)
 	l.sent = append(l.sent, lm)
 	l.subject, l.last = lm.msg.Subject, now
 	if err := l.pub.PublishMsg(lm.msg); err != nil {
@@ -205,6 +227,7 @@ func (l *lane) end(now time.Time) {
 }
 
 func (l *lane) sendEnd(now time.Time) {
+	l.trace("end batch %s at %d", l.id, l.endSeq)
 	l.endAt = now.Add(l.timeout)
 	_ = l.pub.PublishMsg(&nats.Msg{Subject: l.subject, Reply: l.reply(l.endSeq, laneOpEnd)}) // lost: sent again at endAt
 }
@@ -240,6 +263,19 @@ func (l *lane) over(err error) {
 		l.answer(q, err, false)
 	}
 	l.id, l.sent, l.queued, l.opening, l.ending = "", nil, nil, false, false
+	l.draining = true
+}
+
+// settled says the worker has stepped its machine with every answer taken
+// so far and executed what the machine asked for meanwhile: after a batch
+// is over, the lane refuses sends until then. A send that the machine
+// asked for after one answer (the acknowledgement of a key's earlier
+// output), before it saw a later one (the failure of the key's next
+// output), would otherwise open the next batch out of order.
+func (l *lane) settled() {
+	if len(l.out) == 0 {
+		l.draining = false
+	}
 }
 
 // laneAnswer is any answer of the stream to a fast batch message.
@@ -258,6 +294,7 @@ type laneAnswer struct {
 // onAnswer handles a message on the lane's reply subjects.
 func (l *lane) onAnswer(subject string, hdr nats.Header, data []byte, now time.Time) {
 	id, seq, ok := l.parseReply(subject)
+	l.trace("answer from the stream, batch %s seq %d (current %s): %s %v", id, seq, l.id, data, hdr)
 	if !ok || id != l.id || id == "" {
 		return // an earlier batch's, or not ours
 	}

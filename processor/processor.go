@@ -58,8 +58,11 @@ type Processor struct {
 	store *snapshot.Store
 	// keys is the workers' port to the snapshot store (store, unless a
 	// test wrapped it to inject faults).
-	keys       keyStore
-	wrapKeys   func(keyStore) keyStore
+	keys     keyStore
+	wrapKeys func(keyStore) keyStore
+	// wrapLane, when set, wraps each worker's lane publisher (tests:
+	// fault injection).
+	wrapLane   func(lanePublisher) lanePublisher
 	log        *zap.Logger
 	met        *metrics
 	gatherer   prometheus.Gatherer
