@@ -181,8 +181,8 @@ type worker struct {
 	lane    *lane          // output.key_in_flight > 1: outputs go through it (lane.go), not pubq
 	laneIn  chan *nats.Msg // the stream's answers to the lane
 	pubq    chan pubWait   // to the acker; capacity: publishes in flight at most
-	stopped chan struct{} // closed when run returns: the acker stops waiting
-	acks    chan pubDone  // from the acker; same capacity, so it never blocks
+	stopped chan struct{}  // closed when run returns: the acker stops waiting
+	acks    chan pubDone   // from the acker; same capacity, so it never blocks
 	wake    *time.Timer
 	wakeAt  time.Time // when wake fires; zero: stopped
 	fenced  bool      // the machine was told
