@@ -283,10 +283,9 @@ type simSave struct {
 // the batch ended the rest fail — a persisted one too when its
 // acknowledgement was lost and the end left it unknown. While the batch
 // ends, a send fails at once (never sent). A new batch opens only when the
-// ending one has answered everything and every send refused meanwhile was
-// answered (without the latter, a key's later output can open the new
-// batch before the machine learns that an earlier one was refused: the
-// worker answers a refused send within the Publish action).
+// ending one has answered everything, every send refused meanwhile was
+// answered (the worker answers a refused send within the Publish action),
+// and the actions the answers caused were executed (the lane's settled).
 type simLane struct {
 	cur       []simSent // the current batch, in batch order
 	persisted int       // cur[:persisted] persisted
@@ -467,17 +466,25 @@ func simulate(pattern, order uint64, perKey int, laneMut string) error {
 		case lane != nil && !lane.ended && len(lane.cur) > 0 && rng.IntN(6) == 0:
 			lane.ended = true
 		case lane != nil && lane.answered < len(lane.cur) && (lane.ended || lane.answered < lane.persisted) && rng.IntN(2) == 0:
-			o := lane.cur[lane.answered]
-			var err error
-			switch {
-			case lane.answered >= lane.persisted:
-				err = errors.New("not persisted: the batch ended before it")
-			case lane.ended && rng.IntN(2) == 0:
-				err = errors.New("unknown: the batch ended with its acknowledgement lost")
+			// Up to three answers in a row before the actions they cause
+			// are executed, as the worker steps what one stream answer
+			// resolves.
+			for n := 1 + rng.IntN(3); n > 0 && lane.answered < len(lane.cur) && (lane.ended || lane.answered < lane.persisted); n-- {
+				o := lane.cur[lane.answered]
+				var err error
+				switch {
+				case lane.answered >= lane.persisted:
+					err = errors.New("not persisted: the batch ended before it")
+				case lane.ended && rng.IntN(2) == 0:
+					err = errors.New("unknown: the batch ended with its acknowledgement lost")
+				}
+				lane.answered++
+				if err := m.Step(now, Published{Key: o.key, Ord: o.ord, Err: err}); err != nil {
+					return err
+				}
 			}
-			lane.answered++
-			if err := m.Step(now, Published{Key: o.key, Ord: o.ord, Err: err}); err != nil {
-				return err
+			if laneMut == "settle" && lane.ended && lane.answered == len(lane.cur) && len(lane.failNow) == 0 {
+				*lane = simLane{} // opened before the publishes asked for meanwhile were executed
 			}
 		case lane != nil && lane.ended && lane.answered == len(lane.cur) && (len(lane.failNow) == 0 || laneMut == "open"):
 			// The ended batch answered everything, and so did every send
@@ -624,10 +631,13 @@ func TestMachineLaneFailureOrders(t *testing.T) {
 // breaks the lane's contract — one that opens a new batch before it has
 // answered the sends it refused while the previous batch ended ("open"),
 // or one that keeps the sends made while a batch ends for the next batch
-// instead of refusing them ("queue"): either lets a key's later output
-// land before an earlier one that the ended batch did not persist.
+// instead of refusing them ("queue"), or one that opens it as soon as the
+// last answer is stepped, before it executed the publishes the machine
+// asked for after the earlier answers ("settle", the bug
+// TestWindowFaults/lane found): each lets a key's later output land before
+// an earlier one that the ended batch did not persist.
 func TestMachineLaneMutation(t *testing.T) {
-	for _, mut := range []string{"open", "queue"} {
+	for _, mut := range []string{"open", "queue", "settle"} {
 		caught := 0
 		var first error
 		for pattern := range 1 << 9 {
