@@ -97,6 +97,8 @@ type lane struct {
 	queued   []laneMsg // waiting for the batch to open
 	last     time.Time // the last send
 	disabled error     // the stream refuses batches: every send fails with it
+	errSeq   uint64    // the message the stream refused with errMsg (0: none) in this batch
+	errMsg   error     //
 	out      []laneResult
 
 	batches, ends uint64 // batches opened, and ended by trouble
@@ -254,15 +256,23 @@ func (l *lane) persisted(seq uint64, now time.Time) {
 	}
 }
 
-// over closes the ended batch: what is unanswered failed (err).
-func (l *lane) over(err error) {
+// over closes the ended batch: what is unanswered failed (err; refused
+// when no retry can cure it).
+func (l *lane) over(err error, refused bool) {
 	for _, m := range l.sent {
-		l.answer(m, err, false)
+		if m.seq == l.errSeq {
+			// Sent again it would fail again: refused, so a shutdown does
+			// not wait for it.
+			l.answer(m, l.errMsg, true)
+			continue
+		}
+		l.answer(m, err, refused)
 	}
 	for _, q := range l.queued {
-		l.answer(q, err, false)
+		l.answer(q, err, refused)
 	}
 	l.id, l.sent, l.queued, l.opening, l.ending = "", nil, nil, false, false
+	l.errSeq, l.errMsg = 0, nil
 	l.draining = true
 }
 
@@ -314,25 +324,38 @@ func (l *lane) onAnswer(subject string, hdr nats.Header, data []byte, now time.T
 	switch {
 	case a.Type == "ack":
 		l.persisted(a.Seq, now)
+	case a.Type == "err" && a.Error != nil:
+		// The stream refused message seq (too large, a limit): it ends
+		// the batch; the message is answered with the stream's error.
+		if l.errSeq == 0 {
+			l.errSeq, l.errMsg = a.Seq, fmt.Errorf("processor: output lane: the stream refused the output: %s (%d)", a.Error.Description, a.Error.ErrCode)
+		}
+		l.end(now)
 	case a.Type == "gap" || a.Type == "err":
 		l.end(now)
 	case a.Error != nil:
 		switch {
 		case a.Error.ErrCode == jsErrBatchDisabled:
 			l.disabled = fmt.Errorf("processor: output lane: the output stream does not allow batch publishing (allow_batched): %s", a.Error.Description)
-			l.over(l.disabled)
+			l.over(l.disabled, true)
 		case a.Error.ErrCode == jsErrBatchUnknown:
-			l.over(errLaneUnknown)
+			l.over(errLaneUnknown, false)
 		case seq == 1:
 			// The first message failed: the batch was never opened, or
 			// was dropped at once.
-			l.over(fmt.Errorf("processor: output lane: %s (%d)", a.Error.Description, a.Error.ErrCode))
+			l.over(fmt.Errorf("processor: output lane: %s (%d)", a.Error.Description, a.Error.ErrCode), false)
 		default:
-			l.end(now) // refused before the batch saw it: the batch goes on with a gap
+			// Refused before the batch saw it (too large, a limit): the
+			// batch would go on with a gap; end it. The message is
+			// answered with the stream's error.
+			if l.errSeq == 0 {
+				l.errSeq, l.errMsg = seq, fmt.Errorf("processor: output lane: the stream refused the output: %s (%d)", a.Error.Description, a.Error.ErrCode)
+			}
+			l.end(now)
 		}
 	case a.Batch == l.id:
 		l.persisted(a.Count, now)
-		l.over(errLaneEnded)
+		l.over(errLaneEnded, false)
 	}
 }
 
