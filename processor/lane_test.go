@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 // laneServer is an embedded nats-server on a fixed port and store, which a
@@ -208,5 +214,160 @@ func TestLaneAnswers(t *testing.T) {
 	r2.send(1, outMsg("nolane.k", "n1", 10))
 	if a := r2.got[1]; !a.refused {
 		t.Errorf("the next send: %+v, want refused at once", a)
+	}
+}
+
+// TestLaneServerRestart restarts the nats-server under a pipeline whose
+// outputs go through lanes (output.key_in_flight 8) while inputs keep
+// coming (each retried with its message id through the outage), three
+// times: the
+// connection drops and reconnects, the batches in flight are lost with the
+// server's memory, answers and publishes are lost with the connection.
+// Each key's outputs must land once and in input order, and each key's
+// state must equal that of a run without the restart and with one output
+// in flight per key.
+func TestLaneServerRestart(t *testing.T) {
+	srv := newLaneServer(t, server.JSLimitOpts{})
+	nc, err := nats.Connect(srv.s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	store, err := snapshot.Open(ctx, js, snapshot.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{url: srv.s.ClientURL(), nc: nc, js: js, store: store}
+	keys := []string{"a", "b", "c", "d"}
+	const n = 600
+	lanes := 0
+	run := func(name string, keyInFlight int, restart bool) PipelineConfig {
+		pc := pipelineConfig(name)
+		pc.Output.Window = 64
+		pc.Output.KeyInFlight = keyInFlight
+		pc.Snapshot = SnapshotPolicy{EveryMessages: 20, Every: -1}
+		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+		lanes += b2i(r.p.pipes[0].lane)
+		rng := rand.New(rand.NewPCG(11, 12))
+		xs := vectors(13, n)
+		for i := range n {
+			if restart && i > 0 && i%(n/4) == 0 {
+				srv.stop()
+				time.Sleep(300 * time.Millisecond)
+				srv.start()
+			}
+			k := keys[rng.IntN(len(keys))]
+			for {
+				pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				_, err := js.Publish(pctx, "in."+name+"."+k, encodeObs(t, "json", xs[i], fmt.Sprint(i)), jetstream.WithMsgID(fmt.Sprint(name, i)))
+				cancel()
+				if err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		waitFor(t, 60*time.Second, name+" drained", func() bool { return e.drained(t, pc) })
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	ref := run("rref", 1, false)
+	var mu sync.Mutex
+	var failed, sends int
+	laneTrace = func(_ *lane, format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case strings.HasPrefix(format, "send"):
+			sends++
+		case strings.HasPrefix(format, "answer %s") && args[len(args)-1] != nil:
+			failed++
+		}
+	}
+	pc := run("rlane", 8, true)
+	laneTrace = nil
+	t.Logf("lanes: %d sends, %d answered failed", sends, failed)
+	if failed == 0 {
+		t.Error("the restart failed no output in flight")
+	}
+	if lanes != 1 {
+		t.Fatalf("%d of the two runs used lanes, want 1", lanes)
+	}
+	outs := func(stream string) map[string][]uint64 {
+		per := map[string][]uint64{}
+		for _, o := range e.outputs(t, stream) {
+			per[o.Key] = append(per[o.Key], o.Seq)
+		}
+		return per
+	}
+	want, got := outs(ref.Output.Stream), outs(pc.Output.Stream)
+	for _, k := range keys {
+		g := got[k]
+		for i := 1; i < len(g); i++ {
+			if g[i] <= g[i-1] {
+				t.Errorf("key %s: output of input %d after that of input %d (out of order or twice)", k, g[i], g[i-1])
+			}
+		}
+		if len(want[k]) < n/len(keys)/2 {
+			t.Errorf("key %s: %d outputs in the reference run", k, len(want[k]))
+		}
+		if len(g) != len(want[k]) {
+			t.Errorf("key %s: %d outputs, want %d (each once)", k, len(g), len(want[k]))
+		}
+		sr, _ := e.loadState(t, ref.Name, k)
+		sf, _ := e.loadState(t, pc.Name, k)
+		if !reflect.DeepEqual(sr, sf) {
+			t.Errorf("key %s: state differs from the run without the restart (seen %d, want %d)", k, sf.Seen, sr.Seen)
+		}
+	}
+}
+
+// TestLaneFallback: with output.key_in_flight > 1 and an output stream
+// that does not allow batch publishing (created before, without
+// allow_batched), the pipeline runs with one output in flight per key and
+// says why; one the processor creates allows batches and gets lanes.
+func TestLaneFallback(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "lfall_OUT", Subjects: []string{"kpca.out.lfall.*"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	fall := pipelineConfig("lfall")
+	fall.Output.CreateStream = false
+	fall.Output.KeyInFlight = 4
+	made := pipelineConfig("lmade")
+	made.Output.KeyInFlight = 4
+	r := e.start(t, Config{Pipelines: []PipelineConfig{fall, made}, Workers: 1})
+	defer func() {
+		if err := r.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	pf, pm := r.p.pipes[0], r.p.pipes[1]
+	if pf.lane || !pm.lane {
+		t.Fatalf("lanes: %v for the stream without allow_batched, %v for the created one; want false, true", pf.lane, pm.lane)
+	}
+	why, err := r.p.laneRefusal(ctx, pf)
+	if err != nil || !strings.Contains(why, "allow_batched") {
+		t.Errorf("why: %q, %v; want it to name allow_batched", why, err)
+	}
+	xs := vectors(3, pcaWarm+20)
+	for i, x := range xs {
+		e.publish(t, "in.lfall.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+		e.publish(t, "in.lmade.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	for _, pc := range []PipelineConfig{fall, made} {
+		waitFor(t, 10*time.Second, pc.Name+" drained", func() bool { return e.drained(t, pc) })
+		seqs := e.outputSeqs(t, pc.Output.Stream)
+		if len(seqs) < 20 || !slices.IsSorted(seqs) {
+			t.Errorf("%s: outputs of inputs %v, want at least 20, in order", pc.Name, seqs)
+		}
 	}
 }
