@@ -396,6 +396,17 @@ func (l *lane) tick(now time.Time) {
 	}
 }
 
+// close ends the batch when the worker stops, so that the server need not
+// wait for its inactivity timeout (nothing is waited for: what is still
+// unanswered is replayed by the partition's next run).
+func (l *lane) close() {
+	if l.id != "" && !l.ending {
+		l.endSeq = l.next
+		l.sendEnd(time.Now())
+		l.id = ""
+	}
+}
+
 // wake is when tick next has something to do (zero: nothing).
 func (l *lane) wake() time.Time {
 	switch {

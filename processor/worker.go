@@ -241,6 +241,7 @@ func (w *worker) run(ctx context.Context) error {
 			return fmt.Errorf("processor: output lane: subscribe to its answers: %w", err)
 		}
 		defer func() {
+			w.lane.close()
 			_ = sub.Unsubscribe()
 			w.log.Debug("output lane", zap.Uint64("batches", w.lane.batches), zap.Uint64("ended_by_trouble", w.lane.ends))
 		}()
