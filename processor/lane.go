@@ -125,6 +125,11 @@ type laneResult struct {
 	refused bool
 }
 
+// HeaderLane marks an end-of-batch message of a lane (value "end"): it is
+// published to an output subject, empty, and the stream does not store it,
+// but a core NATS subscriber to the output subjects receives it.
+const HeaderLane = "Kpcastream-Lane"
+
 // Operations of a fast batch message (server FastBatchOp*).
 const (
 	laneOpStart  = 0
@@ -231,7 +236,7 @@ func (l *lane) end(now time.Time) {
 func (l *lane) sendEnd(now time.Time) {
 	l.trace("end batch %s at %d", l.id, l.endSeq)
 	l.endAt = now.Add(l.timeout)
-	_ = l.pub.PublishMsg(&nats.Msg{Subject: l.subject, Reply: l.reply(l.endSeq, laneOpEnd)}) // lost: sent again at endAt
+	_ = l.pub.PublishMsg(&nats.Msg{Subject: l.subject, Reply: l.reply(l.endSeq, laneOpEnd), Header: nats.Header{HeaderLane: []string{"end"}}}) // lost: sent again at endAt
 }
 
 // persisted answers the messages up to seq as persisted; the first

@@ -372,6 +372,9 @@ func newReceiver(want int) *receiver {
 }
 
 func (r *receiver) handle(m *nats.Msg) {
+	if m.Header.Get(processor.HeaderLane) != "" {
+		return // a lane's end of batch (--key-in-flight > 1): not an output, not stored
+	}
 	now := time.Now()
 	r.lastSeen.Store(now.UnixNano())
 	enc := codec.Msgpack
