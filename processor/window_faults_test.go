@@ -83,6 +83,7 @@ type faultyKeys struct {
 	mu                              sync.Mutex
 	rng                             *rand.Rand
 	loadFailed, saveFailed, ansLost atomic.Int64
+	loads                           atomic.Int64
 }
 
 func (f *faultyKeys) roll() float64 {
@@ -92,7 +93,9 @@ func (f *faultyKeys) roll() float64 {
 }
 
 func (f *faultyKeys) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, error) {
-	if f.roll() < 0.1 {
+	// The first load fails, then one in ten: a run loads only a dozen
+	// keys or so, and must see a failure.
+	if f.roll() < 0.1 || f.loads.Add(1) == 1 {
 		f.loadFailed.Add(1)
 		return nil, 0, nats.ErrTimeout
 	}
@@ -192,7 +195,13 @@ func windowFaults(t *testing.T, keyInFlight int) {
 			e.wrapKeys = func(k keyStore) keyStore { keyFaults.keyStore = k; return keyFaults }
 			defer func() { e.wrapKeys = nil }()
 		}
-		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+		cfg := Config{Pipelines: []PipelineConfig{pc}, Workers: 2}
+		if keyInFlight > 1 {
+			// A lane ends a batch whose answer is late by snapshot_timeout/5
+			// (≥ 500ms): 2s by default, which lost answers would add up.
+			cfg.SnapshotTimeout = 2500 * time.Millisecond
+		}
+		r := e.start(t, cfg)
 		rng := rand.New(rand.NewPCG(5, 6))
 		xs := vectors(9, n)
 		for i := range n * b2i(publish) {
