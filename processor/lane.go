@@ -85,21 +85,22 @@ type lane struct {
 	timeout time.Duration // an unanswered message, or an end, older than this
 	idle    time.Duration // a batch with nothing unanswered this long is closed
 
-	id       string    // the current batch; "" none (the next send opens one)
-	next     uint64    // the next sequence in the batch
-	opening  bool      // message 1 sent, not answered yet
-	ending   bool      // an end-of-batch was sent at endSeq
-	draining bool      // the batch is over; the worker has not settled its answers yet
-	endSeq   uint64    //
-	endAt    time.Time // send the end again at
-	subject  string    // where an end-of-batch goes: the last subject sent
-	sent     []laneMsg // unanswered, in batch order
-	queued   []laneMsg // waiting for the batch to open
-	last     time.Time // the last send
-	disabled error     // the stream refuses batches: every send fails with it
-	errSeq   uint64    // the message the stream refused with errMsg (0: none) in this batch
-	errMsg   error     //
-	out      []laneResult
+	id         string    // the current batch; "" none (the next send opens one)
+	next       uint64    // the next sequence in the batch
+	opening    bool      // message 1 sent, not answered yet
+	ending     bool      // an end-of-batch was sent at endSeq
+	draining   bool      // the batch is over; the worker has not settled its answers yet
+	endSeq     uint64    //
+	endAt      time.Time // send the end again at
+	subject    string    // where an end-of-batch goes: the last subject sent
+	sent       []laneMsg // unanswered, in batch order
+	queued     []laneMsg // waiting for the batch to open
+	last       time.Time // the last send
+	disabled   error     // the stream refuses batches: every send fails with it, until disabledAt + laneRecheck
+	disabledAt time.Time
+	errSeq     uint64 // the message the stream refused with errMsg (0: none) in this batch
+	errMsg     error  //
+	out        []laneResult
 
 	batches, ends uint64 // batches opened, and ended by trouble
 }
@@ -143,6 +144,10 @@ var (
 	errLaneEnded   = errors.New("processor: output lane: batch ended before this output was persisted")
 	errLaneUnknown = errors.New("processor: output lane: batch dropped by the server (restart or inactivity); whether this output was persisted is unknown")
 )
+
+// laneRecheck is how long a lane refuses sends after the stream said it
+// does not allow batch publishing, before it asks again.
+const laneRecheck = 10 * time.Second
 
 // Server error codes the lane tells apart (server/jetstream_errors_generated.go).
 const (
@@ -341,6 +346,7 @@ func (l *lane) onAnswer(subject string, hdr nats.Header, data []byte, now time.T
 	case a.Error != nil:
 		switch {
 		case a.Error.ErrCode == jsErrBatchDisabled:
+			l.disabledAt = now
 			l.disabled = fmt.Errorf("processor: output lane: the output stream does not allow batch publishing (allow_batched): %s", a.Error.Description)
 			l.over(l.disabled, true)
 		case a.Error.ErrCode == jsErrBatchUnknown:
@@ -383,6 +389,9 @@ func (l *lane) parseReply(subject string) (id string, seq uint64, ok bool) {
 // end-of-batch again, or closes an idle batch (before the server's
 // inactivity timeout drops it).
 func (l *lane) tick(now time.Time) {
+	if l.disabled != nil && now.Sub(l.disabledAt) >= laneRecheck {
+		l.disabled = nil // the stream may allow batches now: the next send asks it
+	}
 	switch {
 	case l.id == "":
 	case l.ending:

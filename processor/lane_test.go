@@ -215,6 +215,16 @@ func TestLaneAnswers(t *testing.T) {
 	if a := r2.got[1]; !a.refused {
 		t.Errorf("the next send: %+v, want refused at once", a)
 	}
+	// Once the stream allows batches, the lane finds out after laneRecheck.
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "NOLANE", Subjects: []string{"nolane.>"}, AllowBatchPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	r2.l.tick(time.Now().Add(laneRecheck))
+	r2.send(2, outMsg("nolane.k", "n2", 10))
+	r2.until(3, 5*time.Second)
+	if a := r2.got[2]; a.err != nil {
+		t.Errorf("after allow_batched was set: %+v (%v), want persisted", a, a.err)
+	}
 }
 
 // TestLaneServerRestart restarts the nats-server under a pipeline whose
