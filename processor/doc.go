@@ -131,7 +131,10 @@
 // known to be persisted, and persists a prefix of them: when an output of
 // the key first lands, every earlier one has landed (before this batch, or
 // in its prefix); replays are dropped by Nats-Msg-Id. 2 makes 3's rounds
-// line up with batches. The rest of exactly-once (acks after outputs,
+// line up with batches (with this lane, 2 alone already keeps a key from
+// sending into a new batch before its outputs in flight are answered; the
+// machine's stop in 3 is defence in depth, its rewind is needed). The rest
+// of exactly-once (acks after outputs,
 // snapshots held until their outputs are acknowledged) is unchanged. A
 // stream that cannot carry a lane (no allow_batched, no_ack, or discarding
 // new messages at its limits: a store that refuses one message and takes
