@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"reflect"
@@ -230,15 +231,40 @@ func TestLaneAnswers(t *testing.T) {
 // TestLaneServerRestart restarts the nats-server under a pipeline whose
 // outputs go through lanes (output.key_in_flight 8) while inputs keep
 // coming (each retried with its message id through the outage), three
-// times: the
-// connection drops and reconnects, the batches in flight are lost with the
-// server's memory, answers and publishes are lost with the connection.
-// Each key's outputs must land once and in input order, and each key's
-// state must equal that of a run without the restart and with one output
-// in flight per key.
+// times: the connection drops and reconnects, the batches in flight are
+// lost with the server's memory, answers and publishes are lost with the
+// connection. See laneDisrupted for what is checked.
 func TestLaneServerRestart(t *testing.T) {
 	srv := newLaneServer(t, server.JSLimitOpts{})
-	nc, err := nats.Connect(srv.s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	laneDisrupted(t, srv.s.ClientURL(), func() {
+		srv.stop()
+		time.Sleep(300 * time.Millisecond)
+		srv.start()
+	})
+}
+
+// TestLaneConnectionLoss cuts the client's connection (a TCP proxy drops
+// it and whatever bytes it held) three times while the server keeps its
+// batches: the reconnect buffer then delivers later messages of a batch
+// after earlier ones were lost, which the stream must see as a gap. See
+// laneDisrupted for what is checked.
+func TestLaneConnectionLoss(t *testing.T) {
+	srv := newLaneServer(t, server.JSLimitOpts{})
+	px := newCutProxy(t, srv.s.Addr().String())
+	laneDisrupted(t, "nats://"+px.addr, func() {
+		px.cut()
+		time.Sleep(100 * time.Millisecond)
+	})
+}
+
+// laneDisrupted runs the same inputs through a pipeline with one output in
+// flight per key, undisturbed, then through one with lanes
+// (output.key_in_flight 8), disrupted by disrupt at each quarter of the
+// inputs: each key's outputs must land once and in input order, each key's
+// state must equal that of the undisturbed run, and the disruptions must
+// have failed some outputs in flight.
+func laneDisrupted(t *testing.T, url string, disrupt func()) {
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,24 +275,24 @@ func TestLaneServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{url: srv.s.ClientURL(), nc: nc, js: js, store: store}
+	e := &env{url: url, nc: nc, js: js, store: store}
 	keys := []string{"a", "b", "c", "d"}
 	const n = 600
 	lanes := 0
-	run := func(name string, keyInFlight int, restart bool) PipelineConfig {
+	run := func(name string, keyInFlight int, disturb bool) PipelineConfig {
 		pc := pipelineConfig(name)
 		pc.Output.Window = 64
 		pc.Output.KeyInFlight = keyInFlight
 		pc.Snapshot = SnapshotPolicy{EveryMessages: 20, Every: -1}
-		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+		// Deliveries lost with a connection come back after ack_wait.
+		pc.Input.AckWait = time.Second
+		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2, SnapshotTimeout: 2500 * time.Millisecond, LeaseTTL: 2 * time.Second})
 		lanes += b2i(r.p.pipes[0].lane)
 		rng := rand.New(rand.NewPCG(11, 12))
 		xs := vectors(13, n)
 		for i := range n {
-			if restart && i > 0 && i%(n/4) == 0 {
-				srv.stop()
-				time.Sleep(300 * time.Millisecond)
-				srv.start()
+			if disturb && i > 0 && i%(n/4) == 0 {
+				disrupt()
 			}
 			k := keys[rng.IntN(len(keys))]
 			for {
@@ -291,6 +317,7 @@ func TestLaneServerRestart(t *testing.T) {
 	ref := run("rref", 1, false)
 	var mu sync.Mutex
 	var failed, sends int
+	answers := map[string]int{}
 	laneTrace = func(_ *lane, format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -299,16 +326,25 @@ func TestLaneServerRestart(t *testing.T) {
 			sends++
 		case strings.HasPrefix(format, "answer %s") && args[len(args)-1] != nil:
 			failed++
+		case strings.HasPrefix(format, "answer from the stream"):
+			if d, ok := args[3].([]byte); ok {
+				for _, k := range []string{`"type":"gap"`, `"err_code":10208`, `"count":`} {
+					if strings.Contains(string(d), k) {
+						answers[k]++
+					}
+				}
+			}
 		}
 	}
 	pc := run("rlane", 8, true)
 	laneTrace = nil
-	t.Logf("lanes: %d sends, %d answered failed", sends, failed)
-	if failed == 0 {
-		t.Error("the restart failed no output in flight")
-	}
+	t.Logf("lanes: %d sends, %d answered failed; the stream answered %d gaps, %d unknown batches, %d ends with a count",
+		sends, failed, answers[`"type":"gap"`], answers[`"err_code":10208`], answers[`"count":`])
 	if lanes != 1 {
 		t.Fatalf("%d of the two runs used lanes, want 1", lanes)
+	}
+	if failed == 0 {
+		t.Error("the disruptions failed no output in flight")
 	}
 	outs := func(stream string) map[string][]uint64 {
 		per := map[string][]uint64{}
@@ -334,9 +370,57 @@ func TestLaneServerRestart(t *testing.T) {
 		sr, _ := e.loadState(t, ref.Name, k)
 		sf, _ := e.loadState(t, pc.Name, k)
 		if !reflect.DeepEqual(sr, sf) {
-			t.Errorf("key %s: state differs from the run without the restart (seen %d, want %d)", k, sf.Seen, sr.Seen)
+			t.Errorf("key %s: state differs from the undisturbed run (seen %d, want %d)", k, sf.Seen, sr.Seen)
 		}
 	}
+}
+
+// cutProxy relays TCP connections to a server; cut drops every relayed
+// connection at once, with whatever bytes they held.
+type cutProxy struct {
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &cutProxy{addr: ln.Addr().String()}
+	t.Cleanup(func() { ln.Close(); px.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, c, s)
+			px.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return px
+}
+
+func (px *cutProxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // reset: drop what is unsent
+		}
+		c.Close()
+	}
+	px.conns = nil
 }
 
 // TestLaneFallback: with output.key_in_flight > 1 and an output stream
