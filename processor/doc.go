@@ -144,7 +144,8 @@
 // contracts (opening a batch before answering refused sends, queueing sends
 // for the next batch, opening it before the worker settled the answers)
 // reorders a key; window_faults_test.go and lane_test.go run real servers
-// with lost publishes and answers, refused publishes, restarts.
+// with lost publishes and answers, refused publishes, server restarts and
+// connection resets.
 //
 // # Exactly-once state
 //
