@@ -308,6 +308,18 @@ type OutputConfig struct {
 	// Default 256, at most 65536; input.max_ack_pending also bounds what
 	// a window can fill (each queued output holds its input unacked).
 	Window int `yaml:"window"`
+	// KeyInFlight is how many outputs of one key may wait for the output
+	// stream's acknowledgement at once. 1 (the default): one, the next
+	// published when the previous one is acknowledged — a key moves one
+	// output per round trip. More (experimental): the outputs go through
+	// an ordered lane per worker, a JetStream fast batch in gap-fail mode
+	// (processor/lane.go), which keeps each key's outputs in input order
+	// and each once across failures; it needs a JetStream output stream
+	// that allows batch publishing (allow_batched, nats-server ≥ 2.12;
+	// create_stream sets it) and does not discard new messages at its
+	// limits, else the pipeline falls back to 1 with a log line saying
+	// why. Core NATS outputs always have 1. At most Window.
+	KeyInFlight int `yaml:"key_in_flight"`
 }
 
 // DeadLetterConfig is the JetStream stream that stores a pipeline's dead
@@ -439,6 +451,9 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	if p.Output.Window == 0 {
 		p.Output.Window = DefaultOutputWindow
+	}
+	if p.Output.KeyInFlight == 0 {
+		p.Output.KeyInFlight = 1
 	}
 	if p.DeadLetter == "" {
 		p.DeadLetter = DefaultDeadLetter
@@ -637,6 +652,9 @@ func (p PipelineConfig) validate() []error {
 	}
 	if p.Output.Window < 1 || p.Output.Window > MaxOutputWindow {
 		bad("output.window", "must be in [1, %d], got %d", MaxOutputWindow, p.Output.Window)
+	}
+	if p.Output.KeyInFlight < 1 || p.Output.KeyInFlight > max(1, p.Output.Window) {
+		bad("output.key_in_flight", "must be in [1, output.window = %d], got %d", p.Output.Window, p.Output.KeyInFlight)
 	}
 	if p.Output.Duplicates < 100*time.Millisecond {
 		bad("output.duplicates", "must be ≥ 100ms, got %v", p.Output.Duplicates)

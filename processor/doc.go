@@ -61,8 +61,9 @@
 // "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch). The output
 // window (internal/machine/window.go) publishes them — asynchronously with JetStream when a
 // stream captures the output subject, else with core NATS — one in flight
-// per key, in order, retrying a failed one before anything later of its
-// key, and acks the input with its last output. Each worker has
+// per key (output.key_in_flight more through a lane, see Ordered lanes),
+// in order, retrying a failed one before anything later of its key, and
+// acks the input with its last output. Each worker has
 // output.window/workers-per-partition outputs queued or in flight at
 // most; a full window stops it taking input. An acker goroutine per
 // worker waits for the PubAcks. Before a learner is ready the message is
@@ -128,6 +129,53 @@
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner
 // configuration stops Run.
+//
+// # Ordered lanes
+//
+// With output.key_in_flight = N > 1 and a JetStream output stream that
+// allows batch publishing, a key may have N outputs in flight. Each worker
+// publishes through a lane (lane.go): a JetStream fast batch in gap-fail
+// mode. Why each key's outputs still land in input order, each once:
+//
+//  1. A batch persists a prefix of what it carried, in batch order (the
+//     server ends a batch at a missing or failed message and skips
+//     duplicates; a batch it ended or dropped refuses every later message
+//     of it, and one that opened with message 1 answered cannot open again).
+//  2. A lane has one batch at a time. It ends it at the first sign of
+//     trouble and learns the end from the stream itself (a PubAck with the
+//     count persisted, or "unknown batch"), which comes after every earlier
+//     message of the batch was processed; then it answers each of the
+//     batch's messages (persisted, or failed — possibly persisted with the
+//     acknowledgement lost). While a batch ends, and until the worker has
+//     stepped its machine with every answer and executed what it asked for
+//     meanwhile, the lane refuses sends at once. So the outputs of a key in
+//     flight are always in one batch, sent in order, and a later output of
+//     a key can never open a new batch before the machine knows an earlier
+//     one failed.
+//  3. The machine (internal/machine/window.go) sends a key's outputs in
+//     rounds: the first failure of a round stops the key until all its
+//     outputs in flight are answered; the next round sends again, in order,
+//     everything not acknowledged, from the first one.
+//
+// By 1 and 3 each batch carries a key's outputs in order from the first not
+// known to be persisted, and persists a prefix of them: when an output of
+// the key first lands, every earlier one has landed (before this batch, or
+// in its prefix); replays are dropped by Nats-Msg-Id. 2 makes 3's rounds
+// line up with batches (with this lane, 2 alone already keeps a key from
+// sending into a new batch before its outputs in flight are answered; the
+// machine's stop in 3 is defence in depth, its rewind is needed). The rest
+// of exactly-once (acks after outputs,
+// snapshots held until their outputs are acknowledged) is unchanged. A
+// stream that cannot carry a lane (no allow_batched, no_ack, or discarding
+// new messages at its limits: a store that refuses one message and takes
+// the next breaks 1) makes the pipeline fall back to one output in flight
+// per key with a log line naming why. machine_test.go simulates lanes that
+// end batches at every point and shows that each of three broken lane
+// contracts (opening a batch before answering refused sends, queueing sends
+// for the next batch, opening it before the worker settled the answers)
+// reorders a key; window_faults_test.go and lane_test.go run real servers
+// with lost publishes and answers, refused publishes, server restarts and
+// connection resets.
 //
 // # Exactly-once state
 //

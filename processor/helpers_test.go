@@ -35,6 +35,8 @@ type env struct {
 	wrapPub func(asyncPublisher) asyncPublisher
 	// wrapKeys, when set, wraps the workers' snapshot store the same way.
 	wrapKeys func(keyStore) keyStore
+	// wrapLane, when set, wraps the workers' lane publishers the same way.
+	wrapLane func(lanePublisher) lanePublisher
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -122,6 +124,7 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	p.onApply = onApply
 	p.wrapKV = e.wrapKV
 	p.wrapKeys = e.wrapKeys
+	p.wrapLane = e.wrapLane
 	if e.wrapPub != nil {
 		p.pubJS = e.wrapPub(p.pubJS)
 	}

@@ -59,8 +59,11 @@ type Processor struct {
 	store *snapshot.Store
 	// keys is the workers' port to the snapshot store (store, unless a
 	// test wrapped it to inject faults).
-	keys       keyStore
-	wrapKeys   func(keyStore) keyStore
+	keys     keyStore
+	wrapKeys func(keyStore) keyStore
+	// wrapLane, when set, wraps each worker's lane publisher (tests:
+	// fault injection).
+	wrapLane   func(lanePublisher) lanePublisher
 	log        *zap.Logger
 	met        *metrics
 	gatherer   prometheus.Gatherer
@@ -89,7 +92,10 @@ type pipeline struct {
 	outJS  bool
 	// outStream is the stream that captures the outputs ("" without one).
 	outStream string
-	dlJS      bool // some stream captures the dead letters: publish them with JetStream
+	// lane: outputs go through each worker's ordered lane with
+	// output.key_in_flight of a key in flight (lane.go); false: one.
+	lane bool
+	dlJS bool // some stream captures the dead letters: publish them with JetStream
 	// parts are the partitions this instance runs, by number (nil: not
 	// here). A core NATS input has one, always here.
 	parts []atomic.Pointer[partition]
@@ -344,7 +350,8 @@ func (p *Processor) setup(ctx context.Context) error {
 		wild := expand(pc.Output.Subject, pc.Name, "*")
 		if pc.Output.CreateStream {
 			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
-				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes)}
+				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes),
+				AllowBatchPublish: pc.Output.KeyInFlight > 1}
 			if err := p.retry(ctx, "create output stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
 				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
 			}
@@ -356,12 +363,23 @@ func (p *Processor) setup(ctx context.Context) error {
 			}
 			pl.outJS, pl.outStream = name != "", name
 		}
+		if pc.Output.KeyInFlight > 1 {
+			why, err := p.laneRefusal(ctx, pl)
+			if err != nil {
+				return fmt.Errorf("processor: pipeline %s: output stream %s: %w", pc.Name, pl.outStream, err)
+			}
+			pl.lane = why == ""
+			if !pl.lane {
+				p.log.Warn("output.key_in_flight > 1 needs an output lane; falling back to one output in flight per key",
+					zap.String("pipeline", pc.Name), zap.Int("key_in_flight", pc.Output.KeyInFlight), zap.String("why", why))
+			}
+		}
 		if err := p.setupDeadLetters(ctx, pl); err != nil {
 			return err
 		}
 		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
 			zap.String("stream", pc.Input.Stream), zap.Int("partitions", pc.Partitions), zap.String("output", pc.Output.Subject),
-			zap.Bool("output_jetstream", pl.outJS), zap.Bool("dead_letters_jetstream", pl.dlJS))
+			zap.Bool("output_jetstream", pl.outJS), zap.Bool("output_lane", pl.lane), zap.Bool("dead_letters_jetstream", pl.dlJS))
 	}
 	return nil
 }
@@ -392,6 +410,36 @@ func (p *Processor) capturingStream(ctx context.Context, what, wild string) (str
 		return nil
 	})
 	return name, err
+}
+
+// laneRefusal says why pl's outputs cannot go through a lane ("" when
+// they can): the output stream must exist, allow batch publishing, answer
+// publishes, and not discard new messages at a limit (a store that refuses
+// one message of a batch and takes the next breaks the prefix a lane
+// relies on).
+func (p *Processor) laneRefusal(ctx context.Context, pl *pipeline) (string, error) {
+	if !pl.outJS {
+		return "no JetStream stream captures the output subjects (core NATS outputs)", nil
+	}
+	var cfg jetstream.StreamConfig
+	err := p.retry(ctx, "check output stream", func(ctx context.Context) error {
+		st, err := p.js.Stream(ctx, pl.outStream)
+		if err == nil {
+			cfg = st.CachedInfo().Config
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case !cfg.AllowBatchPublish:
+		return fmt.Sprintf("output stream %s does not allow batch publishing (allow_batched; nats-server ≥ 2.12: nats stream edit %s --allow-fast, or let the processor create the stream)", pl.outStream, pl.outStream), nil
+	case cfg.NoAck:
+		return fmt.Sprintf("output stream %s does not acknowledge publishes (no_ack)", pl.outStream), nil
+	case cfg.Discard == jetstream.DiscardNew && (cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxMsgsPerSubject > 0):
+		return fmt.Sprintf("output stream %s discards new messages at its limits", pl.outStream), nil
+	}
+	return "", nil
 }
 
 // setupDeadLetters finds the stream that captures pl's dead letters, or

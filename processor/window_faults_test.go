@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,7 @@ type faultyKeys struct {
 	mu                              sync.Mutex
 	rng                             *rand.Rand
 	loadFailed, saveFailed, ansLost atomic.Int64
+	loads                           atomic.Int64
 }
 
 func (f *faultyKeys) roll() float64 {
@@ -91,7 +93,9 @@ func (f *faultyKeys) roll() float64 {
 }
 
 func (f *faultyKeys) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, error) {
-	if f.roll() < 0.1 {
+	// The first load fails, then one in ten: a run loads only a dozen
+	// keys or so, and must see a failure.
+	if f.roll() < 0.1 || f.loads.Add(1) == 1 {
 		f.loadFailed.Add(1)
 		return nil, 0, nats.ErrTimeout
 	}
@@ -113,21 +117,77 @@ func (f *faultyKeys) Save(ctx context.Context, key string, s *codec.Snapshot, re
 	return f.keyStore.Save(ctx, key, s, rev)
 }
 
+// faultyLane injects the failures a lane's publish meets
+// (processor/lane.go): refused before it is sent (a reconnecting
+// connection), lost on the way (never arrives: the stream sees a gap, as
+// when a connection drops bytes that a reconnect's buffer follows with
+// later ones), and processed with its answers lost (sent with a reply
+// subject nobody reads: its flow acknowledgement, gap, error or PubAck
+// never comes back). End-of-batch messages meet the same faults.
+type faultyLane struct {
+	mu                               sync.Mutex
+	rng                              *rand.Rand
+	refused, lost, ansLost, ends, ok atomic.Int64
+}
+
+// wrap returns a worker's faulty lane publisher.
+func (f *faultyLane) wrap(p lanePublisher) lanePublisher { return &faultyLanePub{f: f, next: p} }
+
+type faultyLanePub struct {
+	f    *faultyLane
+	next lanePublisher
+}
+
+func (p *faultyLanePub) PublishMsg(m *nats.Msg) error {
+	f := p.f
+	f.mu.Lock()
+	r := f.rng.Float64()
+	f.mu.Unlock()
+	if strings.HasSuffix(m.Reply, ".3.$FI") {
+		f.ends.Add(1)
+	}
+	switch {
+	case r < 0.04:
+		f.refused.Add(1)
+		return nats.ErrConnectionReconnecting
+	case r < 0.08:
+		f.lost.Add(1)
+		return nil
+	case r < 0.12:
+		f.ansLost.Add(1)
+		return p.next.PublishMsg(&nats.Msg{Subject: m.Subject, Reply: "_SINK." + strings.TrimPrefix(m.Reply, "_INBOX."),
+			Header: m.Header, Data: m.Data})
+	}
+	f.ok.Add(1)
+	return p.next.PublishMsg(m)
+}
+
 // TestWindowFaults runs a pipeline whose output publishes fail in every
-// way (faultyPub, 30 % of attempts) and whose snapshot loads and saves
-// fail too (faultyKeys), while inputs arrive faster than the window
-// drains, with a small window and frequent snapshots (held until their
-// outputs are acknowledged): each key's outputs must land once and in
-// input order, and each key's state must equal a run without faults.
+// way (faultyPub, 30 % of attempts; with output.key_in_flight 4 through
+// the lane: faultyLane, 12 %) and whose snapshot loads and saves fail too
+// (faultyKeys), while inputs arrive faster than the window drains, with a
+// small window and frequent snapshots (held until their outputs are
+// acknowledged): each key's outputs must land once and in input order, and
+// each key's state must equal a run without faults.
 func TestWindowFaults(t *testing.T) {
+	t.Run("one", func(t *testing.T) { windowFaults(t, 1) })
+	t.Run("lane", func(t *testing.T) { windowFaults(t, 4) })
+}
+
+func windowFaults(t *testing.T, keyInFlight int) {
 	e := newEnv(t)
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	const n = 360
+	laneFaults := &faultyLane{rng: rand.New(rand.NewPCG(7, 8))}
 	run := func(name string, faults *faultyPub, keyFaults *faultyKeys, publish bool) PipelineConfig {
 		pc := pipelineConfig(name)
-		pc.Output.Window = 8
+		pc.Output.Window = 8 * keyInFlight
+		pc.Output.KeyInFlight = keyInFlight
 		pc.Snapshot = SnapshotPolicy{EveryMessages: 5, Every: -1}
-		if faults != nil {
+		if faults != nil && keyInFlight > 1 {
+			e.wrapLane = laneFaults.wrap
+			defer func() { e.wrapLane = nil }()
+		} else if faults != nil {
 			e.wrapPub = func(p asyncPublisher) asyncPublisher { faults.asyncPublisher = p; return faults }
 			defer func() { e.wrapPub = nil }()
 		}
@@ -135,7 +195,13 @@ func TestWindowFaults(t *testing.T) {
 			e.wrapKeys = func(k keyStore) keyStore { keyFaults.keyStore = k; return keyFaults }
 			defer func() { e.wrapKeys = nil }()
 		}
-		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+		cfg := Config{Pipelines: []PipelineConfig{pc}, Workers: 2}
+		if keyInFlight > 1 {
+			// A lane ends a batch whose answer is late by snapshot_timeout/5
+			// (≥ 500ms): 2s by default, which lost answers would add up.
+			cfg.SnapshotTimeout = 2500 * time.Millisecond
+		}
+		r := e.start(t, cfg)
 		rng := rand.New(rand.NewPCG(5, 6))
 		xs := vectors(9, n)
 		for i := range n * b2i(publish) {
@@ -168,10 +234,19 @@ func TestWindowFaults(t *testing.T) {
 	if keyFaults.loadFailed.Load() == 0 || keyFaults.saveFailed.Load() == 0 {
 		t.Fatal("no load or save failure was injected")
 	}
-	t.Logf("publish attempts: %d delivered, %d refused, %d lost, %d stored with the ack lost",
-		faults.delivered.Load(), faults.refused.Load(), faults.lost.Load(), faults.ackLost.Load())
-	if faults.refused.Load() == 0 || faults.lost.Load() == 0 || faults.ackLost.Load() == 0 {
-		t.Fatal("not every fault was injected")
+	if keyInFlight > 1 {
+		f := laneFaults
+		t.Logf("lane publishes: %d delivered, %d refused, %d lost, %d processed with the answers lost; %d of them ends of batches",
+			f.ok.Load(), f.refused.Load(), f.lost.Load(), f.ansLost.Load(), f.ends.Load())
+		if f.refused.Load() == 0 || f.lost.Load() == 0 || f.ansLost.Load() == 0 || f.ends.Load() == 0 {
+			t.Fatal("not every fault was injected")
+		}
+	} else {
+		t.Logf("publish attempts: %d delivered, %d refused, %d lost, %d stored with the ack lost",
+			faults.delivered.Load(), faults.refused.Load(), faults.lost.Load(), faults.ackLost.Load())
+		if faults.refused.Load() == 0 || faults.lost.Load() == 0 || faults.ackLost.Load() == 0 {
+			t.Fatal("not every fault was injected")
+		}
 	}
 
 	outs := func(stream string) map[string][]uint64 {
@@ -189,6 +264,7 @@ func TestWindowFaults(t *testing.T) {
 		for i := 1; i < len(g); i++ {
 			if g[i] <= g[i-1] {
 				t.Errorf("key %s: output of input %d after that of input %d (out of order or twice)", k, g[i], g[i-1])
+				t.Logf("key %s: %v", k, g)
 			}
 		}
 		if len(g) != len(want[k]) {

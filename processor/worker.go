@@ -178,9 +178,11 @@ type worker struct {
 	ys      []int  // scratch of decode's label check
 	dlLog   deadLetterLog
 
-	pubq    chan pubWait  // to the acker; capacity: publishes in flight at most
-	stopped chan struct{} // closed when run returns: the acker stops waiting
-	acks    chan pubDone  // from the acker; same capacity, so it never blocks
+	lane    *lane          // output.key_in_flight > 1: outputs go through it (lane.go), not pubq
+	laneIn  chan *nats.Msg // the stream's answers to the lane
+	pubq    chan pubWait   // to the acker; capacity: publishes in flight at most
+	stopped chan struct{}  // closed when run returns: the acker stops waiting
+	acks    chan pubDone   // from the acker; same capacity, so it never blocks
 	wake    *time.Timer
 	wakeAt  time.Time // when wake fires; zero: stopped
 	fenced  bool      // the machine was told
@@ -194,6 +196,18 @@ func newWorker(pt *partition, id, quota int) *worker {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	sp := pc.Snapshot
+	keyInFlight := 1
+	var ln *lane
+	var laneIn chan *nats.Msg
+	if pt.pipe.lane {
+		keyInFlight = pc.Output.KeyInFlight
+		var lp lanePublisher = p.conn
+		if p.wrapLane != nil {
+			lp = p.wrapLane(lp)
+		}
+		ln = newLane(lp, nats.NewInbox(), p.publishAttempt())
+		laneIn = make(chan *nats.Msg, 4*limit+64)
+	}
 	return &worker{
 		p: p, part: pt, id: id, log: pt.log.With(zap.Int("worker", id)),
 		in:      make(chan item, p.cfg.QueueSize),
@@ -201,12 +215,14 @@ func newWorker(pt *partition, id, quota int) *worker {
 		results: make(chan snapResult, jobSlots),
 		m: machine.New[inMsg, *nats.Msg](machine.Config{
 			Policy:     machine.Policy{EveryMessages: sp.EveryMessages, Every: sp.Every},
-			OnShutdown: *sp.OnShutdown, Quota: quota, Slots: jobSlots, Window: limit,
+			OnShutdown: *sp.OnShutdown, Quota: quota, Slots: jobSlots, Window: limit, KeyInFlight: keyInFlight,
 			SlotWait: p.cfg.SnapshotTimeout, BlockTTL: blockExpiry(pc),
 		}, pt.track),
 		keys:    map[string]*entry{},
 		held:    map[uint64]*snapJob{},
 		eig:     make([]float64, pc.Learner.Components),
+		lane:    ln,
+		laneIn:  laneIn,
 		pubq:    make(chan pubWait, limit),
 		stopped: make(chan struct{}),
 		acks:    make(chan pubDone, limit),
@@ -219,12 +235,26 @@ func newWorker(pt *partition, id, quota int) *worker {
 func (w *worker) run(ctx context.Context) error {
 	defer close(w.stopped)
 	defer w.release()
+	if w.lane != nil {
+		sub, err := w.p.conn.ChanSubscribe(w.lane.prefix+".>", w.laneIn)
+		if err != nil {
+			return fmt.Errorf("processor: output lane: subscribe to its answers: %w", err)
+		}
+		defer func() {
+			w.lane.close()
+			_ = sub.Unsubscribe()
+			w.log.Debug("output lane", zap.Uint64("batches", w.lane.batches), zap.Uint64("ended_by_trouble", w.lane.ends))
+		}()
+	}
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
 	closing, lost, done := w.part.closing, w.part.fence.Lost(), ctx.Done()
 	in := w.in
 	for {
 		w.drain(ctx)
+		if w.lane != nil {
+			w.lane.settled()
+		}
 		if w.fatal != nil {
 			close(w.jobs)
 			return w.fatal
@@ -273,11 +303,16 @@ func (w *worker) run(ctx context.Context) error {
 			w.landed(r)
 		case d := <-w.acks:
 			w.acked(d)
+		case a := <-w.laneIn:
+			w.lane.onAnswer(a.Subject, a.Header, a.Data, time.Now())
+			w.laneResults()
 		case <-w.wake.C:
 			w.wakeAt = time.Time{}
+			w.laneTick()
 			w.step(machine.Tick{})
 		case <-tick.C:
 			w.dlLog.flush(w.log, time.Now())
+			w.laneTick()
 			w.step(machine.Tick{})
 		}
 	}
@@ -304,6 +339,11 @@ func (w *worker) fenceLost() {
 // armWake sets the wake timer to the machine's next deadline.
 func (w *worker) armWake() {
 	at := w.m.Wake()
+	if w.lane != nil {
+		if la := w.lane.wake(); !la.IsZero() && (at.IsZero() || la.Before(at)) {
+			at = la
+		}
+	}
 	if at.Equal(w.wakeAt) {
 		return
 	}
@@ -333,7 +373,7 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 	case machine.ActApply:
 		w.apply(&a.Msg)
 	case machine.ActPublish:
-		w.publish(a.Key, a.Out)
+		w.publish(a.Key, a.Ord, a.Out)
 	case machine.ActRetry:
 		w.p.met.publishErrors.WithLabelValues(w.part.pipe.cfg.Name).Inc()
 		if errors.Is(a.Err, errFenced) {
@@ -495,7 +535,7 @@ func (w *worker) apply(m *inMsg) {
 // publish publishes key's next output: with JetStream when a stream
 // captures the output subject (asynchronously: the acker reports the
 // PubAck), else with core NATS (done when written to the connection).
-func (w *worker) publish(key string, m *nats.Msg) {
+func (w *worker) publish(key string, ord uint64, m *nats.Msg) {
 	e := w.keys[key]
 	if !e.pipe.outJS {
 		err := w.p.conn.PublishMsg(m)
@@ -512,12 +552,45 @@ func (w *worker) publish(key string, m *nats.Msg) {
 		w.step(machine.Published{Key: key, Err: errFenced, Refused: true})
 		return
 	}
+	if w.lane != nil {
+		// Answered now when the lane refuses it: before anything else
+		// reaches the lane (lane.go).
+		w.lane.publish(key, ord, m, time.Now())
+		w.laneResults()
+		return
+	}
 	f, err := w.p.pubJS.PublishMsgAsync(m)
 	if err != nil {
 		w.step(machine.Published{Key: key, Err: err, Refused: !transientJS(err)})
 		return
 	}
 	w.pubq <- pubWait{key: key, f: f} // at most Window in flight: never blocks
+}
+
+// laneResults steps the machine with the lane's answers, in order, one at
+// a time (a step may publish, and the lane answers a refused send after
+// the answers before it).
+func (w *worker) laneResults() {
+	for {
+		r, ok := w.lane.pop()
+		if !ok {
+			return
+		}
+		if r.err == nil {
+			if e, ok := w.keys[r.key]; ok {
+				w.sent(e, 1)
+			}
+		}
+		w.step(machine.Published{Key: r.key, Ord: r.ord, Err: r.err, Refused: r.refused})
+	}
+}
+
+// laneTick lets the lane end a batch that waited too long.
+func (w *worker) laneTick() {
+	if w.lane != nil {
+		w.lane.tick(time.Now())
+		w.laneResults()
+	}
 }
 
 // acked handles the end of a JetStream publish in flight.

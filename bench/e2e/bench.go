@@ -51,6 +51,7 @@ type benchOptions struct {
 	rttList    string
 	duration   time.Duration
 	window     int
+	keyFlight  int // the processor's output.key_in_flight
 	maxAck     int // max_ack_pending of every phase's consumer
 	queueSize  int // the processor's queue_size; with maxAck, the pull batch of every phase
 	learner    string
@@ -85,6 +86,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.rttList, "rtt", "0,1ms", "simulated network round trips between NATS and the processor (or raw baseline), comma-separated; every phase runs once per value; 0 connects directly, more through a delaying TCP proxy on loopback (half each way)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "end a phase's measured window after this long even if fewer than --count outputs arrived (0: wait for all --count)")
 	fs.IntVar(&o.window, "window", processor.DefaultOutputWindow, "outputs awaiting their PubAck at most: the raw baseline's asynchronous publishes, the processor's output.window")
+	fs.IntVar(&o.keyFlight, "key-in-flight", 1, "the processor's output.key_in_flight: outputs of one key awaiting their PubAck at most; > 1 publishes through an ordered fast-batch lane per worker (the output stream is created with allow_batched)")
 	fs.IntVar(&o.maxAck, "max-ack-pending", processor.DefaultMaxAckPending, "every phase's consumer: max_ack_pending (the processor's input.max_ack_pending)")
 	fs.IntVar(&o.queueSize, "queue-size", processor.DefaultQueueSize, "the processor's queue_size; every phase's consumer pulls min(max-ack-pending, 2·queue-size) messages at a time, as the processor does")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
@@ -168,8 +170,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.rate > 0 {
 		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
 	}
-	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d warm-up=%d/key count=%d duration=%v rate=%s stream=%s rtt=%s; GOGC=%s GOMEMLIMIT=%s\n",
-		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.warmup, o.count, o.duration, rate, o.stream, o.rttList, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
+	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d key-in-flight=%d warm-up=%d/key count=%d duration=%v rate=%s stream=%s rtt=%s; GOGC=%s GOMEMLIMIT=%s\n",
+		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.keyFlight, o.warmup, o.count, o.duration, rate, o.stream, o.rttList, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
 	var results []*phaseResult
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -258,6 +260,9 @@ func (o *benchOptions) check(nargs int) error {
 	}
 	if o.window < 1 {
 		bad("--window must be ≥ 1")
+	}
+	if o.keyFlight < 1 || o.keyFlight > o.window {
+		bad("--key-in-flight must be in [1, --window]")
 	}
 	if o.maxAck < 1 || o.queueSize < 1 {
 		bad("--max-ack-pending and --queue-size must be ≥ 1")
@@ -367,6 +372,9 @@ func newReceiver(want int) *receiver {
 }
 
 func (r *receiver) handle(m *nats.Msg) {
+	if m.Header.Get(processor.HeaderLane) != "" {
+		return // a lane's end of batch (--key-in-flight > 1): not an output, not stored
+	}
 	now := time.Now()
 	r.lastSeen.Store(now.UnixNano())
 	enc := codec.Msgpack
@@ -609,7 +617,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		// one by its Nats-Msg-Id; the processor then publishes with
 		// JetStream and waits for each PubAck.
 		if err := create(jetstream.StreamConfig{Name: outStream, Subjects: []string{outSubj + ".*"},
-			Storage: st, Duplicates: 2 * time.Minute}); err != nil {
+			Storage: st, Duplicates: 2 * time.Minute, AllowBatchPublish: o.keyFlight > 1}); err != nil {
 			return nil, err
 		}
 	}
@@ -991,7 +999,7 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, strea
 			Name:     "bench",
 			Input:    processor.InputConfig{Stream: stream, Subject: in, MaxAckPending: o.maxAck},
 			Learner:  lc,
-			Output:   processor.OutputConfig{Subject: out + ".{key}", Window: o.window},
+			Output:   processor.OutputConfig{Subject: out + ".{key}", Window: o.window, KeyInFlight: o.keyFlight},
 			Snapshot: processor.SnapshotPolicy{EveryMessages: o.snapEvery},
 		}},
 	}

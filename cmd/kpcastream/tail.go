@@ -128,8 +128,8 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-idle:
 			return nil
 		case m := <-msgs:
-			if !keep(m) {
-				continue
+			if !keep(m) || m.Header.Get(processor.HeaderLane) != "" {
+				continue // HeaderLane: an output lane's end of batch, not an output
 			}
 			line := messageJSON(m, *meta || *dlq)
 			if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {

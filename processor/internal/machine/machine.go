@@ -48,12 +48,19 @@ type Policy struct {
 // Config is a machine's fixed parameters.
 type Config struct {
 	Policy     Policy
-	OnShutdown bool          // write final snapshots when the input closes
-	Quota      int           // keys loaded at most
-	Slots      int           // snapshot jobs in flight (held ones included)
-	Window     int           // outputs queued or in flight at most
-	SlotWait   time.Duration // how long a load waits for a slot to unload a key
-	BlockTTL   time.Duration // how long a key waits for an unapplied message
+	OnShutdown bool // write final snapshots when the input closes
+	Quota      int  // keys loaded at most
+	Slots      int  // snapshot jobs in flight (held ones included)
+	Window     int  // outputs queued or in flight at most
+	// KeyInFlight is how many outputs of one key may be in flight at
+	// once (≤ 1: one, the next sent only when the previous one is
+	// acknowledged). More needs an executor that keeps a key's outputs
+	// in order in the output stream whatever fails (processor/lane.go):
+	// a failure of one output means no later output of the key in flight
+	// with it lands before it. See window.go.
+	KeyInFlight int
+	SlotWait    time.Duration // how long a load waits for a slot to unload a key
+	BlockTTL    time.Duration // how long a key waits for an unapplied message
 }
 
 // Disp is how the worker disposes of a failed message: it classified the
@@ -141,9 +148,13 @@ type (
 		Fail    *Fail
 	}
 	// Published answers a Publish action: Err nil when the output stream
-	// acknowledged it; Refused when retries may not cure Err.
+	// acknowledged it; Refused when retries may not cure Err. Ord is the
+	// action's Ord (checked only with KeyInFlight > 1: an acknowledgement
+	// of any other than the key's oldest output in flight counts as a
+	// failure).
 	Published struct {
 		Key     string
+		Ord     uint64
 		Err     error
 		Refused bool
 	}
@@ -192,7 +203,7 @@ type Kind int
 const (
 	ActLoad     Kind = iota + 1 // load Key (Load opts); answer with Loaded
 	ActApply                    // apply Msg to Key's learner; answer with Applied
-	ActPublish                  // publish Out (Key's next output); answer with Published
+	ActPublish                  // publish Out (Key's next output, of input Seq, ordinal Ord); answer with Published
 	ActRetry                    // Key's output (of input Seq) failed Attempt times with Err: log and meter it
 	ActAck                      // ack Msg (Result)
 	ActNak                      // nak Msg (Err)
@@ -220,6 +231,7 @@ type Action[M, O any] struct {
 	Load    LoadOpts
 	Ref     any
 	Seq     uint64
+	Ord     uint64
 	Attempt int
 	Delta   int
 	Waited  time.Duration
@@ -235,8 +247,9 @@ type Ready[M, O any] struct {
 // last save is in flight.
 type slot[M, O any] struct {
 	*keyState
-	out outQueue[M, O]
-	idx int // in Machine.all
+	out     outQueue[M, O]
+	idx     int  // in Machine.all
+	waiting bool // in Machine.sendable
 }
 
 // stage is where the message in progress is.
@@ -331,7 +344,7 @@ func (m *Machine[M, O]) Wake() time.Time {
 		}
 	}
 	for _, s := range m.retrying {
-		if !s.out.flying && len(s.out.groups) > 0 {
+		if s.out.flying == 0 && len(s.out.groups) > 0 {
 			earliest(s.out.retryAt)
 		}
 	}
@@ -541,6 +554,7 @@ func (m *Machine[M, O]) loaded(l Loaded) error {
 		return nil
 	}
 	s := &slot[M, O]{keyState: &keyState{key: l.Key, lastSeq: l.LastSeq}, idx: len(m.all)}
+	s.out.perKey = m.cfg.KeyInFlight
 	m.keys[l.Key] = s
 	m.all = append(m.all, s)
 	m.core.add(s.keyState)
@@ -590,7 +604,7 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 	if len(a.Outs) > 0 {
 		g := &outGroup[M, O]{seq: c.seq, msgs: a.Outs, in: c.msg, result: a.Result}
 		if push(&m.win, &s.out, g) {
-			m.send(s)
+			m.pump(s)
 		}
 	} else {
 		m.core.settled(c.key, c.seq)
@@ -620,62 +634,81 @@ func (m *Machine[M, O]) refuse(msg M, key string, seq uint64, f Fail) {
 	}
 }
 
-// send publishes s's head output, unless the partition is fenced (then
-// nothing more is published: its next owner replays what is not
-// acknowledged).
-func (m *Machine[M, O]) send(s *slot[M, O]) {
+// pump publishes s's next outputs while it may (window.go), unless the
+// partition is fenced (then nothing more is published: its next owner
+// replays what is not acknowledged). A key held back only by the worker's
+// in-flight limit waits in sendable.
+func (m *Machine[M, O]) pump(s *slot[M, O]) {
 	if m.fenced {
 		return
 	}
-	if m.inflight >= m.cfg.Window {
-		m.sendable = append(m.sendable, s)
-		return
+	for s.out.ready(m.now) {
+		if m.inflight >= m.cfg.Window {
+			if !s.waiting {
+				s.waiting = true
+				m.sendable = append(m.sendable, s)
+			}
+			return
+		}
+		m.inflight++
+		o, seq, ord := s.out.sendNext()
+		m.emit(Action[M, O]{Kind: ActPublish, Key: s.key, Out: o, Seq: seq, Ord: ord})
 	}
-	m.inflight++
-	m.emit(Action[M, O]{Kind: ActPublish, Key: s.key, Out: s.out.send(), Seq: s.out.groups[0].seq})
 }
 
-// published answers the Publish of key's head output.
+// published answers a Publish of key's output.
 func (m *Machine[M, O]) published(p Published) error {
 	s, ok := m.keys[p.Key]
 	if !ok {
 		m.inflight-- // a key forgotten meanwhile (a conflicting save): nothing to do
 		return nil
 	}
-	if !s.out.flying {
+	if s.out.flying == 0 {
 		return fmt.Errorf("machine: unexpected publish result of key %q", p.Key)
 	}
 	m.inflight--
-	if p.Err != nil {
-		defer m.sendWaiting()
-		s.out.failed(m.now, p.Refused)
-		m.emit(Action[M, O]{Kind: ActRetry, Key: s.key, Seq: s.out.groups[0].seq, Attempt: s.out.tries, Err: p.Err})
-		m.retrying = append(m.retrying, s)
+	defer m.sendWaiting()
+	if p.Err == nil && (s.out.perKey <= 1 || p.Ord == s.out.ord) {
+		done, saves := acked(&m.win, &s.out)
+		if done != nil {
+			m.core.settled(s.key, done.seq)
+			m.emit(Action[M, O]{Kind: ActAck, Key: s.key, Msg: done.in, Seq: done.seq, Result: done.result})
+		}
+		for _, j := range saves {
+			m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})
+		}
+		m.endRound(s)
+		m.pump(s)
 		return nil
 	}
-	done, saves := acked(&m.win, &s.out)
-	if done != nil {
-		m.core.settled(s.key, done.seq)
-		m.emit(Action[M, O]{Kind: ActAck, Key: s.key, Msg: done.in, Seq: done.seq, Result: done.result})
+	err := p.Err
+	if err == nil {
+		err = fmt.Errorf("machine: acknowledgement of output %d of key %q while %d is the oldest in flight", p.Ord, p.Key, s.out.ord)
 	}
-	for _, j := range saves {
-		m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})
+	if s.out.failed(p.Refused) {
+		m.emit(Action[M, O]{Kind: ActRetry, Key: s.key, Seq: s.out.headSeq(), Attempt: s.out.tries, Err: err})
 	}
-	if s.out.ready(time.Time{}) {
-		m.send(s)
-	}
-	m.sendWaiting()
+	m.endRound(s)
 	return nil
 }
 
-// sendWaiting publishes the heads that waited for an in-flight slot.
+// endRound schedules the next round of s's outputs once its broken round
+// has nothing in flight.
+func (m *Machine[M, O]) endRound(s *slot[M, O]) {
+	if at := s.out.endRound(m.now); !at.IsZero() {
+		m.retrying = append(m.retrying, s)
+	}
+}
+
+// sendWaiting publishes for the keys that waited for an in-flight slot.
 func (m *Machine[M, O]) sendWaiting() {
 	for m.inflight < m.cfg.Window && len(m.sendable) > 0 {
 		s := m.sendable[0]
 		m.sendable[0] = nil
 		m.sendable = m.sendable[1:]
-		if m.keys[s.key] == s && s.out.ready(time.Time{}) {
-			m.send(s)
+		s.waiting = false
+		if m.keys[s.key] == s {
+			m.pump(s)
 		}
 	}
 }
@@ -758,8 +791,8 @@ func (m *Machine[M, O]) tick() {
 	var due []*slot[M, O]
 	for _, s := range m.retrying {
 		switch {
-		case s.out.flying || len(s.out.groups) == 0 || m.keys[s.key] != s:
-		case s.out.ready(m.now):
+		case len(s.out.groups) == 0 || m.keys[s.key] != s || s.out.retryAt.IsZero():
+		case !m.now.Before(s.out.retryAt):
 			due = append(due, s)
 		default:
 			keep = append(keep, s)
@@ -768,9 +801,7 @@ func (m *Machine[M, O]) tick() {
 	clear(m.retrying[len(keep):])
 	m.retrying = keep
 	for _, s := range due {
-		if s.out.ready(m.now) {
-			m.send(s)
-		}
+		m.pump(s)
 	}
 	if c := m.cur; c != nil && c.stage == waitSlot && !m.now.Before(c.deadline) {
 		// No slot freed in time: the victim is saved as soon as one does,

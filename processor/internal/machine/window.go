@@ -42,12 +42,26 @@ type heldSave struct {
 }
 
 // outQueue is one key's outputs not yet acknowledged by the output stream.
+//
+// A key sends its outputs in order in rounds: from the first output not
+// acknowledged (the head), up to perKey in flight (one unless the worker
+// publishes through a lane, see KeyInFlight). Acknowledgements come back in
+// send order and pop the head. The first failure of a round breaks it:
+// nothing more of the key is sent until every output of the round still
+// in flight has resolved (acknowledged or failed); then, after the retry
+// backoff, the next round starts again from the head — every output not
+// acknowledged, in order. With one in flight per key this is the retry of
+// the failed head before anything later of the key.
 type outQueue[M, O any] struct {
 	groups  []*outGroup[M, O]
-	flying  bool      // groups[0].msgs[groups[0].next] is in flight
+	perKey  int       // outputs in flight at most (0: 1)
+	flying  int       // outputs of this round in flight
+	cg, cm  int       // the next output to send: groups[cg].msgs[cm]
+	broken  bool      // an output of this round failed: send no more until flying is 0
+	ord     uint64    // the head's ordinal: outputs acknowledged before it
 	retryAt time.Time // zero unless the head waits to be published again
-	tries   int       // failed attempts of the head message in a row
-	refused bool      // the last attempt failed with an error that retries may not cure
+	tries   int       // failed rounds in a row
+	refused bool      // the last failure was an error that retries may not cure
 	held    []heldSave
 }
 
@@ -61,57 +75,124 @@ type window struct {
 func (w *window) full() bool { return w.pending >= w.limit }
 
 // push appends g (at least one message) to q, counted in w, and says
-// whether q's head can be published now (nothing of the key in flight or
-// waiting to retry).
+// whether q can send now (see ready).
 func push[M, O any](w *window, q *outQueue[M, O], g *outGroup[M, O]) bool {
+	if len(q.groups) == 0 {
+		q.cg, q.cm = 0, g.next
+	}
 	q.groups = append(q.groups, g)
 	w.pending += len(g.msgs)
 	return q.ready(time.Time{})
 }
 
-// ready reports whether q's head message can be published at now: q has
-// outputs, none in flight, and no retry is due later than now (a zero now
-// only publishes a head that is not waiting to retry).
+// ready reports whether q can send its next output at now: it has one not
+// yet sent in this round, fewer than perKey in flight, the round is not
+// broken, and no retry is due later than now (a zero now only sends when
+// no retry is pending).
 func (q *outQueue[M, O]) ready(now time.Time) bool {
-	if len(q.groups) == 0 || q.flying {
+	if q.cg >= len(q.groups) || q.broken || q.flying >= max(1, q.perKey) {
 		return false
 	}
 	return q.retryAt.IsZero() || (!now.IsZero() && !now.Before(q.retryAt))
 }
 
-// send marks q's head message as in flight and returns it; q must be ready.
+// send marks q's next output as in flight and returns it with its input's
+// sequence and its ordinal (the ordinal its acknowledgement names); q must
+// be ready.
 func (q *outQueue[M, O]) send() O {
-	g := q.groups[0]
-	q.flying, q.retryAt = true, time.Time{}
-	return g.msgs[g.next]
+	o, _, _ := q.sendNext()
+	return o
 }
 
-// acked records that q's message in flight was acknowledged. It returns
-// the group that is now complete (its input can be acknowledged), or nil,
-// and the held snapshot jobs that may now be saved.
+func (q *outQueue[M, O]) sendNext() (o O, seq, ord uint64) {
+	g := q.groups[q.cg]
+	o, seq = g.msgs[q.cm], g.seq
+	ord = q.ord + uint64(q.sent())
+	q.flying++
+	q.retryAt = time.Time{}
+	if q.cm++; q.cm == len(g.msgs) {
+		q.cg, q.cm = q.cg+1, 0
+	}
+	return o, seq, ord
+}
+
+// sent counts the outputs of this round sent (in flight, or failed in a
+// broken round): those between the head and the cursor.
+func (q *outQueue[M, O]) sent() int {
+	if len(q.groups) == 0 {
+		return 0
+	}
+	n := -q.groups[0].next
+	for i := 0; i < q.cg && i < len(q.groups); i++ {
+		n += len(q.groups[i].msgs)
+	}
+	return n + q.cm
+}
+
+// headSeq is the input sequence of q's head output (0: none).
+func (q *outQueue[M, O]) headSeq() uint64 {
+	if len(q.groups) == 0 {
+		return 0
+	}
+	return q.groups[0].seq
+}
+
+// acked records that q's oldest output in flight, the head, was
+// acknowledged. It returns the group that is now complete (its input can
+// be acknowledged), or nil, and the held snapshot jobs that may now be
+// saved.
 func acked[M, O any](w *window, q *outQueue[M, O]) (done *outGroup[M, O], saves []Job) {
 	g := q.groups[0]
-	q.flying, q.tries, q.refused = false, 0, false
+	q.flying--
+	if !q.broken {
+		q.tries, q.refused = 0, false
+	}
 	g.next++
+	q.ord++
 	w.pending--
 	if g.next < len(g.msgs) {
 		return nil, nil
 	}
 	q.groups[0] = nil
 	q.groups = q.groups[1:]
+	if q.cg > 0 {
+		q.cg--
+	} else { // the cursor was on the group that completed: a round that ended at its end
+		q.cm = 0
+	}
 	if len(q.groups) == 0 {
 		q.groups = nil // let the backing array go
+		q.cg, q.cm = 0, 0
 	}
 	return g, q.release()
 }
 
-// failed records that q's message in flight was not acknowledged (refused:
-// by an error that retries may not cure, such as a message larger than the
-// stream allows): it is published again at now + backoff, before anything
-// later of the key. It returns when.
-func (q *outQueue[M, O]) failed(now time.Time, refused bool) time.Time {
-	q.flying, q.refused = false, refused
+// failed records that an output of q in flight was not acknowledged
+// (refused: by an error that retries may not cure, such as a message
+// larger than the stream allows). It reports whether it is the round's
+// first failure (then tries counts it).
+func (q *outQueue[M, O]) failed(refused bool) (first bool) {
+	q.flying--
+	if q.broken {
+		return false
+	}
+	q.broken, q.refused = true, refused
 	q.tries++
+	return true
+}
+
+// endRound starts the next round once a broken one has nothing in flight:
+// everything not acknowledged is sent again from the head, in order, at
+// now + backoff. It returns when (zero: the round is not over).
+func (q *outQueue[M, O]) endRound(now time.Time) time.Time {
+	if !q.broken || q.flying > 0 {
+		return time.Time{}
+	}
+	q.broken = false
+	q.cg, q.cm = 0, 0
+	if len(q.groups) > 0 {
+		q.cm = q.groups[0].next
+	}
 	q.retryAt = now.Add(retryBackoff(q.tries))
 	return q.retryAt
 }

@@ -66,7 +66,8 @@ func TestWindowKeyOrder(t *testing.T) {
 					t.Fatal("ready with a message in flight")
 				}
 				if slices.Contains(tc.fails, attempt) {
-					at := q.failed(now, false)
+					q.failed(false)
+					at := q.endRound(now)
 					if q.ready(now) {
 						t.Fatal("ready before the retry backoff")
 					}
@@ -132,7 +133,8 @@ func TestWindowHeldSaves(t *testing.T) {
 	}
 	// A failure of 3 does not release j2.
 	q.send()
-	q.failed(t0, true)
+	q.failed(true)
+	q.endRound(t0)
 	if !q.hopeless() {
 		t.Error("a refused head: hopeless for shutdown")
 	}

@@ -1,0 +1,467 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// laneServer is an embedded nats-server on a fixed port and store, which a
+// test can restart.
+type laneServer struct {
+	t    *testing.T
+	opts server.Options
+	s    *server.Server
+}
+
+func newLaneServer(t *testing.T, limits server.JSLimitOpts) *laneServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test against an embedded nats-server (skipped under -short)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r := &laneServer{t: t, opts: server.Options{ServerName: "lane", Host: "127.0.0.1", Port: port, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, JetStreamLimits: limits}}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *laneServer) start() {
+	opts := r.opts
+	s, err := server.NewServer(&opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		r.t.Fatal("server not ready")
+	}
+	r.s = s
+}
+
+func (r *laneServer) stop() {
+	if r.s != nil {
+		r.s.Shutdown()
+		r.s.WaitForShutdown()
+		r.s = nil
+	}
+}
+
+// laneRig drives a lane by hand against a real stream: what a worker does,
+// without a machine.
+type laneRig struct {
+	t   *testing.T
+	l   *lane
+	in  chan *nats.Msg
+	got []laneResult
+}
+
+func newLaneRig(t *testing.T, nc *nats.Conn) *laneRig {
+	r := &laneRig{t: t, l: newLane(nc, nats.NewInbox(), 500*time.Millisecond), in: make(chan *nats.Msg, 256)}
+	sub, err := nc.ChanSubscribe(r.l.prefix+".>", r.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return r
+}
+
+func (r *laneRig) take() {
+	for {
+		a, ok := r.l.pop()
+		if !ok {
+			r.l.settled()
+			return
+		}
+		r.got = append(r.got, a)
+	}
+}
+
+func (r *laneRig) send(ord uint64, m *nats.Msg) {
+	r.l.publish("k", ord, m, time.Now())
+	r.take()
+}
+
+// until runs the lane (answers, ticks) until n answers came or d passed.
+func (r *laneRig) until(n int, d time.Duration) {
+	r.t.Helper()
+	deadline := time.After(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for len(r.got) < n {
+		select {
+		case a := <-r.in:
+			r.l.onAnswer(a.Subject, a.Header, a.Data, time.Now())
+		case <-tick.C:
+			r.l.tick(time.Now())
+		case <-deadline:
+			r.t.Fatalf("%d answers after %v, want %d: %+v", len(r.got), d, n, r.got)
+		}
+		r.take()
+	}
+}
+
+func outMsg(subject, id string, size int) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Data = []byte(strings.Repeat("x", size))
+	return m
+}
+
+// TestLaneAnswers runs a lane against a real nats-server and reads each of
+// the stream's answers: acknowledgements in order; a message the stream
+// refuses (larger than max_msg_size) ends the batch — the message is
+// answered refused, the later ones failed, and nothing after it is
+// persisted; a batch the server dropped for inactivity answers
+// "unknown"; a stream without allow_batched answers refused.
+func TestLaneAnswers(t *testing.T) {
+	srv := newLaneServer(t, server.JSLimitOpts{MaxBatchTimeout: 200 * time.Millisecond})
+	nc, err := nats.Connect(srv.s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LANE", Subjects: []string{"lane.>"}, AllowBatchPublish: true,
+		Duplicates: time.Minute, MaxMsgSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newLaneRig(t, nc)
+	for i := range 4 {
+		r.send(uint64(i), outMsg("lane.k", fmt.Sprint("m", i), 10))
+	}
+	r.until(4, 5*time.Second)
+	for i, a := range r.got {
+		if a.err != nil || a.ord != uint64(i) {
+			t.Fatalf("answer %d: %+v, want ord %d persisted", i, a, i)
+		}
+	}
+	// m4 too large: the batch ends there; m5 is not persisted.
+	r.got = nil
+	r.send(4, outMsg("lane.k", "m4", 2000))
+	r.send(5, outMsg("lane.k", "m5", 10))
+	r.until(2, 5*time.Second)
+	if a := r.got[0]; a.err == nil || !a.refused || !strings.Contains(a.err.Error(), "refused") {
+		t.Errorf("too large: %+v, want refused by the stream", a)
+	}
+	if a := r.got[1]; a.err == nil || a.refused {
+		t.Errorf("after the refused one: %+v, want failed", a)
+	}
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != 4 {
+		t.Errorf("stream holds %d messages, want 4", info.State.Msgs)
+	}
+	// A duplicate is skipped and acknowledged; then the batch sits idle
+	// past the server's batch timeout (the lane's own idle close is off):
+	// the next message is refused as unknown and not persisted.
+	r.got = nil
+	r.l.idle = time.Hour
+	r.send(5, outMsg("lane.k", "m3", 10)) // a duplicate of m3
+	r.until(1, 5*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	r.send(6, outMsg("lane.k", "m6", 10))
+	r.until(2, 5*time.Second)
+	if r.got[0].err != nil || !errors.Is(r.got[1].err, errLaneUnknown) {
+		t.Errorf("duplicate, then after the server's batch timeout: %+v, want persisted, then unknown", r.got)
+	}
+	info, _ = st.Info(ctx)
+	if info.State.Msgs != 4 {
+		t.Errorf("stream holds %d messages, want 4 (the duplicate skipped, the late one refused)", info.State.Msgs)
+	}
+	// A new batch carries it.
+	r.got = nil
+	r.send(6, outMsg("lane.k", "m6", 10))
+	r.until(1, 5*time.Second)
+	if r.got[0].err != nil {
+		t.Errorf("in a new batch: %+v", r.got[0])
+	}
+	if r.l.batches != 3 || r.l.ends != 1 {
+		t.Errorf("%d batches opened, %d ended by trouble; want 3 and 1", r.l.batches, r.l.ends)
+	}
+
+	// A stream without allow_batched.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "NOLANE", Subjects: []string{"nolane.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newLaneRig(t, nc)
+	r2.send(0, outMsg("nolane.k", "n0", 10))
+	r2.until(1, 5*time.Second)
+	if a := r2.got[0]; a.err == nil || !a.refused || !strings.Contains(a.err.Error(), "allow_batched") {
+		t.Errorf("stream without batches: %+v (%v), want refused naming allow_batched", a, a.err)
+	}
+	r2.send(1, outMsg("nolane.k", "n1", 10))
+	if a := r2.got[1]; !a.refused {
+		t.Errorf("the next send: %+v, want refused at once", a)
+	}
+	// Once the stream allows batches, the lane finds out after laneRecheck.
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "NOLANE", Subjects: []string{"nolane.>"}, AllowBatchPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	r2.l.tick(time.Now().Add(laneRecheck))
+	r2.send(2, outMsg("nolane.k", "n2", 10))
+	r2.until(3, 5*time.Second)
+	if a := r2.got[2]; a.err != nil {
+		t.Errorf("after allow_batched was set: %+v (%v), want persisted", a, a.err)
+	}
+}
+
+// TestLaneServerRestart restarts the nats-server under a pipeline whose
+// outputs go through lanes (output.key_in_flight 8) while inputs keep
+// coming (each retried with its message id through the outage), three
+// times: the connection drops and reconnects, the batches in flight are
+// lost with the server's memory, answers and publishes are lost with the
+// connection. See laneDisrupted for what is checked.
+func TestLaneServerRestart(t *testing.T) {
+	srv := newLaneServer(t, server.JSLimitOpts{})
+	laneDisrupted(t, srv.s.ClientURL(), func() {
+		srv.stop()
+		time.Sleep(300 * time.Millisecond)
+		srv.start()
+	})
+}
+
+// TestLaneConnectionLoss cuts the client's connection (a TCP proxy drops
+// it and whatever bytes it held) three times while the server keeps its
+// batches: the reconnect buffer then delivers later messages of a batch
+// after earlier ones were lost, which the stream must see as a gap. See
+// laneDisrupted for what is checked.
+func TestLaneConnectionLoss(t *testing.T) {
+	srv := newLaneServer(t, server.JSLimitOpts{})
+	px := newCutProxy(t, srv.s.Addr().String())
+	laneDisrupted(t, "nats://"+px.addr, func() {
+		px.cut()
+		time.Sleep(100 * time.Millisecond)
+	})
+}
+
+// laneDisrupted runs the same inputs through a pipeline with one output in
+// flight per key, undisturbed, then through one with lanes
+// (output.key_in_flight 8), disrupted by disrupt at each quarter of the
+// inputs: each key's outputs must land once and in input order, each key's
+// state must equal that of the undisturbed run, and the disruptions must
+// have failed some outputs in flight.
+func laneDisrupted(t *testing.T, url string, disrupt func()) {
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	store, err := snapshot.Open(ctx, js, snapshot.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{url: url, nc: nc, js: js, store: store}
+	keys := []string{"a", "b", "c", "d"}
+	const n = 600
+	lanes := 0
+	run := func(name string, keyInFlight int, disturb bool) PipelineConfig {
+		pc := pipelineConfig(name)
+		pc.Output.Window = 64
+		pc.Output.KeyInFlight = keyInFlight
+		pc.Snapshot = SnapshotPolicy{EveryMessages: 20, Every: -1}
+		// Deliveries lost with a connection come back after ack_wait.
+		pc.Input.AckWait = time.Second
+		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2, SnapshotTimeout: 2500 * time.Millisecond, LeaseTTL: 2 * time.Second})
+		lanes += b2i(r.p.pipes[0].lane)
+		rng := rand.New(rand.NewPCG(11, 12))
+		xs := vectors(13, n)
+		for i := range n {
+			if disturb && i > 0 && i%(n/4) == 0 {
+				disrupt()
+			}
+			k := keys[rng.IntN(len(keys))]
+			for {
+				pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				_, err := js.Publish(pctx, "in."+name+"."+k, encodeObs(t, "json", xs[i], fmt.Sprint(i)), jetstream.WithMsgID(fmt.Sprint(name, i)))
+				cancel()
+				if err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		waitFor(t, 60*time.Second, name+" drained", func() bool { return e.drained(t, pc) })
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		return pc
+	}
+	ref := run("rref", 1, false)
+	var mu sync.Mutex
+	var failed, sends int
+	answers := map[string]int{}
+	laneTrace = func(_ *lane, format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case strings.HasPrefix(format, "send"):
+			sends++
+		case strings.HasPrefix(format, "answer %s") && args[len(args)-1] != nil:
+			failed++
+		case strings.HasPrefix(format, "answer from the stream"):
+			if d, ok := args[3].([]byte); ok {
+				for _, k := range []string{`"type":"gap"`, `"err_code":10208`, `"count":`} {
+					if strings.Contains(string(d), k) {
+						answers[k]++
+					}
+				}
+			}
+		}
+	}
+	pc := run("rlane", 8, true)
+	laneTrace = nil
+	t.Logf("lanes: %d sends, %d answered failed; the stream answered %d gaps, %d unknown batches, %d ends with a count",
+		sends, failed, answers[`"type":"gap"`], answers[`"err_code":10208`], answers[`"count":`])
+	if lanes != 1 {
+		t.Fatalf("%d of the two runs used lanes, want 1", lanes)
+	}
+	if failed == 0 {
+		t.Error("the disruptions failed no output in flight")
+	}
+	outs := func(stream string) map[string][]uint64 {
+		per := map[string][]uint64{}
+		for _, o := range e.outputs(t, stream) {
+			per[o.Key] = append(per[o.Key], o.Seq)
+		}
+		return per
+	}
+	want, got := outs(ref.Output.Stream), outs(pc.Output.Stream)
+	for _, k := range keys {
+		g := got[k]
+		for i := 1; i < len(g); i++ {
+			if g[i] <= g[i-1] {
+				t.Errorf("key %s: output of input %d after that of input %d (out of order or twice)", k, g[i], g[i-1])
+			}
+		}
+		if len(want[k]) < n/len(keys)/2 {
+			t.Errorf("key %s: %d outputs in the reference run", k, len(want[k]))
+		}
+		if len(g) != len(want[k]) {
+			t.Errorf("key %s: %d outputs, want %d (each once)", k, len(g), len(want[k]))
+		}
+		sr, _ := e.loadState(t, ref.Name, k)
+		sf, _ := e.loadState(t, pc.Name, k)
+		if !reflect.DeepEqual(sr, sf) {
+			t.Errorf("key %s: state differs from the undisturbed run (seen %d, want %d)", k, sf.Seen, sr.Seen)
+		}
+	}
+}
+
+// cutProxy relays TCP connections to a server; cut drops every relayed
+// connection at once, with whatever bytes they held.
+type cutProxy struct {
+	addr  string
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &cutProxy{addr: ln.Addr().String()}
+	t.Cleanup(func() { ln.Close(); px.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, c, s)
+			px.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return px
+}
+
+func (px *cutProxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // reset: drop what is unsent
+		}
+		c.Close()
+	}
+	px.conns = nil
+}
+
+// TestLaneFallback: with output.key_in_flight > 1 and an output stream
+// that does not allow batch publishing (created before, without
+// allow_batched), the pipeline runs with one output in flight per key and
+// says why; one the processor creates allows batches and gets lanes.
+func TestLaneFallback(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "lfall_OUT", Subjects: []string{"kpca.out.lfall.*"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	fall := pipelineConfig("lfall")
+	fall.Output.CreateStream = false
+	fall.Output.KeyInFlight = 4
+	made := pipelineConfig("lmade")
+	made.Output.KeyInFlight = 4
+	r := e.start(t, Config{Pipelines: []PipelineConfig{fall, made}, Workers: 1})
+	defer func() {
+		if err := r.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	pf, pm := r.p.pipes[0], r.p.pipes[1]
+	if pf.lane || !pm.lane {
+		t.Fatalf("lanes: %v for the stream without allow_batched, %v for the created one; want false, true", pf.lane, pm.lane)
+	}
+	why, err := r.p.laneRefusal(ctx, pf)
+	if err != nil || !strings.Contains(why, "allow_batched") {
+		t.Errorf("why: %q, %v; want it to name allow_batched", why, err)
+	}
+	xs := vectors(3, pcaWarm+20)
+	for i, x := range xs {
+		e.publish(t, "in.lfall.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+		e.publish(t, "in.lmade.k", encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	for _, pc := range []PipelineConfig{fall, made} {
+		waitFor(t, 10*time.Second, pc.Name+" drained", func() bool { return e.drained(t, pc) })
+		seqs := e.outputSeqs(t, pc.Output.Stream)
+		if len(seqs) < 20 || !slices.IsSorted(seqs) {
+			t.Errorf("%s: outputs of inputs %v, want at least 20, in order", pc.Name, seqs)
+		}
+	}
+}
