@@ -169,7 +169,10 @@ type world struct {
 	pubCtx context.Context
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldEdit(t, nil) }
+
+// newWorldEdit is newWorld with edit applied to the configuration's text.
+func newWorldEdit(t *testing.T, edit func(string) string) *world {
 	if testing.Short() {
 		t.Skip("process-level fault test (builds and execs kpcastream; skipped under -short)")
 	}
@@ -177,7 +180,11 @@ func newWorld(t *testing.T) *world {
 	_, url := natstest.RunServer(t)
 	_, js := natstest.Connect(t, url)
 	cfg := filepath.Join(t.TempDir(), "kpcastream.yaml")
-	if err := os.WriteFile(cfg, []byte(config(url)), 0o644); err != nil {
+	text := config(url)
+	if edit != nil {
+		text = edit(text)
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, js: js, cfg: cfg, data: map[string][][]float64{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(11, 12))}
@@ -474,8 +481,41 @@ func TestKillOwner(t *testing.T) {
 // with publishes in flight and outputs queued: the survivor's replay must
 // give every key the state of an uninterrupted run, and the output stream
 // each output once, per key in input order.
+//
+// It runs twice: with one output in flight per key (the default), and with
+// up to 16 per key through ordered lanes (output.key_in_flight: 16, an
+// output stream created with allow_batched), whose batch dies with the
+// process.
 func TestKillWithPublishesInFlight(t *testing.T) {
-	w := newWorld(t)
+	t.Run("one-per-key", func(t *testing.T) { killWithPublishesInFlight(t, newWorld(t)) })
+	t.Run("lane", func(t *testing.T) {
+		a, b := killWithPublishesInFlight(t, newWorldEdit(t, laneConfig(t)))
+		for _, p := range []*proc{a, b} {
+			p.mu.Lock()
+			logs := p.logs.String()
+			p.mu.Unlock()
+			if !strings.Contains(logs, `"output_lane":true`) {
+				t.Errorf("pid %d ran without lanes (no \"output_lane\":true in its log)", p.cmd.Process.Pid)
+			}
+		}
+	})
+}
+
+// laneConfig edits the test configuration to publish through ordered
+// lanes with up to 16 outputs of a key in flight.
+func laneConfig(t *testing.T) func(string) string {
+	return func(c string) string {
+		const out = `create_stream: true, encoding: json}`
+		if !strings.Contains(c, out) {
+			t.Fatalf("the test config has no output line ending %q", out)
+		}
+		return strings.Replace(c, out, `create_stream: true, encoding: json, key_in_flight: 16}`, 1)
+	}
+}
+
+// killWithPublishesInFlight runs the test in w and returns the killed
+// process and the survivor.
+func killWithPublishesInFlight(t *testing.T, w *world) (*proc, *proc) {
 	a, b := start(t, w.cfg), start(t, w.cfg)
 	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
@@ -500,6 +540,7 @@ func TestKillWithPublishesInFlight(t *testing.T) {
 	waitFor(t, 30*time.Second, "drained", w.drained)
 	b.stop(t)
 	w.check()
+	return a, b
 }
 
 // TestPausedOwner freezes an owner with SIGSTOP past lease_ttl while
@@ -507,8 +548,14 @@ func TestKillWithPublishesInFlight(t *testing.T) {
 // then resumes it with SIGCONT: the resumed zombie must write nothing
 // under its old epochs — no snapshot, no record — and the final state and
 // outputs must equal an uninterrupted run's.
+//
+// It runs with one output in flight per key and through ordered lanes.
 func TestPausedOwner(t *testing.T) {
-	w := newWorld(t)
+	t.Run("one-per-key", func(t *testing.T) { pausedOwner(t, newWorld(t)) })
+	t.Run("lane", func(t *testing.T) { pausedOwner(t, newWorldEdit(t, laneConfig(t))) })
+}
+
+func pausedOwner(t *testing.T, w *world) {
 	a, b := start(t, w.cfg), start(t, w.cfg)
 	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
