@@ -32,6 +32,7 @@ import (
 // On a bigger machine the environment widens it (defaults in brackets):
 // KPCASTREAM_SCALE_WORKERS the W to run ["1,2,3"], KPCASTREAM_SCALE_PARTITIONS
 // [4], KPCASTREAM_SCALE_MSGS [20000], KPCASTREAM_SCALE_KEYS [64], and
+// KPCASTREAM_SCALE_KEY_IN_FLIGHT the pipeline's output.key_in_flight [1],
 // KPCASTREAM_SCALE_URL a nats-server in its own process (the deployed
 // shape) instead of the embedded one — the benchmark deletes every stream
 // on that server before each iteration, so give it a server of its own.
@@ -56,7 +57,11 @@ func BenchmarkScaleOut(b *testing.B) {
 					wipe(b, js)
 				}
 				cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-				if err := os.WriteFile(cfg, []byte(configParts(url, parts)), 0o644); err != nil {
+				text := configParts(url, parts)
+				if kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT"); kif != "" {
+					text = strings.Replace(text, "encoding: json}", "encoding: json, key_in_flight: "+kif+"}", 1)
+				}
+				if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 					b.Fatal(err)
 				}
 				w := &world{t: b, js: js, cfg: cfg, parts: parts}
