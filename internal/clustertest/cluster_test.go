@@ -20,7 +20,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
@@ -185,7 +187,7 @@ func connect(t *testing.T, urls, name string, wait time.Duration) (*nats.Conn, j
 
 // createStream creates the stream described by deploy/streams/<name>.json,
 // decoded strictly (an unknown field fails the test).
-func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, name string) jetstream.Stream {
+func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, name string, edit ...func(*jetstream.StreamConfig)) jetstream.Stream {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "deploy/streams", name+".json"))
 	if err != nil {
@@ -199,6 +201,9 @@ func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, nam
 	}
 	if sc.Name != name || sc.Replicas != 3 {
 		t.Fatalf("deploy/streams/%s.json: name %q replicas %d, want %q and 3", name, sc.Name, sc.Replicas, name)
+	}
+	for _, e := range edit {
+		e(&sc)
 	}
 	// Placement needs the peers' storage statistics, which the servers
 	// gossip a moment after a meta leader is elected: retry until then.
@@ -222,11 +227,23 @@ type worker struct {
 	nc   *nats.Conn
 	p    *processor.Processor
 	stop func() error
+	logs *observer.ObservedLogs
+}
+
+// lane reports whether the worker's setup put its pipeline's outputs
+// through an ordered lane (its "pipeline" log line's output_lane).
+func (w *worker) lane() bool {
+	for _, e := range w.logs.FilterMessage("pipeline").All() {
+		if v, ok := e.ContextMap()["output_lane"].(bool); ok {
+			return v
+		}
+	}
+	return false
 }
 
 // startWorker loads deploy/compose/<file> with the project's config loader,
 // shortens its timers for the test, and runs a processor connected to urls.
-func startWorker(t *testing.T, file, urls string) *worker {
+func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 	t.Helper()
 	noEnv := func(string) (string, bool) { return "", false }
 	cfg, err := config.Load(filepath.Join(root, "deploy/compose", file), noEnv, config.Overrides{NATSURL: &urls})
@@ -244,6 +261,7 @@ func startWorker(t *testing.T, file, urls string) *worker {
 		// Deliveries lost with the stopped node come back after ack_wait,
 		// and their keys wait for them: keep that short.
 		cfg.Pipelines[i].Input.AckWait = 5 * time.Second
+		cfg.Pipelines[i].Output.KeyInFlight = keyInFlight
 	}
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -252,7 +270,12 @@ func startWorker(t *testing.T, file, urls string) *worker {
 	if err != nil {
 		t.Fatalf("open snapshot store: %v", err)
 	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(cfg.NATS.Name)
+	// Warnings to the test's log; the setup's "pipeline" line to seen, to
+	// tell whether the outputs go through a lane.
+	seen, observed := observer.New(zap.InfoLevel)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, seen)
+	}))).Named(cfg.NATS.Name)
 	p, err := processor.New(cfg.ProcessorConfig(), processor.Deps{Conn: nc, JS: js, Snapshots: store, Logger: log})
 	if err != nil {
 		t.Fatalf("processor.New: %v", err)
@@ -262,7 +285,7 @@ func startWorker(t *testing.T, file, urls string) *worker {
 	go func() { done <- p.Run(rctx) }()
 	var once sync.Once
 	var runErr error
-	w := &worker{cfg: cfg, nc: nc, p: p}
+	w := &worker{cfg: cfg, nc: nc, p: p, logs: observed}
 	w.stop = func() error {
 		once.Do(func() {
 			rcancel()
@@ -394,10 +417,21 @@ func outage(t *testing.T, c *cluster, i int, pb *publisher, keys []string, n int
 // exactly once: per key, the learner's Seen and last sequence match what
 // was published, and the projections form one contiguous run of the key's
 // sequences (after its warm-up), none twice.
+//
+// It runs twice: with one output in flight per key, and through ordered
+// lanes (output.key_in_flight 16, KPCA_OUT created with allow_batched),
+// where the output stream's leader is also stopped mid-stream: a leader
+// change must look to a lane like a gap, never reorder a key's outputs.
 func TestClusterElastic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster test (skipped under -short)")
 	}
+	t.Run("one-per-key", func(t *testing.T) { clusterElastic(t, 1) })
+	t.Run("lane", func(t *testing.T) { clusterElastic(t, 16) })
+}
+
+func clusterElastic(t *testing.T, keyInFlight int) {
+	lane := keyInFlight > 1
 	start := time.Now()
 	c := newCluster(t)
 	_, adminJS := connect(t, c.urls(0), "admin", 100*time.Millisecond)
@@ -408,11 +442,11 @@ func TestClusterElastic(t *testing.T) {
 		return err == nil
 	})
 	in := createStream(ctx, t, adminJS, "SENSORS")
-	createStream(ctx, t, adminJS, "KPCA_OUT")
+	createStream(ctx, t, adminJS, "KPCA_OUT", func(sc *jetstream.StreamConfig) { sc.AllowBatchPublish = lane })
 	first := streamLeader(ctx, t, c, adminJS, "SENSORS")
 
-	w1 := startWorker(t, "kpcastream.yaml", c.urls(first))
-	w2 := startWorker(t, "kpcastream.yaml", c.urls(first+1))
+	w1 := startWorker(t, "kpcastream.yaml", c.urls(first), keyInFlight)
+	w2 := startWorker(t, "kpcastream.yaml", c.urls(first+1), keyInFlight)
 	pc := w1.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
 	if pc.Partitions < 4 {
 		t.Fatalf("deploy/compose/kpcastream.yaml has %d partitions; the test needs at least 4", pc.Partitions)
@@ -442,13 +476,22 @@ func TestClusterElastic(t *testing.T) {
 	pb.publish(t, keys, 200)
 
 	// A third worker joins: it gets its share, ⌊8/3⌋ or ⌈8/3⌉ partitions.
-	w3 := startWorker(t, "kpcastream.yaml", c.urls(first+2))
+	w3 := startWorker(t, "kpcastream.yaml", c.urls(first+2), keyInFlight)
 	pb.publish(t, keys, 100)
 	waitFor(t, 20*time.Second, "w3 took its share", func() bool {
 		o := owned(w1, w2, w3)
 		return sum(o) == pc.Partitions && o[2] >= pc.Partitions/3
 	})
 	t.Logf("after the join: partitions per worker %v", owned(w1, w2, w3))
+	for i, w := range []*worker{w1, w2, w3} {
+		if w.lane() != lane {
+			t.Fatalf("worker %d: outputs through a lane %v, want %v", i+1, w.lane(), lane)
+		}
+	}
+	if lane {
+		// The output stream's leader goes down with batches open.
+		outage(t, c, streamLeader(ctx, t, c, adminJS, "KPCA_OUT"), pb, keys, 120)
+	}
 
 	// w2 leaves gracefully while the coordination bucket's leader is down.
 	bucketLeader := streamLeader(ctx, t, c, adminJS, "KV_"+processor.DefaultCheckpointBucket)
