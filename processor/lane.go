@@ -74,11 +74,12 @@ import (
 // Limits. A batch needs the stream's allow_batched (setup falls back to one
 // output in flight per key, with a log line, when the output stream does
 // not allow it or discards new messages at its limits — a store that
-// refuses one message and takes the next would break the prefix). Only
-// tested on a single server; in a cluster, messages reach the stream
-// leader over the member's connection and the same order holds, but a
-// leader change resets the server's view of a batch (it goes on from what
-// was persisted), which the rules above treat like a gap.
+// refuses one message and takes the next would break the prefix). In a
+// cluster, messages reach the stream leader over the member's connection
+// and the same order holds; a leader change resets the server's view of a
+// batch (it goes on from what was persisted), which the rules above treat
+// like a gap (internal/clustertest's TestClusterElastic/lane stops the
+// output stream's leader mid-stream, R3 streams on three nodes).
 type lane struct {
 	pub     lanePublisher
 	prefix  string        // reply subjects: <prefix>.<batch>.<flow>.fail.<seq>.<op>.$FI
