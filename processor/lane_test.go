@@ -18,54 +18,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
-// laneServer is an embedded nats-server on a fixed port and store, which a
-// test can restart.
-type laneServer struct {
-	t    *testing.T
-	opts server.Options
-	s    *server.Server
-}
-
-func newLaneServer(t *testing.T, limits server.JSLimitOpts) *laneServer {
+// newLaneServer is a restartable embedded nats-server with the given
+// JetStream limits.
+func newLaneServer(t *testing.T, limits server.JSLimitOpts) *natstest.Restartable {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test against an embedded nats-server (skipped under -short)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &laneServer{t: t, opts: server.Options{ServerName: "lane", Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, JetStreamLimits: limits}}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *laneServer) start() {
-	opts := r.opts
-	s, err := server.NewServer(&opts)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		r.t.Fatal("server not ready")
-	}
-	r.s = s
-}
-
-func (r *laneServer) stop() {
-	if r.s != nil {
-		r.s.Shutdown()
-		r.s.WaitForShutdown()
-		r.s = nil
-	}
+	return natstest.RunRestartable(t, limits)
 }
 
 // laneRig drives a lane by hand against a real stream: what a worker does,
@@ -137,7 +101,7 @@ func outMsg(subject, id string, size int) *nats.Msg {
 // "unknown"; a stream without allow_batched answers refused.
 func TestLaneAnswers(t *testing.T) {
 	srv := newLaneServer(t, server.JSLimitOpts{MaxBatchTimeout: 200 * time.Millisecond})
-	nc, err := nats.Connect(srv.s.ClientURL())
+	nc, err := nats.Connect(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,10 +200,10 @@ func TestLaneAnswers(t *testing.T) {
 // connection. See laneDisrupted for what is checked.
 func TestLaneServerRestart(t *testing.T) {
 	srv := newLaneServer(t, server.JSLimitOpts{})
-	laneDisrupted(t, srv.s.ClientURL(), func() {
-		srv.stop()
+	laneDisrupted(t, srv.URL(), func() {
+		srv.Stop()
 		time.Sleep(300 * time.Millisecond)
-		srv.start()
+		srv.Start()
 	})
 }
 
@@ -250,7 +214,7 @@ func TestLaneServerRestart(t *testing.T) {
 // laneDisrupted for what is checked.
 func TestLaneConnectionLoss(t *testing.T) {
 	srv := newLaneServer(t, server.JSLimitOpts{})
-	px := newCutProxy(t, srv.s.Addr().String())
+	px := newCutProxy(t, srv.Addr())
 	laneDisrupted(t, "nats://"+px.addr, func() {
 		px.cut()
 		time.Sleep(100 * time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -653,49 +652,6 @@ func pausedOwner(t *testing.T, w *world) {
 	w.check()
 }
 
-// restartableServer is a nats-server with JetStream on a fixed loopback
-// port and store directory, so that it can be restarted in place.
-type restartableServer struct {
-	t    *testing.T
-	opts server.Options
-	s    *server.Server
-}
-
-func newRestartableServer(t *testing.T) *restartableServer {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	r := &restartableServer{t: t, opts: server.Options{ServerName: "restart", Host: "127.0.0.1", Port: port, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *restartableServer) start() {
-	opts := r.opts
-	s, err := server.NewServer(&opts)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		r.t.Fatal("server not ready")
-	}
-	r.s = s
-}
-
-func (r *restartableServer) stop() {
-	if r.s != nil {
-		r.s.Shutdown()
-		r.s.WaitForShutdown()
-		r.s = nil
-	}
-}
-
 // TestServerRestart restarts the NATS server under a worker that owns
 // every partition while messages keep coming, and measures how long each
 // partition's outputs stop: the stall should be the outage plus a
@@ -709,8 +665,8 @@ func TestServerRestart(t *testing.T) {
 		t.Skip("process-level fault test (builds and execs kpcastream; skipped under -short)")
 	}
 	binary(t)
-	srv := newRestartableServer(t)
-	url := srv.s.ClientURL()
+	srv := natstest.RunRestartable(t, server.JSLimitOpts{})
+	url := srv.URL()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -769,10 +725,10 @@ func TestServerRestart(t *testing.T) {
 		}
 	}()
 	time.Sleep(2 * time.Second)
-	srv.stop()
+	srv.Stop()
 	down := time.Now()
 	time.Sleep(time.Second)
-	srv.start()
+	srv.Start()
 	outage := time.Since(down)
 	time.Sleep(3 * time.Second)
 	close(stop)
