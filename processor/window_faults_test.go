@@ -249,6 +249,15 @@ func windowFaults(t *testing.T, keyInFlight int) {
 		}
 	}
 
+	e.sameAsReference(t, ref, pc, keys, "the run without faults")
+}
+
+// sameAsReference checks that pipeline pc's outputs and states, after a
+// disturbed run, are those of ref's undisturbed run on the same input:
+// per key, outputs in input order, each once, as many as ref's, and
+// equal learner states. It returns ref's outputs' input sequences per key.
+func (e *env) sameAsReference(t *testing.T, ref, pc PipelineConfig, keys []string, refName string) map[string][]uint64 {
+	t.Helper()
 	outs := func(stream string) map[string][]uint64 {
 		per := map[string][]uint64{}
 		for _, o := range e.outputs(t, stream) {
@@ -273,9 +282,10 @@ func windowFaults(t *testing.T, keyInFlight int) {
 		sr, _ := e.loadState(t, ref.Name, k)
 		sf, _ := e.loadState(t, pc.Name, k)
 		if !reflect.DeepEqual(sr, sf) {
-			t.Errorf("key %s: state differs from the run without faults (seen %d, want %d)", k, sf.Seen, sr.Seen)
+			t.Errorf("key %s: state differs from %s (seen %d, want %d)", k, refName, sf.Seen, sr.Seen)
 		}
 	}
+	return want
 }
 
 // holePub accepts every publish and never acknowledges one (an output
