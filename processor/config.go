@@ -318,7 +318,10 @@ type OutputConfig struct {
 	// that allows batch publishing (allow_batched, nats-server ≥ 2.12;
 	// create_stream sets it) and does not discard new messages at its
 	// limits, else the pipeline falls back to 1 with a log line saying
-	// why. Core NATS outputs always have 1. At most Window.
+	// why. Core NATS outputs always have 1. At most Window. Through a lane
+	// a worker's share of Window is at least KeyInFlight, so one hot key
+	// keeps KeyInFlight in flight however many workers share the window:
+	// a partition then holds at most max(Window, workers·KeyInFlight).
 	KeyInFlight int `yaml:"key_in_flight"`
 }
 

@@ -190,3 +190,22 @@ func TestDeadLetterLog(t *testing.T) {
 		t.Errorf("%d lines, want 3", logs.Len())
 	}
 }
+
+// TestWorkerWindow checks a worker's share of the output window: the
+// window split over the partition's workers, and through a lane at least
+// key_in_flight (one hot key among many workers).
+func TestWorkerWindow(t *testing.T) {
+	pc := PipelineConfig{Output: OutputConfig{Window: 256, KeyInFlight: 128}}
+	for _, c := range []struct {
+		workers int
+		lane    bool
+		want    int
+	}{
+		{1, false, 256}, {2, false, 128}, {16, false, 16}, {1000, false, 1},
+		{1, true, 256}, {2, true, 128}, {16, true, 128}, {1000, true, 128},
+	} {
+		if got := workerWindow(pc, c.workers, c.lane); got != c.want {
+			t.Errorf("window 256, key_in_flight 128, %d workers, lane %v: %d, want %d", c.workers, c.lane, got, c.want)
+		}
+	}
+}

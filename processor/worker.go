@@ -189,10 +189,25 @@ type worker struct {
 	fatal   error
 }
 
+// workerWindow is one worker's share of its partition's output window:
+// output.window split over the partition's n workers. Through a lane it
+// is at least key_in_flight, so that one hot key can keep key_in_flight
+// outputs in flight however many workers share the window (with the window
+// split sixteen ways a key had sixteen in flight); the partition then holds
+// at most max(window, n·key_in_flight) outputs, its inputs still bounded by
+// input.max_ack_pending.
+func workerWindow(pc PipelineConfig, n int, lane bool) int {
+	limit := max(1, pc.Output.Window/n)
+	if lane {
+		limit = max(limit, pc.Output.KeyInFlight)
+	}
+	return limit
+}
+
 func newWorker(pt *partition, id, quota int) *worker {
 	p := pt.p
 	pc := pt.pipe.cfg
-	limit := max(1, pc.Output.Window/p.workersPerPartition(pc))
+	limit := workerWindow(pc, p.workersPerPartition(pc), pt.pipe.lane)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	sp := pc.Snapshot
