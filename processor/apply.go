@@ -129,12 +129,8 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor
 		n, out, z := res.next(k, false)
 		z, nov, err := l.Score(z, x)
 		if errors.Is(err, learners.ErrNotReady) {
-			res.outs = res.outs[:n]
-			res.warming++
-			if cls != nil {
-				if err := cls.step(i, x, nil); err != nil {
-					return err
-				}
+			if err := res.warm(n, i, cls, x); err != nil {
+				return err
 			}
 			continue
 		}
@@ -143,15 +139,9 @@ func apply(res *applied, l learners.Learner, cls *keyClassifier, mon *keyMonitor
 			return fmt.Errorf("processor: score observation %d: %w", i, err)
 		}
 		fill(out, l, eig, &obs[i], key, seq, z, nov)
-		if cls != nil {
-			if err := cls.step(i, x, out); err != nil {
-				res.outs = res.outs[:n]
-				return err
-			}
-		} else {
-			out.Scores = nil
+		if err := res.keep(n, i, cls, x, out); err != nil {
+			return err
 		}
-		res.idx = append(res.idx, i)
 	}
 	return nil
 }
@@ -171,12 +161,8 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 		}
 		x := mon.m.Input(mon.xs, obs[i].X)
 		if !r.Ready {
-			res.outs = res.outs[:n]
-			res.warming++
-			if cls != nil {
-				if err := cls.step(i, x, nil); err != nil {
-					return err
-				}
+			if err := res.warm(n, i, cls, x); err != nil {
+				return err
 			}
 			continue
 		}
@@ -190,16 +176,37 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 				mon.t2.Inc()
 			}
 		}
-		if cls != nil {
-			if err := cls.step(i, x, out); err != nil {
-				res.outs = res.outs[:n]
-				return err
-			}
-		} else {
-			out.Scores = nil
+		if err := res.keep(n, i, cls, x, out); err != nil {
+			return err
 		}
-		res.idx = append(res.idx, i)
 	}
+	return nil
+}
+
+// warm drops output slot n of observation i, scored by a learner not
+// ready yet, and counts it as warming; the classifier stage (if any)
+// still learns its label.
+func (res *applied) warm(n, i int, cls *keyClassifier, x []float64) error {
+	res.outs = res.outs[:n]
+	res.warming++
+	if cls != nil {
+		return cls.step(i, x, nil)
+	}
+	return nil
+}
+
+// keep keeps output slot n, out, of observation i: the classifier stage
+// (if any) predicts it and learns its label, else it carries no scores.
+func (res *applied) keep(n, i int, cls *keyClassifier, x []float64, out *codec.Output) error {
+	if cls != nil {
+		if err := cls.step(i, x, out); err != nil {
+			res.outs = res.outs[:n]
+			return err
+		}
+	} else {
+		out.Scores = nil
+	}
+	res.idx = append(res.idx, i)
 	return nil
 }
 
