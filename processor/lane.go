@@ -174,14 +174,14 @@ func (l *lane) pop() (laneResult, bool) {
 // laneTrace, when set (tests), is told what each lane does.
 var laneTrace func(l *lane, format string, args ...any)
 
-func (l *lane) trace(format string, args ...any) {
-	if laneTrace != nil {
-		laneTrace(l, format, args...)
-	}
-}
+// trace tells laneTrace; callers check laneTrace first, so that the hot
+// path does not build the arguments.
+func (l *lane) trace(format string, args ...any) { laneTrace(l, format, args...) }
 
 func (l *lane) answer(m laneMsg, err error, refused bool) {
-	l.trace("answer %s ord %d seq %d: %v", m.msg.Header.Get("Nats-Msg-Id"), m.ord, m.seq, err)
+	if laneTrace != nil {
+		l.trace("answer %s ord %d seq %d: %v", m.msg.Header.Get("Nats-Msg-Id"), m.ord, m.seq, err)
+	}
 	l.out = append(l.out, laneResult{key: m.key, ord: m.ord, err: err, refused: refused})
 }
 
@@ -213,7 +213,9 @@ func (l *lane) send(lm laneMsg, op int, now time.Time) {
 	lm.seq, lm.at = l.next, now
 	l.next++
 	lm.msg.Reply = l.reply(lm.seq, op)
-	l.trace("send %s ord %d batch %s seq %d", lm.msg.Header.Get("Nats-Msg-Id"), lm.ord, l.id, lm.seq)
+	if laneTrace != nil {
+		l.trace("send %s ord %d batch %s seq %d", lm.msg.Header.Get("Nats-Msg-Id"), lm.ord, l.id, lm.seq)
+	}
 	l.sent = append(l.sent, lm)
 	l.subject, l.last = lm.msg.Subject, now
 	if err := l.pub.PublishMsg(lm.msg); err != nil {
@@ -240,7 +242,9 @@ func (l *lane) end(now time.Time) {
 }
 
 func (l *lane) sendEnd(now time.Time) {
-	l.trace("end batch %s at %d", l.id, l.endSeq)
+	if laneTrace != nil {
+		l.trace("end batch %s at %d", l.id, l.endSeq)
+	}
 	l.endAt = now.Add(l.timeout)
 	_ = l.pub.PublishMsg(&nats.Msg{Subject: l.subject, Reply: l.reply(l.endSeq, laneOpEnd), Header: nats.Header{HeaderLane: []string{"end"}}}) // lost: sent again at endAt
 }
@@ -315,7 +319,9 @@ type laneAnswer struct {
 // onAnswer handles a message on the lane's reply subjects.
 func (l *lane) onAnswer(subject string, hdr nats.Header, data []byte, now time.Time) {
 	id, seq, ok := l.parseReply(subject)
-	l.trace("answer from the stream, batch %s seq %d (current %s): %s %v", id, seq, l.id, data, hdr)
+	if laneTrace != nil {
+		l.trace("answer from the stream, batch %s seq %d (current %s): %s %v", id, seq, l.id, data, hdr)
+	}
 	if !ok || id != l.id || id == "" {
 		return // an earlier batch's, or not ours
 	}
