@@ -908,6 +908,8 @@ func (w *worker) sent(e *entry, n int) {
 // only guards against a future that is never resolved.
 func (w *worker) acker(ctx context.Context) error {
 	guard := 2*w.p.publishAttempt() + time.Second
+	t := time.NewTimer(guard) // one per acker, reset per publish (Go ≥ 1.23 timers need no draining)
+	t.Stop()
 	for {
 		var pw pubWait
 		select {
@@ -916,7 +918,7 @@ func (w *worker) acker(ctx context.Context) error {
 			return nil
 		}
 		d := pubDone{key: pw.key}
-		t := time.NewTimer(guard)
+		t.Reset(guard)
 		select {
 		case <-pw.f.Ok():
 		case err := <-pw.f.Err():
