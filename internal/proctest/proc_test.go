@@ -488,16 +488,22 @@ func TestKillOwner(t *testing.T) {
 func TestKillWithPublishesInFlight(t *testing.T) {
 	t.Run("one-per-key", func(t *testing.T) { killWithPublishesInFlight(t, newWorld(t)) })
 	t.Run("lane", func(t *testing.T) {
-		a, b := killWithPublishesInFlight(t, newWorldEdit(t, laneConfig(t)))
-		for _, p := range []*proc{a, b} {
-			p.mu.Lock()
-			logs := p.logs.String()
-			p.mu.Unlock()
-			if !strings.Contains(logs, `"output_lane":true`) {
-				t.Errorf("pid %d ran without lanes (no \"output_lane\":true in its log)", p.cmd.Process.Pid)
-			}
-		}
+		ranLanes(t, killWithPublishesInFlight(t, newWorldEdit(t, laneConfig(t)))...)
 	})
+}
+
+// ranLanes checks that every process published through lanes (its setup
+// log line's output_lane).
+func ranLanes(t *testing.T, procs ...*proc) {
+	t.Helper()
+	for _, p := range procs {
+		p.mu.Lock()
+		logs := p.logs.String()
+		p.mu.Unlock()
+		if !strings.Contains(logs, `"output_lane":true`) {
+			t.Errorf("pid %d ran without lanes (no \"output_lane\":true in its log)", p.cmd.Process.Pid)
+		}
+	}
 }
 
 // laneConfig edits the test configuration to publish through ordered
@@ -514,7 +520,7 @@ func laneConfig(t *testing.T) func(string) string {
 
 // killWithPublishesInFlight runs the test in w and returns the killed
 // process and the survivor.
-func killWithPublishesInFlight(t *testing.T, w *world) (*proc, *proc) {
+func killWithPublishesInFlight(t *testing.T, w *world) []*proc {
 	a, b := start(t, w.cfg), start(t, w.cfg)
 	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
@@ -539,7 +545,7 @@ func killWithPublishesInFlight(t *testing.T, w *world) (*proc, *proc) {
 	waitFor(t, 30*time.Second, "drained", w.drained)
 	b.stop(t)
 	w.check()
-	return a, b
+	return []*proc{a, b}
 }
 
 // TestPausedOwner freezes an owner with SIGSTOP past lease_ttl while
@@ -551,10 +557,11 @@ func killWithPublishesInFlight(t *testing.T, w *world) (*proc, *proc) {
 // It runs with one output in flight per key and through ordered lanes.
 func TestPausedOwner(t *testing.T) {
 	t.Run("one-per-key", func(t *testing.T) { pausedOwner(t, newWorld(t)) })
-	t.Run("lane", func(t *testing.T) { pausedOwner(t, newWorldEdit(t, laneConfig(t))) })
+	t.Run("lane", func(t *testing.T) { ranLanes(t, pausedOwner(t, newWorldEdit(t, laneConfig(t)))...) })
 }
 
-func pausedOwner(t *testing.T, w *world) {
+// pausedOwner runs the test in w and returns its two processes.
+func pausedOwner(t *testing.T, w *world) []*proc {
 	a, b := start(t, w.cfg), start(t, w.cfg)
 	ida, idb := w.memberOf(a.cmd.Process.Pid), w.memberOf(b.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "both own partitions", func() bool { return w.count(ida) == 2 && w.count(idb) == 2 })
@@ -650,6 +657,7 @@ func pausedOwner(t *testing.T, w *world) {
 	}
 	mu.Unlock()
 	w.check()
+	return []*proc{a, b}
 }
 
 // TestServerRestart restarts the NATS server under a worker that owns
