@@ -68,9 +68,25 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	n := p.workersPerPartition(pc)
 	for i := range n {
-		pt.workers = append(pt.workers, newWorker(pt, i, p.quota(pc, n)))
+		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, p.quota(pc, n)), i))
 	}
 	return pt
+}
+
+// workerDeps are the dependencies of each of the partition's n workers
+// (worker.go): a worker reaches neither into the partition nor into the
+// Processor.
+func (pt *partition) workerDeps(n, quota int) deps {
+	p := pt.p
+	var lp lanePublisher = p.conn
+	if p.wrapLane != nil {
+		lp = p.wrapLane(lp)
+	}
+	return deps{pipe: pt.pipe, num: pt.num, epoch: pt.epoch, log: pt.log, closing: pt.closing,
+		fence: pt.fence, owned: pt.fence != nil, track: pt.track, stillOwned: pt.stillOwned,
+		core: p.conn, lanePub: lp, pubJS: p.pubJS, js: p.js, store: p.keys, newLearner: p.newLearner,
+		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, quota: quota, queueSize: p.cfg.QueueSize,
+		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}
 }
 
 // workersPerPartition is the number of worker goroutines of each partition

@@ -213,26 +213,12 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 	}
 }
 
-// listKeys answers the "keys" control request on the worker goroutine:
-// the loaded keys of pl (only key when set), as JSON.
-func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
-	var out []KeyInfo
-	for _, k := range w.m.Keys() {
-		e := w.keys[k.Key]
-		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
-			continue
-		}
-		out = append(out, KeyInfo{Key: k.Key, Partition: w.part.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
-	}
-	return json.Marshal(out)
-}
-
 // watchOut is the worker's hook: after the outputs of a message of e were
 // published, it records them when e's key is watched (ops.Watches). The
 // learner started on the message at start and took took (so the hook
 // reads no clock). Unwatched, it costs one atomic load.
 func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
-	ws := &w.p.watch
+	ws := w.watch
 	if !ws.Any() {
 		return
 	}

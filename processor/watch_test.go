@@ -7,6 +7,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
 
 // watchFixture is a worker with one ready ikpca key, without NATS: enough
@@ -19,7 +20,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 		tb.Fatal(err)
 	}
 	pl := &pipeline{cfg: PipelineConfig{Name: "p", Learner: cfg}}
-	w := &worker{p: &Processor{}, eig: make([]float64, cfg.Components)}
+	w := &worker{deps: deps{watch: &ops.Watches{}}, eig: make([]float64, cfg.Components)}
 	e := &entry{key: "k", pipe: pl, l: l, stored: 1}
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := make([]float64, cfg.Dim)
@@ -43,7 +44,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 // learner's eigenvalues, fill and timing), nothing once the watch ended.
 func TestWatchOut(t *testing.T) {
 	w, e := watchFixture(t)
-	ws := &w.p.watch
+	ws := w.watch
 	w.watchOut(e, time.Now(), time.Millisecond)
 	if ws.Any() || ws.Get("p", "k") != nil {
 		t.Fatal("an unwatched key has a record")
@@ -88,10 +89,10 @@ func BenchmarkWatchOut(b *testing.B) {
 		}
 	})
 	b.Run("watched", func(b *testing.B) {
-		if _, err := w.p.watch.Start("p", "k", nil); err != nil {
+		if _, err := w.watch.Start("p", "k", nil); err != nil {
 			b.Fatal(err)
 		}
-		defer w.p.watch.Stop()
+		defer w.watch.Stop()
 		start := time.Now()
 		for b.Loop() {
 			w.watchOut(e, start, time.Microsecond)

@@ -1,0 +1,123 @@
+package processor
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
+)
+
+// control is a request from the micro service, answered on reply.
+type control struct {
+	op    string // "model", "snapshot", "reset", "accept", "keys"
+	pipe  *pipeline
+	key   string // "" with "snapshot": every key of the worker
+	reply chan controlReply
+}
+
+type controlReply struct {
+	data []byte
+	n    int
+	err  error
+}
+
+// control starts a control request: "keys" and "snapshot" of every key
+// are answered at once; the others need their key loaded (never created;
+// a reset does not need to decode the key's snapshot: it may be corrupt,
+// and the reset is the fix), which the machine answers with Serve.
+func (w *worker) control(c *control) {
+	var r controlReply
+	switch {
+	case c.op == "keys":
+		r.data, r.err = w.listKeys(c.pipe, c.key)
+	case c.op == "snapshot" && c.key == "":
+		for _, k := range w.m.Keys() {
+			if k.Dirty {
+				w.step(machine.SaveNow{Key: k.Key})
+				r.n++
+			}
+		}
+	default:
+		w.step(machine.Request{Key: c.key, ReplaceCorrupt: c.op == "reset", Ref: c})
+		return
+	}
+	c.reply <- r
+}
+
+// serve answers a control request on its loaded key.
+func (w *worker) serve(a *coreAction) {
+	c := a.Ref.(*control)
+	var r controlReply
+	defer func() { c.reply <- r }()
+	if a.Err != nil {
+		r.err = a.Err
+		return
+	}
+	e := w.keys[a.Key]
+	switch c.op {
+	case "model":
+		m, err := e.l.Model()
+		if err == nil {
+			err = e.cls.export(m)
+		}
+		if err == nil && e.mon != nil {
+			e.mon.m.Export(m)
+		}
+		if err == nil {
+			r.data, err = codec.EncodeModel(m)
+		}
+		r.err = err
+	case "snapshot":
+		if k, _ := w.m.Key(a.Key); k.Dirty {
+			w.step(machine.SaveNow{Key: a.Key})
+			r.n = 1
+		}
+	case "reset":
+		l, err := w.newLearner(c.pipe.cfg.Learner)
+		if err != nil {
+			r.err = err
+			return
+		}
+		cls, err := newKeyClassifier(c.pipe.cls, l, nil)
+		if err != nil {
+			r.err = err
+			return
+		}
+		mon, err := newKeyMonitor(c.pipe, nil)
+		if err != nil {
+			r.err = err
+			return
+		}
+		e.l, e.cls, e.mon = l, cls, mon
+		// Outputs already queued (of messages applied before the reset)
+		// still go out; the reset's snapshot waits for them.
+		w.step(machine.Reset{Key: a.Key})
+		w.log.Info("key reset", zap.String("key", c.key))
+	case "accept":
+		if e.mon == nil {
+			r.err = fmt.Errorf("processor: %w: pipeline %s has no monitor: section, nothing to accept", ErrBadRequest, c.pipe.cfg.Name)
+			return
+		}
+		e.mon.m.Accept()
+		// The monitor's state changed outside a message: saved soon.
+		w.step(machine.Reset{Key: a.Key})
+		w.log.Info("key's regime accepted: its control limits start a new warm-up", zap.String("key", c.key))
+	}
+}
+
+// listKeys answers the "keys" control request on the worker goroutine:
+// the loaded keys of pl (only key when set), as JSON.
+func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
+	var out []KeyInfo
+	for _, k := range w.m.Keys() {
+		e := w.keys[k.Key]
+		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
+			continue
+		}
+		out = append(out, KeyInfo{Key: k.Key, Partition: w.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
+	}
+	return json.Marshal(out)
+}
