@@ -84,7 +84,7 @@ func (pt *partition) workerDeps(n, quota int) deps {
 	}
 	return deps{pipe: pt.pipe, num: pt.num, epoch: pt.epoch, log: pt.log, closing: pt.closing,
 		fence: pt.fence, owned: pt.fence != nil, track: pt.track, stillOwned: pt.stillOwned,
-		core: p.conn, lanePub: lp, pubJS: p.pubJS, js: p.js, store: p.keys, newLearner: p.newLearner,
+		core: p.conn, lanePub: lp, pubJS: p.pubJS, js: p.js, store: p.keys,
 		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, quota: quota, queueSize: p.cfg.QueueSize,
 		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/ops"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -89,6 +90,7 @@ type pipeline struct {
 	limits codec.Limits
 	outEnc codec.Encoding // 0: the input's
 	cls    *stage         // the classifier stage, nil without one
+	spec   *keymodel.Spec // how the models of its keys are built
 	outJS  bool
 	// outStream is the stream that captures the outputs ("" without one).
 	outStream string
@@ -209,6 +211,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 			}
 		}
 		pl.cls = newStage(pc, met)
+		pl.spec = pl.modelSpec(p.newLearner)
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
 	}

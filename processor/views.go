@@ -227,10 +227,10 @@ func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 		return
 	}
 	st := &e.pipe.stats
-	// apply and applied left the eigenvalues of the last output in w.eig
+	// apply and applied left the eigenvalues of the last output in w.res.Eig
 	// and the dictionary's fill in e.stored.
-	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.l, Eigenvalues: w.eig, Stored: e.stored,
-		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.outs)
+	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.m.Learner(), Eigenvalues: w.res.Eig, Stored: e.stored,
+		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.Outs)
 }
 
 // backend is the processor as package ops sees it (ops.Backend).

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
@@ -59,7 +58,6 @@ type deps struct {
 	pubJS      asyncPublisher             // JetStream outputs
 	js         syncPublisher              // JetStream dead letters
 	store      keyStore                   // the snapshot store
-	newLearner func(learners.Config) (learners.Learner, error)
 	met        *metrics
 	watch      *ops.Watches // keys watched by the live page
 	// onApply, when set (tests), is called after a message was applied.
@@ -100,7 +98,6 @@ type worker struct {
 	obs     []codec.Observation
 	enc     codec.Encoding // output encoding of the message in progress
 	res     applied
-	eig     []float64
 	scratch []byte // encoding buffer of outputs
 	ys      []int  // scratch of decode's label check
 	dlLog   deadLetterLog
@@ -159,7 +156,7 @@ func newWorker(d deps, id int) *worker {
 		}, d.track),
 		keys:    map[string]*entry{},
 		held:    map[uint64]*snapJob{},
-		eig:     make([]float64, pc.Learner.Components),
+		res:     applied{Eig: make([]float64, pc.Learner.Components)},
 		lane:    ln,
 		laneIn:  laneIn,
 		pubq:    make(chan pubWait, limit),

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 )
@@ -75,11 +76,11 @@ func (w *worker) decode(m *inMsg) (codec.Encoding, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := check(obs, m.pipe.cfg.Learner.Dim); err != nil {
+	if err := keymodel.Check(obs, m.pipe.cfg.Learner.Dim); err != nil {
 		return 0, err
 	}
 	if st := m.pipe.cls; st != nil {
-		if w.ys, err = st.classes.labels(w.ys[:0], obs); err != nil {
+		if w.ys, err = st.classes.Labels(w.ys[:0], obs); err != nil {
 			return 0, err
 		}
 	}
@@ -103,7 +104,7 @@ func (w *worker) apply(m *inMsg) {
 	defer w.recoverAs(m, &err)
 	pl, e := m.pipe, w.keys[m.key]
 	start := time.Now()
-	err = apply(&w.res, e.l, e.cls, e.mon, w.obs, m.key, m.seq, w.eig)
+	err = e.m.Apply(&w.res, w.obs, m.key, m.seq)
 	took := time.Since(start)
 	pl.met.learnSeconds.Observe(took.Seconds())
 	if err != nil && !errors.Is(err, learners.ErrNumerical) {
@@ -112,7 +113,7 @@ func (w *worker) apply(m *inMsg) {
 	// A numerical failure may follow learned observations of a batch: the
 	// message counts as applied, and is dead-lettered.
 	ev.Changed = true
-	sum := e.l.Summary(w.eig)
+	sum := e.m.Learner().Summary(w.res.Eig)
 	pl.met.storedPoints.Add(float64(sum.Stored - e.stored))
 	e.stored = sum.Stored
 	w.setAdvice(e, sum.BudgetAdvice)
@@ -122,16 +123,16 @@ func (w *worker) apply(m *inMsg) {
 	if err != nil {
 		return
 	}
-	if n := len(w.res.outs); n > 0 {
+	if n := len(w.res.Outs); n > 0 {
 		if ev.Outs, err = w.outputs(e, w.enc, m.tm); err != nil {
 			return
 		}
-		w.setExplained(e, w.res.outs[n-1].Explained)
-		for i := range w.res.outs {
-			pl.met.t2.Observe(w.res.outs[i].T2)
+		w.setExplained(e, w.res.Outs[n-1].Explained)
+		for i := range w.res.Outs {
+			pl.met.t2.Observe(w.res.Outs[i].T2)
 		}
 		w.watchOut(e, start, took)
-	} else if w.res.warming > 0 {
+	} else if w.res.Warming > 0 {
 		pl.stats.Warming.Add(1)
 		ev.Result = resultWarming
 	}
@@ -151,14 +152,14 @@ func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, e
 	if e.subject == "" {
 		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
 	}
-	msgs := make([]*nats.Msg, len(w.res.outs))
+	msgs := make([]*nats.Msg, len(w.res.Outs))
 	batch := len(w.obs) > 1
 	ct := enc.ContentType()
-	for i := range w.res.outs {
-		out := &w.res.outs[i]
+	for i := range w.res.Outs {
+		out := &w.res.Outs[i]
 		id := pc.Name + "/" + e.key + "/" + strconv.FormatUint(out.Seq, 10)
 		if batch {
-			id += "/" + strconv.Itoa(w.res.idx[i])
+			id += "/" + strconv.Itoa(w.res.Idx[i])
 		}
 		if out.TS == 0 && tm > 0 {
 			out.TS = float64(tm/1e9) + float64(tm%1e9)/1e9 // whole seconds first: exact to the µs

@@ -59,13 +59,7 @@ func (w *worker) serve(a *coreAction) {
 	e := w.keys[a.Key]
 	switch c.op {
 	case "model":
-		m, err := e.l.Model()
-		if err == nil {
-			err = e.cls.export(m)
-		}
-		if err == nil && e.mon != nil {
-			e.mon.m.Export(m)
-		}
+		m, err := e.m.Export()
 		if err == nil {
 			r.data, err = codec.EncodeModel(m)
 		}
@@ -76,32 +70,18 @@ func (w *worker) serve(a *coreAction) {
 			r.n = 1
 		}
 	case "reset":
-		l, err := w.newLearner(c.pipe.cfg.Learner)
-		if err != nil {
-			r.err = err
+		if r.err = e.m.Reset(); r.err != nil {
 			return
 		}
-		cls, err := newKeyClassifier(c.pipe.cls, l, nil)
-		if err != nil {
-			r.err = err
-			return
-		}
-		mon, err := newKeyMonitor(c.pipe, nil)
-		if err != nil {
-			r.err = err
-			return
-		}
-		e.l, e.cls, e.mon = l, cls, mon
 		// Outputs already queued (of messages applied before the reset)
 		// still go out; the reset's snapshot waits for them.
 		w.step(machine.Reset{Key: a.Key})
 		w.log.Info("key reset", zap.String("key", c.key))
 	case "accept":
-		if e.mon == nil {
+		if e.m.Accept() != nil {
 			r.err = fmt.Errorf("processor: %w: pipeline %s has no monitor: section, nothing to accept", ErrBadRequest, c.pipe.cfg.Name)
 			return
 		}
-		e.mon.m.Accept()
 		// The monitor's state changed outside a message: saved soon.
 		w.step(machine.Reset{Key: a.Key})
 		w.log.Info("key's regime accepted: its control limits start a new warm-up", zap.String("key", c.key))
@@ -117,7 +97,7 @@ func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
 		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
 			continue
 		}
-		out = append(out, KeyInfo{Key: k.Key, Partition: w.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
+		out = append(out, KeyInfo{Key: k.Key, Partition: w.num, Seen: e.m.Learner().Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
 	}
 	return json.Marshal(out)
 }

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -18,11 +18,9 @@ import (
 type entry struct {
 	key     string
 	pipe    *pipeline
-	l       learners.Learner
-	cls     *keyClassifier // the key's classifier stage, nil without one
-	mon     *keyMonitor    // the key's monitor (monitor:, preprocess:), nil without one
-	rev     uint64         // KV revision of the last saved or loaded snapshot
-	lastSeq uint64         // last sequence of the loaded snapshot (the machine keeps the live one)
+	m       *keymodel.Model // learner, classifier stage, monitor and preprocessing
+	rev     uint64          // KV revision of the last saved or loaded snapshot
+	lastSeq uint64          // last sequence of the loaded snapshot (the machine keeps the live one)
 	stored  int
 	subject string // output subject of the key (expanded on first use)
 	advice  string // budget advice of the last message (Summary.BudgetAdvice)
@@ -100,16 +98,10 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 		}
 		e.rev = 0
 	case err == nil:
-		e.l, err = w.restore(pc, snap)
-		if err == nil {
-			e.cls, err = newKeyClassifier(pl.cls, e.l, snap.Classifier)
-		}
-		if err == nil {
-			e.mon, err = newKeyMonitor(pl, snap.Monitor)
-		}
+		e.m, err = w.restore(snap)
 		if err == nil {
 			e.lastSeq = snap.LastSeq
-			e.stored = e.l.Summary(w.eig).Stored
+			e.stored = e.m.Learner().Summary(w.res.Eig).Stored
 			pl.met.storedPoints.Add(float64(e.stored))
 			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
 				zap.Uint64("snapshot_epoch", snap.Epoch))
@@ -130,15 +122,7 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 	default:
 		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
 	}
-	l, err := w.newLearner(pc.Learner)
-	if err != nil {
-		return nil, false, err
-	}
-	e.l = l
-	if e.cls, err = newKeyClassifier(pl.cls, l, nil); err != nil {
-		return nil, false, err
-	}
-	if e.mon, err = newKeyMonitor(pl, nil); err != nil {
+	if e.m, err = keymodel.New(pl.spec); err != nil {
 		return nil, false, err
 	}
 	return e, w.owned, nil
@@ -152,7 +136,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 	defer cancel()
-	snap := &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: e.lastSeq, Epoch: w.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()}
+	snap := e.snapshot(e.lastSeq, w.epoch)
 	rev, err := w.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.epoch, err)
@@ -161,32 +145,22 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 	return nil
 }
 
-// restore rebuilds a learner from a snapshot taken with the pipeline's config.
-func (w *worker) restore(pc PipelineConfig, snap *codec.Snapshot) (learners.Learner, error) {
-	if snap.State == nil {
-		return nil, fmt.Errorf("%w: empty state", learners.ErrState)
-	}
-	lc := pc.Learner
-	if got, want := snap.State.Config.WithDefaults(), pc.Learner.WithDefaults(); got != want {
-		// The budget policy (eviction, swap_ratio) is the learner's own: a
-		// key keeps its snapshot's until it is reset, so that a changed
-		// default or setting never refuses existing keys. Anything else
-		// that differs refuses the snapshot.
-		alt := want
-		alt.Eviction, alt.SwapRatio = got.Eviction, got.SwapRatio
-		if alt != got {
-			return nil, fmt.Errorf("%w: snapshot has %+v, pipeline has %+v", errIncompatible, got, want)
-		}
+// restore rebuilds a key's model from its snapshot, taken with the
+// pipeline's config (keymodel.Restore: the key keeps its snapshot's
+// budget policy, which is logged).
+func (w *worker) restore(snap *codec.Snapshot) (*keymodel.Model, error) {
+	m, kept, err := keymodel.Restore(w.pipe.spec, keymodel.State{Learner: snap.State, Classifier: snap.Classifier, Monitor: snap.Monitor})
+	if kept {
 		w.log.Info("key keeps the budget policy of its snapshot; reset it to apply the pipeline's", zap.String("key", snap.Key),
-			zap.String("eviction", got.Eviction), zap.String("pipeline_eviction", want.Eviction))
-		lc = alt
+			zap.String("eviction", snap.State.Config.WithDefaults().Eviction), zap.String("pipeline_eviction", w.pipe.cfg.Learner.WithDefaults().Eviction))
 	}
-	l, err := w.newLearner(lc)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Restore(snap.State); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return m, err
+}
+
+// snapshot returns e's model as a snapshot of the key at lastSeq, written
+// by epoch.
+func (e *entry) snapshot(lastSeq, epoch uint64) *codec.Snapshot {
+	st := e.m.Snapshot()
+	return &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, Epoch: epoch,
+		State: st.Learner, Classifier: st.Classifier, Monitor: st.Monitor}
 }

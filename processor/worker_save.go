@@ -43,7 +43,7 @@ type keyStore interface {
 func (w *worker) snapshot(e *entry, job machine.Job) *snapJob {
 	return &snapJob{
 		e:    e,
-		snap: &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: job.LastSeq, Epoch: w.epoch, State: e.l.State(), Classifier: e.cls.state(), Monitor: e.mon.state()},
+		snap: e.snapshot(job.LastSeq, w.epoch),
 		rev:  e.rev,
 		job:  job,
 	}
