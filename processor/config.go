@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/fielderr"
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/monitor"
 )
@@ -700,25 +701,11 @@ func (p PipelineConfig) validate() []error {
 	return errs
 }
 
-// validSubject reports whether s is a NATS subject (wildcards allowed when wild).
-// subjectCovers reports whether every subject matched by the pattern subj
-// is also matched by the stream subject filter f.
-func subjectCovers(f, subj string) bool {
-	ft, st := strings.Split(f, "."), strings.Split(subj, ".")
-	for i, t := range ft {
-		if t == ">" {
-			return i < len(st)
-		}
-		if i >= len(st) {
-			return false
-		}
-		if st[i] == ">" || (t != "*" && t != st[i]) {
-			return false
-		}
-	}
-	return len(ft) == len(st)
-}
+// subjectCovers reports whether the filter f matches every subject of
+// the pattern subj (publish.Covers).
+func subjectCovers(f, subj string) bool { return publish.Covers(f, subj) }
 
+// validSubject reports whether s is a NATS subject (wildcards allowed when wild).
 func validSubject(s string, wild bool) bool {
 	if s == "" || strings.ContainsAny(s, " \t\r\n") {
 		return false

@@ -43,16 +43,13 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
 	dl.Header.Set(HeaderPipeline, pc.Name)
 	dl.Header.Set(HeaderKey, m.key)
-	var perr error
-	if m.pipe.dlJS {
-		if m.js != nil {
-			dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
-		}
-		perr = w.publishJS(ctx, dl)
-	} else {
-		perr = w.core.PublishMsg(dl)
+	if w.dl.JetStream && m.js != nil {
+		dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
 	}
-	if perr != nil {
+	// With JetStream: attempts of publishAttempt, retried while the
+	// failure is transient (deduplicated by the id), until the stream
+	// acknowledges it, snapshot_timeout has passed, or the fence is lost.
+	if perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.fenceErr); perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
 	}
 	if m.js != nil {
@@ -66,28 +63,12 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	w.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
 }
 
-// publishJS publishes m (a dead letter) with JetStream in attempts of
-// publishAttempt, retried while the failure is transient, until the
-// stream acknowledges m or snapshot_timeout has passed. A retry is safe:
-// the stream drops a duplicate by its Nats-Msg-Id and acknowledges it.
-func (w *worker) publishJS(ctx context.Context, m *nats.Msg) error {
-	deadline := time.Now().Add(w.snapshotTimeout)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, min(w.publishAttempt, max(time.Until(deadline), time.Millisecond)))
-		_, err := w.js.PublishMsg(pctx, m)
-		cancel()
-		if err == nil || !transientJS(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		if !w.fence.OK() {
-			return errFenced
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(20 * time.Millisecond):
-		}
+// fenceErr is errFenced once the partition may no longer write.
+func (w *worker) fenceErr() error {
+	if !w.fence.OK() {
+		return errFenced
 	}
+	return nil
 }
 
 // inputSubject is the subject a message stored as subject was published

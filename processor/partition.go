@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/jsack"
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/nats-io/nats.go"
@@ -41,6 +42,9 @@ type partition struct {
 
 	cc  jetstream.ConsumeContext
 	sub *nats.Subscription
+	// subscribed is closed by runCore once its subscription exists (Run
+	// reports ready only then: a message published earlier is lost).
+	subscribed chan struct{}
 
 	rev        uint64 // revision of the ownership record; owned by the renewing goroutine
 	pending    atomic.Uint64
@@ -55,7 +59,7 @@ type partition struct {
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
 	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), filter: pc.Input.Subject,
-		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
 	}
@@ -84,7 +88,9 @@ func (pt *partition) workerDeps(n, quota int) deps {
 	}
 	return deps{pipe: pt.pipe, num: pt.num, epoch: pt.epoch, log: pt.log, closing: pt.closing,
 		fence: pt.fence, owned: pt.fence != nil, track: pt.track, stillOwned: pt.stillOwned,
-		core: p.conn, lanePub: lp, pubJS: p.pubJS, js: p.js, store: p.keys,
+		out:     publish.Out{Core: p.conn, Async: p.pubJS, JetStream: pt.pipe.outJS, Attempt: p.publishAttempt()},
+		dl:      publish.Out{Core: p.conn, Sync: p.js, JetStream: pt.pipe.dlJS, Attempt: p.publishAttempt()},
+		lanePub: lp, laneSub: p.conn, store: p.keys,
 		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, quota: quota, queueSize: p.cfg.QueueSize,
 		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}
 }
@@ -216,6 +222,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 		_ = pt.waitWorkers(g, cancel)
 		return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
 	}
+	close(pt.subscribed)
 	select {
 	case <-ctx.Done():
 	case <-pt.stop:

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/keymodel"
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/ops"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -52,8 +52,8 @@ type Processor struct {
 	cfg  Config
 	conn *nats.Conn
 	js   jetstream.JetStream
-	// pubJS publishes outputs asynchronously (worker.publish): a
-	// JetStream context of its own, so that its PubAck timeout
+	// pubJS publishes outputs asynchronously (worker.publish, through
+	// its publish.Out): a JetStream context of its own, so that its PubAck timeout
 	// (publishAttempt) and pending limit are ours whatever Deps.JS was
 	// built with. Tests wrap it to inject faults.
 	pubJS asyncPublisher
@@ -284,6 +284,16 @@ func (p *Processor) Run(ctx context.Context) error {
 	if p.coord != nil {
 		g.Go(func() error { return fail(p.coord.run(runCtx)) })
 	}
+	// Ready once the core NATS inputs are subscribed: what is published
+	// to them before is lost.
+	for _, pl := range p.pipes {
+		if pt := pl.parts[0].Load(); pt != nil && pl.cfg.Input.Stream == "" {
+			select {
+			case <-pt.subscribed:
+			case <-runCtx.Done():
+			}
+		}
+	}
 	p.ready.Store(true)
 	p.log.Info("running", zap.String("member", p.id), zap.Int("pipelines", len(p.pipes)))
 	<-runCtx.Done()
@@ -395,22 +405,8 @@ func (p *Processor) setup(ctx context.Context) error {
 func (p *Processor) capturingStream(ctx context.Context, what, wild string) (string, error) {
 	var name string
 	err := p.retry(ctx, what, func(ctx context.Context) (err error) {
-		name, err = p.js.StreamNameBySubject(ctx, wild)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			name = ""
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		st, err := p.js.Stream(ctx, name)
-		if err != nil {
-			return err
-		}
-		if !slices.ContainsFunc(st.CachedInfo().Config.Subjects, func(f string) bool { return subjectCovers(f, wild) }) {
-			name = ""
-		}
-		return nil
+		name, err = publish.Find(ctx, p.js, wild)
+		return err
 	})
 	return name, err
 }
@@ -573,29 +569,9 @@ func (p *Processor) retry(ctx context.Context, what string, f func(context.Conte
 	}
 }
 
-// transientJS reports whether a JetStream call may succeed if retried.
-func transientJS(err error) bool {
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
-		return true
-	case errors.As(err, &apiErr):
-		switch apiErr.ErrorCode {
-		case 10008, // JetStream system temporarily unavailable
-			10009, // cluster can not handle request (no leader yet)
-			10004, // incomplete results
-			10023, // insufficient resources (peers not known yet)
-			10118, // stream offline
-			10119, // consumer offline
-			10163, // expected last sequence per subject temporarily unavailable
-			10076, // JetStream not enabled (yet: a server still starting)
-			10039: // JetStream not enabled for the account (yet)
-			return true
-		}
-	}
-	return false
-}
+// transientJS reports whether a JetStream call may succeed if retried
+// (publish.Transient).
+func transientJS(err error) bool { return publish.Transient(err) }
 
 // ensureStream creates the stream sc unless a stream of that name exists.
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {

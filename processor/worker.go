@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
@@ -53,10 +54,10 @@ type deps struct {
 	owned      bool
 	track      *machine.Tracker           // the replay tracker; nil for a core NATS input
 	stillOwned func(context.Context) bool // the ownership record still names this epoch
-	core       corePort                   // core NATS: outputs and dead letters without a stream, the lane's answers
+	out        publish.Out                // the outputs: a stream (JetStream, asynchronously) or core NATS
+	dl         publish.Out                // the dead letters: a stream (JetStream, retried) or core NATS
 	lanePub    lanePublisher              // the output lane's publishes (core, or a test's wrapper)
-	pubJS      asyncPublisher             // JetStream outputs
-	js         syncPublisher              // JetStream dead letters
+	laneSub    laneSubscriber             // the output lane's answers
 	store      keyStore                   // the snapshot store
 	met        *metrics
 	watch      *ops.Watches // keys watched by the live page
@@ -71,10 +72,8 @@ type deps struct {
 	publishAttempt  time.Duration
 }
 
-// corePort is the worker's port to core NATS: publishing, and the
-// subscription of its output lane's answers.
-type corePort interface {
-	lanePublisher
+// laneSubscriber subscribes the output lane's answers (nats.Conn).
+type laneSubscriber interface {
 	ChanSubscribe(subj string, ch chan *nats.Msg) (*nats.Subscription, error)
 }
 
@@ -172,7 +171,7 @@ func (w *worker) run(ctx context.Context) error {
 	defer close(w.stopped)
 	defer w.release()
 	if w.lane != nil {
-		sub, err := w.core.ChanSubscribe(w.lane.prefix+".>", w.laneIn)
+		sub, err := w.laneSub.ChanSubscribe(w.lane.prefix+".>", w.laneIn)
 		if err != nil {
 			return fmt.Errorf("processor: output lane: subscribe to its answers: %w", err)
 		}

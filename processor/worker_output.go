@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 )
 
@@ -23,52 +24,42 @@ type pubDone struct {
 	err error
 }
 
-// asyncPublisher is the worker's port to the output stream (the method of
-// jetstream.JetStream it uses): publish m and return a future that
-// resolves with its PubAck or an error.
-type asyncPublisher interface {
-	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
-}
+// asyncPublisher is the processor's asynchronous JetStream publisher of
+// outputs (tests wrap it to inject faults).
+type asyncPublisher = publish.Async
 
-// syncPublisher is the worker's port for its dead letters to a stream:
-// publish m and wait for the PubAck.
-type syncPublisher interface {
-	PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
-}
-
-// publish publishes key's next output: with JetStream when a stream
-// captures the output subject (asynchronously: the acker reports the
-// PubAck), else with core NATS (done when written to the connection).
+// publish publishes key's next output through the pipeline's output port:
+// with JetStream when a stream captures the output subject — through the
+// lane, or asynchronously with the acker waiting for the PubAck — else on
+// core NATS (done when written to the connection). A JetStream output is
+// fenced: a partition that may no longer write publishes nothing more.
 func (w *worker) publish(key string, ord uint64, m *nats.Msg) {
-	e := w.keys[key]
-	if !e.pipe.outJS {
-		err := w.core.PublishMsg(m)
-		if err == nil {
-			w.sent(e, 1)
+	if w.out.JetStream {
+		if !w.fence.OK() {
+			// Nothing more is published: the partition stops and its new
+			// owner replays what is not acknowledged.
+			w.fenceLost()
+			w.step(machine.Published{Key: key, Err: errFenced, Refused: true})
+			return
 		}
-		w.step(machine.Published{Key: key, Err: err, Refused: err != nil && !transientJS(err)})
-		return
+		if w.lane != nil {
+			// Answered now when the lane refuses it: before anything else
+			// reaches the lane (lane.go).
+			w.lane.publish(key, ord, m, time.Now())
+			w.laneResults()
+			return
+		}
 	}
-	if !w.fence.OK() {
-		// Nothing more is published: the partition stops and its new
-		// owner replays what is not acknowledged.
-		w.fenceLost()
-		w.step(machine.Published{Key: key, Err: errFenced, Refused: true})
-		return
-	}
-	if w.lane != nil {
-		// Answered now when the lane refuses it: before anything else
-		// reaches the lane (lane.go).
-		w.lane.publish(key, ord, m, time.Now())
-		w.laneResults()
-		return
-	}
-	f, err := w.pubJS.PublishMsgAsync(m)
-	if err != nil {
+	f, err := w.out.Send(m)
+	switch {
+	case err != nil:
 		w.step(machine.Published{Key: key, Err: err, Refused: !transientJS(err)})
-		return
+	case f == nil: // core NATS: done
+		w.sent(w.keys[key], 1)
+		w.step(machine.Published{Key: key})
+	default:
+		w.pubq <- pubWait{key: key, f: f} // at most Window in flight: never blocks
 	}
-	w.pubq <- pubWait{key: key, f: f} // at most Window in flight: never blocks
 }
 
 // laneResults steps the machine with the lane's answers, in order, one at
