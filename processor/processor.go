@@ -216,7 +216,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		p.pipes = append(p.pipes, pl)
 	}
 	p.srv = ops.New(ops.Config{Service: cfg.ServiceName, Version: Version, Timeout: cfg.SnapshotTimeout, Conn: p.conn, JS: p.js,
-		Gatherer: p.gatherer, Log: p.log}, backend{p}, &p.watch)
+		Gatherer: p.gatherer, Log: p.log}, views{p}, controls{p}, &p.watch)
 	return p, nil
 }
 

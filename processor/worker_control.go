@@ -8,13 +8,16 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
 
-// control is a request from the micro service, answered on reply.
+// control is a request from the operations (micro service, HTTP API),
+// answered on reply: op on key, or with list the worker's loaded keys.
 type control struct {
-	op    string // "model", "snapshot", "reset", "accept", "keys"
+	op    ops.Op // OpSnapshot with key "": every changed key of the worker
+	list  bool   // list the loaded keys of pipe (only key when set)
 	pipe  *pipeline
-	key   string // "" with "snapshot": every key of the worker
+	key   string
 	reply chan controlReply
 }
 
@@ -24,16 +27,16 @@ type controlReply struct {
 	err  error
 }
 
-// control starts a control request: "keys" and "snapshot" of every key
-// are answered at once; the others need their key loaded (never created;
+// control starts a control request: a list of the keys and a snapshot of
+// every key are answered at once; the others need their key loaded (never created;
 // a reset does not need to decode the key's snapshot: it may be corrupt,
 // and the reset is the fix), which the machine answers with Serve.
 func (w *worker) control(c *control) {
 	var r controlReply
 	switch {
-	case c.op == "keys":
+	case c.list:
 		r.data, r.err = w.listKeys(c.pipe, c.key)
-	case c.op == "snapshot" && c.key == "":
+	case c.op == ops.OpSnapshot && c.key == "":
 		for _, k := range w.m.Keys() {
 			if k.Dirty {
 				w.step(machine.SaveNow{Key: k.Key})
@@ -41,7 +44,7 @@ func (w *worker) control(c *control) {
 			}
 		}
 	default:
-		w.step(machine.Request{Key: c.key, ReplaceCorrupt: c.op == "reset", Ref: c})
+		w.step(machine.Request{Key: c.key, ReplaceCorrupt: c.op == ops.OpReset, Ref: c})
 		return
 	}
 	c.reply <- r
@@ -58,18 +61,18 @@ func (w *worker) serve(a *coreAction) {
 	}
 	e := w.keys[a.Key]
 	switch c.op {
-	case "model":
+	case ops.OpModel:
 		m, err := e.m.Export()
 		if err == nil {
 			r.data, err = codec.EncodeModel(m)
 		}
 		r.err = err
-	case "snapshot":
+	case ops.OpSnapshot:
 		if k, _ := w.m.Key(a.Key); k.Dirty {
 			w.step(machine.SaveNow{Key: a.Key})
 			r.n = 1
 		}
-	case "reset":
+	case ops.OpReset:
 		if r.err = e.m.Reset(); r.err != nil {
 			return
 		}
@@ -77,7 +80,7 @@ func (w *worker) serve(a *coreAction) {
 		// still go out; the reset's snapshot waits for them.
 		w.step(machine.Reset{Key: a.Key})
 		w.log.Info("key reset", zap.String("key", c.key))
-	case "accept":
+	case ops.OpAccept:
 		if e.m.Accept() != nil {
 			r.err = fmt.Errorf("processor: %w: pipeline %s has no monitor: section, nothing to accept", ErrBadRequest, c.pipe.cfg.Name)
 			return
