@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/jsack"
-	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 	"github.com/nats-io/nats.go"
@@ -75,24 +74,6 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, p.quota(pc, n)), i))
 	}
 	return pt
-}
-
-// workerDeps are the dependencies of each of the partition's n workers
-// (worker.go): a worker reaches neither into the partition nor into the
-// Processor.
-func (pt *partition) workerDeps(n, quota int) deps {
-	p := pt.p
-	var lp lanePublisher = p.conn
-	if p.wrapLane != nil {
-		lp = p.wrapLane(lp)
-	}
-	return deps{pipe: pt.pipe, num: pt.num, epoch: pt.epoch, log: pt.log, closing: pt.closing,
-		fence: pt.fence, owned: pt.fence != nil, track: pt.track, stillOwned: pt.stillOwned,
-		out:     publish.Out{Core: p.conn, Async: p.pubJS, JetStream: pt.pipe.outJS, Attempt: p.publishAttempt()},
-		dl:      publish.Out{Core: p.conn, Sync: p.js, JetStream: pt.pipe.dlJS, Attempt: p.publishAttempt()},
-		lanePub: lp, laneSub: p.conn, store: p.keys,
-		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, quota: quota, queueSize: p.cfg.QueueSize,
-		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}
 }
 
 // workersPerPartition is the number of worker goroutines of each partition

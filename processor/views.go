@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/kpcastream/kpcastream/internal/buildinfo"
 	"github.com/kpcastream/kpcastream/learners"
@@ -212,26 +211,6 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 	case <-ctx.Done():
 		return controlReply{}, ctx.Err()
 	}
-}
-
-// watchOut is the worker's hook: after the outputs of a message of e were
-// published, it records them when e's key is watched (ops.Watches). The
-// learner started on the message at start and took took (so the hook
-// reads no clock). Unwatched, it costs one atomic load.
-func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
-	ws := w.watch
-	if !ws.Any() {
-		return
-	}
-	kw := ws.Get(e.pipe.cfg.Name, e.key)
-	if kw == nil {
-		return
-	}
-	st := &e.pipe.stats
-	// apply and applied left the eigenvalues of the last output in w.res.Eig
-	// and the dictionary's fill in e.stored.
-	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.m.Learner(), Eigenvalues: w.res.Eig, Stored: e.stored,
-		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.Outs)
 }
 
 // views are the processor's read-only views, as package ops sees them

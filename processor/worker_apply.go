@@ -15,6 +15,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
 
 // dispOf is how the machine disposes of a message that failed with err.
@@ -136,6 +137,26 @@ func (w *worker) apply(m *inMsg) {
 		pl.stats.Warming.Add(1)
 		ev.Result = resultWarming
 	}
+}
+
+// watchOut is the worker's hook: after the outputs of a message of e were
+// published, it records them when e's key is watched (ops.Watches). The
+// learner started on the message at start and took took (so the hook
+// reads no clock). Unwatched, it costs one atomic load.
+func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
+	ws := w.watch
+	if !ws.Any() {
+		return
+	}
+	kw := ws.Get(e.pipe.cfg.Name, e.key)
+	if kw == nil {
+		return
+	}
+	st := &e.pipe.stats
+	// apply and applied left the eigenvalues of the last output in w.res.Eig
+	// and the dictionary's fill in e.stored.
+	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.m.Learner(), Eigenvalues: w.res.Eig, Stored: e.stored,
+		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.Outs)
 }
 
 // outputs encodes the outputs of the last apply as NATS messages that the
