@@ -63,7 +63,7 @@ type laneSubscriber interface {
 }
 
 // workerDeps are the dependencies of each of the partition's n workers
-// (worker.go): a worker reaches neither into the partition nor into the
+// (deps above): a worker reaches neither into the partition nor into the
 // Processor.
 func (pt *partition) workerDeps(n, quota int) deps {
 	p := pt.p

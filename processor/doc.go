@@ -24,7 +24,7 @@
 // # Layout
 //
 // Package processor is the shell: setup, consume, execute, save. A
-// worker's dependencies are the fields of its deps (worker.go), built by
+// worker's dependencies are the fields of its deps (deps.go), built by
 // its partition; its files go by effect: worker.go (the loop executing
 // the machine's Ready), worker_load.go, worker_apply.go, worker_output.go,
 // deadletter.go, worker_save.go, worker_control.go. Beside it, imported

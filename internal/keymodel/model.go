@@ -1,15 +1,3 @@
-// Package keymodel is one key's model: its learner, its classifier stage
-// (an online classifier on the learner's dictionary coordinates), its
-// monitor (control limits and alarms) and its preprocessing (the
-// monitor's running standardisation), built, restored, applied, saved,
-// reset and exported together, in one place. It has one reason to change:
-// what a key's model is and how a message steps it. It does no I/O and
-// reads no clock; the caller (the processor's worker, a replay, a bench)
-// decodes the observations, publishes the outputs and stores the
-// snapshots, and counts what it wants through a Meter.
-//
-// It is internal: a Go program reaches it through the processor and the
-// replay, whose snapshot and model export formats are the interfaces.
 package keymodel
 
 import (

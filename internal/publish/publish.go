@@ -1,9 +1,3 @@
-// Package publish is the one port through which kpcastream sends a
-// message out — the processor's outputs and dead letters, the CLI's
-// publish and dlq republish, the bench's raw relay: with JetStream,
-// acknowledged by the stream, when a stream captures the subject, else on
-// core NATS. The choice between the two is written here once (Find, and
-// Out's JetStream). It has one reason to change: how a message goes out.
 package publish
 
 import (
