@@ -26,6 +26,10 @@ const (
 	DefaultDeadLetter       = "kpca.dlq.{pipeline}"
 	DefaultDuplicates       = 2 * time.Minute
 	DefaultOutputWindow     = 256
+	// DefaultKeyInFlight is output.key_in_flight when the file leaves it
+	// out (at most output.window): outputs of a key go through an ordered
+	// lane where the output stream allows batch publishing.
+	DefaultKeyInFlight = 128
 	// MaxOutputWindow bounds OutputConfig.Window.
 	MaxOutputWindow      = 1 << 16
 	DefaultEveryMessages = 1000
@@ -279,20 +283,25 @@ type OutputConfig struct {
 	// a window can fill (each queued output holds its input unacked).
 	Window int `yaml:"window"`
 	// KeyInFlight is how many outputs of one key may wait for the output
-	// stream's acknowledgement at once. 1 (the default): one, the next
-	// published when the previous one is acknowledged — a key moves one
-	// output per round trip. More (experimental): the outputs go through
-	// an ordered lane per worker, a JetStream fast batch in gap-fail mode
+	// stream's acknowledgement at once. More than 1 (the default,
+	// DefaultKeyInFlight, at most Window): the outputs go through an
+	// ordered lane per worker, a JetStream fast batch in gap-fail mode
 	// (processor/lane.go), which keeps each key's outputs in input order
 	// and each once across failures; it needs a JetStream output stream
 	// that allows batch publishing (allow_batched, nats-server ≥ 2.12;
 	// create_stream sets it) and does not discard new messages at its
 	// limits, else the pipeline falls back to 1 with a log line saying
-	// why. Core NATS outputs always have 1. At most Window. Through a lane
+	// why (info when the value is the default, a warning when the file
+	// set it). 1: one, the next published when the previous one is
+	// acknowledged — a key moves one output per round trip. Core NATS
+	// outputs always have 1. At most Window. Through a lane
 	// a worker's share of Window is at least KeyInFlight, so one hot key
 	// keeps KeyInFlight in flight however many workers share the window:
 	// a partition then holds at most max(Window, workers·KeyInFlight).
 	KeyInFlight int `yaml:"key_in_flight"`
+	// keyInFlightDefault records that KeyInFlight came from the default:
+	// a stream that cannot carry a lane is then an info line, not a warning.
+	keyInFlightDefault bool
 }
 
 // DeadLetterConfig is the JetStream stream that stores a pipeline's dead
@@ -426,7 +435,8 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 		p.Output.Window = DefaultOutputWindow
 	}
 	if p.Output.KeyInFlight == 0 {
-		p.Output.KeyInFlight = 1
+		p.Output.KeyInFlight = min(DefaultKeyInFlight, max(1, p.Output.Window))
+		p.Output.keyInFlightDefault = true
 	}
 	if p.DeadLetter == "" {
 		p.DeadLetter = DefaultDeadLetter

@@ -38,6 +38,9 @@ type env struct {
 	wrapKeys func(keyStore) keyStore
 	// wrapLane, when set, wraps the workers' lane publishers the same way.
 	wrapLane func(lanePublisher) lanePublisher
+	// log, when set, is the logger of the processors started next (else
+	// the test's own).
+	log *zap.Logger
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -108,6 +111,9 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	log := zap.NewNop()
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
+	}
+	if e.log != nil {
+		log = e.log
 	}
 	store := e.store
 	if nc != e.nc {

@@ -87,7 +87,12 @@ func (p *Processor) setup(ctx context.Context) error {
 				return fmt.Errorf("processor: pipeline %s: output stream %s: %w", pc.Name, pl.outStream, err)
 			}
 			pl.lane = why == ""
-			if !pl.lane {
+			switch {
+			case pl.lane:
+			case pc.Output.keyInFlightDefault:
+				p.log.Info("outputs without a lane: one output in flight per key (output.key_in_flight: 1 says so and silences this line)",
+					zap.String("pipeline", pc.Name), zap.String("why", why))
+			default:
 				p.log.Warn("output.key_in_flight > 1 needs an output lane; falling back to one output in flight per key",
 					zap.String("pipeline", pc.Name), zap.Int("key_in_flight", pc.Output.KeyInFlight), zap.String("why", why))
 			}
