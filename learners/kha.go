@@ -673,6 +673,32 @@ func (l *KHA) track(pv float64) float64 {
 // Hebbian statistics. It computes the next state in the spare buffers and
 // swaps them in only when everything is finite.
 func (l *KHA) step(x []float64, t int64) error {
+	pv, nkxx := l.observe(x, t)
+	out := l.outputs()
+	l.gains(out, pv, t)
+	var check float64
+	if l.beta != 1 && l.beta != 0 {
+		for i, yi := range l.y {
+			l.nv[i] = l.beta * yi
+		}
+	}
+	if l.apex {
+		check += l.lateral(out)
+	}
+	check += l.update(l.s)
+	// The next G and H in k-space (see the type's documentation).
+	check += l.track(pv)
+	if !finite(check + pv + nkxx) {
+		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
+	}
+	return l.commit(nkxx)
+}
+
+// observe computes x's kernel row and s(x) = K_ε⁻¹k_D(x), the next means
+// c' and u' (into c2, u2), p = s − c' (in l.s), v = k_D(x) − u' (l.v),
+// y = Aᵀv and Rᵀv (l.zr), and returns ‖Pφ̃(x)‖² = pᵀv and the next running
+// mean of k(x,x). t is the number of observations before x.
+func (l *KHA) observe(x []float64, t int64) (pv, nkxx float64) {
 	b, k := l.b, l.k
 	kr := l.rows.Row(l.kr, x, norm2(x))
 	kxx := l.cfg.Kernel.Self(x)
@@ -683,7 +709,6 @@ func (l *KHA) step(x []float64, t int64) error {
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
-	var pv float64
 	for j := range b {
 		c := l.c[j] + (s[j]-l.c[j])/n
 		u := l.u[j] + (kr[j]-l.u[j])/n
@@ -692,7 +717,7 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.v[j] = kr[j] - u
 		pv += s[j] * l.v[j]
 	}
-	nkxx := l.kxx + (kxx-l.kxx)/n
+	nkxx = l.kxx + (kxx-l.kxx)/n
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
@@ -702,9 +727,13 @@ func (l *KHA) step(x []float64, t int64) error {
 	} else {
 		clear(l.zr)
 	}
+	return pv, nkxx
+}
 
-	// The outputs the rule learns from: the projections y, or for APEX
-	// ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
+// outputs returns the outputs the rule learns from: the projections y, or
+// for APEX ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
+func (l *KHA) outputs() []float64 {
+	y, k := l.y, l.k
 	out := y
 	if l.apex {
 		out = l.yo
@@ -716,8 +745,16 @@ func (l *KHA) step(x []float64, t int64) error {
 			out[i] = v
 		}
 	}
+	return out
+}
+
+// gains updates λ̂ (into lam2) from the outputs and sets e = ηₜ∘o (l.eta)
+// with the KHA/et gains ηₜᵢ = ηₜ‖λ̂‖/λ̂ᵢ and their caps; pv is ‖Pφ̃(x)‖².
+func (l *KHA) gains(out []float64, pv float64, t int64) {
+	k := l.k
+	n := float64(t + 1)
 	// λ̂ᵢ: running mean of the outputs' squares.
-	rho := max(1/n, 1/float64(b))
+	rho := max(1/n, 1/float64(l.b))
 	var norm float64
 	for i, yi := range out {
 		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
@@ -746,33 +783,29 @@ func (l *KHA) step(x []float64, t int64) error {
 		}
 		l.eta[i] = e * out[i]
 	}
-	var check float64
-	if l.beta != 1 && l.beta != 0 {
-		for i, yi := range y {
-			l.nv[i] = l.beta * yi
+}
+
+// lateral computes APEX's next lateral weights (into lat2) by eq. (11) in
+// Kung and Diamantaras' stable form, Cᵢₗ ← Cᵢₗ − ηᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ),
+// l < i, and returns their sum (an overflow check).
+func (l *KHA) lateral(out []float64) (check float64) {
+	k := l.k
+	for i := range k {
+		ei, oi := l.eta[i], out[i]
+		row, nrow := l.lat[i*k:i*k+i], l.lat2[i*k:i*k+i]
+		for lj, c := range row {
+			v := c - ei*(out[lj]+oi*c)
+			nrow[lj] = v
+			check += v
 		}
 	}
-	if l.apex {
-		// Eq. (11) in Kung and Diamantaras' stable form:
-		// Cᵢₗ ← Cᵢₗ − ηᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ), l < i.
-		for i := range k {
-			ei, oi := l.eta[i], out[i]
-			row, nrow := l.lat[i*k:i*k+i], l.lat2[i*k:i*k+i]
-			for lj, c := range row {
-				v := c - ei*(out[lj]+oi*c)
-				nrow[lj] = v
-				check += v
-			}
-		}
-	}
+	return check
+}
 
-	check += l.update(s)
-	// The next G and H in k-space (see the type's documentation).
-	check += l.track(pv)
-	if !finite(check + pv + nkxx) {
-		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
-	}
-
+// commit refreshes (re-orthonormalises and publishes) when due, with the
+// exact recomputation of G and H every R·B observations, and makes the
+// next state current.
+func (l *KHA) commit(nkxx float64) error {
 	refresh := l.sinceRefresh+1 >= int64(l.cfg.Refresh)
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
