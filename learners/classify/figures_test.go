@@ -48,6 +48,7 @@ func TestClassifierFigures(t *testing.T) {
 		{"satellite", func() *dataset { return loadLabelled(t, "satellite.csv") }, 1, 0, 16, 200},
 		{"satellite", func() *dataset { return loadLabelled(t, "satellite.csv") }, 1, 3.0 / 36, 16, 200},
 		{"satellite", func() *dataset { return loadLabelled(t, "satellite.csv") }, 1, 3.0 / 36, 16, 400},
+		{"satellite", func() *dataset { return loadLabelled(t, "satellite.csv") }, 1, 3.0 / 36, 16, 800},
 		{"wine", func() *dataset { return loadLabelled(t, "wine.csv") }, 3, 0, 16, 200},
 		{"iris", func() *dataset { return loadLabelled(t, "iris.csv") }, 3, 0, 16, 200},
 		{"two_spirals", func() *dataset { return loadLabelled(t, "two_spirals.csv") }, 5, 3, 16, 200},
