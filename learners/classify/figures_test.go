@@ -26,7 +26,7 @@ func imagesSet(n int) *dataset {
 // on every labelled set of the repository and the synthetic image stream,
 // at the stated budget and k, with the wall time per message (learner +
 // classifier); the RBF SVM references come from
-// bench/learners/svm_reference.py (bench/RESULTS.md §16):
+// bench/learners/svm_reference.py (bench/RESULTS.md §17):
 //
 //	go test ./learners/classify -run TestClassifierFigures -v
 //
