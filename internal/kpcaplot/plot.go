@@ -1,4 +1,4 @@
-package main
+package kpcaplot
 
 import (
 	"fmt"
@@ -34,30 +34,30 @@ var (
 	plotInk  = color.RGBA{29, 35, 48, 255}
 )
 
-// plotSize is --plot-size: the PNG files' size in pixels.
-type plotSize struct{ W, H int }
+// Size is the PNG files' size in pixels (replay --plot-size, a flag.Value).
+type Size struct{ W, H int }
 
-// defaultPlotSize is --plot-size's default.
-var defaultPlotSize = plotSize{1200, 675}
+// DefaultSize is --plot-size's default.
+var DefaultSize = Size{1200, 675}
 
 // Limits of --plot-size: smaller leaves no room for a legend column and
 // readable ticks; larger is a poster.
 const (
-	minPlotW, minPlotH = 480, 300
-	maxPlotSide        = 8000
+	MinW, MinH = 480, 300
+	MaxSide    = 8000
 )
 
-func (s *plotSize) String() string { return fmt.Sprintf("%dx%d", s.W, s.H) }
+func (s *Size) String() string { return fmt.Sprintf("%dx%d", s.W, s.H) }
 
-func (s *plotSize) Set(v string) error {
+func (s *Size) Set(v string) error {
 	ws, hs, ok := strings.Cut(strings.ToLower(strings.TrimSpace(v)), "x")
 	w, err1 := strconv.Atoi(ws)
 	h, err2 := strconv.Atoi(hs)
 	if !ok || err1 != nil || err2 != nil {
 		return fmt.Errorf("want WIDTHxHEIGHT in pixels, such as 1200x675, got %q", v)
 	}
-	if w < minPlotW || h < minPlotH || w > maxPlotSide || h > maxPlotSide {
-		return fmt.Errorf("want a width of %d to %d and a height of %d to %d pixels, got %dx%d", minPlotW, maxPlotSide, minPlotH, maxPlotSide, w, h)
+	if w < MinW || h < MinH || w > MaxSide || h > MaxSide {
+		return fmt.Errorf("want a width of %d to %d and a height of %d to %d pixels, got %dx%d", MinW, MaxSide, MinH, MaxSide, w, h)
 	}
 	s.W, s.H = w, h
 	return nil
@@ -65,7 +65,7 @@ func (s *plotSize) Set(v string) error {
 
 // plotDPI scales the fonts (sized in points) with the image: 96 dpi at
 // 800 pixels wide, so that text keeps its share of a larger image.
-func (s plotSize) dpi() int { return max(72, min(300, 96*s.W/800)) }
+func (s Size) dpi() int { return max(72, min(300, 96*s.W/800)) }
 
 // panel is one plot of a figure with the legend drawn beside it.
 type panel struct {
@@ -112,7 +112,7 @@ func (pn *panel) legendWidth(c draw.Canvas) vg.Length {
 
 // saveFigure draws the panels one above the other, each with its legend in
 // a column to the right of the data, into a PNG of size px.
-func saveFigure(path string, px plotSize, panels ...*panel) error {
+func saveFigure(path string, px Size, panels ...*panel) error {
 	dpi := px.dpi()
 	w, h := vg.Length(px.W)*vg.Inch/vg.Length(dpi), vg.Length(px.H)*vg.Inch/vg.Length(dpi)
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
@@ -162,13 +162,13 @@ func saveFigure(path string, px plotSize, panels ...*panel) error {
 	return f.Close()
 }
 
-// writePlots writes the plots of the first rows rows into dir, at size px: spectrum.png (the eigenvalue
+// Write writes the plots of the first rows rows into dir, at size px: spectrum.png (the eigenvalue
 // spectrum at the end, with the cumulative explained share),
 // eigenvalues.png (the eigenvalues over the rows), explained.png,
 // novelty_spe.png, novelty_t2.png, scatter.png, dictionary.png (two
 // panels: the points stored; swaps and moves per 1,000 rows) and, when
 // measured, similarity.png.
-func writePlots(dir string, v *kpcaview.KeyView, rows int64, px plotSize) error {
+func Write(dir string, v *kpcaview.KeyView, rows int64, px Size) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
