@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -186,7 +187,18 @@ func writeAtomic(path string, write func(io.Writer) error) error {
 	return err
 }
 
-// writeFinal writes the export at the end of a replay of fed rows.
+// writeFinal writes the export at the end of a replay of fed rows. A
+// learner that never became ready because the monitor's standardisation
+// still holds back every row (a file shorter than half the warm-up) is
+// an error that says so and how to fix it.
 func (m *keyModel) writeFinal(path string, fed int64) error {
-	return m.write(path)
+	err := m.write(path)
+	if !errors.Is(err, learners.ErrNotReady) || m.mon == nil {
+		return err
+	}
+	if c := m.mon.Config(); c.Standardize && !m.mon.State().Settled {
+		return fmt.Errorf("%w: --standardize holds back the first %d rows (half the warm-up of %d) until its statistics settle, and the file has %d, so none was learned: give --warmup %d or less (e.g. --warmup %d)",
+			err, c.Warmup/2, c.Warmup, fed, 2*fed, min(100, 2*fed))
+	}
+	return err
 }
