@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kpcastream/kpcastream/internal/kpcaplot"
@@ -167,6 +169,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "kpcastream replay: %s\n", strings.Join(problems, "; "))
 		return errUsage
 	}
+	// A replay's product is its files: a reader of its messages that has
+	// gone ("replay … 2>&1 | head -2") must not kill it before they are
+	// written. Writes to the closed pipe fail (and are not retried).
+	signal.Ignore(syscall.SIGPIPE)
 	in, name, closeIn, err := openInput(o.in)
 	if err != nil {
 		return err
