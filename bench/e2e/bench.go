@@ -27,6 +27,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/internal/procstat"
+	"github.com/kpcastream/kpcastream/internal/term"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -1026,7 +1027,7 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 	}
 	// On a terminal the bar redraws itself with \r; elsewhere (a log, CI)
 	// it is a line every 5 s at most, and the final one.
-	tty := isTerminal(w)
+	tty := term.IsTerminal(w)
 	lead, end := "\r", ""
 	if !tty {
 		lead, end, every = "", "\n", max(every, 5*time.Second)
@@ -1235,15 +1236,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// isTerminal reports whether w is a terminal (the progress bar may then
-// rewrite itself with \r).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/csvin"
+	"github.com/kpcastream/kpcastream/internal/term"
 )
 
 func init() {
@@ -264,7 +265,7 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	next := start
 	// On a terminal the progress line rewrites itself; elsewhere (a log
 	// file, a CI job) a line every 5 s and the final one.
-	tty := isTerminal(stderr)
+	tty := term.IsTerminal(stderr)
 	every := 200 * time.Millisecond
 	if !tty {
 		every = 5 * time.Second
