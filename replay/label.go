@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kpcastream/kpcastream/internal/csvin"
+	"github.com/kpcastream/kpcastream/internal/words"
 	"github.com/kpcastream/kpcastream/learners"
 )
 
@@ -201,23 +202,12 @@ func (a *accuracy) print(w io.Writer, c *Config, classes []string, n int) {
 		return float64(a) / float64(b)
 	}
 	fmt.Fprintf(w, "replay: prequential accuracy %.4f over %d labelled rows; last half of the stream %.4f over %d (classifier on %s, %d classes, %s × %s)\n",
-		ratio(a.hits, a.labelled), a.labelled, ratio(a.lateHits, a.late), a.late, c.Label.On, len(classes), plural(n, "row"), plural(c.Passes, "pass"))
+		ratio(a.hits, a.labelled), a.labelled, ratio(a.lateHits, a.late), a.late, c.Label.On, len(classes), words.Plural(n, "row"), words.Plural(c.Passes, "pass"))
 	var per []string
 	for i, name := range classes {
 		per = append(per, fmt.Sprintf("%s %d/%d", name, a.correct[i], a.counts[i]))
 	}
 	fmt.Fprintf(w, "replay: correct/labelled per class: %s\n", strings.Join(per, ", "))
-}
-
-// plural is "1 row", "2 rows", "2 passes".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if strings.HasSuffix(noun, "s") {
-		return fmt.Sprintf("%d %ses", n, noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // labelClasses returns the distinct non-empty labels, sorted numerically

@@ -196,99 +196,130 @@ func Run(ctx context.Context, c *Config, in io.Reader, name string, stdout, stde
 	if c.Label.Column != "" {
 		return runLabelled(ctx, c, cr, name, stdout, stderr, hooks)
 	}
-	var src source = streamSource{cr}
-	var mem *memSource
+	r, err := newUnlabelled(c, cr, name, stderr, hooks)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if err := passLoop(ctx, r.src, r.m.l, r.m.learnStep(cr.Dim(), c.Components), r.learned, true); err != nil {
+		return err
+	}
+	if r.m.fitter != nil {
+		if err := r.fit(ctx); err != nil {
+			return err
+		}
+	}
+	return r.finish(name)
+}
+
+// unlabelled is a replay without a label column while it runs: its key
+// model, source, outputs and the hooks of its passes.
+type unlabelled struct {
+	c      *Config
+	m      *keyModel
+	src    source
+	mem    *memSource // the rows in memory (nil when streamed)
+	rep    *report
+	out    *projWriter
+	counts *monitorCounts
+	det    *detection
+	prog   *progress
+	stderr io.Writer
+	// scored are told of every scored row (for the batch learner, in its
+	// scoring pass after the fit); learned of every row learned.
+	scored, learned, hooks []Hook
+}
+
+func newUnlabelled(c *Config, cr *csvin.Reader, name string, stderr io.Writer, hooks []Hook) (*unlabelled, error) {
+	r := &unlabelled{c: c, src: streamSource{cr}, stderr: stderr, hooks: hooks}
+	var err error
 	if c.Passes > 1 || c.Shuffle || c.Learner == learners.KindBatch {
-		if mem, err = readAll(cr, name, false); err != nil {
-			return err
+		if r.mem, err = readAll(cr, name, false); err != nil {
+			return nil, err
 		}
-		mem.passes, mem.shuffle, mem.seed = c.Passes, c.Shuffle, c.ShuffleSeed
+		r.mem.passes, r.mem.shuffle, r.mem.seed = c.Passes, c.Shuffle, c.ShuffleSeed
 		if c.Learner == learners.KindBatch && !c.BudgetSet {
-			c.Budget = mem.n
+			c.Budget = r.mem.n
 		}
-		src = mem
+		r.src = r.mem
 	}
-	m, err := newKeyModel(c, cr.Dim(), nil, stderr)
-	if err != nil {
-		return err
+	if r.m, err = newKeyModel(c, cr.Dim(), nil, stderr); err != nil {
+		return nil, err
 	}
-	rep, err := newReport(&c.Report, filepath.Base(name), m.cfg)
-	if err != nil {
-		return err
+	if r.rep, err = newReport(&c.Report, filepath.Base(name), r.m.cfg); err != nil {
+		return nil, err
 	}
-	var out *projWriter
 	if c.Out != "" {
-		if out, err = newProjWriter(c.Out, c.Components); err != nil {
-			return err
+		if r.out, err = newProjWriter(c.Out, c.Components); err != nil {
+			return nil, err
 		}
-		defer out.Close()
+		r.scored = append(r.scored, r.out)
 	}
-	// What is told of every row: the learning pass and, for the batch
-	// learner, the scoring after its fit.
-	var scored []Hook
-	if out != nil {
-		scored = append(scored, out)
+	if r.rep != nil {
+		r.scored = append(r.scored, r.rep)
 	}
-	if rep != nil {
-		scored = append(scored, rep)
-	}
-	prog := newProgress(stderr, c.Progress)
-	cp := &checkpoint{m: m, c: c, stderr: stderr}
-	var learned []Hook
-	var counts *monitorCounts
-	var det *detection
-	if m.mon != nil {
-		counts = &monitorCounts{}
-		learned = append(learned, counts)
-		learned = append(learned, scored...)
+	r.prog = newProgress(stderr, c.Progress)
+	if r.m.mon != nil {
+		r.counts = &monitorCounts{}
+		r.learned = append(append(r.learned, r.counts), r.scored...)
 		if c.Monitor.FaultColumn != "" {
-			det = &detection{}
-			learned = append(learned, det)
+			r.det = &detection{}
+			r.learned = append(r.learned, r.det)
 		}
 	}
-	learned = append(append(learned, prog, cp), hooks...)
-	if err := passLoop(ctx, src, m.l, m.learnStep(cr.Dim(), c.Components), learned, true); err != nil {
-		return err
+	r.learned = append(append(r.learned, r.prog, &checkpoint{m: r.m, c: c, stderr: stderr}), hooks...)
+	return r, nil
+}
+
+// close closes the --out file (a second close does nothing).
+func (r *unlabelled) close() {
+	if r.out != nil {
+		r.out.Close()
 	}
-	fed := prog.fed
-	if m.fitter != nil {
-		start := time.Now()
-		if err := m.fitter.Fit(); err != nil {
-			return fmt.Errorf("fit: %w", err)
-		}
-		if b, ok := m.l.(*learners.Batch); ok {
-			fmt.Fprintln(stderr, batchFitLine(b.LastFit(), time.Since(start)))
-		}
-		if len(scored) > 0 || len(hooks) > 0 {
-			// The batch learner projects every row with the final fit.
-			scoring := &memSource{x: mem.x, n: mem.n, d: mem.d, passes: 1, skip: c.Passes - 1}
-			if err := passLoop(ctx, scoring, m.l, m.scoreStep(c.Components), append(scored, hooks...), false); err != nil {
-				return err
-			}
-		}
+}
+
+// fit fits the batch learner and scores every row with the final fit.
+func (r *unlabelled) fit(ctx context.Context) error {
+	start := time.Now()
+	if err := r.m.fitter.Fit(); err != nil {
+		return fmt.Errorf("fit: %w", err)
 	}
-	prog.Done(fed, m.l)
-	if out != nil {
-		if err := out.Close(); err != nil {
+	if b, ok := r.m.l.(*learners.Batch); ok {
+		fmt.Fprintln(r.stderr, batchFitLine(b.LastFit(), time.Since(start)))
+	}
+	if len(r.scored) == 0 && len(r.hooks) == 0 {
+		return nil
+	}
+	scoring := &memSource{x: r.mem.x, n: r.mem.n, d: r.mem.d, passes: 1, skip: r.c.Passes - 1}
+	return passLoop(ctx, scoring, r.m.l, r.m.scoreStep(r.c.Components), append(r.scored, r.hooks...), false)
+}
+
+// finish closes the outputs, prints the summaries and writes the report,
+// the plots and the model export.
+func (r *unlabelled) finish(name string) error {
+	fed := r.prog.fed
+	r.prog.Done(fed, r.m.l)
+	if r.out != nil {
+		if err := r.out.Close(); err != nil {
 			return err
 		}
 	}
 	if fed == 0 {
 		return fmt.Errorf("%s: no data rows", name)
 	}
-	if rep != nil && det != nil {
-		rep.detection = det.line(c.Monitor.FaultColumn)
+	if r.rep != nil && r.det != nil {
+		r.rep.detection = r.det.line(r.c.Monitor.FaultColumn)
 	}
-	if err := rep.finish(stderr); err != nil {
+	if err := r.rep.finish(r.stderr); err != nil {
 		return err
 	}
-	if m.monSet {
-		counts.summary(stderr, &c.Monitor, m.mon)
+	if r.m.monSet {
+		r.counts.summary(r.stderr, &r.c.Monitor, r.m.mon)
 	}
-	if det != nil {
-		det.print(stderr, c.Monitor.FaultColumn)
+	if r.det != nil {
+		r.det.print(r.stderr, r.c.Monitor.FaultColumn)
 	}
-	return m.writeFinal(c.ModelOut, fed)
+	return r.m.writeFinal(r.c.ModelOut, fed)
 }
 
 // learnStep feeds a row to the learner: under the monitor for an online
