@@ -76,6 +76,4 @@ func (p *Process) Run(n, onset int, f *Fault) []float64 {
 	return out
 }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
 func sqrt(v float64) float64 { return math.Sqrt(v) }
