@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -128,15 +127,4 @@ func (c *clientFlags) connectJS(cfg *config.Config, name string) (*nats.Conn, je
 func publishMsg(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, useJS bool, m *nats.Msg) error {
 	out := pubport.Out{Core: nc, Sync: js, JetStream: useJS, Attempt: 5 * time.Second}
 	return out.Publish(ctx, m)
-}
-
-// isTerminal reports whether w is a terminal (a progress line may then
-// rewrite itself with \r).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
