@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/monitor"
 )
@@ -240,11 +241,12 @@ func (b *Batch) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 
 // Online is kpcastream's online learner with its monitor, as a pipeline
 // or replay runs it (running standardisation, limits, Learn always or
-// normal).
+// normal): a key's model (internal/keymodel) stepped row by row.
 type Online struct {
 	Label   string
 	Learner learners.Config
 	Monitor monitor.Config
+	km      *keymodel.Model
 	l       learners.Learner
 	m       *monitor.Monitor
 	in, z   []float64
@@ -252,25 +254,27 @@ type Online struct {
 
 func (o *Online) Name() string { return o.Label }
 
-func (o *Online) init() error {
-	var err error
-	if o.l, err = learners.New(o.Learner); err != nil {
-		return err
-	}
+// spec is the key model of o's settings.
+func (o *Online) spec() *keymodel.Spec {
 	c := o.Monitor
 	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
 	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
-	if o.m, err = monitor.New(c.WithDefaults(o.Learner.Budget)); err != nil {
-		return err
-	}
+	c = c.WithDefaults(o.Learner.Budget)
+	return &keymodel.Spec{Learner: o.Learner, Monitor: &c}
+}
+
+// use makes km o's model.
+func (o *Online) use(km *keymodel.Model) {
+	o.km, o.l, o.m = km, km.Learner(), km.Monitor()
 	o.in, o.z = make([]float64, o.Learner.Dim), make([]float64, o.Learner.Components)
-	return nil
 }
 
 func (o *Online) Train(x []float64, n int) error {
-	if err := o.init(); err != nil {
+	km, err := keymodel.New(o.spec())
+	if err != nil {
 		return err
 	}
+	o.use(km)
 	d := o.Learner.Dim
 	for i := range n {
 		if _, err := o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
@@ -282,15 +286,11 @@ func (o *Online) Train(x []float64, n int) error {
 
 func (o *Online) Clone() (Method, error) {
 	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor}
-	if err := c.init(); err != nil {
+	km, _, err := keymodel.Restore(c.spec(), o.km.Snapshot())
+	if err != nil {
 		return nil, err
 	}
-	if err := c.l.Restore(o.l.State()); err != nil {
-		return nil, err
-	}
-	if err := c.m.Restore(o.m.State()); err != nil {
-		return nil, err
-	}
+	c.use(km)
 	return c, nil
 }
 
