@@ -23,6 +23,41 @@ type Setup struct {
 	Seed uint64
 	// TrendLambda of the online learner's trend gate (0: the default).
 	TrendLambda float64
+	// Plant is the process and its faults; nil: the Dong–McAvoy process
+	// (Process) with Drift and Faults.
+	Plant *Plant
+}
+
+// Plant is a simulated process with its faults.
+type Plant struct {
+	Name string
+	Dim  int
+	// New returns the sampler of a run drawn with seed, starting at
+	// sample start of the process's time.
+	New    func(seed uint64, start int) func(x []float64)
+	Faults []Fault
+}
+
+// plant returns s.Plant or the Dong–McAvoy process with s.Drift.
+func (s Setup) plant() *Plant {
+	if s.Plant != nil {
+		return s.Plant
+	}
+	return &Plant{Name: "dong-mcavoy", Dim: 3, Faults: Faults,
+		New: func(seed uint64, start int) func([]float64) { return shifted(seed, s.Drift, start).Next }}
+}
+
+// draw draws n samples of next (n×d) with fault f from onset on (nil: normal).
+func draw(next func([]float64), d, n, onset int, f *Fault) []float64 {
+	out := make([]float64, d*n)
+	for i := range n {
+		x := out[d*i : d*(i+1)]
+		next(x)
+		if f != nil && i >= onset {
+			f.Apply(x, i-onset)
+		}
+	}
+	return out
 }
 
 // Method is one monitoring method: Train learns the normal training
@@ -57,11 +92,12 @@ type Row struct {
 // Evaluate runs every method over a normal run (for the limits) and one
 // run per fault, by the same code for each method.
 func Evaluate(s Setup, methods []Method) ([]Row, error) {
-	train := shifted(s.Seed, s.Drift, 0).Run(s.N, 0, nil)
-	limitRun := shifted(s.Seed+1, s.Drift, s.N).Run(s.Run, s.Run, nil)
-	runs := make([][]float64, len(Faults))
-	for i := range Faults {
-		runs[i] = shifted(s.Seed+2+uint64(i), s.Drift, s.N).Run(s.Run, s.Onset, &Faults[i])
+	p := s.plant()
+	train := draw(p.New(s.Seed, 0), p.Dim, s.N, 0, nil)
+	limitRun := draw(p.New(s.Seed+1, s.N), p.Dim, s.Run, s.Run, nil)
+	runs := make([][]float64, len(p.Faults))
+	for i := range p.Faults {
+		runs[i] = draw(p.New(s.Seed+2+uint64(i), s.N), p.Dim, s.Run, s.Onset, &p.Faults[i])
 	}
 	var rows []Row
 	for _, m := range methods {
@@ -79,7 +115,7 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 			normal.OwnFA = ownShare(own, 0, s.Run)
 		}
 		rows = append(rows, normal)
-		for i, f := range Faults {
+		for i, f := range p.Faults {
 			spe, t2, own, err := scoreRun(m, runs[i], s.Run)
 			if err != nil {
 				return nil, err
@@ -107,6 +143,7 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 func shifted(seed uint64, drift float64, start int) *Process {
 	p := NewProcess(seed, drift)
 	p.shift = drift * float64(start)
+	p.i = start
 	return p
 }
 
@@ -260,6 +297,9 @@ func (o *Online) init() error {
 	c := o.Monitor
 	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
 	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
+	if c.Linear && c.LinearComponents == 0 {
+		c.LinearComponents = min(o.Learner.Components, o.Learner.Dim-1)
+	}
 	if o.m, err = monitor.New(c.WithDefaults(o.Learner.Budget)); err != nil {
 		return err
 	}
@@ -332,8 +372,8 @@ func (f *Frozen) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 // components and the RBF kernel at γ = 1/d (scikit-learn's default;
 // nothing is tuned to the process).
 func Methods(s Setup) []Method {
-	const d = 3
-	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}
+	d := s.plant().Dim
+	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(d)}
 	online := func(label, learn, trend string) *Online {
 		return &Online{Label: label,
 			Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: s.K, Budget: s.Budget, Kernel: rbf, Seed: 1},
@@ -348,7 +388,13 @@ func Methods(s Setup) []Method {
 		online("online normal", monitor.LearnNormal, monitor.TrendOff),
 		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
 		&Frozen{online("online frozen", monitor.LearnNormal, monitor.TrendOff)},
+		withLinear(online("online linear", monitor.LearnNormal, monitor.TrendEWMA)),
 	}
+}
+
+func withLinear(o *Online) *Online {
+	o.Monitor.Linear = true
+	return o
 }
 
 // WriteTable writes rows as a markdown table.

@@ -87,6 +87,11 @@ const DefaultConfirm = 10
 // MaxConfirm bounds Config.Confirm (memory per key: 8·(d + 2)·Confirm bytes).
 const MaxConfirm = 1 << 12
 
+// MaxLinearDim bounds Config.Dim with Config.Linear (memory per key
+// 8·d² bytes: 2 MB at 512; an eigendecomposition O(d³) every d learned
+// observations).
+const MaxLinearDim = 512
+
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
 
@@ -143,8 +148,18 @@ type Config struct {
 	// Freeze stops the standardisation statistics at the end of the
 	// warm-up (callers default it with DefaultFreeze).
 	Freeze bool
-	// Dim is the input dimension d (needed with Standardize).
+	// Dim is the input dimension d (needed with Standardize and Linear).
 	Dim int
+	// Linear monitors a linear residual beside the kernel one: the SPE of
+	// a linear PCA with LinearComponents components of the vectors the
+	// learner learned (see linear.go), judged by its own limit; an
+	// observation above either residual's limit has an SPE alarm, each
+	// limit at level 1 − (1 − Level)/2 so that the two together keep about
+	// 1 − Level false alarms. Memory: 8·(d² + d·(k + 2)) bytes.
+	Linear bool
+	// LinearComponents is the number of linear components (callers
+	// default it to the learner's components); at most Dim − 1.
+	LinearComponents int
 }
 
 // WithDefaults returns c with zero fields set to their defaults; a zero
@@ -223,6 +238,12 @@ func (c Config) Validate() error {
 	if c.Freeze && !c.Standardize {
 		bad("freeze", "needs standardize")
 	}
+	if c.Linear && c.Dim >= 1 && (c.Dim < 2 || c.LinearComponents < 1 || c.LinearComponents > c.Dim-1) {
+		bad("linear", "needs 2 ≤ dim and 1 ≤ components ≤ dim − 1, got dim %d, components %d", c.Dim, c.LinearComponents)
+	}
+	if c.Linear && c.Dim > MaxLinearDim {
+		bad("linear", "needs dim ≤ %d (memory 8·d² bytes per key), got %d", MaxLinearDim, c.Dim)
+	}
 	return errors.Join(errs...)
 }
 
@@ -273,6 +294,10 @@ type Verdict struct {
 	InForce bool
 	// SPELimit and T2Limit are the limits the observation was judged by.
 	SPELimit, T2Limit float64
+	// LSPE and LSPELimit are the linear residual and its limit (0 without
+	// Config.Linear or before the linear model is ready); an LSPE above
+	// its limit is an AlarmSPE.
+	LSPE, LSPELimit float64
 	// Alarm says which statistic is above its limit.
 	Alarm Alarm
 	// Trend tells that the trend statistic is above its limit (LearnNormal
@@ -314,6 +339,20 @@ type State struct {
 	// (length d; nil without Standardize).
 	InW          float64
 	InMean, InM2 []float64
+	// LSPE is the linear residual's limit window, in step with SPE (nil
+	// without Config.Linear; a snapshot without it restores with an empty
+	// window and the limits start again from the kernel's).
+	LSPE []float64
+	// Linear is the linear residual's model (nil without Config.Linear).
+	Linear *LinearState
+}
+
+// LinearState is the linear residual's model: the weight, mean and
+// co-moment (d×d, row-major) of the learned vectors. Its eigenvectors are
+// recomputed on restore.
+type LinearState struct {
+	W        float64
+	Mean, M2 []float64
 }
 
 // Pending is an observation accepted for learning, waiting for Confirm
@@ -321,8 +360,9 @@ type State struct {
 type Pending struct {
 	// X is the raw observation (length d).
 	X []float64
-	// SPE and T2 are its statistics when it was judged.
-	SPE, T2 float64
+	// SPE and T2 are its statistics when it was judged, LSPE its linear
+	// residual (0 without Config.Linear).
+	SPE, T2, LSPE float64
 }
 
 // Monitor is the per-key monitoring state: limits, learning gate and
@@ -330,9 +370,12 @@ type Pending struct {
 type Monitor struct {
 	cfg           Config
 	spe, t2       window
+	lspe          window
+	lin           *linear // nil without Config.Linear
 	pend          queue
 	st            State
 	speLim, t2Lim float64
+	lspeLim       float64
 	inForce       bool
 	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
 	scaleW        float64   // InW at which scale was computed (−1: stale)
@@ -352,6 +395,10 @@ func New(c Config) (*Monitor, error) {
 		m.trendZ = math.Sqrt2 * math.Erfinv(2*c.Level-1)
 		m.trendSD = math.Sqrt(c.TrendLambda / (2 - c.TrendLambda) / 12)
 	}
+	if c.Linear {
+		m.lin = newLinear(c.Dim, c.LinearComponents, c.Forget)
+		m.lspe = newWindow(c.Window)
+	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
@@ -359,7 +406,7 @@ func New(c Config) (*Monitor, error) {
 		if c.Trend == TrendEWMA {
 			n *= 2 // and the newest Confirm of a trend episode
 		}
-		m.pend = newQueue(n, c.Dim)
+		m.pend = newQueue(n, c.Dim, c.Linear)
 	}
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)
@@ -387,12 +434,15 @@ func (m *Monitor) Limits() (spe, t2 float64, inForce bool) {
 
 // Judge compares an observation's statistics with the limits. It does not
 // change the state. Cost: two comparisons.
-func (m *Monitor) Judge(spe, t2 float64) Verdict {
+func (m *Monitor) Judge(spe, t2 float64) Verdict { return m.judge(spe, t2, 0) }
+
+// judge is Judge with the linear residual lspe (ignored without Config.Linear).
+func (m *Monitor) judge(spe, t2, lspe float64) Verdict {
 	if !m.inForce {
-		return Verdict{}
+		return Verdict{LSPE: lspe}
 	}
-	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim}
-	if spe > m.speLim {
+	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim, LSPE: lspe, LSPELimit: m.lspeLim}
+	if spe > m.speLim || (m.lspeLim > 0 && lspe > m.lspeLim) {
 		v.Alarm |= AlarmSPE
 	}
 	if t2 > m.t2Lim {
@@ -472,11 +522,18 @@ func (m *Monitor) takeToken() bool {
 
 // learned counts an observation the learner learned and, from the second
 // half of the warm-up on, adds its statistics to the limit windows.
-func (m *Monitor) learned(spe, t2 float64, scored bool) {
+func (m *Monitor) learned(spe, t2, lspe float64, scored bool) {
 	m.st.Learned++
-	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
+	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) && finite(lspe) {
 		m.spe.add(spe)
 		m.t2.add(t2)
+		if m.lin != nil {
+			if m.lin.ready() {
+				m.lspe.add(lspe)
+			} else {
+				m.lspe.reset() // in step with the kernel's window from the model's first refresh on
+			}
+		}
 		if m.trendZ != 0 && (m.st.Learned == int64(m.cfg.Warmup) || m.st.Learned%m.trendEvery() == 0) {
 			m.measureTrend()
 		}
@@ -521,6 +578,7 @@ func (m *Monitor) Accept() {
 	m.pend.reset()
 	m.spe.reset()
 	m.t2.reset()
+	m.lspe.reset()
 	m.st.Tokens = m.tokenCap()
 	m.st.Trend, m.st.TrendSD = 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
@@ -583,11 +641,15 @@ func (m *Monitor) trend(spe float64) bool {
 func (m *Monitor) refreshLimits() {
 	m.inForce = !m.Warm() && m.spe.len() >= 2
 	if !m.inForce {
-		m.speLim, m.t2Lim = 0, 0
+		m.speLim, m.t2Lim, m.lspeLim = 0, 0, 0
 		return
 	}
-	m.speLim = m.spe.quantile(m.cfg.Level)
 	m.t2Lim = m.t2.quantile(m.cfg.Level)
+	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.lspeLim = 0
+	if m.lspe.len() >= 2 {
+		m.lspeLim = m.lspe.quantile(m.cfg.Level)
+	}
 }
 
 // State returns a deep copy of the monitor's state.
@@ -600,6 +662,11 @@ func (m *Monitor) State() *State {
 	s.InM2 = append([]float64(nil), m.st.InM2...)
 	if !m.cfg.Standardize {
 		s.InMean, s.InM2 = nil, nil
+	}
+	s.LSPE, s.Linear = nil, nil
+	if l := m.lin; l != nil {
+		s.LSPE = m.lspe.values()
+		s.Linear = &LinearState{W: l.w, Mean: append([]float64(nil), l.mean...), M2: append([]float64(nil), l.m2...)}
 	}
 	return &s
 }
@@ -659,10 +726,13 @@ func (m *Monitor) Restore(s *State) error {
 			}
 		}
 	}
+	bad = append(bad, m.checkLinear(s)...)
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
 	}
 	m.st = *s
+	m.st.LSPE, m.st.Linear = nil, nil
+	m.restoreLinear(s)
 	m.st.SPE, m.st.T2, m.st.Pending = nil, nil, nil
 	m.st.Held = append([]float64(nil), s.Held...)
 	m.pend.load(s.Pending)

@@ -59,7 +59,11 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			return err
 		}
 		r.Z, r.Novelty, r.Ready = zz, nov, true
-		r.Verdict = m.Judge(nov.SPE, nov.T2)
+		var lspe float64
+		if m.lin != nil {
+			lspe = m.lin.spe(xi)
+		}
+		r.Verdict = m.judge(nov.SPE, nov.T2, lspe)
 		return nil
 	}
 	alarmed := func() bool { return r.Verdict.Alarm != AlarmNone }
@@ -81,7 +85,7 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			return r, err
 		}
 		if !alarmed() || m.takeToken() {
-			m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+			m.learned(r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE, r.Ready)
 		} else {
 			m.st.Learned++
 		}
@@ -93,7 +97,7 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			return r, err
 		}
 		r.Learned = true
-		m.learned(r.Novelty.SPE, r.Novelty.T2, r.Ready)
+		m.learned(r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE, r.Ready)
 	default:
 		if err := score(m.Input(in, x)); err != nil {
 			return r, err
@@ -112,18 +116,18 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			if m.pend.n == m.pend.cap() {
 				m.pend.pop()
 			}
-			m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+			m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
 			break
 		}
 		for m.pend.n >= m.cfg.Confirm {
-			px, spe, t2 := m.pend.oldest()
+			px, spe, t2, lspe := m.pend.oldest()
 			if err := m.learn(learn, in, px); err != nil {
 				return r, err
 			}
 			m.pend.pop()
-			m.learned(spe, t2, true)
+			m.learned(spe, t2, lspe, true)
 		}
-		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2)
+		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
 		r.Learned = true
 	}
 	r.Accepted = m.judged(r.Verdict)
@@ -135,7 +139,11 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 // vector, undoing the update if learn fails.
 func (m *Monitor) learn(learn func([]float64) error, in, x []float64) error {
 	if !m.cfg.Standardize {
-		return learn(x)
+		if err := learn(x); err != nil {
+			return err
+		}
+		m.addLinear(x)
+		return nil
 	}
 	w := m.st.InW
 	m.backup = append(append(m.backup[:0], m.st.InMean...), m.st.InM2...)
@@ -147,7 +155,15 @@ func (m *Monitor) learn(learn func([]float64) error, in, x []float64) error {
 		m.st.InW, m.scaleW = w, -1
 		return err
 	}
+	m.addLinear(in)
 	return nil
+}
+
+// addLinear adds the learned vector v to the linear residual's model.
+func (m *Monitor) addLinear(v []float64) {
+	if m.lin != nil {
+		m.lin.add(v)
+	}
 }
 
 // hold keeps x back while the standardisation settles; when ⌊Warmup/2⌋
@@ -167,6 +183,7 @@ func (m *Monitor) hold(learn func([]float64) error, in, x []float64) error {
 		if err := learn(m.Input(in, m.st.Held[:d])); err != nil {
 			return err
 		}
+		m.addLinear(in)
 		m.st.Held = m.st.Held[d:]
 		m.st.Learned++
 	}
