@@ -87,6 +87,10 @@ type Row struct {
 	// OwnDet and OwnFA are the same shares by the method's own alarms (the
 	// online monitor's limits), −1 for a method without them.
 	OwnDet, OwnFA float64
+	// First and Top3 are the shares of the own alarms after the onset
+	// whose contributions rank the faulty variable first and among the
+	// first three (−1: no contributions, or no alarm).
+	First, Top3 float64
 }
 
 // Evaluate runs every method over a normal run (for the limits) and one
@@ -116,7 +120,7 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 		}
 		rows = append(rows, normal)
 		for i, f := range p.Faults {
-			spe, t2, own, err := scoreRun(m, runs[i], s.Run)
+			spe, t2, own, ranks, err := scoreRunRanks(m, runs[i], s.Run, f.Var)
 			if err != nil {
 				return nil, err
 			}
@@ -134,6 +138,23 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 				r.OwnDet = ownShare(own, s.Onset, s.Run)
 				r.OwnFA = ownShare(own, 0, s.Onset)
 			}
+			r.First, r.Top3 = -1, -1
+			if rk := ranks[s.Onset:]; own != nil && slices.ContainsFunc(rk, func(r int) bool { return r >= 0 }) {
+				var first, top, n float64
+				for _, k := range rk {
+					if k < 0 {
+						continue
+					}
+					n++
+					if k == 0 {
+						first++
+					}
+					if k < 3 {
+						top++
+					}
+				}
+				r.First, r.Top3 = first/n, top/n
+			}
 			rows = append(rows, r)
 		}
 	}
@@ -148,10 +169,24 @@ func shifted(seed uint64, drift float64, start int) *Process {
 }
 
 func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Alarm, err error) {
+	spe, t2, own, _, err = scoreRunRanks(m, x, n, -1)
+	return
+}
+
+// contributor is a method that names the variables behind its last alarm.
+type contributor interface {
+	Contrib() []monitor.Contribution
+}
+
+// scoreRunRanks is scoreRun that also returns, per sample, the rank of
+// variable v among the contributions of an own alarm (0 first; len(top)
+// when not among them; −1 without an alarm or contributions).
+func scoreRunRanks(m Method, x []float64, n, v int) (spe, t2 []float64, own []monitor.Alarm, ranks []int, err error) {
 	c, err := m.Clone()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
+	ranks = make([]int, n)
 	spe, t2, own = make([]float64, n), make([]float64, n), make([]monitor.Alarm, n)
 	hasOwn := false
 	d := len(x) / n
@@ -159,9 +194,20 @@ func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Al
 		var a monitor.Alarm
 		spe[i], t2[i], a, err = c.Score(x[d*i : d*(i+1)])
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
 		}
 		own[i] = a
+		ranks[i] = -1
+		if cc, ok := c.(contributor); ok && a != monitor.AlarmNone && v >= 0 {
+			top := cc.Contrib()
+			ranks[i] = len(top)
+			for k, t := range top {
+				if t.Var == v {
+					ranks[i] = k
+					break
+				}
+			}
+		}
 		if _, ok := c.(*Online); ok {
 			hasOwn = true
 		}
@@ -169,7 +215,7 @@ func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Al
 	if !hasOwn {
 		own = nil
 	}
-	return spe, t2, own, nil
+	return spe, t2, own, ranks, nil
 }
 
 // quantile is the empirical level-quantile at rank (n+1)·level, the rule
@@ -285,7 +331,11 @@ type Online struct {
 	l       learners.Learner
 	m       *monitor.Monitor
 	in, z   []float64
+	contrib []monitor.Contribution
 }
+
+// Contrib returns the contributions of the last alarm.
+func (o *Online) Contrib() []monitor.Contribution { return o.contrib }
 
 func (o *Online) Name() string { return o.Label }
 
@@ -339,7 +389,14 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	if err != nil || !r.Ready {
 		return 0, 0, monitor.AlarmNone, fmt.Errorf("not scored: %w", err)
 	}
-	return r.Novelty.SPE, r.Novelty.T2, r.Verdict.Alarm, nil
+	o.contrib = r.Contrib
+	spe := r.Novelty.SPE
+	if v := r.Verdict; v.LSPELimit > 0 && v.SPELimit > 0 {
+		// The residual the alarms judge: the larger of the two, each in
+		// units of its limit.
+		spe = max(spe/v.SPELimit, v.LSPE/v.LSPELimit)
+	}
+	return spe, r.Novelty.T2, r.Verdict.Alarm, nil
 }
 
 // Frozen is the online learner trained as Online (learn normal) and then
@@ -399,8 +456,8 @@ func withLinear(o *Online) *Online {
 
 // WriteTable writes rows as a markdown table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| method | fault | SPE det. | T² det. | false alarms (SPE or T²) | SPE delay | own det. | own false alarms |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| method | fault | SPE det. | T² det. | false alarms (SPE or T²) | SPE delay | own det. | own false alarms | faulty var. first | in top 3 |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	pct := func(v float64) string {
 		if v < 0 {
 			return "—"
@@ -414,6 +471,10 @@ func WriteTable(w io.Writer, rows []Row) {
 		} else if r.Delay < 0 {
 			delay = "none"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Method, r.Fault, det, dt2, pct(r.FA), delay, pct(r.OwnDet), pct(r.OwnFA))
+		first, top := pct(r.First), pct(r.Top3)
+		if r.Fault == "normal" {
+			first, top = "—", "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Method, r.Fault, det, dt2, pct(r.FA), delay, pct(r.OwnDet), pct(r.OwnFA), first, top)
 	}
 }

@@ -18,6 +18,8 @@ import (
 type Fault struct {
 	// Name is the fault's label in the tables.
 	Name string
+	// Var is the variable the fault hits (its index).
+	Var int
 	// Apply changes the sample x of index i ≥ onset (i − onset samples after it).
 	Apply func(x []float64, after int)
 }
@@ -28,10 +30,10 @@ type Fault struct {
 // a learner that learns everything absorbs as it comes; "step-x3" is a
 // larger step (+1 on x₃) that every method should see.
 var Faults = []Fault{
-	{"step-x2", func(x []float64, after int) { x[1] -= 0.4 }},
-	{"ramp-x1", func(x []float64, after int) { x[0] += 0.01 * float64(after+1) }},
-	{"drift-x3", func(x []float64, after int) { x[2] += 0.001 * float64(after+1) }},
-	{"step-x3", func(x []float64, after int) { x[2] += 1 }},
+	{"step-x2", 1, func(x []float64, after int) { x[1] -= 0.4 }},
+	{"ramp-x1", 0, func(x []float64, after int) { x[0] += 0.01 * float64(after+1) }},
+	{"drift-x3", 2, func(x []float64, after int) { x[2] += 0.001 * float64(after+1) }},
+	{"step-x3", 2, func(x []float64, after int) { x[2] += 1 }},
 }
 
 // Process draws samples of the nonlinear process of Dong & McAvoy (1996),
@@ -163,8 +165,8 @@ const OneSensor = 7
 // sensor OneSensor by 0.5 (five times its noise, a small fraction of its
 // range) and a drift of it by 0.001 per sample.
 var WideFaults = []Fault{
-	{"step-one", func(x []float64, after int) { x[OneSensor] += 0.5 }},
-	{"drift-one", func(x []float64, after int) { x[OneSensor] += 0.001 * float64(after+1) }},
+	{"step-one", OneSensor, func(x []float64, after int) { x[OneSensor] += 0.5 }},
+	{"drift-one", OneSensor, func(x []float64, after int) { x[OneSensor] += 0.001 * float64(after+1) }},
 }
 
 // WidePlant is Wide as a Plant, its t autocorrelated by phi.

@@ -382,6 +382,8 @@ type Monitor struct {
 	trendZ        float64   // standard normal Level-quantile (0 without the trend gate)
 	trendSD       float64   // σ of the trend statistic for independent ranks
 	backup        []float64 // InMean and InM2 before a learn, to undo it
+	probe, zc     []float64 // contributions' scratch: the probed input, Score's dst
+	contrib       []Contribution
 }
 
 // New returns a Monitor for c (after WithDefaults); an invalid c gives an

@@ -29,6 +29,10 @@ type Result struct {
 	// Accepted tells whether this observation made the monitor accept a
 	// new regime (see Config.AcceptAfter).
 	Accepted bool
+	// Contrib holds the variables with the largest contributions to an
+	// alarm, largest first (see contributions; at most TopContributions;
+	// nil without an alarm). Valid until the next Step.
+	Contrib []Contribution
 }
 
 // Step runs the raw observation x through l under the monitor. With
@@ -129,6 +133,9 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		}
 		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
 		r.Learned = true
+	}
+	if r.Ready && alarmed() {
+		r.Contrib = m.contributions(l, m.Input(in, x), r.Verdict)
 	}
 	r.Accepted = m.judged(r.Verdict)
 	m.refreshLimits()
