@@ -56,12 +56,14 @@
 // (batch KPCA fitted once: 90 %). Memory: Confirm·(d + 2) floats (twice
 // that with the trend gate).
 //
-// After AcceptAfter consecutive refused observations (0 = never) the
+// After AcceptAfter consecutive alarmed observations (0 = never) the
 // monitor accepts the new regime: it clears its limit windows, trend
 // statistic and pending observations and starts a new warm-up, so the
 // following observations are learned again (the control plane's "accept"
-// calls Accept). A refused observation is one with an alarm or with the
-// trend gate out (State.Run counts both, in one run). An alarmed
+// calls Accept). Only alarms count (State.Run): an observation held by
+// the trend gate without an alarm ends the run. (Counting held ones, as
+// an earlier version did, let a normal run's trend episodes accept a
+// "regime" and persistent faults be absorbed: issue 31.) An alarmed
 // observation is still scored and published.
 //
 // # Trend gate

@@ -33,6 +33,8 @@ const (
 	DefaultLevel = 0.99
 	// MinWarmup is the smallest default warm-up (see DefaultWarmup).
 	MinWarmup = 100
+	// MaxDefaultWarmup is the largest default warm-up (see DefaultWarmup).
+	MaxDefaultWarmup = 200
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -44,11 +46,16 @@ var (
 )
 
 // DefaultWarmup is the warm-up used when Config.Warmup is 0 for a learner
-// of budget B: 2·B, at least MinWarmup. The first half lets a budgeted
-// learner fill its dictionary (B points), the second half gives the limits
-// as many normal observations again.
+// of budget B: 2·B, at least MinWarmup and at most MaxDefaultWarmup. The
+// warm-up's rows are learned unconditionally: they must be rows known to
+// be normal, and a default that grew with the budget outgrew the normal
+// history a user has (issue 31: with budget 400 it ran 800 rows, past the
+// 500 normal ones, into the faults, learned their first rows and then
+// alarmed on 5 % of faulty rows instead of 80 %). After the warm-up, learn
+// normal goes on learning the rows within the limits, so a budget larger
+// than the warm-up still fills.
 func DefaultWarmup(budget int) int {
-	return max(2*budget, MinWarmup)
+	return min(max(2*budget, MinWarmup), MaxDefaultWarmup)
 }
 
 // DefaultWindow is the default limit window for a level: ⌈10/(1 − level)⌉
@@ -113,8 +120,9 @@ type Config struct {
 	// Learn is LearnAlways (default) or LearnNormal.
 	Learn string
 	// Warmup is the number of observations learned unconditionally before
-	// the limits are in force (default: DefaultWarmup of the learner's
-	// budget, filled in by the caller; must be ≥ 2 after defaults).
+	// the limits are in force: rows known to be normal (default:
+	// DefaultWarmup of the learner's budget, filled in by the caller; must
+	// be ≥ 2 after defaults).
 	Warmup int
 	// Confirm is the confirmation delay of LearnNormal: an observation
 	// judged normal is learned only once the Confirm observations after
@@ -123,7 +131,10 @@ type Config struct {
 	Confirm int
 	// AcceptAfter is the number of consecutive alarmed observations after
 	// which LearnNormal accepts the new regime and starts a new warm-up;
-	// 0 (default) never does.
+	// 0 (default) never does. Only alarms count: an observation held by
+	// the trend gate without an alarm ends the run (issue 31: counting
+	// held ones, a normal run accepted a "regime" and persistent faults
+	// were absorbed).
 	AcceptAfter int
 	// Trend is the trend gate of LearnNormal, TrendOff or TrendEWMA;
 	// default DefaultTrend.
@@ -311,7 +322,8 @@ type Verdict struct {
 type State struct {
 	// Learned counts the observations learned since the current warm-up began.
 	Learned int64
-	// Run counts the consecutive alarmed observations (LearnNormal).
+	// Run counts the consecutive alarmed observations (an observation
+	// held by the trend gate without an alarm ends it).
 	Run int64
 	// SPE and T2 are the limit windows: the statistics of the last (at
 	// most Window) observations admitted to the limits, oldest first.
@@ -548,7 +560,7 @@ func (m *Monitor) judged(v Verdict) bool {
 	if v.InForce {
 		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
 	}
-	if v.Alarm == AlarmNone && !v.Trend {
+	if v.Alarm == AlarmNone {
 		m.st.Run = 0
 		return false
 	}
