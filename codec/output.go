@@ -225,7 +225,6 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 	return b
 }
 
-
 func mpStr(b []byte, s string) []byte {
 	switch n := len(s); {
 	case n < 32:
