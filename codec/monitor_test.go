@@ -182,6 +182,23 @@ func TestSnapshotMonitor(t *testing.T) {
 	if got, err := DecodeSnapshot(bt); err != nil || !reflect.DeepEqual(got.Monitor, &mt) {
 		t.Errorf("monitor with the trend gate's state: got %+v (%v), want %+v", got.Monitor, err, &mt)
 	}
+	if bytes.Contains(bt, []byte("lspe")) || bytes.Contains(bt, []byte("lin_")) {
+		t.Error("a monitor without the linear residual carries its fields")
+	}
+	// The linear residual's state travels exactly (issue 31).
+	withLinear := *snap
+	ml := mt
+	ml.LSPE = []float64{0.5, 0.25}
+	ml.Pending = []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1, LSPE: 0.3}, {X: []float64{3, 4}, SPE: 0.2, T2: 2, LSPE: 0.4}}
+	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7}
+	withLinear.Monitor = &ml
+	bl, err := EncodeSnapshot(&withLinear)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeSnapshot(bl); err != nil || !reflect.DeepEqual(got.Monitor, &ml) {
+		t.Errorf("monitor with the linear residual: got %+v (%v), want %+v", got.Monitor, err, &ml)
+	}
 	got.Monitor = nil
 	if b2, _ := EncodeSnapshot(got); !bytes.Equal(b2, plain) {
 		t.Error("snapshot without the monitor does not give the bytes it had")

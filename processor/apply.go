@@ -166,9 +166,16 @@ func applyMonitored(res *applied, l learners.Learner, cls *keyClassifier, mon *k
 			}
 			continue
 		}
+		contrib := out.Contrib[:0] // the slot's storage, kept across fill
 		fill(out, l, eig, &obs[i], key, seq, r.Z, r.Novelty)
+		out.Warmup = !r.Verdict.InForce
 		if v := r.Verdict; v.InForce {
 			out.SPELimit, out.T2Limit, out.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
+			out.LSPE, out.LSPELimit = v.LSPE, v.LSPELimit
+			for _, c := range r.Contrib {
+				contrib = append(contrib, codec.Contribution{Var: c.Var, Value: c.Value})
+			}
+			out.Contrib = contrib
 			if v.Alarm&monitor.AlarmSPE != 0 {
 				mon.spe.Inc()
 			}

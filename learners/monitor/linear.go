@@ -129,6 +129,9 @@ func (m *Monitor) checkLinear(s *State) []string {
 		if len(l.Mean) != d || len(l.M2) != d*d || !finite(l.W) || l.W < 0 || !allFinite(l.Mean) || !allFinite(l.M2) {
 			bad = append(bad, fmt.Sprintf("linear model of %d means and %d co-moments (weight %v), want %d and %d finite, weight ≥ 0", len(l.Mean), len(l.M2), l.W, d, d*d))
 		}
+		if k := m.lin.k; (len(l.P) != 0 && len(l.P) != d*k) || !allFinite(l.P) || l.Since < 0 {
+			bad = append(bad, fmt.Sprintf("linear model of %d eigenvector values (%d since), want 0 or %d finite", len(l.P), l.Since, d*k))
+		}
 	}
 	return bad
 }
@@ -147,7 +150,11 @@ func (m *Monitor) restoreLinear(s *State) {
 		l.w = s.Linear.W
 		copy(l.mean, s.Linear.Mean)
 		copy(l.m2, s.Linear.M2)
-		if l.w >= float64(l.d+1) {
+		switch {
+		case len(s.Linear.P) > 0:
+			l.p = append([]float64(nil), s.Linear.P...)
+			l.since = s.Linear.Since
+		case l.w >= float64(l.d+1):
 			l.refresh()
 		}
 	}

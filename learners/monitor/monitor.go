@@ -360,11 +360,15 @@ type State struct {
 }
 
 // LinearState is the linear residual's model: the weight, mean and
-// co-moment (d×d, row-major) of the learned vectors. Its eigenvectors are
+// co-moment (d×d, row-major) of the learned vectors, its leading
+// eigenvectors P (d×k, row-major; nil before the first refresh) and the
+// additions since they were computed. A state without P has them
 // recomputed on restore.
 type LinearState struct {
 	W        float64
 	Mean, M2 []float64
+	P        []float64
+	Since    int
 }
 
 // Pending is an observation accepted for learning, waiting for Confirm
@@ -680,7 +684,8 @@ func (m *Monitor) State() *State {
 	s.LSPE, s.Linear = nil, nil
 	if l := m.lin; l != nil {
 		s.LSPE = m.lspe.values()
-		s.Linear = &LinearState{W: l.w, Mean: append([]float64(nil), l.mean...), M2: append([]float64(nil), l.m2...)}
+		s.Linear = &LinearState{W: l.w, Mean: append([]float64(nil), l.mean...), M2: append([]float64(nil), l.m2...),
+			P: append([]float64(nil), l.p...), Since: l.since}
 	}
 	return &s
 }
