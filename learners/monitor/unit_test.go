@@ -281,7 +281,9 @@ func TestGatedLearning(t *testing.T) {
 
 // TestStateRoundTrip checks that a restored monitor continues bit-exactly.
 func TestStateRoundTrip(t *testing.T) {
-	t.Run("kernel", func(t *testing.T) { stateRoundTrip(t, Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30}) })
+	t.Run("kernel", func(t *testing.T) {
+		stateRoundTrip(t, Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30})
+	})
 	t.Run("linear", func(t *testing.T) {
 		stateRoundTrip(t, Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30, Linear: true, LinearComponents: 1})
 	})
