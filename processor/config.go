@@ -177,6 +177,12 @@ type MonitorConfig struct {
 	// TrendLambda is the weight in (0, 1] of the trend gate's EWMA.
 	// Default 2/(n + 1) with n = 1/(1 − level) (0.0198 at 0.99).
 	TrendLambda float64 `yaml:"trend_lambda"`
+	// Excursion: with learn normal, the largest run of alarms that is
+	// still learned as a normal excursion (an autocorrelated process
+	// leaving its learned range for a while) once 2 × confirm observations
+	// without alarm follow it; a longer run is a fault and is not learned.
+	// Default 50; negative: none (every alarm discards what is pending).
+	Excursion int `yaml:"excursion"`
 	// Linear also monitors a linear residual: the SPE of a running linear
 	// PCA (learner.components components, at most dim − 1) of the learned
 	// inputs, with its own limit at level; above it, the output has an
@@ -211,7 +217,7 @@ func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
 	var c monitor.Config
 	if m := p.Monitor; m != nil {
 		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window,
-			Trend: m.Trend, TrendLambda: m.TrendLambda, Linear: m.Linear}
+			Trend: m.Trend, TrendLambda: m.TrendLambda, Linear: m.Linear, Excursion: m.Excursion}
 		if m.Linear {
 			c.LinearComponents = min(lc.Components, lc.Dim-1)
 		}

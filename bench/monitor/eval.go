@@ -332,6 +332,10 @@ type Online struct {
 	m       *monitor.Monitor
 	in, z   []float64
 	contrib []monitor.Contribution
+	// lim0 and llim0 are the residual limits at the end of training (0
+	// without the linear residual): the fixed scales of the combined
+	// residual Score returns.
+	lim0, llim0 float64
 }
 
 // Contrib returns the contributions of the last alarm.
@@ -362,16 +366,21 @@ func (o *Online) Train(x []float64, n int) error {
 		return err
 	}
 	d := o.Learner.Dim
+	var r monitor.Result
 	for i := range n {
-		if _, err := o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
+		var err error
+		if r, err = o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
 			return err
 		}
+	}
+	if v := r.Verdict; v.LSPELimit > 0 && v.SPELimit > 0 {
+		o.lim0, o.llim0 = v.SPELimit, v.LSPELimit
 	}
 	return nil
 }
 
 func (o *Online) Clone() (Method, error) {
-	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor}
+	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor, lim0: o.lim0, llim0: o.llim0}
 	if err := c.init(); err != nil {
 		return nil, err
 	}
@@ -391,10 +400,11 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	}
 	o.contrib = r.Contrib
 	spe := r.Novelty.SPE
-	if v := r.Verdict; v.LSPELimit > 0 && v.SPELimit > 0 {
-		// The residual the alarms judge: the larger of the two, each in
-		// units of its limit.
-		spe = max(spe/v.SPELimit, v.LSPE/v.LSPELimit)
+	if o.llim0 > 0 {
+		// The combined residual, as a checker computes it from an
+		// output's spe and lspe: the larger of the two, each in units of
+		// its limit at the end of training (fixed scales).
+		spe = max(spe/o.lim0, r.Verdict.LSPE/o.llim0)
 	}
 	return spe, r.Novelty.T2, r.Verdict.Alarm, nil
 }

@@ -160,10 +160,12 @@ func TestFalseAlarmRate(t *testing.T) {
 // TestTrendDrift checks that the trend gate does not cost the tracking of
 // slow normal drift: on the process whose range of t moves by 10⁻⁴ per
 // sample (0.8 over the run, 40 % of its width), learn normal with the
-// trend gate raises about as many SPE alarms as without it. It logs the
-// same comparison on autocorrelated normal data (t behind an AR(1) of
-// coefficient 0.9), where learn normal itself is out of its depth
-// (bench/RESULTS.md §10, "Slow faults").
+// trend gate raises about as many SPE alarms as without it. On
+// autocorrelated normal data (t behind an AR(1) of coefficient 0.9, a
+// warm-up of 200 rows: about ten independent ones) learn normal raised
+// 3–30 % SPE false alarms before excursions were learned (issue 31); the
+// test wants at most 2 % with and without the gate (the limit's 1 % and
+// as much again).
 func TestTrendDrift(t *testing.T) {
 	for _, drift := range []struct {
 		name     string
@@ -172,7 +174,7 @@ func TestTrendDrift(t *testing.T) {
 		tolerate float64 // SPE false alarms of the trend gate over those without it, points
 	}{
 		{"drift 1e-4", 1e-4, 0, 0.01},
-		{"AR(1) 0.9", 0, 0.9, math.Inf(1)},
+		{"AR(1) 0.9", 0, 0.9, 0.01},
 	} {
 		var off, on faResult
 		const seeds = 3
@@ -187,6 +189,9 @@ func TestTrendDrift(t *testing.T) {
 		t.Logf("%s: SPE false alarms without the trend gate %.2f %%, with it %.2f %%", drift.name, 100*off.spe, 100*on.spe)
 		if on.spe > off.spe+drift.tolerate {
 			t.Errorf("%s: SPE false alarms with the trend gate %.4f, without %.4f: want at most %.3f more", drift.name, on.spe, off.spe, drift.tolerate)
+		}
+		if drift.phi > 0 && (on.spe > 0.02 || off.spe > 0.02) {
+			t.Errorf("%s: SPE false alarms with the trend gate %.4f, without %.4f: want ≤ 0.02", drift.name, on.spe, off.spe)
 		}
 	}
 }
