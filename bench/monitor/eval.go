@@ -197,6 +197,7 @@ func scoreRunRanks(m Method, x []float64, n, v int) (spe, t2 []float64, own []mo
 			return nil, nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
 		}
 		own[i] = a
+		hasOwn = ownLimits(c)
 		ranks[i] = -1
 		if cc, ok := c.(contributor); ok && a != monitor.AlarmNone && v >= 0 {
 			top := cc.Contrib()
@@ -207,9 +208,6 @@ func scoreRunRanks(m Method, x []float64, n, v int) (spe, t2 []float64, own []mo
 					break
 				}
 			}
-		}
-		if _, ok := c.(*Online); ok {
-			hasOwn = true
 		}
 	}
 	if !hasOwn {
@@ -257,11 +255,16 @@ func ownShare(a []monitor.Alarm, from, to int) float64 {
 
 // Batch is batch kernel PCA (or linear PCA, with the linear kernel) fitted
 // once on the training samples, standardised by their means and standard
-// deviations.
+// deviations. Its own limits, as a user of a batch model draws them, are
+// the Level-quantiles of its statistics on the training samples (0: no
+// own limits).
 type Batch struct {
 	Label  string
 	Kernel learners.Kernel
 	K      int
+	Level  float64
+	limSPE float64
+	limT2  float64
 	l      *learners.Batch
 	mean   []float64
 	sd     []float64
@@ -302,6 +305,17 @@ func (b *Batch) Train(x []float64, n int) error {
 		return err
 	}
 	b.l = l
+	if b.Level > 0 {
+		spe, t2 := make([]float64, n), make([]float64, n)
+		for i := range n {
+			z, nov, err := l.Score(b.z, b.std(x[i*d:(i+1)*d]))
+			if err != nil {
+				return err
+			}
+			b.z, spe[i], t2[i] = z, nov.SPE, nov.T2
+		}
+		b.limSPE, b.limT2 = quantile(spe, b.Level), quantile(t2, b.Level)
+	}
 	return nil
 }
 
@@ -318,7 +332,27 @@ func (b *Batch) Clone() (Method, error) { return b, nil }
 func (b *Batch) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	z, nov, err := b.l.Score(b.z, b.std(x))
 	b.z = z
-	return nov.SPE, nov.T2, monitor.AlarmNone, err
+	var a monitor.Alarm
+	if b.Level > 0 {
+		if nov.SPE > b.limSPE {
+			a |= monitor.AlarmSPE
+		}
+		if nov.T2 > b.limT2 {
+			a |= monitor.AlarmT2
+		}
+	}
+	return nov.SPE, nov.T2, a, err
+}
+
+// ownLimits tells whether the method raises alarms of its own.
+func ownLimits(m Method) bool {
+	switch m := m.(type) {
+	case *Online:
+		return true
+	case *Batch:
+		return m.Level > 0
+	}
+	return false
 }
 
 // Online is kpcastream's online learner with its monitor, as a pipeline
@@ -447,10 +481,10 @@ func Methods(s Setup) []Method {
 			Monitor: monitor.Config{Learn: learn, Level: s.Level, Trend: trend, TrendLambda: s.TrendLambda}}
 	}
 	return []Method{
-		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K},
+		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K, Level: s.Level},
 		// Linear PCA keeps at most d − 1 components, so that its SPE has a
 		// residual space to measure.
-		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1)},
+		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1), Level: s.Level},
 		online("online always", monitor.LearnAlways, ""),
 		online("online normal", monitor.LearnNormal, monitor.TrendOff),
 		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
