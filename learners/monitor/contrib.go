@@ -36,9 +36,11 @@ type Contribution struct {
 // (f = g/H, exact for a quadratic index, so for linear PCA's SPE this is
 // Alcala & Qin's RBC), and the variable reset to its normal mean (0 once
 // standardised; the linear model's mean without Standardize), the lower
-// index of the two. Cost: 4d + 1 evaluations of the index, each a Score
-// (O(B·d) for a budget-B kernel learner) plus O(d·k) for the linear
-// residual; only on an alarm.
+// index of the two. The quadratic model ranks every variable (its drop
+// g²/(2H)); the index itself is evaluated for the refineContributions
+// largest. Cost: 2d + 1 + 2·refineContributions evaluations of the
+// index, each a Score (O(B·d) for a budget-B kernel learner) plus O(d·k)
+// for the linear residual; only on an alarm (BenchmarkContributions).
 func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution {
 	d := len(x)
 	if cap(m.probe) < d {
@@ -71,6 +73,17 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 	if math.IsNaN(i0) {
 		return nil
 	}
+	// First the quadratic model of the index along every variable, from
+	// central differences (2 evaluations each): its drop g²/(2H) at the
+	// Newton step f = g/H (exact for a quadratic index). Then, for the
+	// refineContributions largest, the index itself at that step and at
+	// the variable's normal mean, the lower of the two (2 evaluations
+	// each); a model without curvature (H ≤ 0) is only refined if it
+	// ranks there.
+	if cap(m.newton) < d {
+		m.newton = make([]float64, d)
+	}
+	f := m.newton[:d]
 	for j := range d {
 		xj := x[j]
 		h := m.step(j, xj)
@@ -78,28 +91,51 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 		ip := index()
 		p[j] = xj - h
 		im := index()
+		p[j] = xj
+		g, hh := (ip-im)/(2*h), (ip+im-2*i0)/(h*h)
+		est := 0.0
+		f[j] = math.NaN()
+		if hh > 0 && finite(g/hh) {
+			f[j] = g / hh
+			est = min(g*g/(2*hh), i0)
+		}
+		m.contrib = append(m.contrib, Contribution{Var: j, Value: est})
+	}
+	sortContrib(m.contrib)
+	for i := range min(refineContributions, d) {
+		c := &m.contrib[i]
+		j := c.Var
 		best := i0
-		if g, hh := (ip-im)/(2*h), (ip+im-2*i0)/(h*h); hh > 0 && finite(g/hh) {
-			p[j] = xj - g/hh
+		if finite(f[j]) {
+			p[j] = x[j] - f[j]
 			best = minFinite(best, index())
 		}
 		if ref, ok := m.reference(j); ok {
 			p[j] = ref
 			best = minFinite(best, index())
 		}
-		p[j] = xj
-		m.contrib = append(m.contrib, Contribution{Var: j, Value: max(i0-best, 0)})
+		p[j] = x[j]
+		c.Value = max(i0-best, 0)
 	}
-	slices.SortStableFunc(m.contrib, func(a, b Contribution) int {
+	sortContrib(m.contrib)
+	return m.contrib[:min(TopContributions, d)]
+}
+
+// refineContributions is the number of variables, those with the largest
+// contributions by reset, that a Newton step refines.
+const refineContributions = TopContributions + 2
+
+// sortContrib sorts cs by value, largest first (ties by variable).
+func sortContrib(cs []Contribution) {
+	slices.SortStableFunc(cs, func(a, b Contribution) int {
 		switch {
 		case a.Value > b.Value:
 			return -1
 		case a.Value < b.Value:
 			return 1
 		}
-		return 0
+		return a.Var - b.Var
 	})
-	return m.contrib[:min(TopContributions, d)]
 }
 
 // step is the finite-difference step of variable j at value xj: a

@@ -427,6 +427,7 @@ type Monitor struct {
 	trendSD       float64   // σ of the trend statistic for independent ranks
 	backup        []float64 // InMean and InM2 before a learn, to undo it
 	probe, zc     []float64 // contributions' scratch: the probed input, Score's dst
+	newton        []float64 // contributions' scratch: the Newton steps
 	contrib       []Contribution
 }
 
