@@ -27,6 +27,7 @@ import (
 	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
 	"github.com/kpcastream/kpcastream/internal/procstat"
+	"github.com/kpcastream/kpcastream/internal/term"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -524,226 +525,331 @@ func (g *benchData) next(x []float64) {
 // direction by rtt/2; the generator and the receiver always connect
 // directly.
 func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rtt time.Duration, stderr io.Writer) (*phaseResult, error) {
-	tag := map[string]string{"raw": "r", "bare": "a", "pipeline": "b"}[name] + strconv.Itoa(rttIndex)
-	inSubj := "bench." + tag + ".in.*"
-	outSubj := "bench." + tag + ".out"
-	streamName := ""
-	if !o.core {
-		streamName = "BENCH_IN_" + strings.ToUpper(tag)
+	ph := newPhase(o, name, rttIndex, rtt, stderr)
+	defer ph.close()
+	if err := ph.connect(); err != nil {
+		return nil, err
 	}
-	outStream := "BENCH_OUT_" + strings.ToUpper(tag)
-	label := name
-	if name == "pipeline" {
-		label = o.learner
+	if err := ph.setup(ctx); err != nil {
+		return nil, err
 	}
-	if rtt > 0 {
-		label += "@" + rtt.String()
-	}
-	pconn := o.conn
-	var px *delayProxy
-	if rtt > 0 {
-		target, err := hostPort(o.conn.URL)
-		if err != nil {
-			return nil, err
-		}
-		px, err = newDelayProxy(target, rtt/2)
-		if err != nil {
-			return nil, err
-		}
-		defer px.Close()
-		if pconn.URL, err = withHost(o.conn.URL, px.Addr()); err != nil {
+	res := &phaseResult{name: ph.label, phase: name, rtt: rtt, expected: o.count}
+	preload := !o.core && o.rate == 0
+	if preload {
+		if err := ph.preload(ctx, res); err != nil {
 			return nil, err
 		}
 	}
-	nc, err := natsconn.Connect(pconn, natsconn.Conn{Name: "kpcastream-bench-" + name})
-	if err != nil {
+	res.rttSeen = medianRTT(ph.nc, 5)
+	if err := ph.start(ctx); err != nil {
 		return nil, err
 	}
-	defer nc.Close()
-	rc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-receiver"})
-	if err != nil {
+	bar := newProgressBar(stderr, ph.label, o.progress, o.count, &ph.recv.progress)
+	defer bar.stop()
+	if !preload {
+		if err := ph.warmThenPublish(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+	werr := waitFor(ctx, ph.recv, o.timeout, func() bool { return ph.recv.capAt(o.duration) })
+	bar.stop()
+	ph.collect(res, werr)
+	if bad := ph.recv.badOutputs.Load(); bad > 0 {
+		return nil, fmt.Errorf("%d outputs could not be decoded", bad)
+	}
+	if err := ph.stop(); err != nil {
+		return nil, fmt.Errorf("stop: %w", err)
+	}
+	if err := ph.checkStored(ctx, res, werr); err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	pc, err := natsconn.Connect(o.conn, natsconn.Conn{Name: "kpcastream-bench-publisher"})
-	if err != nil {
-		return nil, err
+	if werr != nil {
+		if o.core && ph.recv.got > 0 {
+			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", ph.label, ph.recv.got, o.count)
+			return res, nil
+		}
+		return nil, fmt.Errorf("%d of %d measured outputs received: %w", ph.recv.got, o.count, werr)
 	}
-	defer pc.Close()
+	return res, nil
+}
 
-	recv := newReceiver(o.count)
-	sub, err := rc.Subscribe(outSubj+".*", recv.handle)
+// phase is one phase of the benchmark while it runs: its names, its
+// connections and streams, the generator and the receiver, and what to
+// undo at its end (closers, last registered first).
+type phase struct {
+	o                 benchOptions
+	name, tag, label  string
+	inSubj, outSubj   string
+	stream, outStream string // stream is "" with core input
+	rtt               time.Duration
+	stderr            io.Writer
+	px                *delayProxy
+	nc, rc, pc        *nats.Conn // the processor's, the receiver's, the generator's
+	pjs               jetstream.JetStream
+	recv              *receiver
+	pub               *benchPublisher
+	stopped           bool
+	stopRun           func() error
+	closers           []func()
+}
+
+func newPhase(o benchOptions, name string, rttIndex int, rtt time.Duration, stderr io.Writer) *phase {
+	ph := &phase{o: o, name: name, rtt: rtt, stderr: stderr}
+	ph.tag = map[string]string{"raw": "r", "bare": "a", "pipeline": "b"}[name] + strconv.Itoa(rttIndex)
+	ph.inSubj, ph.outSubj = "bench."+ph.tag+".in.*", "bench."+ph.tag+".out"
+	if !o.core {
+		ph.stream = "BENCH_IN_" + strings.ToUpper(ph.tag)
+	}
+	ph.outStream = "BENCH_OUT_" + strings.ToUpper(ph.tag)
+	ph.label = name
+	if name == "pipeline" {
+		ph.label = o.learner
+	}
+	if rtt > 0 {
+		ph.label += "@" + rtt.String()
+	}
+	return ph
+}
+
+// onClose registers f to run at close.
+func (ph *phase) onClose(f func()) { ph.closers = append(ph.closers, f) }
+
+// close runs the closers, last registered first.
+func (ph *phase) close() {
+	for i := len(ph.closers) - 1; i >= 0; i-- {
+		ph.closers[i]()
+	}
+}
+
+// connect opens the three connections, the processor's through the
+// delaying proxy when the phase has a round trip.
+func (ph *phase) connect() error {
+	pconn := ph.o.conn
+	if ph.rtt > 0 {
+		target, err := hostPort(ph.o.conn.URL)
+		if err != nil {
+			return err
+		}
+		if ph.px, err = newDelayProxy(target, ph.rtt/2); err != nil {
+			return err
+		}
+		ph.onClose(func() { ph.px.Close() })
+		if pconn.URL, err = withHost(ph.o.conn.URL, ph.px.Addr()); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		dst  **nats.Conn
+		conn natsconn.Settings
+		name string
+	}{{&ph.nc, pconn, "kpcastream-bench-" + ph.name}, {&ph.rc, ph.o.conn, "kpcastream-bench-receiver"}, {&ph.pc, ph.o.conn, "kpcastream-bench-publisher"}} {
+		nc, err := natsconn.Connect(c.conn, natsconn.Conn{Name: c.name})
+		if err != nil {
+			return err
+		}
+		*c.dst = nc
+		ph.onClose(nc.Close)
+	}
+	return nil
+}
+
+// setup subscribes the receiver, creates the phase's streams (deleted at
+// close) and the generator.
+func (ph *phase) setup(ctx context.Context) error {
+	o := ph.o
+	ph.recv = newReceiver(o.count)
+	sub, err := ph.rc.Subscribe(ph.outSubj+".*", ph.recv.handle)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := rc.Flush(); err != nil {
-		return nil, err
+	if err := ph.rc.Flush(); err != nil {
+		return err
 	}
+	if ph.pjs, err = jetstream.New(ph.pc); err != nil {
+		return err
+	}
+	if err := ph.createStreams(ctx); err != nil {
+		return err
+	}
+	ph.pub = &benchPublisher{o: o, nc: ph.pc, tag: ph.tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
+	ph.pub.enc, _ = codec.ParseEncoding(o.encoding)
+	if !o.core {
+		if ph.pub.acks, err = newAckPublisher(ph.pc, 4096); err != nil {
+			return err
+		}
+		ph.onClose(ph.pub.acks.close)
+	}
+	return nil
+}
 
-	pjs, err := jetstream.New(pc)
-	if err != nil {
-		return nil, err
-	}
+// createStreams creates the input stream (JetStream input) and the output
+// stream (--output jetstream), replacing leftovers of an earlier run;
+// they are deleted at close.
+func (ph *phase) createStreams(ctx context.Context) error {
+	o := ph.o
 	st := jetstream.FileStorage
 	if o.storage == "memory" {
 		st = jetstream.MemoryStorage
 	}
 	var streams []string
-	defer func() {
+	ph.onClose(func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
 		for _, n := range streams {
-			_ = pjs.DeleteStream(dctx, n)
+			_ = ph.pjs.DeleteStream(dctx, n)
 		}
-	}()
+	})
 	create := func(cfg jetstream.StreamConfig) error {
 		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		_ = pjs.DeleteStream(sctx, cfg.Name)
-		if _, err := pjs.CreateStream(sctx, cfg); err != nil {
+		_ = ph.pjs.DeleteStream(sctx, cfg.Name)
+		if _, err := ph.pjs.CreateStream(sctx, cfg); err != nil {
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 		streams = append(streams, cfg.Name)
 		return nil
 	}
 	if !o.core {
-		if err := create(jetstream.StreamConfig{Name: streamName, Subjects: []string{inSubj}, Storage: st}); err != nil {
-			return nil, err
+		if err := create(jetstream.StreamConfig{Name: ph.stream, Subjects: []string{ph.inSubj}, Storage: st}); err != nil {
+			return err
 		}
 	}
 	if o.output == "jetstream" {
 		// As deployed: a stream captures the outputs and drops a replayed
 		// one by its Nats-Msg-Id; the processor then publishes with
 		// JetStream and waits for each PubAck.
-		if err := create(jetstream.StreamConfig{Name: outStream, Subjects: []string{outSubj + ".*"},
-			Storage: st, Duplicates: 2 * time.Minute, AllowBatchPublish: o.keyFlight > 1}); err != nil {
-			return nil, err
-		}
+		return create(jetstream.StreamConfig{Name: ph.outStream, Subjects: []string{ph.outSubj + ".*"},
+			Storage: st, Duplicates: 2 * time.Minute, AllowBatchPublish: o.keyFlight > 1})
 	}
-	pub := &benchPublisher{o: o, nc: pc, tag: tag, data: benchData{rng: rand.New(rand.NewPCG(o.seed, 7)), stream: o.stream}}
-	pub.enc, _ = codec.ParseEncoding(o.encoding)
-	if !o.core {
-		if pub.acks, err = newAckPublisher(pc, 4096); err != nil {
-			return nil, err
-		}
-		defer pub.acks.close()
-	}
+	return nil
+}
 
-	res := &phaseResult{name: label, phase: name, rtt: rtt, expected: o.count}
-	preload := !o.core && o.rate == 0
-	if preload {
-		fmt.Fprintf(stderr, "%s: preloading %d messages…\n", label, o.keys*o.warmup+o.count)
-		t0 := time.Now()
-		if err := pub.publish(ctx, true, 0); err != nil {
-			return nil, err
-		}
-		if err := pub.publish(ctx, false, 0); err != nil {
-			return nil, err
-		}
-		res.pubRate = float64(o.keys*o.warmup+o.count) / time.Since(t0).Seconds()
+// preload publishes the warm-up and the measured messages into the input
+// stream before the processor starts (JetStream input at full speed).
+func (ph *phase) preload(ctx context.Context, res *phaseResult) error {
+	o := ph.o
+	fmt.Fprintf(ph.stderr, "%s: preloading %d messages…\n", ph.label, o.keys*o.warmup+o.count)
+	t0 := time.Now()
+	if err := ph.pub.publish(ctx, true, 0); err != nil {
+		return err
 	}
-	res.rttSeen = medianRTT(nc, 5)
+	if err := ph.pub.publish(ctx, false, 0); err != nil {
+		return err
+	}
+	res.pubRate = float64(o.keys*o.warmup+o.count) / time.Since(t0).Seconds()
+	return nil
+}
 
-	stopped := false
-	var stopRun func() error
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		return stopRun()
-	}
-	defer func() { _ = stop() }()
-	if name == "raw" {
-		r, err := startRaw(ctx, nc, rawConfig{stream: streamName, subject: outSubj, k: o.components, window: o.window,
+// start starts the raw relay or the processor (and waits until it is
+// ready); stop stops it, once.
+func (ph *phase) start(ctx context.Context) error {
+	ph.onClose(func() { _ = ph.stop() })
+	o := ph.o
+	if ph.name == "raw" {
+		r, err := startRaw(ctx, ph.nc, rawConfig{stream: ph.stream, subject: ph.outSubj, k: o.components, window: o.window,
 			maxAck: o.maxAck, pull: pullBatch(o.maxAck, o.queueSize), coreOut: o.output == "core"})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		stopRun = func() error { return r.stop(60 * time.Second) }
-	} else {
-		pctx, stopPipe := context.WithCancel(ctx)
-		defer stopPipe()
-		pipeDone := make(chan error, 1)
-		lc, newLearner := o.learnerConfig(), learners.New
-		if name == "bare" {
-			// The pass learner ignores the kind; the processor still validates
-			// the pipeline's learner config, and --learner is not checked in
-			// --mode bare.
-			lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
+		ph.stopRun = func() error { return r.stop(60 * time.Second) }
+		return nil
+	}
+	pctx, stopPipe := context.WithCancel(ctx)
+	ph.onClose(stopPipe)
+	pipeDone := make(chan error, 1)
+	lc, newLearner := o.learnerConfig(), learners.New
+	if ph.name == "bare" {
+		// The pass learner ignores the kind; the processor still validates
+		// the pipeline's learner config, and --learner is not checked in
+		// --mode bare.
+		lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
+	}
+	p, cleanup, err := newBenchProcessor(ctx, o, ph.nc, ph.stream, ph.inSubj, ph.outSubj, lc, newLearner)
+	if err != nil {
+		return err
+	}
+	ph.onClose(cleanup)
+	go func() { pipeDone <- p.Run(pctx) }()
+	ph.stopRun = func() error {
+		stopPipe()
+		select {
+		case err := <-pipeDone:
+			return err
+		case <-time.After(60 * time.Second):
+			return errors.New("pipeline did not stop within 60s")
 		}
-		p, cleanup, err := newBenchProcessor(ctx, o, nc, streamName, inSubj, outSubj, lc, newLearner)
+	}
+	if o.watch {
+		stopWatch, err := benchWatch(pctx, p, "bench", "k0", ph.stderr)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer cleanup()
-		go func() { pipeDone <- p.Run(pctx) }()
-		stopRun = func() error {
-			stopPipe()
-			select {
-			case err := <-pipeDone:
-				return err
-			case <-time.After(60 * time.Second):
-				return errors.New("pipeline did not stop within 60s")
-			}
+		ph.onClose(stopWatch)
+	}
+	// Core NATS drops what is published before the subscription exists.
+	deadline := time.Now().Add(30 * time.Second)
+	for !p.Ready() {
+		select {
+		case err := <-pipeDone:
+			ph.stopped = true
+			return fmt.Errorf("processor stopped before it was ready: %w", err)
+		case <-time.After(5 * time.Millisecond):
 		}
-		if o.watch {
-			stopWatch, err := benchWatch(pctx, p, "bench", "k0", stderr)
-			if err != nil {
-				return nil, err
-			}
-			defer stopWatch()
-		}
-		// Core NATS drops what is published before the subscription exists.
-		deadline := time.Now().Add(30 * time.Second)
-		for !p.Ready() {
-			select {
-			case err := <-pipeDone:
-				stopped = true
-				return nil, fmt.Errorf("processor stopped before it was ready: %w", err)
-			case <-time.After(5 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				return nil, errors.New("processor not ready after 30s")
-			}
+		if time.Now().After(deadline) {
+			return errors.New("processor not ready after 30s")
 		}
 	}
+	return nil
+}
 
-	bar := newProgressBar(stderr, label, o.progress, o.count, &recv.progress)
-	defer bar.stop()
-	if !preload {
-		// Warm-up first, and wait until every key has produced its last
-		// warm-up output, so that the measured messages all find a ready learner.
-		if err := pub.publish(ctx, true, 0); err != nil {
-			return nil, err
-		}
-		if err := waitFor(ctx, recv, o.timeout, func() bool {
-			recv.mu.Lock()
-			defer recv.mu.Unlock()
-			return recv.warmDone >= o.keys
-		}); err != nil {
-			recv.mu.Lock()
-			n := recv.warmDone
-			recv.mu.Unlock()
-			return nil, fmt.Errorf("warm-up: %d of %d keys produced an output after %d messages each (learner not ready? raise --warmup): %w",
-				n, o.keys, o.warmup, err)
-		}
-		t0 := time.Now()
-		if err := pub.publish(ctx, false, o.rate); err != nil {
-			return nil, err
-		}
-		res.pubRate = float64(o.count) / time.Since(t0).Seconds()
-		res.pacing = pub.pacing
+// stop stops the relay or the processor; only the first call does.
+func (ph *phase) stop() error {
+	if ph.stopped || ph.stopRun == nil {
+		return nil
 	}
-	werr := waitFor(ctx, recv, o.timeout, func() bool { return recv.capAt(o.duration) })
-	bar.stop()
+	ph.stopped = true
+	return ph.stopRun()
+}
+
+// warmThenPublish publishes the warm-up, waits until every key has
+// produced its last warm-up output (so that the measured messages all
+// find a ready learner), then publishes the measured messages at --rate.
+func (ph *phase) warmThenPublish(ctx context.Context, res *phaseResult) error {
+	o, recv := ph.o, ph.recv
+	if err := ph.pub.publish(ctx, true, 0); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, recv, o.timeout, func() bool {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		return recv.warmDone >= o.keys
+	}); err != nil {
+		recv.mu.Lock()
+		n := recv.warmDone
+		recv.mu.Unlock()
+		return fmt.Errorf("warm-up: %d of %d keys produced an output after %d messages each (learner not ready? raise --warmup): %w",
+			n, o.keys, o.warmup, err)
+	}
+	t0 := time.Now()
+	if err := ph.pub.publish(ctx, false, o.rate); err != nil {
+		return err
+	}
+	res.pubRate = float64(o.count) / time.Since(t0).Seconds()
+	res.pacing = ph.pub.pacing
+	return nil
+}
+
+// collect copies the receiver's measurements (and the proxy's lateness)
+// into res; werr is the end of the wait for the outputs.
+func (ph *phase) collect(res *phaseResult, werr error) {
+	recv := ph.recv
 	recv.mu.Lock()
 	res.received = recv.got
 	res.capped = recv.capped
 	last := recv.last
 	if werr != nil {
-		res.lost = o.count - recv.got
+		res.lost = ph.o.count - recv.got
 		recv.endWindow()
 	}
 	res.elapsed = last.Sub(recv.first)
@@ -756,39 +862,34 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
 	recv.mu.Unlock()
 	res.rss, res.peak, _ = procstat.ProcessRSS()
-	if px != nil {
-		p50, p99, mx, n := px.Lateness()
+	if ph.px != nil {
+		p50, p99, mx, n := ph.px.Lateness()
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
 		res.proxyLate = fmt.Sprintf("proxy writes left late by p50 %s ms, p99 %s ms, max %s ms (%d writes, whole phase)", ms(p50), ms(p99), ms(mx), n)
 	}
-	if bad := recv.badOutputs.Load(); bad > 0 {
-		return nil, fmt.Errorf("%d outputs could not be decoded", bad)
-	}
-	if err := stop(); err != nil {
-		return nil, fmt.Errorf("stop: %w", err)
-	}
+}
+
+// checkStored checks that the output stream (--output jetstream) holds
+// every output once.
+func (ph *phase) checkStored(ctx context.Context, res *phaseResult, werr error) error {
 	res.stored = -1
-	if o.output == "jetstream" {
-		if res.stored, err = streamMsgs(ctx, pjs, outStream); err != nil {
-			return nil, err
-		}
-		// Every output once: the raw relay and the pass learner publish one
-		// per input, ikpca none until it is ready.
-		total := o.keys*o.warmup + o.count
-		exact := name != "pipeline" && !o.core && werr == nil && !res.capped
-		if res.stored < res.received || res.stored > total || (exact && res.stored != total) {
-			return nil, fmt.Errorf("the output stream holds %d messages after %d inputs (%d measured outputs received): want each output once",
-				res.stored, total, res.received)
-		}
+	o := ph.o
+	if o.output != "jetstream" {
+		return nil
 	}
-	if werr != nil {
-		if o.core && recv.got > 0 {
-			fmt.Fprintf(stderr, "%s: %d of %d measured outputs received (core NATS drops what a slow consumer misses)\n", label, recv.got, o.count)
-			return res, nil
-		}
-		return nil, fmt.Errorf("%d of %d measured outputs received: %w", recv.got, o.count, werr)
+	var err error
+	if res.stored, err = streamMsgs(ctx, ph.pjs, ph.outStream); err != nil {
+		return err
 	}
-	return res, nil
+	// Every output once: the raw relay and the pass learner publish one
+	// per input, ikpca none until it is ready.
+	total := o.keys*o.warmup + o.count
+	exact := ph.name != "pipeline" && !o.core && werr == nil && !res.capped
+	if res.stored < res.received || res.stored > total || (exact && res.stored != total) {
+		return fmt.Errorf("the output stream holds %d messages after %d inputs (%d measured outputs received): want each output once",
+			res.stored, total, res.received)
+	}
+	return nil
 }
 
 // streamMsgs returns the number of messages in a stream.
@@ -1026,7 +1127,7 @@ func newProgressBar(w io.Writer, name string, every time.Duration, total int, n 
 	}
 	// On a terminal the bar redraws itself with \r; elsewhere (a log, CI)
 	// it is a line every 5 s at most, and the final one.
-	tty := isTerminal(w)
+	tty := term.IsTerminal(w)
 	lead, end := "\r", ""
 	if !tty {
 		lead, end, every = "", "\n", max(every, 5*time.Second)
@@ -1235,15 +1336,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// isTerminal reports whether w is a terminal (the progress bar may then
-// rewrite itself with \r).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -131,15 +130,4 @@ func publishMsg(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, useJ
 	defer cancel()
 	_, err := js.PublishMsg(pctx, m)
 	return err
-}
-
-// isTerminal reports whether w is a terminal (a progress line may then
-// rewrite itself with \r).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

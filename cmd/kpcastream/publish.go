@@ -17,6 +17,8 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/csvin"
+	"github.com/kpcastream/kpcastream/internal/term"
+	"github.com/kpcastream/kpcastream/internal/words"
 )
 
 func init() {
@@ -264,7 +266,7 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	next := start
 	// On a terminal the progress line rewrites itself; elsewhere (a log
 	// file, a CI job) a line every 5 s and the final one.
-	tty := isTerminal(stderr)
+	tty := term.IsTerminal(stderr)
 	every := 200 * time.Millisecond
 	if !tty {
 		every = 5 * time.Second
@@ -372,19 +374,8 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	return nil
 }
 
-// plural is "1 row", "2 rows", "0 passes": n and the noun, in the plural
-// unless n is 1 (regular English nouns: -es after s, x, ch and sh).
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	for _, suf := range []string{"s", "x", "ch", "sh"} {
-		if strings.HasSuffix(noun, suf) {
-			return fmt.Sprintf("%d %ses", n, noun)
-		}
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
+// plural is words.Plural: "1 row", "2 rows", "0 passes".
+func plural(n int, noun string) string { return words.Plural(n, noun) }
 
 // subjectMatches reports whether the NATS subject filter matches subject.
 func subjectMatches(filter, subject string) bool {

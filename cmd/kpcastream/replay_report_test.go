@@ -2,16 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kpcastream/kpcastream/internal/kpcaplot"
 	"github.com/kpcastream/kpcastream/internal/kpcaview"
 )
 
@@ -159,7 +158,7 @@ func TestReplayReport(t *testing.T) {
 		t.Errorf("similarity to batch KPCA: lowest %.3f before the change (want ≥ 0.99), %.3f in the 3,000 rows after (want a dip below 0.95)", lowBefore, lowAfter)
 	}
 
-	checkPNGs(t, plots, plotSize{640, 360}) // small: quicker under -race
+	checkPNGs(t, plots, kpcaplot.Size{W: 640, H: 360}) // small: quicker under -race
 }
 
 // plotFiles are the files of replay --plot.
@@ -167,7 +166,7 @@ var plotFiles = []string{"spectrum.png", "eigenvalues.png", "explained.png", "no
 
 // checkPNGs checks that every plot file is a PNG of size px that is not
 // blank.
-func checkPNGs(t *testing.T, dir string, px plotSize) {
+func checkPNGs(t *testing.T, dir string, px kpcaplot.Size) {
 	t.Helper()
 	for _, f := range plotFiles {
 		fh, err := os.Open(filepath.Join(dir, f))
@@ -211,59 +210,11 @@ func TestReplayPlotSize(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("replay exit %d: %s", code, stderr)
 	}
-	checkPNGs(t, filepath.Join(dir, "p"), plotSize{640, 360})
+	checkPNGs(t, filepath.Join(dir, "p"), kpcaplot.Size{W: 640, H: 360})
 	for _, bad := range []string{"10x10", "640", "wide", "640x9000"} {
 		code, _, stderr := runCmd(t, append(args, "--plot", filepath.Join(dir, "q"), "--plot-size", bad)...)
 		if code == 0 || !strings.Contains(stderr, `invalid value "`+bad+`" for flag -plot-size: want`) {
 			t.Errorf("--plot-size %s: exit %d, stderr %q", bad, code, stderr)
 		}
-	}
-}
-
-// TestPlotTicks: tick labels read as numbers are written (2,500, not
-// 2500.00) at 1, 2, 2.5 or 5 × 10ⁿ.
-func TestPlotTicks(t *testing.T) {
-	for _, c := range []struct {
-		lo, hi float64
-		want   []string
-	}{
-		{0, 20_000, []string{"0", "5,000", "10,000", "15,000", "20,000"}},
-		{0, 14_000, []string{"0", "2,500", "5,000", "7,500", "10,000", "12,500"}},
-		{0, 1, []string{"0", "0.2", "0.4", "0.6", "0.8", "1"}},
-		{0.01, 0.26, []string{"0.05", "0.1", "0.15", "0.2", "0.25"}},
-		{-3, 3, []string{"-3", "-2", "-1", "0", "1", "2", "3"}},
-		{0, 2e6, []string{"0", "500,000", "1,000,000", "1,500,000", "2,000,000"}},
-	} {
-		var got []string
-		for _, tk := range (humanTicks{}).Ticks(c.lo, c.hi) {
-			if tk.Label != "" {
-				got = append(got, tk.Label)
-			}
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("ticks of [%v, %v]: %q, want %q", c.lo, c.hi, got, c.want)
-		}
-	}
-}
-
-// TestPlotLegendNeverCut: a legend too wide for the image is an error
-// naming --plot-size, not a legend cut at the border.
-func TestPlotLegendNeverCut(t *testing.T) {
-	pn := newPanel("t", "row", "y")
-	if err := pn.line([]float64{0, 1}, []float64{0, 1}, plotInk, 1, strings.Repeat("a very long legend entry ", 8)); err != nil {
-		t.Fatal(err)
-	}
-	err := saveFigure(filepath.Join(t.TempDir(), "x.png"), plotSize{minPlotW, minPlotH}, pn)
-	if err == nil || !strings.Contains(err.Error(), "--plot-size") {
-		t.Errorf("a legend wider than the image: %v", err)
-	}
-	pn = newPanel("t", "row", "y")
-	for i := range 40 {
-		if err := pn.line([]float64{0, 1}, []float64{0, float64(i)}, plotInk, 1, fmt.Sprintf("series %d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := saveFigure(filepath.Join(t.TempDir(), "y.png"), plotSize{minPlotW, minPlotH}, pn); err == nil || !strings.Contains(err.Error(), "taller") {
-		t.Errorf("a legend taller than the plot: %v", err)
 	}
 }

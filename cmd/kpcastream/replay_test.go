@@ -431,3 +431,6 @@ func TestReplayTrend(t *testing.T) {
 		}
 	}
 }
+
+// syncer is a learner that can catch up on deferred work on demand.
+type syncer interface{ Sync(maxIter int) error }

@@ -374,7 +374,8 @@ type Limits struct {
 	Source string  `json:"source"`
 	SPE    float64 `json:"spe"`
 	T2     float64 `json:"t2"`
-	// SPEOver and T2Over count the kept samples above each limit.
+	// SPEOver and T2Over count the kept samples marked on each chart
+	// (View.Marked): above the limit, or alarmed with a monitor's limits.
 	SPEOver int `json:"spe_over"`
 	T2Over  int `json:"t2_over"`
 }
@@ -584,7 +585,8 @@ func (s *Series) View(q float64, rule DriftRule) *View {
 		}
 	}
 	if s.speLim > 0 && s.t2Lim > 0 {
-		v.Limits = countOver(Limits{Q: q, Source: "monitor", SPE: s.speLim, T2: s.t2Lim}, sc.SPE, sc.T2)
+		v.Limits = Limits{Q: q, Source: "monitor", SPE: s.speLim, T2: s.t2Lim}
+		v.Limits.SPEOver, v.Limits.T2Over = len(v.Marked("spe")), len(v.Marked("t2"))
 	} else {
 		v.Limits = ControlLimits(sc.SPE, sc.T2, q)
 	}
@@ -638,6 +640,28 @@ func (s *Series) View(q float64, rule DriftRule) *View {
 		v.Events = []Event{}
 	}
 	return v
+}
+
+// Marked returns the indices of the kept samples that the novelty chart
+// of which ("spe" or "t2") marks: with a monitor's limits (Source
+// "monitor") and the samples' alarms, those whose output raised that
+// alarm (under the limits of its time); else those above the view's
+// limit. Limits.SPEOver and T2Over count them; the page (app.js) and the
+// replay's PNG plots mark the same samples.
+func (v *View) Marked(which string) []int {
+	vals, lim := v.Samples.SPE, v.Limits.SPE
+	if which == "t2" {
+		vals, lim = v.Samples.T2, v.Limits.T2
+	}
+	al := v.Samples.Alarm
+	mon := v.Limits.Source == "monitor" && al != nil
+	var out []int
+	for i, x := range vals {
+		if (mon && (al[i] == which || al[i] == "both")) || (!mon && x > lim) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // finite maps NaN and ±Inf to 0 (JSON has no such numbers).

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -14,31 +14,31 @@ import (
 // predictions published since the last line (each made before its label
 // was learned).
 
-// demoClassifierConfig is the classifier block of the demo's pipeline
+// classifierConfig is the classifier block of the demo's pipeline
 // (indented as a pipeline field), or "" without --classify.
-func demoClassifierConfig(o *demoOptions) string {
-	if !o.classify {
+func classifierConfig(o *Options) string {
+	if !o.Classify {
 		return ""
 	}
 	return "    classifier: {classes: [inner, outer]}\n"
 }
 
-// demoRing draws a ring radius and its label.
-func demoRing(rng *rand.Rand) (float64, codec.Scalar) {
+// ring draws a ring radius and its label.
+func ring(rng *rand.Rand) (float64, codec.Scalar) {
 	if rng.IntN(2) == 0 {
 		return 0.7 + 0.05*rng.NormFloat64(), codec.String("inner")
 	}
 	return 1.3 + 0.05*rng.NormFloat64(), codec.String("outer")
 }
 
-// demoAccuracy counts the labelled predictions seen on the outputs.
-type demoAccuracy struct {
+// accuracy counts the labelled predictions seen on the outputs.
+type accuracy struct {
 	hits, labelled         atomic.Int64
 	lastHits, lastLabelled int64 // at the last status line (report goroutine only)
 }
 
 // count records an output's prediction against its label.
-func (a *demoAccuracy) count(out *codec.Output) {
+func (a *accuracy) count(out *codec.Output) {
 	if out.Y.Kind == codec.ScalarNone || out.Pred.Kind == codec.ScalarNone {
 		return
 	}
@@ -50,7 +50,7 @@ func (a *demoAccuracy) count(out *codec.Output) {
 
 // line is the status line's accuracy since the previous line ("" when no
 // labelled prediction arrived).
-func (a *demoAccuracy) line() string {
+func (a *accuracy) line() string {
 	h, n := a.hits.Load(), a.labelled.Load()
 	dh, dn := h-a.lastHits, n-a.lastLabelled
 	a.lastHits, a.lastLabelled = h, n
@@ -59,5 +59,3 @@ func (a *demoAccuracy) line() string {
 	}
 	return fmt.Sprintf("  accuracy %.3f (%d predictions; %.3f overall)", float64(dh)/float64(dn), dn, float64(h)/float64(n))
 }
-
-func (st *demoStats) count(out *codec.Output) { st.cls.count(out) }

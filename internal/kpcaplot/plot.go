@@ -1,4 +1,4 @@
-package main
+package kpcaplot
 
 import (
 	"fmt"
@@ -34,30 +34,30 @@ var (
 	plotInk  = color.RGBA{29, 35, 48, 255}
 )
 
-// plotSize is --plot-size: the PNG files' size in pixels.
-type plotSize struct{ W, H int }
+// Size is the PNG files' size in pixels (replay --plot-size, a flag.Value).
+type Size struct{ W, H int }
 
-// defaultPlotSize is --plot-size's default.
-var defaultPlotSize = plotSize{1200, 675}
+// DefaultSize is --plot-size's default.
+var DefaultSize = Size{1200, 675}
 
 // Limits of --plot-size: smaller leaves no room for a legend column and
 // readable ticks; larger is a poster.
 const (
-	minPlotW, minPlotH = 480, 300
-	maxPlotSide        = 8000
+	MinW, MinH = 480, 300
+	MaxSide    = 8000
 )
 
-func (s *plotSize) String() string { return fmt.Sprintf("%dx%d", s.W, s.H) }
+func (s *Size) String() string { return fmt.Sprintf("%dx%d", s.W, s.H) }
 
-func (s *plotSize) Set(v string) error {
+func (s *Size) Set(v string) error {
 	ws, hs, ok := strings.Cut(strings.ToLower(strings.TrimSpace(v)), "x")
 	w, err1 := strconv.Atoi(ws)
 	h, err2 := strconv.Atoi(hs)
 	if !ok || err1 != nil || err2 != nil {
 		return fmt.Errorf("want WIDTHxHEIGHT in pixels, such as 1200x675, got %q", v)
 	}
-	if w < minPlotW || h < minPlotH || w > maxPlotSide || h > maxPlotSide {
-		return fmt.Errorf("want a width of %d to %d and a height of %d to %d pixels, got %dx%d", minPlotW, maxPlotSide, minPlotH, maxPlotSide, w, h)
+	if w < MinW || h < MinH || w > MaxSide || h > MaxSide {
+		return fmt.Errorf("want a width of %d to %d and a height of %d to %d pixels, got %dx%d", MinW, MaxSide, MinH, MaxSide, w, h)
 	}
 	s.W, s.H = w, h
 	return nil
@@ -65,7 +65,7 @@ func (s *plotSize) Set(v string) error {
 
 // plotDPI scales the fonts (sized in points) with the image: 96 dpi at
 // 800 pixels wide, so that text keeps its share of a larger image.
-func (s plotSize) dpi() int { return max(72, min(300, 96*s.W/800)) }
+func (s Size) dpi() int { return max(72, min(300, 96*s.W/800)) }
 
 // panel is one plot of a figure with the legend drawn beside it.
 type panel struct {
@@ -112,7 +112,7 @@ func (pn *panel) legendWidth(c draw.Canvas) vg.Length {
 
 // saveFigure draws the panels one above the other, each with its legend in
 // a column to the right of the data, into a PNG of size px.
-func saveFigure(path string, px plotSize, panels ...*panel) error {
+func saveFigure(path string, px Size, panels ...*panel) error {
 	dpi := px.dpi()
 	w, h := vg.Length(px.W)*vg.Inch/vg.Length(dpi), vg.Length(px.H)*vg.Inch/vg.Length(dpi)
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
@@ -162,112 +162,147 @@ func saveFigure(path string, px plotSize, panels ...*panel) error {
 	return f.Close()
 }
 
-// writePlots writes the plots of the first rows rows into dir, at size px: spectrum.png (the eigenvalue
+// Write writes the plots of the first rows rows into dir, at size px: spectrum.png (the eigenvalue
 // spectrum at the end, with the cumulative explained share),
 // eigenvalues.png (the eigenvalues over the rows), explained.png,
 // novelty_spe.png, novelty_t2.png, scatter.png, dictionary.png (two
 // panels: the points stored; swaps and moves per 1,000 rows) and, when
 // measured, similarity.png.
-func writePlots(dir string, v *kpcaview.KeyView, rows int64, px plotSize) error {
+func Write(dir string, v *kpcaview.KeyView, rows int64, px Size) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b, s := v.Buckets, v.Samples
-	mid := make([]float64, len(b.X))
-	for i := range b.X {
-		mid[i] = float64(b.X[i]) + float64(b.Width[i])/2
+	f := newFigures(dir, v, rows, px)
+	for _, fig := range []func() error{f.spectrum, f.eigenvalues, f.explained, f.novelty, f.scatter, f.dictionary, f.similarity} {
+		if err := fig(); err != nil {
+			return err
+		}
 	}
-	var drifts []float64
+	return nil
+}
+
+// figures is what every figure of Write draws from: the view, the
+// buckets' mid-points and the drift markers.
+type figures struct {
+	dir        string
+	v          *kpcaview.KeyView
+	rows       int64
+	px         Size
+	mid        []float64 // the buckets' mid-points
+	drifts     []float64 // the drift markers' rows
+	markerNote string    // the titles' note on the markers
+	// marked counts the samples drawn red on each novelty chart.
+	marked map[string]int
+}
+
+func newFigures(dir string, v *kpcaview.KeyView, rows int64, px Size) *figures {
+	f := &figures{dir: dir, v: v, rows: rows, px: px, marked: map[string]int{}}
+	b := v.Buckets
+	f.mid = make([]float64, len(b.X))
+	for i := range b.X {
+		f.mid[i] = float64(b.X[i]) + float64(b.Width[i])/2
+	}
 	for _, e := range v.Events {
 		if e.Kind == "drift" {
-			drifts = append(drifts, float64(e.X))
+			f.drifts = append(f.drifts, float64(e.X))
 		}
 	}
-	save := func(name string, panels ...*panel) error { return saveFigure(filepath.Join(dir, name), px, panels...) }
-	markerNote := ""
-	if len(drifts) > 0 {
-		markerNote = " (dashed red: drift markers)"
+	if len(f.drifts) > 0 {
+		f.markerNote = " (dashed red: drift markers)"
 	}
+	return f
+}
 
-	// spectrum: the eigenvalues after the last row, and their cumulative
-	// share of the variance (explained is the share of all k).
+func (f *figures) save(name string, panels ...*panel) error {
+	return saveFigure(filepath.Join(f.dir, name), f.px, panels...)
+}
+
+// spectrum: the eigenvalues after the last row, and their cumulative
+// share of the variance (explained is the share of all k).
+func (f *figures) spectrum() error {
+	b := f.v.Buckets
 	last := len(b.X) - 1
-	if last >= 0 && len(b.Eig) > 0 {
-		eig := make([]float64, len(b.Eig))
-		sum := 0.0
-		for c := range b.Eig {
-			eig[c] = b.Eig[c][last]
-			sum += eig[c]
-		}
-		ex := b.Explained[last]
-		pn := newPanel(fmt.Sprintf("Eigenvalue spectrum after %s rows (the %d components explain %.1f %%)", humanInt(rows), len(eig), 100*ex),
-			"component", "eigenvalue")
-		bars, err := plotter.NewBarChart(plotter.Values(eig), vg.Points(max(8, float64(px.W)/float64(4*len(eig)+8))))
-		if err != nil {
-			return err
-		}
-		bars.Color, bars.LineStyle.Width = plotPalette[0], 0
-		pn.add("eigenvalue", bars, bars)
-		names := make([]string, len(eig))
-		for c := range names {
-			names[c] = fmt.Sprintf("λ%d", c+1)
-		}
-		pn.p.NominalX(names...)
-		pn.p.X.Min, pn.p.X.Max = -0.5, float64(len(eig))-0.5
-		pn.p.Y.Min, pn.p.Y.Max = 0, math.Max(eig[0], 1e-12)*1.08
-		if sum > 0 && ex > 0 {
-			// The cumulative share of the variance, on a panel of its own
-			// (one unit per axis): explained is the share of all k, so
-			// the total variance is sum/explained.
-			total := sum / ex
-			share := newPanel("Cumulative share of the variance", "component", "share of the variance")
-			sx := make([]float64, len(eig))
-			sy := make([]float64, len(eig))
-			acc := 0.0
-			for c := range eig {
-				acc += eig[c]
-				sx[c], sy[c] = float64(c), acc/total
-			}
-			if err := share.line(sx, sy, plotPalette[1], 1.5, "cumulative share"); err != nil {
-				return err
-			}
-			if err := share.points(sx, sy, func(int) color.Color { return plotPalette[1] }, 2.5, ""); err != nil {
-				return err
-			}
-			share.p.NominalX(names...)
-			share.p.X.Min, share.p.X.Max = -0.5, float64(len(eig))-0.5
-			share.p.Y.Min, share.p.Y.Max = 0, 1
-			if err := save("spectrum.png", pn, share); err != nil {
-				return err
-			}
-		} else if err := save("spectrum.png", pn); err != nil {
-			return err
-		}
+	if last < 0 || len(b.Eig) == 0 {
+		return nil
 	}
+	eig := make([]float64, len(b.Eig))
+	sum := 0.0
+	for c := range b.Eig {
+		eig[c] = b.Eig[c][last]
+		sum += eig[c]
+	}
+	ex := b.Explained[last]
+	pn := newPanel(fmt.Sprintf("Eigenvalue spectrum after %s rows (the %d components explain %.1f %%)", humanInt(f.rows), len(eig), 100*ex),
+		"component", "eigenvalue")
+	bars, err := plotter.NewBarChart(plotter.Values(eig), vg.Points(max(8, float64(f.px.W)/float64(4*len(eig)+8))))
+	if err != nil {
+		return err
+	}
+	bars.Color, bars.LineStyle.Width = plotPalette[0], 0
+	pn.add("eigenvalue", bars, bars)
+	names := make([]string, len(eig))
+	for c := range names {
+		names[c] = fmt.Sprintf("λ%d", c+1)
+	}
+	pn.p.NominalX(names...)
+	pn.p.X.Min, pn.p.X.Max = -0.5, float64(len(eig))-0.5
+	pn.p.Y.Min, pn.p.Y.Max = 0, math.Max(eig[0], 1e-12)*1.08
+	if !(sum > 0 && ex > 0) {
+		return f.save("spectrum.png", pn)
+	}
+	// The cumulative share of the variance, on a panel of its own (one
+	// unit per axis): explained is the share of all k, so the total
+	// variance is sum/explained.
+	total := sum / ex
+	share := newPanel("Cumulative share of the variance", "component", "share of the variance")
+	sx := make([]float64, len(eig))
+	sy := make([]float64, len(eig))
+	acc := 0.0
+	for c := range eig {
+		acc += eig[c]
+		sx[c], sy[c] = float64(c), acc/total
+	}
+	if err := share.line(sx, sy, plotPalette[1], 1.5, "cumulative share"); err != nil {
+		return err
+	}
+	if err := share.points(sx, sy, func(int) color.Color { return plotPalette[1] }, 2.5, ""); err != nil {
+		return err
+	}
+	share.p.NominalX(names...)
+	share.p.X.Min, share.p.X.Max = -0.5, float64(len(eig))-0.5
+	share.p.Y.Min, share.p.Y.Max = 0, 1
+	return f.save("spectrum.png", pn, share)
+}
 
-	pn := newPanel("Eigenvalues over the rows"+markerNote, "row", "eigenvalue")
+func (f *figures) eigenvalues() error {
+	b := f.v.Buckets
+	pn := newPanel("Eigenvalues over the rows"+f.markerNote, "row", "eigenvalue")
 	for c, col := range b.Eig {
-		if err := pn.line(mid, col, plotPalette[c%len(plotPalette)], 1.5, fmt.Sprintf("λ%d", c+1)); err != nil {
+		if err := pn.line(f.mid, col, plotPalette[c%len(plotPalette)], 1.5, fmt.Sprintf("λ%d", c+1)); err != nil {
 			return err
 		}
 	}
-	pn.markers(drifts, b.Eig...)
+	pn.markers(f.drifts, b.Eig...)
 	pn.p.Y.Min = 0
-	if err := save("eigenvalues.png", pn); err != nil {
-		return err
-	}
+	return f.save("eigenvalues.png", pn)
+}
 
-	pn = newPanel("Explained variance"+markerNote, "row", "share of the variance")
-	if err := pn.line(mid, b.Explained, plotInk, 1.5, fmt.Sprintf("explained by %d components", len(b.Eig))); err != nil {
+func (f *figures) explained() error {
+	b := f.v.Buckets
+	pn := newPanel("Explained variance"+f.markerNote, "row", "share of the variance")
+	if err := pn.line(f.mid, b.Explained, plotInk, 1.5, fmt.Sprintf("explained by %d components", len(b.Eig))); err != nil {
 		return err
 	}
-	pn.markers(drifts, b.Explained)
+	pn.markers(f.drifts, b.Explained)
 	pn.p.Y.Min, pn.p.Y.Max = 0, 1
-	if err := save("explained.png", pn); err != nil {
-		return err
-	}
+	return f.save("explained.png", pn)
+}
 
-	// novelty
+// novelty: the SPE and T² of the kept samples, their mean per bucket and
+// the limit; the samples the page marks (kpcaview.View.Marked: alarmed
+// with a monitor's limits, else above the limit) are red.
+func (f *figures) novelty() error {
+	v, b, s := f.v, f.v.Buckets, f.v.Samples
 	xs := make([]float64, len(s.X))
 	for i, x := range s.X {
 		xs[i] = float64(x)
@@ -277,31 +312,25 @@ func writePlots(dir string, v *kpcaview.KeyView, rows int64, px plotSize) error 
 		sampled = fmt.Sprintf("every %s row", ordinal(v.Stride))
 	}
 	for _, n := range []struct {
-		file, title, unit string
-		vals, mean        []float64
-		limit             float64
+		which, file, title, unit string
+		vals, mean               []float64
+		limit                    float64
 	}{
-		{"novelty_spe.png", "SPE (Q)", "SPE (squared reconstruction error)", s.SPE, b.SPE, v.Limits.SPE},
-		{"novelty_t2.png", "Hotelling T²", "T²", s.T2, b.T2, v.Limits.T2},
+		{"spe", "novelty_spe.png", "SPE (Q)", "SPE (squared reconstruction error)", s.SPE, b.SPE, v.Limits.SPE},
+		{"t2", "novelty_t2.png", "Hotelling T²", "T²", s.T2, b.T2, v.Limits.T2},
 	} {
-		pn := newPanel(fmt.Sprintf("%s with its %.0f %% limit%s", n.title, 100*v.Limits.Q, markerNote), "row", n.unit)
+		pn := newPanel(fmt.Sprintf("%s with its %.0f %% limit%s", n.title, 100*v.Limits.Q, f.markerNote), "row", n.unit)
 		if err := pn.points(xs, n.vals, func(int) color.Color { return plotGrey }, 1.2, sampled); err != nil {
 			return err
 		}
-		if err := pn.line(mid, n.mean, plotInk, 1.5, "mean per bucket"); err != nil {
+		if err := pn.line(f.mid, n.mean, plotInk, 1.5, "mean per bucket"); err != nil {
 			return err
 		}
-		var ox, oy []float64
-		for i, y := range n.vals {
-			if y > n.limit {
-				ox, oy = append(ox, xs[i]), append(oy, y)
-			}
+		k, err := pn.marked(v, n.which, xs, n.vals)
+		if err != nil {
+			return err
 		}
-		if len(ox) > 0 {
-			if err := pn.points(ox, oy, func(int) color.Color { return plotRed }, 1.8, fmt.Sprintf("%s above the limit", humanInt(int64(len(ox))))); err != nil {
-				return err
-			}
-		}
+		f.marked[n.which] = k
 		if len(xs) > 0 {
 			l, err := plotter.NewLine(plotter.XYs{{X: xs[0], Y: n.limit}, {X: xs[len(xs)-1], Y: n.limit}})
 			if err != nil {
@@ -310,76 +339,100 @@ func writePlots(dir string, v *kpcaview.KeyView, rows int64, px plotSize) error 
 			l.Color, l.Dashes, l.Width = plotPalette[1], []vg.Length{vg.Points(4), vg.Points(2)}, vg.Points(1.2)
 			pn.add("limit "+humanFloat(n.limit), l, l)
 		}
-		pn.markers(drifts, n.vals)
-		if err := save(n.file, pn); err != nil {
-			return err
-		}
-	}
-
-	// scatter of the first two components, coloured by row
-	if len(s.Z) >= 2 {
-		pn := newPanel("Projections on the first two components", "z1", "z2")
-		nn := len(s.Z[0])
-		ramp := func(i int) color.Color { return rampColor(float64(i) / math.Max(1, float64(nn-1))) }
-		if err := pn.points(s.Z[0], s.Z[1], ramp, 1.3, ""); err != nil {
-			return err
-		}
-		if nn > 0 {
-			for _, e := range []struct {
-				name string
-				i    int
-			}{{fmt.Sprintf("early (row %s)", humanInt(s.X[0])), 0}, {fmt.Sprintf("late (row %s)", humanInt(s.X[nn-1])), nn - 1}} {
-				pn.entry(e.name, glyphThumb{ramp(e.i)})
-			}
-		}
-		if err := save("scatter.png", pn); err != nil {
-			return err
-		}
-	}
-
-	// dictionary: counts and rates on two panels, each with its unit
-	stored := make([]float64, len(b.Stored))
-	for i, n := range b.Stored {
-		stored[i] = float64(n)
-	}
-	top := newPanel(fmt.Sprintf("Dictionary: points stored of the budget B = %s%s", humanInt(int64(v.Budget)), markerNote), "row", "points stored")
-	if err := top.line(mid, stored, plotPalette[0], 1.5, "stored"); err != nil {
-		return err
-	}
-	top.p.Y.Min, top.p.Y.Max = 0, float64(max(v.Budget, 1))*1.05
-	top.markers(drifts, []float64{0, float64(v.Budget)})
-	bottom := newPanel("Dictionary changes", "row", "per 1,000 rows")
-	if err := bottom.line(mid, b.Swaps, plotRed, 1, "swaps"); err != nil {
-		return err
-	}
-	if err := bottom.line(mid, b.Moves, plotPalette[2], 1, "centroid moves"); err != nil {
-		return err
-	}
-	bottom.p.Y.Min = 0
-	bottom.markers(drifts, b.Swaps, b.Moves)
-	if err := save("dictionary.png", top, bottom); err != nil {
-		return err
-	}
-
-	if sim := v.Similarity; sim != nil && len(sim.X) > 0 {
-		pn := newPanel(fmt.Sprintf("Similarity to batch KPCA of the last %s rows%s", humanInt(int64(sim.Window)), markerNote), "row", "mean cos² of the principal angles")
-		sx := make([]float64, len(sim.X))
-		for i, x := range sim.X {
-			sx[i] = float64(x)
-		}
-		if err := pn.line(sx, sim.Sim, plotPalette[0], 1.5, "similarity"); err != nil {
-			return err
-		}
-		if err := pn.points(sx, sim.Sim, func(int) color.Color { return plotPalette[0] }, 2, ""); err != nil {
-			return err
-		}
-		pn.p.Y.Min, pn.p.Y.Max = 0, 1.02
-		pn.markers(drifts, []float64{0, 1})
-		if err := save("similarity.png", pn); err != nil {
+		pn.markers(f.drifts, n.vals)
+		if err := f.save(n.file, pn); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// marked draws the samples v.Marked(which) in red, with their count in
+// the legend (the page's count, from the same rule), and returns it.
+func (pn *panel) marked(v *kpcaview.KeyView, which string, xs, vals []float64) (int, error) {
+	idx := v.Marked(which)
+	if len(idx) == 0 {
+		return 0, nil
+	}
+	ox, oy := make([]float64, len(idx)), make([]float64, len(idx))
+	for j, i := range idx {
+		ox[j], oy[j] = xs[i], vals[i]
+	}
+	what := "above the limit"
+	if v.Limits.Source == "monitor" && v.Samples.Alarm != nil {
+		what = "alarmed"
+	}
+	return len(idx), pn.points(ox, oy, func(int) color.Color { return plotRed }, 1.8, fmt.Sprintf("%s %s", humanInt(int64(len(idx))), what))
+}
+
+// scatter of the first two components, coloured by row.
+func (f *figures) scatter() error {
+	s := f.v.Samples
+	if len(s.Z) < 2 {
+		return nil
+	}
+	pn := newPanel("Projections on the first two components", "z1", "z2")
+	nn := len(s.Z[0])
+	ramp := func(i int) color.Color { return rampColor(float64(i) / math.Max(1, float64(nn-1))) }
+	if err := pn.points(s.Z[0], s.Z[1], ramp, 1.3, ""); err != nil {
+		return err
+	}
+	if nn > 0 {
+		for _, e := range []struct {
+			name string
+			i    int
+		}{{fmt.Sprintf("early (row %s)", humanInt(s.X[0])), 0}, {fmt.Sprintf("late (row %s)", humanInt(s.X[nn-1])), nn - 1}} {
+			pn.entry(e.name, glyphThumb{ramp(e.i)})
+		}
+	}
+	return f.save("scatter.png", pn)
+}
+
+// dictionary: counts and rates on two panels, each with its unit.
+func (f *figures) dictionary() error {
+	v, b := f.v, f.v.Buckets
+	stored := make([]float64, len(b.Stored))
+	for i, n := range b.Stored {
+		stored[i] = float64(n)
+	}
+	top := newPanel(fmt.Sprintf("Dictionary: points stored of the budget B = %s%s", humanInt(int64(v.Budget)), f.markerNote), "row", "points stored")
+	if err := top.line(f.mid, stored, plotPalette[0], 1.5, "stored"); err != nil {
+		return err
+	}
+	top.p.Y.Min, top.p.Y.Max = 0, float64(max(v.Budget, 1))*1.05
+	top.markers(f.drifts, []float64{0, float64(v.Budget)})
+	bottom := newPanel("Dictionary changes", "row", "per 1,000 rows")
+	if err := bottom.line(f.mid, b.Swaps, plotRed, 1, "swaps"); err != nil {
+		return err
+	}
+	if err := bottom.line(f.mid, b.Moves, plotPalette[2], 1, "centroid moves"); err != nil {
+		return err
+	}
+	bottom.p.Y.Min = 0
+	bottom.markers(f.drifts, b.Swaps, b.Moves)
+	return f.save("dictionary.png", top, bottom)
+}
+
+// similarity to batch KPCA over the rows, when measured.
+func (f *figures) similarity() error {
+	sim := f.v.Similarity
+	if sim == nil || len(sim.X) == 0 {
+		return nil
+	}
+	pn := newPanel(fmt.Sprintf("Similarity to batch KPCA of the last %s rows%s", humanInt(int64(sim.Window)), f.markerNote), "row", "mean cos² of the principal angles")
+	sx := make([]float64, len(sim.X))
+	for i, x := range sim.X {
+		sx[i] = float64(x)
+	}
+	if err := pn.line(sx, sim.Sim, plotPalette[0], 1.5, "similarity"); err != nil {
+		return err
+	}
+	if err := pn.points(sx, sim.Sim, func(int) color.Color { return plotPalette[0] }, 2, ""); err != nil {
+		return err
+	}
+	pn.p.Y.Min, pn.p.Y.Max = 0, 1.02
+	pn.markers(f.drifts, []float64{0, 1})
+	return f.save("similarity.png", pn)
 }
 
 func xys(x, y []float64) plotter.XYs {
