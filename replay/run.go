@@ -250,7 +250,7 @@ func newUnlabelled(c *Config, cr *csvin.Reader, name string, stderr io.Writer, h
 		return nil, err
 	}
 	if c.Out != "" {
-		if r.out, err = newProjWriter(c.Out, c.Components); err != nil {
+		if r.out, err = newProjWriter(c.Out, c.Components, c.Monitor.Set); err != nil {
 			return nil, err
 		}
 		r.scored = append(r.scored, r.out)
