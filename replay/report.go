@@ -55,6 +55,7 @@ func newReport(o *ReportConfig, title string, cfg learners.Config) (*report, err
 
 // Row records the row.
 func (r *report) Row(l learners.Learner, row *Row) error {
+	r.obs.Contrib = kpcaview.ContribOf(r.obs.Contrib, row.Monitor.Contrib, func(c monitor.Contribution) (int, float64) { return c.Var, c.Value })
 	r.add(l, row.Index, row.Input, row.Z, row.Novelty, row.Err, row.Verdict)
 	return nil
 }
