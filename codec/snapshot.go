@@ -146,14 +146,17 @@ type wireMonitor struct {
 	LinSince int       `msgpack:"lin_since,omitempty"`
 	// The excursion rule's counters (learn normal), omitted when 0 as the
 	// trend's; earlier snapshots decode with them 0.
-	Clean int64 `msgpack:"clean,omitempty"`
-	ExcN  int64 `msgpack:"exc_n,omitempty"`
-	Long  bool  `msgpack:"long,omitempty"`
+	LTrend   float64 `msgpack:"ltrend,omitempty"`
+	LTrendSD float64 `msgpack:"ltrend_sd,omitempty"`
+	Clean    int64   `msgpack:"clean,omitempty"`
+	ExcN     int64   `msgpack:"exc_n,omitempty"`
+	Long     bool    `msgpack:"long,omitempty"`
 }
 
 func toWireMonitor(m *monitor.State) *wireMonitor {
 	w := &wireMonitor{Learned: m.Learned, Run: m.Run, Tokens: m.Tokens, Settled: m.Settled, SPE: m.SPE, T2: m.T2,
-		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2, Trend: m.Trend, TrendSD: m.TrendSD, Clean: m.Clean, ExcN: m.ExcN, Long: m.Long}
+		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2, Trend: m.Trend, TrendSD: m.TrendSD, Clean: m.Clean, ExcN: m.ExcN, Long: m.Long,
+		LTrend: m.LTrend, LTrendSD: m.LTrendSD}
 	for _, p := range m.Pending {
 		w.Dim = len(p.X)
 		w.PendX = append(w.PendX, p.X...)
@@ -180,7 +183,7 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 	}
 	m := &monitor.State{Learned: w.Learned, Run: w.Run, Tokens: w.Tokens, Settled: w.Settled, SPE: w.SPE, T2: w.T2,
 		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2, Trend: w.Trend, TrendSD: w.TrendSD, LSPE: w.LSPE,
-		Clean: w.Clean, ExcN: w.ExcN, Long: w.Long}
+		Clean: w.Clean, ExcN: w.ExcN, Long: w.Long, LTrend: w.LTrend, LTrendSD: w.LTrendSD}
 	if len(w.PendLSPE) != 0 && len(w.PendLSPE) != n {
 		return nil, malformed("snapshot: monitor with %d pending observations and %d linear residuals", n, len(w.PendLSPE))
 	}

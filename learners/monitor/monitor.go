@@ -365,6 +365,10 @@ type State struct {
 	// TrendSD is the spread of the trend statistic on the limit window
 	// (see TrendSpread), 0 before it was first measured.
 	TrendSD float64
+	// LTrend and LTrendSD are the same for the linear residual (its rank
+	// in its own limit window; 0 without Config.Linear): the gate is out
+	// when either statistic is above its limit.
+	LTrend, LTrendSD float64
 	// Pending holds the observations accepted for learning under
 	// LearnNormal that wait for their confirmation, oldest first (at most
 	// Confirm).
@@ -629,7 +633,7 @@ func (m *Monitor) Accept() {
 	m.t2.reset()
 	m.lspe.reset()
 	m.st.Tokens = m.tokenCap()
-	m.st.Trend, m.st.TrendSD = 0, 0
+	m.st.Trend, m.st.TrendSD, m.st.LTrend, m.st.LTrendSD = 0, 0, 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
 }
 
@@ -657,10 +661,23 @@ func (m *Monitor) trendEvery() int64 { return int64(max(m.cfg.Window/2, 1)) }
 // statistic's EWMA (from 0) run over the ranks of the SPE window's values
 // in arrival order. O(Window·log Window), every trendEvery additions.
 func (m *Monitor) measureTrend() {
-	w := &m.spe
+	if sd, ok := m.trendSpread(&m.spe); ok {
+		m.st.TrendSD = sd
+	}
+	if m.lin != nil {
+		if sd, ok := m.trendSpread(&m.lspe); ok {
+			m.st.LTrendSD = sd
+		}
+	}
+}
+
+// trendSpread is the root mean square of the trend statistic's EWMA (from
+// 0) run over the ranks of w's values in arrival order; false with fewer
+// than two values.
+func (m *Monitor) trendSpread(w *window) (float64, bool) {
 	n := len(w.ring)
 	if n < 2 {
-		return
+		return 0, false
 	}
 	l := m.cfg.TrendLambda
 	var e, s2 float64
@@ -670,19 +687,24 @@ func (m *Monitor) measureTrend() {
 			s2 += e * e
 		}
 	}
-	m.st.TrendSD = math.Sqrt(s2 / float64(n))
+	return math.Sqrt(s2 / float64(n)), true
 }
 
 // trend updates the trend statistic with the SPE of a judged observation
 // and tells whether it is above its limit; false without the trend gate.
-func (m *Monitor) trend(spe float64) bool {
+func (m *Monitor) trend(spe, lspe float64) bool {
 	lim, on := m.TrendLimit()
 	if !on || !m.inForce || !finite(spe) {
 		return false
 	}
 	l := m.cfg.TrendLambda
 	m.st.Trend = (1-l)*m.st.Trend + l*(m.spe.rank(spe)-0.5)
-	return m.st.Trend > lim
+	out := m.st.Trend > lim
+	if m.lin != nil && m.lspe.len() >= 2 && finite(lspe) {
+		m.st.LTrend = (1-l)*m.st.LTrend + l*(m.lspe.rank(lspe)-0.5)
+		out = out || m.st.LTrend > m.trendZ*max(m.trendSD, m.st.LTrendSD)
+	}
+	return out
 }
 
 // refreshLimits recomputes the limits from the windows; they are in force
@@ -757,8 +779,10 @@ func (m *Monitor) Restore(s *State) error {
 			break
 		}
 	}
-	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 || !finite(s.TrendSD) || s.TrendSD < 0 || s.TrendSD > 0.5 {
-		bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", s.Trend, s.TrendSD))
+	for _, tr := range [][2]float64{{s.Trend, s.TrendSD}, {s.LTrend, s.LTrendSD}} {
+		if !finite(tr[0]) || math.Abs(tr[0]) > 0.5 || !finite(tr[1]) || tr[1] < 0 || tr[1] > 0.5 {
+			bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", tr[0], tr[1]))
+		}
 	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))

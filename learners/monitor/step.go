@@ -109,7 +109,7 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		if !r.Ready {
 			break
 		}
-		r.Verdict.Trend = m.trend(r.Novelty.SPE)
+		r.Verdict.Trend = m.trend(r.Novelty.SPE, r.Verdict.LSPE)
 		if alarmed() && !m.takeToken() {
 			m.excursion(x, r)
 			break
