@@ -370,6 +370,9 @@ type Online struct {
 	// without the linear residual): the fixed scales of the combined
 	// residual Score returns.
 	lim0, llim0 float64
+	// lspeOnly makes Score return the linear residual as the SPE (what a
+	// checker reading an output's lspe column sees).
+	lspeOnly bool
 }
 
 // Contrib returns the contributions of the last alarm.
@@ -414,7 +417,7 @@ func (o *Online) Train(x []float64, n int) error {
 }
 
 func (o *Online) Clone() (Method, error) {
-	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor, lim0: o.lim0, llim0: o.llim0}
+	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor, lim0: o.lim0, llim0: o.llim0, lspeOnly: o.lspeOnly}
 	if err := c.init(); err != nil {
 		return nil, err
 	}
@@ -434,7 +437,9 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	}
 	o.contrib = r.Contrib
 	spe := r.Novelty.SPE
-	if o.llim0 > 0 {
+	if o.lspeOnly {
+		spe = r.Verdict.LSPE
+	} else if o.llim0 > 0 {
 		// The combined residual, as a checker computes it from an
 		// output's spe and lspe: the larger of the two, each in units of
 		// its limit at the end of training (fixed scales).
@@ -490,7 +495,15 @@ func Methods(s Setup) []Method {
 		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
 		&Frozen{online("online frozen", monitor.LearnNormal, monitor.TrendOff)},
 		withLinear(online("online linear", monitor.LearnNormal, monitor.TrendEWMA)),
+		lspeColumn(withLinear(online("online linear, lspe column", monitor.LearnNormal, monitor.TrendEWMA))),
 	}
+}
+
+// lspeColumn scores o's runs by the linear residual alone (its own alarms
+// are o's).
+func lspeColumn(o *Online) *Online {
+	o.lspeOnly = true
+	return o
 }
 
 func withLinear(o *Online) *Online {
