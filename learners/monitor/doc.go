@@ -146,6 +146,25 @@
 // it already raises 3–30 % false alarms (TestTrendDrift): learn normal needs a warm-up that
 // covers the process's range, with or without the gate.
 //
+// # Linear residual
+//
+// With Linear the monitor keeps a running linear PCA of the vectors the
+// learner learned (linear.go) and judges its residual by a limit window
+// of its own, both residual limits at level 1 − (1 − Level)/2; an
+// observation above either has an AlarmSPE (Verdict.LSPE, LSPELimit). An
+// RBF kernel of wide bandwidth barely moves when one variable of many
+// steps; the linear residual sees it (bench/monitor's 20-sensor plant).
+// The trend gate keeps a second EWMA for its rank. Not in the model
+// export: the export's SPE limit is then the kernel's at the split level.
+//
+// # Contributions
+//
+// An alarmed observation names the variables behind it (Result.Contrib,
+// the TopContributions largest): reconstruction-based contributions
+// (Alcala & Qin 2009, 2010), computed numerically through the learner's
+// Score at the time of the alarm (contrib.go); nothing is computed for an
+// observation without alarm.
+//
 // # Standardisation
 //
 // With Standardize, every input variable is centred and scaled,
