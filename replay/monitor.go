@@ -52,8 +52,14 @@ func (m *monitorCounts) Row(_ learners.Learner, row *Row) error {
 
 // summary prints the monitor's line on stderr when monitoring was asked for.
 func (m *monitorCounts) summary(w io.Writer, o *MonitorConfig, mon *monitor.Monitor) {
+	fmt.Fprintln(w, "replay: "+m.line(o, mon))
+}
+
+// line is the monitor's summary in one line: rows, learned, alarmed, where
+// the warm-up ended and the limits in force.
+func (m *monitorCounts) line(o *MonitorConfig, mon *monitor.Monitor) string {
 	spe, t2, in := mon.Limits()
-	line := fmt.Sprintf("replay: monitor (learn %s, level %v): %d rows, %d learned, %d alarmed", o.Learn, o.Level, m.seen, m.learned, m.alarms)
+	line := fmt.Sprintf("monitor (learn %s, level %v): %d rows, %d learned, %d alarmed", o.Learn, o.Level, m.seen, m.learned, m.alarms)
 	if m.trended > 0 {
 		line += fmt.Sprintf(", %d held by the trend gate", m.trended)
 	}
@@ -68,7 +74,7 @@ func (m *monitorCounts) summary(w io.Writer, o *MonitorConfig, mon *monitor.Moni
 	} else {
 		line += fmt.Sprintf("; limits not yet in force (warm-up: %d rows learned as normal)", m.warmLearned)
 	}
-	fmt.Fprintln(w, line)
+	return line
 }
 
 // faulty tells whether a --fault-column cell marks a faulty row: anything

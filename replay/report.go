@@ -34,6 +34,9 @@ type report struct {
 	simErr    error
 	started   time.Time
 	own       time.Duration // the report's own work, excluded from the latency
+
+	// monitor is the monitor's summary line (where its warm-up ended), shown in the report.
+	monitor string
 }
 
 func newReport(o *ReportConfig, title string, cfg learners.Config) (*report, error) {
@@ -144,7 +147,7 @@ func (r *report) finish(stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kpcastream replay: report: its own work (%s) took %.2fs of the replay's %.2fs; the latency chart leaves it out\n",
 		work, r.own.Seconds(), time.Since(r.started).Seconds())
 	if r.o.Report != "" {
-		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v, Detection: r.detection}
+		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v, Detection: r.detection, Monitor: r.monitor}
 		err := writeAtomic(r.o.Report, func(f io.Writer) error {
 			w := bufio.NewWriter(f)
 			if err := kpcaview.WriteReport(w, rep); err != nil {

@@ -310,6 +310,9 @@ func (r *unlabelled) finish(name string) error {
 	if r.rep != nil && r.det != nil {
 		r.rep.detection = r.det.line(r.c.Monitor.FaultColumn)
 	}
+	if r.rep != nil && r.m.monSet {
+		r.rep.monitor = r.counts.line(&r.c.Monitor, r.m.mon)
+	}
 	if err := r.rep.finish(r.stderr); err != nil {
 		return err
 	}

@@ -262,6 +262,15 @@ func TestReplayFaultColumn(t *testing.T) {
 	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), `"detection":"detection against column fault: 400 faulty rows judged`) {
 		t.Errorf("the report does not carry the detection line (%v)", err)
 	}
+	// … and the monitor's summary, with where the warm-up ended (issue 31);
+	// the default warm-up of budget 100 is 200 rows.
+	if page, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(page), `"monitor":"monitor (learn normal, level 0.99): 1400 rows`) ||
+		!strings.Contains(string(page), "warm-up (rows taken as normal) ended at row 200 after 200 rows learned") {
+		t.Errorf("the report does not carry the monitor's line with the warm-up's end (%v)", err)
+	}
+	if !strings.Contains(stderr, "warm-up (rows taken as normal) ended at row 200 after 200 rows learned") {
+		t.Errorf("stderr does not say where the warm-up ended:\n%s", stderr)
+	}
 	m := regexp.MustCompile(`detection against column fault: 400 faulty rows judged, ([0-9.]+) % alarmed by SPE, [0-9.]+ % by either limit; (\d+) normal rows judged, ([0-9.]+) % alarmed`).FindStringSubmatch(stderr)
 	if m == nil {
 		t.Fatalf("no detection line in stderr:\n%s", stderr)

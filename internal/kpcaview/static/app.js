@@ -144,6 +144,7 @@
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
     if (REPORT && REPORT.detection) { text($("detection"), REPORT.detection); $("detection").hidden = false; }
+    if (REPORT && REPORT.monitor) { text($("monitor-line"), REPORT.monitor); $("monitor-line").hidden = false; }
     fillSelects(v);
     var counts = {};
 
