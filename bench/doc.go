@@ -10,4 +10,8 @@
 // faults). RESULTS.md
 // records the figures and the commands that produced them. Process
 // measurements (CPU, RSS, run-queue delay) are in internal/procstat.
+//
+// Its one reason to change is how kpcastream's performance is measured
+// outside the ordinary unit benchmarks (the floor table, the memory check,
+// the peer comparison).
 package bench

@@ -3,6 +3,9 @@
 // projections, the snapshot envelope around a learner's State, the snapshot
 // manifest, and the portable model export.
 //
+// Its one reason to change is the byte formats: messages, snapshots and the
+// model export on the wire.
+//
 // The wire structs and their field names belong to codec; the types of
 // package learners carry no tags. codec sees []byte, never a NATS message.
 //

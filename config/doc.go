@@ -22,6 +22,9 @@
 // is an error. Read never panics; FuzzRead checks these rules on arbitrary
 // input.
 //
+// Its one reason to change is the configuration file: its fields, defaults,
+// environment expansion and checks.
+//
 // # Environment variables in the file
 //
 // Before the YAML is parsed, its raw text is searched for references to

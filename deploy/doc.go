@@ -9,4 +9,7 @@
 // limit covers the learners' memory formula for a worker owning every
 // partition, and the Dockerfile builds exactly as .ci/run does. The package
 // has no code.
+//
+// Its one reason to change is how kpcastream is deployed (images, compose,
+// Kubernetes, alerts).
 package deploy

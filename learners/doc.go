@@ -2,6 +2,9 @@
 // kernel PCA learners fed one observation at a time, a batch kernel PCA
 // reference, and the portable model export.
 //
+// Its one reason to change is the online kernel PCA maths, its bounds and the
+// model export.
+//
 // # Model
 //
 // A Learner behaves like a running hash: Learn folds one observation into

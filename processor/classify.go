@@ -41,10 +41,6 @@ var errIncompatible = errors.New("processor: snapshot does not match the pipelin
 // lease_ttl/2. The partition stops; its messages come back to the owner.
 var errFenced = machine.ErrFenced
 
-// errStalled marks a wait for the output stream's acknowledgements or a
-// snapshot slot that did not end within snapshot_timeout.
-var errStalled = machine.ErrStalled
-
 // errNoKey marks a read-only request for a key that has no learner.
 var errNoKey = errors.New("processor: no such key")
 

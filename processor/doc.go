@@ -3,6 +3,9 @@
 // publishes projections, dead-letters bad input and snapshots learner state
 // to JetStream.
 //
+// Its one reason to change is how pipelines run on NATS: consuming, applying,
+// publishing, snapshotting, ownership I/O.
+//
 // # Model
 //
 // New(cfg, deps) checks the configuration; Run(ctx) sets up the streams,

@@ -396,7 +396,7 @@ func TestJoinAfterKill(t *testing.T) {
 	killed := time.Now()
 	time.Sleep(ttl * 6 / 10)
 	c, _ := member()
-	time.Sleep(killed.Add(ttl * 12 / 10).Sub(time.Now()))
+	time.Sleep(time.Until(killed.Add(ttl * 12 / 10)))
 	d, _ := member()
 	waitFor(t, 3*ttl+5*time.Second, "b, c and d run every partition", func() bool {
 		return ownedBy(pc.Name, b, c, d) == 6 && ownedBy(pc.Name, c) > 0 && ownedBy(pc.Name, d) > 0

@@ -11,8 +11,8 @@
 // evaluates a model from a file with Run, with the same meaning as the
 // command's flags (Config's fields are named after them) and byte for
 // byte the same outputs (cmd/kpcastream's TestReplayGolden). The exported
-// surface is kept small: Config, Run, Row and Hook, SyncedModel,
-// WriteFileAtomic and ModelAtPath.
+// surface is kept small: Config (and its sections), Run, Row, Hook and
+// HookFunc.
 //
 // # One pass loop
 //
@@ -29,7 +29,7 @@
 // newKeyModel and exported in keyModel.export, one place each.
 //
 // Run is deterministic for a given Config and input, but for the report's
-// timings; it is not safe for concurrent use of one Config (the batch
-// learner's budget defaults to the row count in it). Errors name the row
-// (0-based data row) or the flag they concern.
+// timings; it leaves the Config unchanged, and runs of their own outputs
+// may run concurrently. Errors name the row (0-based data row) or the
+// flag they concern.
 package replay

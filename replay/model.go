@@ -107,9 +107,9 @@ func newMonitor(o *MonitorConfig, cfg learners.Config, standardize bool) (*monit
 // syncer is a learner that can catch up on deferred work on demand.
 type syncer interface{ Sync(maxIter int) error }
 
-// SyncedModel is the model export of l after catching up deferred work
+// syncedModel is the model export of l after catching up deferred work
 // (Sync) on a copy, so that an export does not perturb the replay.
-func SyncedModel(l learners.Learner) (*learners.Model, error) {
+func syncedModel(l learners.Learner) (*learners.Model, error) {
 	if _, ok := l.(syncer); ok {
 		c, err := learners.Restore(l.State())
 		if err != nil {
@@ -126,7 +126,7 @@ func SyncedModel(l learners.Learner) (*learners.Model, error) {
 // export is the key model's export: the learner's (synced on a copy) with
 // the sections of the monitor, the classifier and the preprocessing.
 func (m *keyModel) export() (*learners.Model, error) {
-	e, err := SyncedModel(m.l)
+	e, err := syncedModel(m.l)
 	if err != nil {
 		return nil, fmt.Errorf("model export: %w", err)
 	}
@@ -154,12 +154,12 @@ func (m *keyModel) write(path string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b)
+	return writeFileAtomic(path, b)
 }
 
-// WriteFileAtomic writes b to a temporary file beside path and renames
+// writeFileAtomic writes b to a temporary file beside path and renames
 // it, readable by all (0644) as a file written with os.Create.
-func WriteFileAtomic(path string, b []byte) error {
+func writeFileAtomic(path string, b []byte) error {
 	return writeAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err

@@ -15,7 +15,6 @@ type progress struct {
 	start    time.Time
 	last     time.Time
 	eig      []float64
-	printed  bool
 	interval int64
 	fed      int64 // rows fed, as the last Row saw them
 }

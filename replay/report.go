@@ -106,7 +106,7 @@ func (r *report) add(l learners.Learner, idx int, row, z []float64, nov learners
 // similarity compares the learner's current components (synced on a copy)
 // with batch KPCA of the rows in the ring.
 func (r *report) similarity(l learners.Learner) {
-	m, err := SyncedModel(l)
+	m, err := syncedModel(l)
 	if err == nil {
 		var sim float64
 		if sim, err = kpcaeval.Similarity(m, r.rows, r.o.Window, r.cfg.Dim); err == nil {

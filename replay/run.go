@@ -185,6 +185,8 @@ func readAll(cr *csvin.Reader, name string, cells bool) (*memSource, error) {
 // shuffled, multi-pass, batch and labelled replays load it into memory.
 // hooks are told of every row after the built-in ones.
 func Run(ctx context.Context, c *Config, in io.Reader, name string, stdout, stderr io.Writer, hooks ...Hook) error {
+	cc := *c // the batch learner's budget may default to the row count
+	c = &cc
 	id := c.Monitor.FaultColumn
 	if c.Label.Column != "" {
 		id = c.Label.Column
@@ -376,7 +378,7 @@ func (cp *checkpoint) Row(_ learners.Learner, r *Row) error {
 				return fmt.Errorf("fit after %d rows: %w", r.Fed, err)
 			}
 		}
-		if err := cp.m.write(ModelAtPath(cp.c.ModelOut, r.Fed)); err != nil {
+		if err := cp.m.write(modelAtPath(cp.c.ModelOut, r.Fed)); err != nil {
 			fmt.Fprintf(cp.stderr, "kpcastream replay: no model after %d rows: %v\n", r.Fed, err)
 		}
 		cp.next++
@@ -384,8 +386,8 @@ func (cp *checkpoint) Row(_ learners.Learner, r *Row) error {
 	return nil
 }
 
-// ModelAtPath returns model.<count>.json beside model.json.
-func ModelAtPath(modelOut string, count int64) string {
+// modelAtPath returns model.<count>.json beside model.json.
+func modelAtPath(modelOut string, count int64) string {
 	ext := filepath.Ext(modelOut)
 	return strings.TrimSuffix(modelOut, ext) + "." + fmt.Sprint(count) + ext
 }

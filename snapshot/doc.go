@@ -2,6 +2,9 @@
 // entry per learner key, plus an Object Store blob for states too large for
 // one KV value.
 //
+// Its one reason to change is how learner state is stored in and read from
+// JetStream KV.
+//
 // Model. The KV entry of a key is the commit point. Its value is either
 //
 //   - the snapshot itself, inline (codec snapshot envelope), when the

@@ -2,6 +2,9 @@
 // messages a second go from a JetStream input stream to outputs, and at what
 // CPU, memory and latency, for three phases side by side.
 //
+// Its one reason to change is how the end-to-end benchmark drives a
+// deployment and measures it.
+//
 //   - raw (rawRelay): no processor. nats.go Consume on a durable pull
 //     consumer with explicit acks (the processor's consumer shape), a
 //     same-size pass-through output published with PublishMsgAsync and a

@@ -1,12 +1,3 @@
-// Package monitorbench is the process-monitoring benchmark of issue 21: a
-// simulated nonlinear process with slow normal drift and step, ramp and
-// drift faults, and one evaluation that scores batch kernel PCA, linear
-// PCA and kpcastream online (learn always and learn normal) with the same
-// code. Run it with
-//
-//	go test ./bench/monitor -run TestProcessMonitoring -v
-//
-// which prints the table recorded in bench/RESULTS.md §10.
 package monitorbench
 
 import (
@@ -107,8 +98,6 @@ func (p *Process) Run(n, onset int, f *Fault) []float64 {
 	}
 	return out
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func sqrt(v float64) float64 { return math.Sqrt(v) }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,11 +37,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.Partitions, "partitions", 0, "partitions of the pipeline (default: 1 with one worker, 4 × workers with more)")
 	fs.BoolVar(&o.Classify, "classify", false, "labelled stream (inner and outer ring) and a classifier stage; the status line shows its prequential accuracy")
 	fs.StringVar(&o.HTTPAddr, "http", demo.DefaultHTTP, `listen address of the first worker's live page /ui/, its JSON API and /metrics ("off": none; the default falls back to a free port when taken)`)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) { o.HTTPSet = o.HTTPSet || f.Name == "http" })
 	if o.Partitions == 0 {

@@ -15,6 +15,9 @@
 //	kpcastream completion bash|zsh|fish  a shell completion script
 //
 // Each subcommand lives in its own file and registers itself in commands.
+//
+// Its one reason to change is the command line: its commands, flags, messages
+// and exit codes (the work itself is in the packages it calls).
 package main
 
 import (

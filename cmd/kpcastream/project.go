@@ -250,8 +250,7 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	d, k := len(m.Points[0]), len(m.Offsets)
-	if cr.Dim() != d {
+	if d := len(m.Points[0]); cr.Dim() != d {
 		return fmt.Errorf("%s has %d columns after --drop/--id-column, the model %d (columns %s)", name, cr.Dim(), d, strings.Join(cr.Header(), ","))
 	}
 	out := stdout
@@ -263,8 +262,22 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		defer f.Close()
 		out = f
 	}
+	if err := writeProjections(out, m, cr, *idCol != "", *classify); err != nil {
+		return err
+	}
+	if f != nil {
+		return f.Close()
+	}
+	return nil
+}
+
+// writeProjections writes the header and one line per row of cr to out:
+// the id (withID), the row, z1…zk and, with classify, the prediction and
+// one score per class.
+func writeProjections(out io.Writer, m *exportedModel, cr *csvin.Reader, withID, classify bool) error {
+	d, k := len(m.Points[0]), len(m.Offsets)
 	w := bufio.NewWriterSize(out, 1<<16)
-	if *idCol != "" {
+	if withID {
 		w.WriteString("id,")
 	}
 	w.WriteString("row")
@@ -272,7 +285,7 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(w, ",z%d", i+1)
 	}
 	var scores []float64
-	if *classify {
+	if classify {
 		w.WriteString(",pred")
 		for _, c := range m.Classifier.Classes {
 			w.WriteString("," + csvField("score_"+c))
@@ -284,6 +297,7 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	var line []byte
 	for row := 0; ; row++ {
 		var id string
+		var err error
 		x, id, err = cr.Next(x)
 		if err == io.EOF {
 			break
@@ -294,7 +308,7 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		xp := m.preprocess(xs, x)
 		m.project(z, xp)
 		line = line[:0]
-		if *idCol != "" {
+		if withID {
 			line = append(line, csvField(id)...)
 			line = append(line, ',')
 		}
@@ -317,13 +331,7 @@ func runProject(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if f != nil {
-		return f.Close()
-	}
-	return nil
+	return w.Flush()
 }
 
 // csvField quotes s for CSV when it needs quoting.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -148,11 +147,8 @@ func reportFlags(fs *flag.FlagSet, o *replayOptions) {
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o replayOptions
 	fs := replayFlags(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {

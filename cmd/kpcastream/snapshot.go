@@ -101,28 +101,9 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	name := pl.Name
 	switch op {
 	case "ls":
-		prefix := name + "."
-		entries, err := store.List(octx, prefix)
-		if err != nil {
-			return err
-		}
-		var infos []snapInfo
-		for _, en := range entries {
-			k := strings.TrimPrefix(en.Key, prefix)
-			if *key != "" && k != *key {
-				continue
-			}
-			infos = append(infos, describe(octx, store, name, k, en))
-		}
-		return printSnapshots(stdout, infos, *asJSON)
+		return listSnapshots(octx, stdout, store, name, *key, *asJSON)
 	case "show":
-		en, err := entryOf(octx, store, name, *key)
-		if err != nil {
-			return err
-		}
-		b, _ := json.MarshalIndent(describe(octx, store, name, *key, en), "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
-		return nil
+		return showSnapshot(octx, stdout, store, name, *key)
 	}
 	// rm: through the owner when workers are running (the reset request:
 	// the owner replaces its in-memory learner and its snapshot, fenced),
@@ -151,6 +132,36 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	fmt.Fprintf(stdout, "snapshot of key %q of pipeline %s deleted: the key starts afresh from its next message\n", *key, name)
+	return nil
+}
+
+// listSnapshots prints the snapshots of a pipeline's keys (of key only,
+// when given).
+func listSnapshots(ctx context.Context, stdout io.Writer, store *snapshot.Store, pipeline, key string, asJSON bool) error {
+	prefix := pipeline + "."
+	entries, err := store.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	var infos []snapInfo
+	for _, en := range entries {
+		k := strings.TrimPrefix(en.Key, prefix)
+		if key != "" && k != key {
+			continue
+		}
+		infos = append(infos, describe(ctx, store, pipeline, k, en))
+	}
+	return printSnapshots(stdout, infos, asJSON)
+}
+
+// showSnapshot prints one key's snapshot as indented JSON.
+func showSnapshot(ctx context.Context, stdout io.Writer, store *snapshot.Store, pipeline, key string) error {
+	en, err := entryOf(ctx, store, pipeline, key)
+	if err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(describe(ctx, store, pipeline, key, en), "", "  ")
+	fmt.Fprintf(stdout, "%s\n", b)
 	return nil
 }
 

@@ -26,15 +26,16 @@ func init() {
 // runTail is "kpcastream tail SUBJECT | --config F [--pipeline P] [--key K]
 // [--dlq] [--all] [--count N] [--timeout D] [--meta]".
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o tailOptions
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerClient(fs)
-	key := fs.String("key", "", "only this partition key (with --pipeline)")
-	dlq := fs.Bool("dlq", false, "the pipeline's dead letters instead of its outputs (each line carries the reason)")
-	all := fs.Bool("all", false, "start from the first stored message of the stream that captures the subject, then follow")
-	count := fs.Int("count", 0, "stop after this many messages (0: never)")
-	timeout := fs.Duration("timeout", 0, "stop when no message came for this long (0: never)")
-	meta := fs.Bool("meta", false, `wrap each line with its subject and headers: {"subject":…,"headers":…,"data":…}`)
+	fs.StringVar(&o.key, "key", "", "only this partition key (with --pipeline)")
+	fs.BoolVar(&o.dlq, "dlq", false, "the pipeline's dead letters instead of its outputs (each line carries the reason)")
+	fs.BoolVar(&o.all, "all", false, "start from the first stored message of the stream that captures the subject, then follow")
+	fs.IntVar(&o.count, "count", 0, "stop after this many messages (0: never)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "stop when no message came for this long (0: never)")
+	fs.BoolVar(&o.meta, "meta", false, `wrap each line with its subject and headers: {"subject":…,"headers":…,"data":…}`)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kpcastream tail SUBJECT | --config FILE [--pipeline P] [--key K] [--dlq] [flags]")
 		fs.PrintDefaults()
@@ -48,27 +49,14 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var subject string
 	switch {
-	case fs.NArg() == 1 && cf.config == "" && *key == "" && !*dlq:
+	case fs.NArg() == 1 && cf.config == "" && o.key == "" && !o.dlq:
 		subject = fs.Arg(0)
 	case fs.NArg() == 0 && cfg != nil:
 		pl, err := cf.pipelineOf(cfg)
 		if err != nil {
 			return err
 		}
-		pc := pl.WithDefaults()
-		k := "*"
-		if *key != "" {
-			k = *key
-		}
-		tmpl := pc.Output.Subject
-		if *dlq {
-			tmpl = pc.DeadLetter
-		}
-		subject = strings.NewReplacer("{pipeline}", pc.Name, "{key}", k).Replace(tmpl)
-		if *dlq && *key != "" && !strings.Contains(pc.DeadLetter, "{key}") {
-			// One dead-letter subject for every key: filter by header.
-			subject = strings.NewReplacer("{pipeline}", pc.Name).Replace(tmpl)
-		}
+		subject = o.subjectOf(pl.WithDefaults())
 	default:
 		fs.Usage()
 		return errUsage
@@ -78,45 +66,86 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer nc.Close()
-	keep := func(m *nats.Msg) bool {
-		return !*dlq || *key == "" || m.Header.Get(processor.HeaderKey) == *key
-	}
 	msgs := make(chan *nats.Msg, 256)
-	if *all {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		name, err := js.StreamNameBySubject(ctx, subject)
-		if err != nil {
-			return fmt.Errorf("--all: no stream stores %s: %w", subject, err)
-		}
-		cons, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-		if err != nil {
-			return err
-		}
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			msgs <- &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
-		})
-		if err != nil {
-			return err
-		}
-		defer cc.Stop()
-	} else {
+	stop, err := o.subscribe(ctx, nc, subject, msgs)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(stderr, "tail: %s\n", subject)
+	return o.print(ctx, msgs, stdout)
+}
+
+// tailOptions are the flags of tail.
+type tailOptions struct {
+	key            string
+	dlq, all, meta bool
+	count          int
+	timeout        time.Duration
+}
+
+// subjectOf is the subject of the pipeline pc's outputs (or dead letters)
+// of --key (every key without).
+func (o *tailOptions) subjectOf(pc processor.PipelineConfig) string {
+	k := "*"
+	if o.key != "" {
+		k = o.key
+	}
+	tmpl := pc.Output.Subject
+	if o.dlq {
+		tmpl = pc.DeadLetter
+	}
+	if o.dlq && o.key != "" && !strings.Contains(pc.DeadLetter, "{key}") {
+		// One dead-letter subject for every key: filter by header.
+		return strings.NewReplacer("{pipeline}", pc.Name).Replace(tmpl)
+	}
+	return strings.NewReplacer("{pipeline}", pc.Name, "{key}", k).Replace(tmpl)
+}
+
+// subscribe delivers the messages of subject to msgs: from the first one
+// of the stream that stores them with --all, else from now on. The
+// returned function stops the delivery.
+func (o *tailOptions) subscribe(ctx context.Context, nc *nats.Conn, subject string, msgs chan *nats.Msg) (func(), error) {
+	if !o.all {
 		sub, err := nc.ChanSubscribe(subject, msgs)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer func() { _ = sub.Unsubscribe() }()
+		stop := func() { _ = sub.Unsubscribe() }
 		if err := nc.Flush(); err != nil {
-			return err
+			stop()
+			return nil, err
 		}
+		return stop, nil
 	}
-	fmt.Fprintf(stderr, "tail: %s\n", subject)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("--all: no stream stores %s: %w", subject, err)
+	}
+	cons, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		msgs <- &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cc.Stop, nil
+}
+
+// print writes each message of msgs as a JSON line until ctx ends,
+// --count messages were written or none came for --timeout.
+func (o *tailOptions) print(ctx context.Context, msgs <-chan *nats.Msg, stdout io.Writer) error {
 	var idle <-chan time.Time
 	var timer *time.Timer
-	if *timeout > 0 {
-		timer = time.NewTimer(*timeout)
+	if o.timeout > 0 {
+		timer = time.NewTimer(o.timeout)
 		defer timer.Stop()
 		idle = timer.C
 	}
@@ -128,19 +157,19 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-idle:
 			return nil
 		case m := <-msgs:
-			if !keep(m) || m.Header.Get(processor.HeaderLane) != "" {
+			if (o.dlq && o.key != "" && m.Header.Get(processor.HeaderKey) != o.key) || m.Header.Get(processor.HeaderLane) != "" {
 				continue // HeaderLane: an output lane's end of batch, not an output
 			}
-			line := messageJSON(m, *meta || *dlq)
+			line := messageJSON(m, o.meta || o.dlq)
 			if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
 				return err
 			}
 			n++
-			if *count > 0 && n >= *count {
+			if o.count > 0 && n >= o.count {
 				return nil
 			}
 			if timer != nil {
-				timer.Reset(*timeout)
+				timer.Reset(o.timeout)
 			}
 		}
 	}

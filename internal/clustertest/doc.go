@@ -7,4 +7,7 @@
 // in the middle of the stream and restarted; the test checks that every
 // message was applied exactly once. It is the proof that scaling out rests
 // on NATS itself. The package has no non-test code.
+//
+// Its one reason to change is what the cluster test proves about scaling out
+// on NATS.
 package clustertest

@@ -5,6 +5,9 @@
 // control limits of its novelty scores, drift markers and basis changes,
 // and the page's static files (Assets).
 //
+// Its one reason to change is what the live page and the replay report show
+// of a key.
+//
 // Model. A Series is fed one Observation at a time by its owner and read
 // with View, which returns a self-contained, JSON-ready copy (columnar
 // arrays, non-finite numbers replaced by 0). Memory is fixed when the Series

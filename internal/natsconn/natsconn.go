@@ -12,6 +12,9 @@
 // selected one is named in ~/.config/nats/context.txt. The fields read are
 // url, user, password, token, creds, nkey, cert, key and ca (creds and nkey
 // as file paths or file:// URIs); other fields are ignored.
+//
+// Its one reason to change is how a command finds and authenticates its NATS
+// connection.
 package natsconn
 
 import (

@@ -1,6 +1,3 @@
-// Package natsembed starts an embedded nats-server with JetStream, so that
-// "kpcastream run" and "kpcastream demo" give a working system with no
-// external server.
 package natsembed
 
 import (

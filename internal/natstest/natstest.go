@@ -1,5 +1,3 @@
-// Package natstest runs a real nats-server with JetStream inside a test
-// process, on loopback with a temporary store directory.
 package natstest
 
 import (

@@ -5,4 +5,6 @@
 // snapshots, the coordination bucket and the output stream — that every
 // key's state equals an uninterrupted run's and every output is there
 // once. Each test is bounded in time and skipped under -short.
+//
+// Its one reason to change is which process-level faults are tested and how.
 package proctest

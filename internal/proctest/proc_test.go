@@ -155,17 +155,16 @@ func (p *proc) stop(t testing.TB) {
 
 // world is the server, a client and the workload of one test.
 type world struct {
-	t      testing.TB
-	parts  int // partitions of the pipeline; 0: partitions
-	js     jetstream.JetStream
-	coord  jetstream.KeyValue
-	cfg    string
-	keys   []string
-	data   map[string][][]float64
-	sent   map[string]int
-	nsent  int
-	rng    *rand.Rand
-	pubCtx context.Context
+	t     testing.TB
+	parts int // partitions of the pipeline; 0: partitions
+	js    jetstream.JetStream
+	coord jetstream.KeyValue
+	cfg   string
+	keys  []string
+	data  map[string][][]float64
+	sent  map[string]int
+	nsent int
+	rng   *rand.Rand
 }
 
 func newWorld(t *testing.T) *world { return newWorldEdit(t, nil) }

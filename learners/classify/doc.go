@@ -3,6 +3,8 @@
 // changes its coordinates, the weights are re-expressed by the same
 // transform, so a basis change does not cost accuracy.
 //
+// Its one reason to change is the classifier stage's maths.
+//
 // # Model
 //
 // The classifier is regularised least squares, one output per class

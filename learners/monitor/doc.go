@@ -5,6 +5,9 @@
 // the learners: no I/O, no clock, no goroutines; a Monitor is owned by the
 // goroutine that owns its key's learner and is not safe for concurrent use.
 //
+// Its one reason to change is the monitoring arithmetic: control limits,
+// gated learning, standardisation.
+//
 // # Limits
 //
 // Each limit is the empirical Level-quantile of the statistic over a

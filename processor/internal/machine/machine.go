@@ -18,6 +18,9 @@
 // a key's messages are applied in delivery order. Outputs are pipelined:
 // each key has at most one output in flight and its outputs leave in input
 // order whatever fails (window.go); a full window stops the input.
+//
+// Its one reason to change is the rules of one partition's message flow
+// (order, windows, snapshots).
 package machine
 
 import (

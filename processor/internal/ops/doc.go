@@ -6,6 +6,9 @@
 // watched keys whose outputs the page records, and the backfill of a
 // newly watched key's recent outputs from the output stream.
 //
+// Its one reason to change is the operations a worker serves (micro endpoints
+// and HTTP API).
+//
 // # Model
 //
 // ops does not import package processor. It declares what it needs of it

@@ -6,6 +6,8 @@
 // the fence that keeps a stale owner from writing. The coordinator of
 // package processor does the I/O (the coordination bucket's watch and
 // compare-and-set writes) around them.
+//
+// Its one reason to change is the rules of who runs which partition.
 package ownership
 
 import (
