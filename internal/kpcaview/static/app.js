@@ -144,6 +144,7 @@
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
     if (REPORT && REPORT.detection) { text($("detection"), REPORT.detection); $("detection").hidden = false; }
+    if (REPORT && REPORT.monitor) { text($("monitor-line"), REPORT.monitor); $("monitor-line").hidden = false; }
     fillSelects(v);
     var counts = {};
 
@@ -275,6 +276,10 @@
       counts.conf = confusion(s);
     }
 
+    // contributions: which variables the alarms named
+    $("card-contrib").hidden = !v.contrib;
+    if (v.contrib) counts.contrib = contributions(v.contrib);
+
     // events: the drift markers, and the basis changes in short
     var at = function (x) { return REPORT ? "row " + x : new Date(x).toLocaleTimeString(); };
     var drift = v.events.filter(function (e) { return e.kind === "drift"; });
@@ -321,6 +326,25 @@
     $("conf").innerHTML = total ? html + "</table>" : "<p>no kept output has both a label and a prediction yet</p>";
     text($("conf-note"), total ? right + " of " + total + " right (" + (100 * right / total).toFixed(1) + "%)" : "");
     return total;
+  }
+
+  // contributions fills the contributions panel: the variables the alarms
+  // ranked first most often (with their top-3 counts) and the newest
+  // alarm's list; returns the number of variables listed.
+  function contributions(c) {
+    var vars = [];
+    for (var j = 0; j < c.top3.length; j++) if (c.top3[j] > 0) vars.push(j);
+    vars.sort(function (a, b) { return (c.first[b] - c.first[a]) || (c.top3[b] - c.top3[a]) || (a - b); });
+    vars = vars.slice(0, 10);
+    var pct = function (k) { return (100 * k / c.alarms).toFixed(1) + "%"; };
+    var html = '<table class="conf"><tr><th>variable</th><th>ranked first</th><th>in the top 3</th></tr>' + vars.map(function (j) {
+      return "<tr><th>x" + j + "</th><td>" + c.first[j] + " (" + pct(c.first[j]) + ")</td><td>" + c.top3[j] + " (" + pct(c.top3[j]) + ")</td></tr>";
+    }).join("") + "</table>";
+    var at = REPORT ? "row " + c.last_x : new Date(c.last_x).toLocaleTimeString() + " (seq " + c.last_seq + ")";
+    html += "<p>newest alarm, at " + esc(at) + ": " + c.last.map(function (e) { return "x" + e.var + " " + KC.fmt(e.value); }).join(" · ") + "</p>";
+    $("contrib").innerHTML = html;
+    text($("contrib-note"), "over " + c.alarms + " alarms (x0 is the first variable; reconstruction-based, in units of the limits)");
+    return vars.length;
   }
 
   // ---- wiring ----------------------------------------------------------------

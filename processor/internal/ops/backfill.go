@@ -108,6 +108,7 @@ func (s *Server) readOutputs(ctx context.Context, stream, subject string, start 
 			label, pred := labels(o)
 			out = append(out, kpcaview.Observation{X: md.Timestamp.UnixMilli(), Seq: o.Seq, Z: o.Z, SPE: o.SPE, T2: o.T2,
 				Label: label, Pred: pred, SPELimit: o.SPELimit, T2Limit: o.T2Limit, Alarm: o.Alarm,
+				Contrib:   kpcaview.ContribOf(nil, o.Contrib, codecContrib),
 				Explained: o.Explained, Basis: o.BasisVersion, Age: -1, Backfill: true})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
@@ -119,3 +120,6 @@ func (s *Server) readOutputs(ctx context.Context, stream, subject string, start 
 	}
 	return out, pending, nil
 }
+
+// codecContrib reads an output's contribution for the live page.
+func codecContrib(c codec.Contribution) (int, float64) { return c.Var, c.Value }
