@@ -110,15 +110,28 @@ func TestUsageHelp(t *testing.T) {
 			t.Errorf("command %s has no examples", name)
 		}
 	}
-	for _, args := range [][]string{{"help", "publish"}, {"publish", "-h"}} {
-		code, _, errOut := runCmd(t, args...)
-		if code != 0 || !strings.Contains(errOut, "-subject") || !strings.Contains(errOut, "examples:\n  kpcastream publish --config") {
-			t.Errorf("%v: %d %q", args, code, errOut)
+	// The help asked for is on stdout, stderr empty ("kpcastream help
+	// publish | less", issue 33 row 3).
+	for _, args := range [][]string{{"help", "publish"}, {"publish", "-h"}, {"publish", "--help"}, {"publish", "--subject", "x", "-h"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "-subject") || !strings.Contains(out, "examples:\n  kpcastream publish --config") {
+			t.Errorf("%v: %d stdout %q stderr %q", args, code, out, errOut)
 		}
 	}
-	code, _, errOut := runCmd(t, "snapshot", "ls", "-h")
-	if code != 0 || !strings.Contains(errOut, "examples:\n  kpcastream snapshot ls") {
-		t.Errorf("snapshot ls -h: %d %q", code, errOut)
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "usage: kpcastream <command>") {
+			t.Errorf("%v: %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCmd(t, "snapshot", "ls", "-h")
+	if code != 0 || errOut != "" || !strings.Contains(out, "examples:\n  kpcastream snapshot ls") {
+		t.Errorf("snapshot ls -h: %d %q", code, out)
+	}
+	// A mistake next to -h is still an error on stderr.
+	code, out, errOut = runCmd(t, "publish", "--no-such-flag", "-h")
+	if code != 2 || out != "" || !strings.Contains(errOut, "no-such-flag") {
+		t.Errorf("publish --no-such-flag -h: %d stdout %q stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "publish", "--subject", "x")
 	if code != 2 || out != "" || !strings.HasPrefix(errOut, `kpcastream publish: missing --in: CSV file, or "-" for stdin`) {

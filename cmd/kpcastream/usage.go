@@ -87,7 +87,7 @@ func init() {
 // runHelp is "kpcastream help [CMD [SUB]]": the command's -h.
 func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		usage(stderr)
+		usage(stdout)
 		return nil
 	}
 	cmd, ok := commands[args[0]]
@@ -96,8 +96,10 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		usage(stderr)
 		return errUsage
 	}
-	_ = cmd.run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stderr) // flag.ErrHelp: the usage is printed
-	printExamples(stderr, args[0])
+	// flag.ErrHelp: the usage is printed, on stdout as it was asked for
+	// ("kpcastream help publish | less").
+	_ = cmd.run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stdout)
+	printExamples(stdout, args[0])
 	return nil
 }
 
