@@ -275,3 +275,31 @@ func TestReadmeDevelopmentPorts(t *testing.T) {
 		t.Error("README's Development section does not say how the quick start's test moves the embedded server")
 	}
 }
+
+// TestReadmeEnvExampleLints: the README's example of ${VAR} in a
+// configuration file passes "kpcastream lint" with its variable set
+// (issue 33 row 10: it lacked nats.user beside nats.password).
+func TestReadmeEnvExampleLints(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), "**Environment variables in the file**")
+	if !ok {
+		t.Fatal("README.md: no paragraph on environment variables in the file")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("README.md: no yaml block after the environment variables paragraph")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	file := filepath.Join(t.TempDir(), "env.yaml")
+	if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NATS_PASSWORD", "s3cret")
+	code, out, errOut := runCmd(t, "lint", "--config", file)
+	if code != 0 || !strings.Contains(out+errOut, ": ok: 1 pipeline") {
+		t.Errorf("lint of the README's ${VAR} example: exit %d\n%s%s", code, out, errOut)
+	}
+}
