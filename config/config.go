@@ -126,6 +126,11 @@ type Overrides struct {
 	// references instead of Read's getenv (the commands hide the NATS_*
 	// variables from getenv, not from an explicit ${NATS_URL}).
 	Env func(string) (string, bool)
+	// Unused, when not nil, names the fields (by YAML path, such as
+	// "http.metrics_addr") the caller does not read: a ${VAR} whose
+	// variable is unset is read as "" there instead of an error. The client
+	// commands do not fail on a variable only "run" uses.
+	Unused func(path string) bool
 }
 
 // Load reads the YAML file at path (strict: unknown fields are errors),
@@ -161,7 +166,7 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	if lookup == nil {
 		lookup = getenv
 	}
-	data, subErrs := expand(data, lookup)
+	data, subErrs := expandUnused(data, lookup, ov.Unused)
 	if len(subErrs) > 0 {
 		return nil, errors.Join(subErrs...)
 	}
