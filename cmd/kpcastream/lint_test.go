@@ -168,3 +168,21 @@ pipelines:
 		t.Errorf("lint: %d %s%s, want the unset variable named", code, out, errOut)
 	}
 }
+
+// TestWidthHint: publish's hint on a row of the wrong width counts its
+// columns in English, not "column(s)" (issue 33 row 15).
+func TestWidthHint(t *testing.T) {
+	for _, c := range []struct {
+		got, want int
+		hint      string
+	}{
+		{5, 4, "leave 1 column out with --drop (or name the id with --id-column)"},
+		{6, 4, "leave 2 columns out with --drop (or name the id with --id-column)"},
+		{3, 4, "1 column missing"},
+		{1, 4, "3 columns missing"},
+	} {
+		if h := widthHint(c.got, c.want); h != c.hint {
+			t.Errorf("widthHint(%d, %d) = %q, want %q", c.got, c.want, h, c.hint)
+		}
+	}
+}
