@@ -112,9 +112,40 @@ var subcommands = map[string][]string{
 
 // flagInfo is one flag of a command as its -h lists it.
 type flagInfo struct {
-	name  string
-	value bool   // takes a value (not a boolean)
-	usage string // first line of its help
+	name    string
+	value   bool     // takes a value (not a boolean)
+	usage   string   // first line of its help
+	choices []string // the values it accepts, when they are a few words (flagChoices)
+}
+
+// flagChoices are the values of the flags that take one of a few words,
+// by "command flag" (or "flag" for every command): the shells complete
+// them. Each is named in the flag's help (TestFlagChoicesInHelp).
+var flagChoices = map[string][]string{
+	"encoding":     {"json", "msgpack"},
+	"learner":      {"ikpca", "kha", "window", "batch"},
+	"demo learner": {"ikpca", "kha", "window"},
+	"kernel":       {"rbf", "poly", "linear", "sigmoid", "laplacian"},
+	"admission":    {"ald", "coherence"},
+	"eviction":     {"centroid", "lli", "fifo", "contribution"},
+	"rule":         {"gha", "oja", "apex"},
+	"solver":       {"auto", "dense", "lanczos", "fast"},
+	"classify-on":  {"coords", "z"},
+	"learn":        {"always", "normal"},
+	"trend":        {"ewma", "off"},
+	"log-format":   {"json", "console"},
+	"bench output": {"jetstream", "core"},
+	"bench mode":   {"all", "both", "raw", "bare", "pipeline"},
+	"storage":      {"file", "memory"},
+	"reason":       {"malformed", "dimension", "too_large", "non_finite", "numerical", "label", "version", "panic"},
+}
+
+// choicesOf returns the values of flag of command cmd (nil when any).
+func choicesOf(cmd, flag string) []string {
+	if c, ok := flagChoices[cmd+" "+flag]; ok {
+		return c
+	}
+	return flagChoices[flag]
 }
 
 // commandFlags returns the flags of command name (and sub) by running it
@@ -145,6 +176,9 @@ func commandFlags(name, sub string) []flagInfo {
 			fi.usage = strings.TrimSpace(lines[i+1])
 		}
 		fi.usage = strings.TrimSpace(fi.usage)
+		if fi.value {
+			fi.choices = choicesOf(name, fi.name)
+		}
 		out = append(out, fi)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].name < out[b].name })
