@@ -6,6 +6,7 @@
 //	kpcastream tail ...                outputs or dead letters as JSON lines, whatever their encoding
 //	kpcastream dlq ls|republish ...    stored dead letters: list them, re-publish them after a fix
 //	kpcastream snapshot ls|show|rm ... the learners' snapshots of a pipeline
+//	kpcastream key show|accept|reset . a key's model, accept its regime, reset it (through the workers)
 //	kpcastream replay ...              offline replay of a CSV file through a learner, no NATS
 //	kpcastream bench ...               end-to-end benchmark
 //	kpcastream lint --config FILE      check a configuration file

@@ -32,6 +32,10 @@ var examples = map[string]string{
 	"dlq": `  kpcastream dlq ls --config kpcastream.yaml --reason dimension --since 1h
   kpcastream dlq republish --config kpcastream.yaml --reason too_large --dry-run
   kpcastream dlq republish --config kpcastream.yaml --seq 5,7-9 --delete`,
+	"key": `  kpcastream key show --config kpcastream.yaml --key s1               # learner, dictionary, eigenvalues, limits
+  kpcastream key show --config kpcastream.yaml --key s1 --model-out m.json   # and its model export, for project
+  kpcastream key accept --config kpcastream.yaml --key s1             # accept the current regime (monitor:)
+  kpcastream key reset --nats-url nats://h:4222 --pipeline sensors --key s1    # a fresh learner`,
 	"snapshot": `  kpcastream snapshot ls --config kpcastream.yaml                  # every key: seq, learner, basis version
   kpcastream snapshot show --config kpcastream.yaml --key s1
   kpcastream snapshot rm --config kpcastream.yaml --key s1         # the key starts afresh`,
@@ -106,6 +110,7 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // subcommands are the first arguments of the commands that take one.
 var subcommands = map[string][]string{
 	"dlq":        {"ls", "republish"},
+	"key":        {"show", "accept", "reset"},
 	"snapshot":   {"ls", "show", "rm"},
 	"completion": {"bash", "zsh", "fish"},
 }
