@@ -363,7 +363,7 @@ func TestCompose(t *testing.T) {
 		// The image is stamped with the version (issue 33 row 14): the
 		// Dockerfile's ARGs, each from a variable the file's header sets.
 		dockerfile := string(read(t, "Dockerfile"))
-		for arg, env := range map[string]string{"VERSION": "KPCASTREAM_VERSION", "REVISION": "KPCASTREAM_REVISION"} {
+		for arg, env := range map[string]string{"VERSION": "KPCA_BUILD_VERSION", "REVISION": "KPCA_BUILD_REVISION"} {
 			args, _ := svc["build"].(map[string]any)["args"].(map[string]any)
 			v, _ := args[arg].(string)
 			if !strings.Contains(v, "${"+env) || !strings.Contains(dockerfile, "\nARG "+arg+"=") {

@@ -17,7 +17,8 @@ var examples = map[string]string{
   kpcastream run --config kpcastream.yaml --nats-url nats://nats:4222  # an existing server or cluster
   kpcastream run --config kpcastream.yaml --dry-run                    # check the file and the flags, start nothing`,
 	"lint": `  kpcastream lint --config kpcastream.yaml         # every problem at once, each with its YAML path
-  MY_NATS=nats://h:4222 kpcastream lint --config kpcastream.yaml   # with the ${MY_NATS} it references`,
+  MY_NATS=nats://h:4222 kpcastream lint --config kpcastream.yaml   # with the ${MY_NATS} it references
+  kpcastream lint --schema > kpcastream.schema.json   # the JSON Schema, for an editor's YAML language server`,
 	"demo": `  kpcastream demo                                  # embedded NATS, a drifting stream, the live page
   kpcastream demo --keys 4 --workers 2 --partitions 4 --duration 1m
   kpcastream demo --classify                       # with a classifier stage`,
