@@ -63,6 +63,9 @@ func TestCompletionBash(t *testing.T) {
 		"kpcastream dlq ls --dry":         "",
 		"kpcastream dlq ls --js":          "--json",
 		"kpcastream dlq republish --json": "",
+		"kpcastream key ":                 "show accept reset",
+		"kpcastream key show --model-":    "--model-out",
+		"kpcastream key accept --js":      "",
 	} {
 		prog := `source "$1"; read -ra COMP_WORDS <<< "$2"; [[ "$2" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _kpcastream; echo "${COMPREPLY[*]}"`
 		out, err := exec.Command(bash, "-c", prog, "bash", script, line).CombinedOutput()
