@@ -128,7 +128,7 @@
 //	pipelines[i].output.max_bytes         created stream, bytes      0 (no limit)
 //	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
 //	pipelines[i].output.window            unacknowledged outputs a partition, 1..65536  256
-//	pipelines[i].output.key_in_flight     outputs of a key in flight, 1..window (> 1: ordered fast-batch lane, experimental)  1
+//	pipelines[i].output.key_in_flight     outputs of a key in flight, 1..window (> 1: ordered fast-batch lane where the stream allows batches)  128 (at most window)
 //	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
 //	pipelines[i].dead_letters.stream      stream name ({pipeline})   KPCA_DLQ_{pipeline}
 //	pipelines[i].dead_letters.create_stream  bool (unless a stream captures the subjects)  true

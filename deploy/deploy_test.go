@@ -745,6 +745,12 @@ func TestStreams(t *testing.T) {
 		if out := streams["KPCA_OUT"]; out.Duplicates < 2*span {
 			t.Errorf("KPCA_OUT duplicate window %v shorter than twice the replay span %v: replayed outputs would be published again", out.Duplicates, span)
 		}
+		// The workers' default output.key_in_flight publishes through
+		// ordered lanes, which need a stream that allows batches and keeps
+		// the prefix of a batch (discard old).
+		if out := streams["KPCA_OUT"]; p.Output.KeyInFlight > 1 && (!out.AllowBatchPublish || out.Discard != jetstream.DiscardOld) {
+			t.Errorf("KPCA_OUT allow_batched %v discard %v: pipeline %s's key_in_flight %d would fall back to one output in flight per key", out.AllowBatchPublish, out.Discard, p.Name, p.Output.KeyInFlight)
+		}
 		// The dead letters are stored: KPCA_DLQ captures the pipeline's
 		// dead-letter subject, and the workers do not create a stream of
 		// their own (it would overlap).

@@ -27,9 +27,11 @@ const (
 	// SolverFast is Lanczos on fast products (Raykar and Duraiswami):
 	// exact through the explicit monomial features for poly and linear
 	// (O(n·D) per product, D = C(d+p, p)), approximate for rbf through the
-	// improved fast Gauss transform at Precision (see ifgt.go), falling
-	// back to the exact matrix-free product where the expansion does not
-	// pay (high d, narrow kernel) and for the other kernels.
+	// improved fast Gauss transform at Precision (see ifgt.go). Where the
+	// expansion does not pay (high d, narrow kernel; poly features D ≥ n/2)
+	// and for the other kernels it falls back to the exact product through
+	// the stored Gram while 8n² bytes fit GramCap (as SolverAuto would),
+	// else to the exact matrix-free product; BatchFit.Note says which.
 	SolverFast = "fast"
 )
 
@@ -378,26 +380,45 @@ func checkBatch(kern Kernel, x []float64, n, d, k int, opt BatchOptions) (batchP
 			pl.product = ProductGram
 		}
 	case SolverFast:
-		pl.product = ProductBlocked
-		switch {
-		case nf > 0:
-			pl.product, pl.features = ProductFeatures, newPolyFeatures(kern, d)
-		case kern.Name == KernelRBF:
-			eps := opt.Precision
-			if eps == 0 {
-				eps = DefaultPrecision
-			}
-			g, why := newIFGT(x, n, d, kern.Gamma, eps)
-			if g != nil {
-				pl.product, pl.ifgt = ProductIFGT, g
-				why = fmt.Sprintf("%d clusters, ≤ %d Taylor terms, estimated %.2g of the exact product's flops", g.Clusters, g.MaxTerms, g.Cost/g.ExactCost)
-			}
-			pl.note = why
-		default:
-			pl.note = fmt.Sprintf("no fast product for the %s kernel: exact matrix-free product", kern.Name)
-		}
+		pl.fastProduct(kern, x, n, d, nf, gramFits, featuresPay, opt.Precision)
 	}
 	return pl, nil
+}
+
+// fastProduct resolves SolverFast's product: the explicit features for
+// poly and linear, the fast Gauss transform for rbf where its expansion
+// pays; where neither pays, the stored Gram when it fits the cap (what
+// SolverAuto would run, so fast is never slower than auto there), else the
+// exact matrix-free product. The note says which path was taken and why.
+func (pl *batchPlan) fastProduct(kern Kernel, x []float64, n, d, nf int, gramFits, featuresPay bool, eps float64) {
+	pl.product = ProductBlocked
+	var why string
+	switch {
+	case nf > 0 && (featuresPay || !gramFits):
+		pl.product, pl.features = ProductFeatures, newPolyFeatures(kern, d)
+		return
+	case nf > 0:
+		why = fmt.Sprintf("%d explicit features for %d rows do not pay", nf, n)
+	case kern.Name == KernelRBF:
+		if eps == 0 {
+			eps = DefaultPrecision
+		}
+		g, notPaying := newIFGT(x, n, d, kern.Gamma, eps)
+		if g != nil {
+			pl.product, pl.ifgt = ProductIFGT, g
+			pl.note = fmt.Sprintf("%d clusters, ≤ %d Taylor terms, estimated %.2g of the exact product's flops", g.Clusters, g.MaxTerms, g.Cost/g.ExactCost)
+			return
+		}
+		why = notPaying
+	default:
+		why = fmt.Sprintf("no fast product for the %s kernel", kern.Name)
+	}
+	if gramFits {
+		pl.product = ProductGram
+		pl.note = why + ": exact product through the stored Gram (it fits the Gram cap)"
+		return
+	}
+	pl.note = why + ": exact matrix-free product (the Gram exceeds the Gram cap)"
 }
 
 // validate checks the options' values.

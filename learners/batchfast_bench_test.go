@@ -42,6 +42,36 @@ func BenchmarkFitBatchFast(b *testing.B) {
 	}
 }
 
+// BenchmarkFitBatchFallback: where the fast rbf expansion does not pay
+// (d 64 and 784 at the default γ = 1/d), fast against auto on the same rows
+// (issue 32 item 3: fast ≤ 1.1× auto). go test ./learners -run X -bench
+// FitBatchFallback -benchtime 1x
+func BenchmarkFitBatchFallback(b *testing.B) {
+	rbf := learners.Kernel{Name: learners.KernelRBF}
+	for _, c := range []struct{ n, d int }{{1797, 64}, {4000, 784}} {
+		x := gaussRows(c.n, c.d, 1)
+		for _, solver := range []string{learners.SolverAuto, learners.SolverFast} {
+			name := solver
+			if name == "" {
+				name = "auto"
+			}
+			b.Run(fmt.Sprintf("n=%d/d=%d/%s", c.n, c.d, name), func(b *testing.B) {
+				b.ReportAllocs()
+				var f *learners.BatchFit
+				for b.Loop() {
+					var err error
+					if f, err = learners.FitBatchWith(rbf, x, c.n, c.d, 8, learners.BatchOptions{Solver: solver, Seed: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if f.Product != learners.ProductGram {
+					b.Fatalf("%s: product %q (%s), want the stored Gram", name, f.Product, f.Note)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkBatchTransformPoly: one projection of a poly fit, through the
 // explicit features (n = 20,000 > the feature threshold) and through
 // kernel rows (n = 200).

@@ -365,18 +365,35 @@ func TestFitBatchFastRBFWithinPrecision(t *testing.T) {
 		t.Logf("d=%d γ=%v ε=%v: worst covariance eigenvalue error %.3g", c.d, c.gamma, c.eps, worst)
 	}
 	// Standard normal rows in 8-d at γ = 1/d: the expansion does not pay.
+	// The fallback is the stored Gram while it fits the cap (what auto
+	// runs), the blocked exact product above it; the note says which.
 	x := gaussRows(400, 8, 7)
-	var plans []learners.BatchPlan
-	f, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{Solver: learners.SolverFast,
-		OnPlan: func(p learners.BatchPlan) { plans = append(plans, p) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Product != learners.ProductBlocked || !strings.Contains(f.Note, "does not pay") || f.ErrorBound != 0 {
-		t.Errorf("8-d rbf: product %q note %q bound %v, want the blocked fallback with a note", f.Product, f.Note, f.ErrorBound)
-	}
-	if len(plans) != 1 || plans[0].Product != f.Product || plans[0].Note != f.Note || plans[0].Rows != 400 {
-		t.Errorf("OnPlan calls %+v, want one announcing the fit's product and note", plans)
+	for _, c := range []struct {
+		gramCap int64
+		product string
+		says    string
+	}{{0, learners.ProductGram, "stored Gram"}, {1024, learners.ProductBlocked, "matrix-free"}} {
+		var plans []learners.BatchPlan
+		f, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{Solver: learners.SolverFast, GramCap: c.gramCap,
+			OnPlan: func(p learners.BatchPlan) { plans = append(plans, p) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Product != c.product || !strings.Contains(f.Note, "does not pay") || !strings.Contains(f.Note, c.says) || f.ErrorBound != 0 {
+			t.Errorf("8-d rbf, Gram cap %d: product %q note %q bound %v, want the %s fallback with a note", c.gramCap, f.Product, f.Note, f.ErrorBound, c.product)
+		}
+		if len(plans) != 1 || plans[0].Product != f.Product || plans[0].Note != f.Note || plans[0].Rows != 400 {
+			t.Errorf("OnPlan calls %+v, want one announcing the fit's product and note", plans)
+		}
+		auto, err := learners.FitBatchWith(learners.Kernel{Name: learners.KernelRBF}, x, 400, 8, 2, learners.BatchOptions{GramCap: c.gramCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if e := math.Abs(f.Eigenvalues[i]-auto.Eigenvalues[i]) / auto.Eigenvalues[0]; !(e <= 1e-9) {
+				t.Errorf("Gram cap %d eigenvalue %d: fast fallback %v, auto %v", c.gramCap, i, f.Eigenvalues[i], auto.Eigenvalues[i])
+			}
+		}
 	}
 }
 

@@ -63,15 +63,6 @@ func (b *blockedProduct) apply(dst, v []float64) {
 	}
 }
 
-// gramProduct is the product with a stored n×n Gram (the lanczos solver
-// while the Gram fits GramCap).
-type gramProduct struct {
-	gram []float64
-	n    int
-}
-
-func (g gramProduct) apply(dst, v []float64) { symv(dst, g.gram, g.n, v) }
-
 // polyFeatures is the explicit monomial feature map of a poly or linear
 // kernel (Raykar and Duraiswami's compress operator):
 //

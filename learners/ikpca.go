@@ -543,8 +543,28 @@ func (l *IKPCA) append(x, kr, z []float64, delta, kxx float64) {
 // P' = P₋ⱼ₋ⱼ − P₋ⱼ,ⱼP₋ⱼ,ⱼᵀ/Pⱼⱼ is the inverse of the principal submatrix.
 // Without a kept P (centroid), column j is solved for from L (see colP);
 // haveCol tells that l.t1 already holds it.
+//
+// The phases: project the coefficients (projectOut), delete row j of L and
+// restore its triangularity (retriangulate), apply the same rotations to
+// every coordinate object (rotateCoords), and drop the last coordinate
+// (dropLast).
 func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
-	m, b, p, k := l.rows.Len(), l.b, l.p, l.k
+	m := l.rows.Len()
+	l.projectOut(j, haveCol)
+	l.retriangulate(j, m)
+	l.rotateCoords(j, m, z)
+	l.dropLast(m, z)
+	l.rows.Remove(j)
+	l.changes++
+}
+
+// projectOut projects the coefficient vectors A and a on the span of the
+// members other than j (v' = v₋ⱼ − (P₋ⱼ,ⱼ/Pⱼⱼ)·vⱼ), downdates a kept P to
+// the inverse of its principal submatrix and removes member j's rows from
+// the per-member vectors. haveCol tells that l.t1 already holds column j
+// of P.
+func (l *IKPCA) projectOut(j int, haveCol bool) {
+	m, b, k := l.rows.Len(), l.b, l.k
 	pj := l.t1[:m] // column j of P over Pⱼⱼ
 	var pjj float64
 	if l.P != nil {
@@ -588,13 +608,16 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 		removeVecRow(l.born, 1, m, j)
 		removeVecRow(l.kself, 1, m, j)
 	}
+}
 
-	// Delete row j of L and restore triangularity with Givens rotations on
-	// columns (i, i+1), i = j…m−2, computed row by row (row i needs the
-	// rotations before it: rows are taken four at a time, so that four
-	// independent rotation chains run together); then apply them to every
-	// coordinate object. All passes run along rows, so they stay
-	// cache-friendly.
+// retriangulate deletes row j of L (m rows before) and restores its
+// triangularity with Givens rotations on columns (i, i+1), i = j…m−2,
+// computed row by row (row i needs the rotations before it: rows are taken
+// four at a time, so that four independent rotation chains run together),
+// leaving them in l.gc, l.gs for rotateCoords. All passes run along rows,
+// so they stay cache-friendly.
+func (l *IKPCA) retriangulate(j, m int) {
+	b := l.b
 	// Shift rows j+1… up by one, each only as far as the lower triangle
 	// and the entry the rotations below clear (row i takes old row i+1,
 	// columns 0…i+1; the rest of the row is zero already).
@@ -621,16 +644,25 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 			gc[i], gs[i] = c, s
 		}
 	}
-	// The scatter is kept in its lower triangle. Gᵀ·S·G changes rows and
-	// columns j… only: complete the trailing block (j…m−1)², rotate rows
-	// j… over all columns (Gᵀ·S), then the columns of the trailing rows
-	// (·G), each row r only as far as its lower triangle needs (column c
-	// is final after rotation c, so rotations j…r); the upper triangle of
-	// the result is never read. The two passes are interleaved four rows
-	// at a time: rows r…r+3 are final in Gᵀ·S after rotation r+3, and their
-	// column rotations run while they are still in cache, so the block is
-	// streamed from memory once instead of twice (the same operations in
-	// the same order per row: the result is bit-identical).
+}
+
+// rotateCoords applies the rotations j…m−2 of retriangulate to every
+// coordinate object: the tracker, μ, μ_ref, z, U, S·U, the reference basis
+// and the scatter.
+//
+// The scatter is kept in its lower triangle. Gᵀ·S·G changes rows and
+// columns j… only: complete the trailing block (j…m−1)², rotate rows
+// j… over all columns (Gᵀ·S), then the columns of the trailing rows
+// (·G), each row r only as far as its lower triangle needs (column c
+// is final after rotation c, so rotations j…r); the upper triangle of
+// the result is never read. The two passes are interleaved four rows
+// at a time: rows r…r+3 are final in Gᵀ·S after rotation r+3, and their
+// column rotations run while they are still in cache, so the block is
+// streamed from memory once instead of twice (the same operations in
+// the same order per row: the result is bit-identical).
+func (l *IKPCA) rotateCoords(j, m int, z []float64) {
+	b, p, k := l.b, l.p, l.k
+	gc, gs := l.gc, l.gs
 	l.mirrorFrom(j)
 	for r := j; r < m; r += 4 {
 		n := min(4, m-r)
@@ -649,6 +681,13 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 		}
 		rotateRowsChain(l.S, b, r, n, j, min(r+n, m-1), gc, gs)
 	}
+}
+
+// dropLast drops coordinate m−1 after the rotations (m members before the
+// eviction), the mass along the removed direction, keeping it for append
+// when a centroid move carries it (l.carry).
+func (l *IKPCA) dropLast(m int, z []float64) {
+	b, p, k := l.b, l.p, l.k
 	// Drop coordinate m−1, the mass along the removed direction:
 	// S'U' = (QᵀSU)₋ − S[:, m−1]·U[m−1, :] (column m−1 read as row m−1),
 	// c' = U'ᵀμ'_ref = c − U[m−1, :k]·μ_ref[m−1].
@@ -696,8 +735,6 @@ func (l *IKPCA) evict(j int, z []float64, haveCol bool) {
 	clear(l.SU[last*p : m*p])
 	clear(l.ref[last*k : m*k])
 	clear(l.L[last*b : last*b+m])
-	l.rows.Remove(j)
-	l.changes++
 }
 
 // colP writes column j of P = (K_DD+εI)⁻¹ = L⁻ᵀL⁻¹ into dst (length m):

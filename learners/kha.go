@@ -673,6 +673,32 @@ func (l *KHA) track(pv float64) float64 {
 // Hebbian statistics. It computes the next state in the spare buffers and
 // swaps them in only when everything is finite.
 func (l *KHA) step(x []float64, t int64) error {
+	pv, nkxx := l.observe(x, t)
+	out := l.outputs()
+	l.gains(out, pv, t)
+	var check float64
+	if l.beta != 1 && l.beta != 0 {
+		for i, yi := range l.y {
+			l.nv[i] = l.beta * yi
+		}
+	}
+	if l.apex {
+		check += l.lateral(out)
+	}
+	check += l.update(l.s)
+	// The next G and H in k-space (see the type's documentation).
+	check += l.track(pv)
+	if !finite(check + pv + nkxx) {
+		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
+	}
+	return l.commit(nkxx)
+}
+
+// observe computes x's kernel row and s(x) = K_ε⁻¹k_D(x), the next means
+// c' and u' (into c2, u2), p = s − c' (in l.s), v = k_D(x) − u' (l.v),
+// y = Aᵀv and Rᵀv (l.zr), and returns ‖Pφ̃(x)‖² = pᵀv and the next running
+// mean of k(x,x). t is the number of observations before x.
+func (l *KHA) observe(x []float64, t int64) (pv, nkxx float64) {
 	b, k := l.b, l.k
 	kr := l.rows.Row(l.kr, x, norm2(x))
 	kxx := l.cfg.Kernel.Self(x)
@@ -683,7 +709,6 @@ func (l *KHA) step(x []float64, t int64) error {
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
-	var pv float64
 	for j := range b {
 		c := l.c[j] + (s[j]-l.c[j])/n
 		u := l.u[j] + (kr[j]-l.u[j])/n
@@ -692,7 +717,7 @@ func (l *KHA) step(x []float64, t int64) error {
 		l.v[j] = kr[j] - u
 		pv += s[j] * l.v[j]
 	}
-	nkxx := l.kxx + (kxx-l.kxx)/n
+	nkxx = l.kxx + (kxx-l.kxx)/n
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
@@ -702,9 +727,13 @@ func (l *KHA) step(x []float64, t int64) error {
 	} else {
 		clear(l.zr)
 	}
+	return pv, nkxx
+}
 
-	// The outputs the rule learns from: the projections y, or for APEX
-	// ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
+// outputs returns the outputs the rule learns from: the projections y, or
+// for APEX ŷᵢ = yᵢ + Σ_{l<i} Cᵢₗ ŷₗ (eq. (9), lateral weights C).
+func (l *KHA) outputs() []float64 {
+	y, k := l.y, l.k
 	out := y
 	if l.apex {
 		out = l.yo
@@ -716,8 +745,16 @@ func (l *KHA) step(x []float64, t int64) error {
 			out[i] = v
 		}
 	}
+	return out
+}
+
+// gains updates λ̂ (into lam2) from the outputs and sets e = ηₜ∘o (l.eta)
+// with the KHA/et gains ηₜᵢ = ηₜ‖λ̂‖/λ̂ᵢ and their caps; pv is ‖Pφ̃(x)‖².
+func (l *KHA) gains(out []float64, pv float64, t int64) {
+	k := l.k
+	n := float64(t + 1)
 	// λ̂ᵢ: running mean of the outputs' squares.
-	rho := max(1/n, 1/float64(b))
+	rho := max(1/n, 1/float64(l.b))
 	var norm float64
 	for i, yi := range out {
 		l.lam2[i] = l.lam[i] + rho*(yi*yi-l.lam[i])
@@ -746,33 +783,29 @@ func (l *KHA) step(x []float64, t int64) error {
 		}
 		l.eta[i] = e * out[i]
 	}
-	var check float64
-	if l.beta != 1 && l.beta != 0 {
-		for i, yi := range y {
-			l.nv[i] = l.beta * yi
+}
+
+// lateral computes APEX's next lateral weights (into lat2) by eq. (11) in
+// Kung and Diamantaras' stable form, Cᵢₗ ← Cᵢₗ − ηᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ),
+// l < i, and returns their sum (an overflow check).
+func (l *KHA) lateral(out []float64) (check float64) {
+	k := l.k
+	for i := range k {
+		ei, oi := l.eta[i], out[i]
+		row, nrow := l.lat[i*k:i*k+i], l.lat2[i*k:i*k+i]
+		for lj, c := range row {
+			v := c - ei*(out[lj]+oi*c)
+			nrow[lj] = v
+			check += v
 		}
 	}
-	if l.apex {
-		// Eq. (11) in Kung and Diamantaras' stable form:
-		// Cᵢₗ ← Cᵢₗ − ηᵢ ŷᵢ (ŷₗ + ŷᵢ Cᵢₗ), l < i.
-		for i := range k {
-			ei, oi := l.eta[i], out[i]
-			row, nrow := l.lat[i*k:i*k+i], l.lat2[i*k:i*k+i]
-			for lj, c := range row {
-				v := c - ei*(out[lj]+oi*c)
-				nrow[lj] = v
-				check += v
-			}
-		}
-	}
+	return check
+}
 
-	check += l.update(s)
-	// The next G and H in k-space (see the type's documentation).
-	check += l.track(pv)
-	if !finite(check + pv + nkxx) {
-		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
-	}
-
+// commit refreshes (re-orthonormalises and publishes) when due, with the
+// exact recomputation of G and H every R·B observations, and makes the
+// next state current.
+func (l *KHA) commit(nkxx float64) error {
 	refresh := l.sinceRefresh+1 >= int64(l.cfg.Refresh)
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
@@ -1144,14 +1177,13 @@ func (l *KHA) Restore(s *State) error {
 	if r.err != nil {
 		return r.err
 	}
-	b, k, d := l.b, l.k, l.d
 	nl, err := NewKHA(l.cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	nl.seen = s.Seen
-	if s.Seen < int64(b) {
-		pts := r.matrix("points", int(s.Seen), d)
+	if s.Seen < int64(l.b) {
+		pts := r.matrix("points", int(s.Seen), l.d)
 		if r.err != nil {
 			return r.err
 		}
@@ -1159,104 +1191,144 @@ func (l *KHA) Restore(s *State) error {
 		*l = *nl
 		return nil
 	}
-	pts := r.matrix("points", b, d)
-	version := r.int("version", 1, math.MaxInt64)
-	sinceRefresh := r.int("since_refresh", 0, int64(l.cfg.Refresh)-1)
-	sinceSync := r.int("since_sync", 0, l.syncPeriod()-1)
-	kxx := r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
-	a := r.matrix("coef", b, k)
-	var g, h, m []float64
-	if _, ok := s.Matrices["gram"]; !ok && s.Matrices["gram_coef"].Rows > 0 {
-		// A snapshot of an earlier version keeps M = K_εA instead of G
-		// and H: they are recomputed from it below.
-		m = r.matrix("gram_coef", b, k)
-	} else {
-		g = r.matrix("gram", k, k)
-		h = r.matrix("ref_gram", k, k)
-	}
-	ref := r.matrix("ref", b, k)
-	c := r.matrix("mean_coef", 1, b)
-	u := r.matrix("mean_row", 1, b)
-	lam := r.matrix("lambda", 1, k)
-	eig := r.matrix("eigenvalues", 1, k)
-	sign := r.matrix("sign", 1, k)
-	refSign := r.matrix("ref_sign", 1, k)
-	perm := r.matrix("perm", 1, k)
-	refPerm := r.matrix("ref_perm", 1, k)
-	var lat []float64
-	if nl.apex {
-		lat = r.matrix("lateral", k, k)
-	}
+	sv := nl.readSaved(r, s)
 	if r.err != nil {
 		return r.err
 	}
+	sv.check(r, nl)
+	if r.err != nil {
+		return r.err
+	}
+	if err := nl.install(sv); err != nil {
+		return err
+	}
+	*l = *nl
+	return nil
+}
+
+// khaSaved is a complete kha state as read from a State (see the type's
+// documentation), before it is checked and installed.
+type khaSaved struct {
+	pts                                    []float64
+	version, sinceRefresh, sinceSync       int64
+	kxx                                    float64
+	a, ref, c, u                           []float64
+	g, h                                   []float64 // nil with gramCoef (an earlier version's state)
+	gramCoef                               []float64 // K_εA of an earlier version, else nil
+	lam, eig, sign, refSign, perm, refPerm []float64
+	lat                                    []float64 // apex only
+}
+
+// readSaved reads the named values of a complete state (Seen ≥ B) with
+// their shapes and ranges; errors accumulate in r.
+func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
+	b, k, d := l.b, l.k, l.d
+	sv := &khaSaved{}
+	sv.pts = r.matrix("points", b, d)
+	sv.version = r.int("version", 1, math.MaxInt64)
+	sv.sinceRefresh = r.int("since_refresh", 0, int64(l.cfg.Refresh)-1)
+	sv.sinceSync = r.int("since_sync", 0, l.syncPeriod()-1)
+	sv.kxx = r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
+	sv.a = r.matrix("coef", b, k)
+	if _, ok := s.Matrices["gram"]; !ok && s.Matrices["gram_coef"].Rows > 0 {
+		// A snapshot of an earlier version keeps M = K_εA instead of G
+		// and H: they are recomputed from it in install.
+		sv.gramCoef = r.matrix("gram_coef", b, k)
+	} else {
+		sv.g = r.matrix("gram", k, k)
+		sv.h = r.matrix("ref_gram", k, k)
+	}
+	sv.ref = r.matrix("ref", b, k)
+	sv.c = r.matrix("mean_coef", 1, b)
+	sv.u = r.matrix("mean_row", 1, b)
+	sv.lam = r.matrix("lambda", 1, k)
+	sv.eig = r.matrix("eigenvalues", 1, k)
+	sv.sign = r.matrix("sign", 1, k)
+	sv.refSign = r.matrix("ref_sign", 1, k)
+	sv.perm = r.matrix("perm", 1, k)
+	sv.refPerm = r.matrix("ref_perm", 1, k)
+	if l.apex {
+		sv.lat = r.matrix("lateral", k, k)
+	}
+	return sv
+}
+
+// check verifies the invariants of a read state that its shapes do not:
+// strictly lower lateral weights, non-negative λ̂, non-increasing
+// eigenvalues, signs ±1, permutations, a symmetric G. It fills l's perm
+// and refPerm.
+func (sv *khaSaved) check(r *stateReader, l *KHA) {
+	k := l.k
 	for i := range k {
-		for j := i; j < k && lat != nil; j++ {
-			if lat[i*k+j] != 0 {
-				r.fail("lateral[%d][%d] = %v: the lateral weights are strictly lower triangular", i, j, lat[i*k+j])
+		for j := i; j < k && sv.lat != nil; j++ {
+			if sv.lat[i*k+j] != 0 {
+				r.fail("lateral[%d][%d] = %v: the lateral weights are strictly lower triangular", i, j, sv.lat[i*k+j])
 			}
 		}
 	}
 	for i := range k {
-		if lam[i] < 0 {
-			r.fail("lambda[%d] = %v is negative", i, lam[i])
+		if sv.lam[i] < 0 {
+			r.fail("lambda[%d] = %v is negative", i, sv.lam[i])
 		}
-		if eig[i] < 0 || (i > 0 && eig[i] > eig[i-1]) {
-			r.fail("eigenvalues %v are not non-negative and non-increasing", eig)
+		if sv.eig[i] < 0 || (i > 0 && sv.eig[i] > sv.eig[i-1]) {
+			r.fail("eigenvalues %v are not non-negative and non-increasing", sv.eig)
 		}
-		if (sign[i] != 1 && sign[i] != -1) || (refSign[i] != 1 && refSign[i] != -1) {
-			r.fail("sign %v or ref_sign %v holds a value other than ±1", sign, refSign)
+		if (sv.sign[i] != 1 && sv.sign[i] != -1) || (sv.refSign[i] != 1 && sv.refSign[i] != -1) {
+			r.fail("sign %v or ref_sign %v holds a value other than ±1", sv.sign, sv.refSign)
 		}
 	}
-	if !isPerm(perm, nl.perm) || !isPerm(refPerm, nl.refPerm) {
-		r.fail("perm %v or ref_perm %v is not a permutation of 0…%d", perm, refPerm, k-1)
+	if !isPerm(sv.perm, l.perm) || !isPerm(sv.refPerm, l.refPerm) {
+		r.fail("perm %v or ref_perm %v is not a permutation of 0…%d", sv.perm, sv.refPerm, k-1)
 	}
 	for i := range k {
 		for j := range i {
-			if g != nil && g[i*k+j] != g[j*k+i] {
-				r.fail("gram is not symmetric: [%d][%d] = %v, [%d][%d] = %v", i, j, g[i*k+j], j, i, g[j*k+i])
+			if sv.g != nil && sv.g[i*k+j] != sv.g[j*k+i] {
+				r.fail("gram is not symmetric: [%d][%d] = %v, [%d][%d] = %v", i, j, sv.g[i*k+j], j, i, sv.g[j*k+i])
 			}
 		}
 	}
-	if r.err != nil {
-		return r.err
-	}
-	nl.rows.Reset(pts, b)
-	if err := nl.factor(); err != nil {
+}
+
+// install makes a checked state l's: the points and the factor of K_ε
+// (recomputed, O(B³)), G and H (from K_εA for an earlier version's state),
+// and the rest as read.
+func (l *KHA) install(sv *khaSaved) error {
+	b, k := l.b, l.k
+	l.rows.Reset(sv.pts, b)
+	if err := l.factor(); err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
-	nl.full = true
-	nl.version = uint64(version)
-	nl.sinceRefresh, nl.sinceSync = sinceRefresh, sinceSync
-	nl.kxx = kxx
-	copy(nl.a, a)
-	copy(nl.ref, ref)
-	if m != nil {
+	l.full = true
+	l.version = uint64(sv.version)
+	l.sinceRefresh, l.sinceSync = sv.sinceRefresh, sv.sinceSync
+	l.kxx = sv.kxx
+	copy(l.a, sv.a)
+	copy(l.ref, sv.ref)
+	if m := sv.gramCoef; m != nil {
 		bl := blas64.Implementation()
 		for i := range k {
-			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.a[i:], k, 0, nl.g[i*k:(i+1)*k], 1)
-			bl.Dgemv(blas.Trans, b, k, 1, m, k, nl.ref[i:], k, 0, nl.h[i*k:(i+1)*k], 1)
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, l.a[i:], k, 0, l.g[i*k:(i+1)*k], 1)
+			bl.Dgemv(blas.Trans, b, k, 1, m, k, l.ref[i:], k, 0, l.h[i*k:(i+1)*k], 1)
 		}
 		for i := range k {
 			for j := range i {
-				v := (nl.g[i*k+j] + nl.g[j*k+i]) / 2
-				nl.g[i*k+j], nl.g[j*k+i] = v, v
+				v := (l.g[i*k+j] + l.g[j*k+i]) / 2
+				l.g[i*k+j], l.g[j*k+i] = v, v
 			}
 		}
 	} else {
-		copy(nl.g, g)
-		copy(nl.h, h)
+		copy(l.g, sv.g)
+		copy(l.h, sv.h)
 	}
-	copy(nl.c, c)
-	copy(nl.u, u)
-	copy(nl.lam, lam)
-	copy(nl.pubEig, eig)
-	copy(nl.sign, sign)
-	copy(nl.refSign, refSign)
-	if lat != nil {
-		copy(nl.lat, lat)
+	copy(l.c, sv.c)
+	copy(l.u, sv.u)
+	copy(l.lam, sv.lam)
+	copy(l.pubEig, sv.eig)
+	copy(l.sign, sv.sign)
+	copy(l.refSign, sv.refSign)
+	if sv.lat != nil {
+		copy(l.lat, sv.lat)
 	}
-	*l = *nl
 	return nil
 }
 

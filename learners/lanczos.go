@@ -35,6 +35,12 @@ type lanczosOptions struct {
 // as the restarts reach them. Cost: one apply and O(n·m) work per step for a
 // Krylov dimension m; memory n·m. An error means bad arguments or no
 // convergence within MaxIter steps.
+//
+// It stays one function (about 125 lines, issue 34): it is a numerical
+// kernel whose recurrence, reorthogonalisation, convergence check and
+// restart share the Krylov basis, the tridiagonal's α and β and the step
+// counter, and read as the textbook algorithm in one place; split, each
+// part would take most of that state as arguments.
 func lanczosTop(n, k int, apply func(dst, v []float64), opt lanczosOptions) (vals, vecs []float64, err error) {
 	if n < 1 || k < 1 || k > n {
 		return nil, nil, fmt.Errorf("learners: lanczos: need 1 ≤ k ≤ n, got n=%d k=%d", n, k)

@@ -1240,8 +1240,45 @@ func (w *Window) Restore(s *State) error {
 	if r.err != nil {
 		return r.err
 	}
+	sv := w.readSaved(r, s)
+	if r.err != nil {
+		return r.err
+	}
+	if sv.check(r, w); r.err != nil {
+		return r.err
+	}
+	// Build the new state aside, then swap it in.
+	nw, err := NewWindow(w.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	nw.seen = s.Seen
+	if err := nw.install(r, sv); err != nil {
+		return err
+	}
+	*w = *nw
+	return nil
+}
+
+// windowSaved is a window state as read from a State, before it is checked
+// and installed.
+type windowSaved struct {
+	m, head, valid, pm, since         int
+	ready                             bool
+	version                           int64
+	rng                               uint64
+	pubSum, pubTrace, resid           float64
+	points, basis, bval, bimg, pubPts []float64
+	vecs, eig, coef, off              []float64
+}
+
+// readSaved reads the named values with their shapes and ranges (which
+// depend on the counters read first); errors accumulate in r.
+func (w *Window) readSaved(r *stateReader, s *State) *windowSaved {
 	W, k, d := w.w, w.k, w.d
+	sv := &windowSaved{}
 	m := int(r.int("stored", 0, int64(W)))
+	sv.m = m
 	if r.err == nil && int64(m) != min(s.Seen, int64(W)) {
 		r.fail("stored %d does not match seen %d and window %d", m, s.Seen, W)
 	}
@@ -1249,125 +1286,127 @@ func (w *Window) Restore(s *State) error {
 	if m == W {
 		headMax = int64(W - 1)
 	}
-	head := int(r.int("head", 0, headMax))
-	ready := r.int("ready", 0, 1) == 1
-	version := r.int("basis_version", 0, math.MaxInt64)
-	rng := uint64(r.int("rng", math.MinInt64, math.MaxInt64))
-	valid := int(r.int("basis_rows", 0, int64(min(w.p, max(m-1, 0)))))
-	pm := 0
-	if ready {
-		pm = int(r.int("published", int64(k+1), int64(W)))
+	sv.head = int(r.int("head", 0, headMax))
+	sv.ready = r.int("ready", 0, 1) == 1
+	sv.version = r.int("basis_version", 0, math.MaxInt64)
+	sv.rng = uint64(r.int("rng", math.MinInt64, math.MaxInt64))
+	sv.valid = int(r.int("basis_rows", 0, int64(min(w.p, max(m-1, 0)))))
+	if sv.ready {
+		sv.pm = int(r.int("published", int64(k+1), int64(W)))
 	} else {
 		r.int("published", 0, 0)
 	}
 	sinceMax := int64(m)
-	if ready {
+	if sv.ready {
 		sinceMax = int64(w.cfg.Refresh - 1)
 	}
-	since := int(r.int("since", 0, sinceMax))
-	if r.err == nil && ready && version < 1 {
-		r.fail("basis_version %d with published components", version)
+	sv.since = int(r.int("since", 0, sinceMax))
+	if r.err == nil && sv.ready && sv.version < 1 {
+		r.fail("basis_version %d with published components", sv.version)
 	}
-	if r.err == nil && ready && valid < k {
-		r.fail("basis_rows %d below components %d with published components", valid, k)
+	if r.err == nil && sv.ready && sv.valid < k {
+		r.fail("basis_rows %d below components %d with published components", sv.valid, k)
 	}
-	pubSum := r.scalar("pub_sum", -math.MaxFloat64, math.MaxFloat64)
-	pubTrace := r.scalar("pub_trace", -math.MaxFloat64, math.MaxFloat64)
-	resid := r.scalar("residual", 0, math.MaxFloat64)
+	sv.pubSum = r.scalar("pub_sum", -math.MaxFloat64, math.MaxFloat64)
+	sv.pubTrace = r.scalar("pub_trace", -math.MaxFloat64, math.MaxFloat64)
+	sv.resid = r.scalar("residual", 0, math.MaxFloat64)
 	if r.err != nil {
-		return r.err
+		return sv
 	}
-	points := r.matrix("points", m, d)
-	basis := r.matrix("basis", valid, m)
-	bval := r.matrix("basis_values", 1, valid)
-	bimg := r.matrix("basis_images", valid, m)
-	pubPts := r.matrix("published_points", pm, d)
-	vecs := r.matrix("vectors", k, pm)
-	eig := r.matrix("eigenvalues", 1, k)
-	coef := r.matrix("coefficients", pm, k)
-	off := r.matrix("offsets", 1, k)
-	if r.err != nil {
-		return r.err
-	}
-	for i, v := range eig {
-		if v < 0 || (i > 0 && v > eig[i-1]) {
-			r.fail("eigenvalues %v are not descending and non-negative", eig)
-			return r.err
+	sv.points = r.matrix("points", m, d)
+	sv.basis = r.matrix("basis", sv.valid, m)
+	sv.bval = r.matrix("basis_values", 1, sv.valid)
+	sv.bimg = r.matrix("basis_images", sv.valid, m)
+	sv.pubPts = r.matrix("published_points", sv.pm, d)
+	sv.vecs = r.matrix("vectors", k, sv.pm)
+	sv.eig = r.matrix("eigenvalues", 1, k)
+	sv.coef = r.matrix("coefficients", sv.pm, k)
+	sv.off = r.matrix("offsets", 1, k)
+	return sv
+}
+
+// check verifies the invariants that the shapes do not: descending
+// non-negative eigenvalues (zero, with the offsets, before the first
+// publication), an orthonormal basis and unit published vectors.
+func (sv *windowSaved) check(r *stateReader, w *Window) {
+	k, m, pm := w.k, sv.m, sv.pm
+	for i, v := range sv.eig {
+		if v < 0 || (i > 0 && v > sv.eig[i-1]) {
+			r.fail("eigenvalues %v are not descending and non-negative", sv.eig)
+			return
 		}
 	}
-	if !ready {
+	if !sv.ready {
 		for i := range k {
-			if eig[i] != 0 || off[i] != 0 {
+			if sv.eig[i] != 0 || sv.off[i] != 0 {
 				r.fail("eigenvalues or offsets set without published components")
-				return r.err
+				return
 			}
 		}
 	}
-	if err := checkOrthonormal(basis, valid, m, true); err != nil {
+	if err := checkOrthonormal(sv.basis, sv.valid, m, true); err != nil {
 		r.fail("basis: %v", err)
-		return r.err
+		return
 	}
-	if ready {
+	if sv.ready {
 		for i := range k {
-			n := blas64.Implementation().Dnrm2(pm, vecs[i*pm:(i+1)*pm], 1)
+			n := blas64.Implementation().Dnrm2(pm, sv.vecs[i*pm:(i+1)*pm], 1)
 			if math.Abs(n-1) > 1e-6 {
 				r.fail("vectors row %d has norm %v, want 1", i, n)
-				return r.err
+				return
 			}
 		}
 	}
+}
 
-	// Build the new state aside, then swap it in.
-	nw, err := NewWindow(w.cfg)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	nw.seen = s.Seen
-	nw.ring.Reset(points, m)
-	nw.head = head
-	if err := nw.gramFromPoints(); err != nil {
+// install makes a checked state w's (a fresh window): the ring and its
+// Gram (recomputed from the points), the basis images (checked against
+// K·basis: they are updated, not recomputed, so they hold rounding errors,
+// and are kept bit for bit) and the rest as read.
+func (w *Window) install(r *stateReader, sv *windowSaved) error {
+	W, k, m, pm, valid := w.w, w.k, sv.m, sv.pm, sv.valid
+	w.ring.Reset(sv.points, m)
+	w.head = sv.head
+	if err := w.gramFromPoints(); err != nil {
 		r.fail("%v", err)
 		return r.err
 	}
-	// The basis images must be K·basis (they are updated, not recomputed,
-	// so they hold rounding errors, and are kept bit for bit).
 	bl := blas64.Implementation()
 	for c := range valid {
-		pc := bimg[c*m : (c+1)*m]
+		pc := sv.bimg[c*m : (c+1)*m]
 		var big float64
 		for i := range m {
-			v := bl.Ddot(m, nw.gram[i*W:i*W+m], 1, basis[c*m:(c+1)*m], 1)
-			big = max(big, math.Abs(v), math.Abs(nw.gram[i*W+i]))
-			nw.diff[i] = v
+			v := bl.Ddot(m, w.gram[i*W:i*W+m], 1, sv.basis[c*m:(c+1)*m], 1)
+			big = max(big, math.Abs(v), math.Abs(w.gram[i*W+i]))
+			w.diff[i] = v
 		}
 		for i := range m {
-			if math.Abs(pc[i]-nw.diff[i]) > 1e-6*big {
-				r.fail("basis_images row %d entry %d is %v, want K·basis = %v", c, i, pc[i], nw.diff[i])
+			if math.Abs(pc[i]-w.diff[i]) > 1e-6*big {
+				r.fail("basis_images row %d entry %d is %v, want K·basis = %v", c, i, pc[i], w.diff[i])
 				return r.err
 			}
 		}
-		copy(nw.img[c*W:c*W+m], pc)
+		copy(w.img[c*W:c*W+m], pc)
 	}
-	nw.since = since
-	nw.rng = rng
+	w.since = sv.since
+	w.rng = sv.rng
 	for c := range valid {
-		copy(nw.block[c*W:c*W+m], basis[c*m:(c+1)*m])
+		copy(w.block[c*W:c*W+m], sv.basis[c*m:(c+1)*m])
 	}
-	copy(nw.bval, bval)
-	nw.valid = valid
-	nw.ready = ready
-	nw.pub.Reset(pubPts, pm)
+	copy(w.bval, sv.bval)
+	w.valid = valid
+	w.ready = sv.ready
+	w.pub.Reset(sv.pubPts, pm)
 	for i := range k {
-		copy(nw.vecs[i*W:i*W+pm], vecs[i*pm:(i+1)*pm])
+		copy(w.vecs[i*W:i*W+pm], sv.vecs[i*pm:(i+1)*pm])
 	}
-	copy(nw.eig, eig)
-	copy(nw.coef, coef)
-	copy(nw.off, off)
-	nw.pubSum = pubSum
-	nw.pubTrace = pubTrace
-	nw.resid = resid
-	nw.version = uint64(version)
-	*w = *nw
+	copy(w.eig, sv.eig)
+	copy(w.coef, sv.coef)
+	copy(w.off, sv.off)
+	w.pubSum = sv.pubSum
+	w.pubTrace = sv.pubTrace
+	w.resid = sv.resid
+	w.version = uint64(sv.version)
 	return nil
 }
 

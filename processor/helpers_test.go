@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
@@ -37,6 +38,9 @@ type env struct {
 	wrapKeys func(keyStore) keyStore
 	// wrapLane, when set, wraps the workers' lane publishers the same way.
 	wrapLane func(lanePublisher) lanePublisher
+	// log, when set, is the logger of the processors started next (else
+	// the test's own).
+	log *zap.Logger
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -107,6 +111,9 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	log := zap.NewNop()
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
+	}
+	if e.log != nil {
+		log = e.log
 	}
 	store := e.store
 	if nc != e.nc {
@@ -285,4 +292,14 @@ func (r *running) stats(name string) PipelineStats {
 		}
 	}
 	return PipelineStats{}
+}
+
+// modelOf returns a model of pl's keys around learner l.
+func modelOf(tb testing.TB, pl *pipeline, l learners.Learner) *keymodel.Model {
+	tb.Helper()
+	m, err := keymodel.With(pl.modelSpec(nil), l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/snapshot"
@@ -405,5 +407,49 @@ func TestLaneFallback(t *testing.T) {
 		if len(seqs) < 20 || !slices.IsSorted(seqs) {
 			t.Errorf("%s: outputs of inputs %v, want at least 20, in order", pc.Name, seqs)
 		}
+	}
+}
+
+// TestLaneByDefault: with output.key_in_flight left out, a stream the
+// processor creates allows batches and the outputs go through lanes with
+// DefaultKeyInFlight in flight; an older stream without allow_batched
+// falls back to one in flight per key with one info line, no warning.
+func TestLaneByDefault(t *testing.T) {
+	e := newEnv(t)
+	core, logs := observer.New(zap.InfoLevel)
+	e.log = zap.New(core)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "dold_OUT", Subjects: []string{"kpca.out.dold.*"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	old := pipelineConfig("dold")
+	old.Output.CreateStream = false
+	made := pipelineConfig("dnew")
+	r := e.start(t, Config{Pipelines: []PipelineConfig{old, made}, Workers: 1})
+	defer func() {
+		if err := r.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	po, pm := r.p.pipes[0], r.p.pipes[1]
+	if po.lane || !pm.lane {
+		t.Fatalf("lanes: %v for the older stream, %v for the created one; want false, true", po.lane, pm.lane)
+	}
+	if got := pm.cfg.Output.KeyInFlight; got != DefaultKeyInFlight {
+		t.Errorf("key_in_flight %d, want the default %d", got, DefaultKeyInFlight)
+	}
+	info, err := e.js.Stream(ctx, "dnew_OUT")
+	if err != nil || !info.CachedInfo().Config.AllowBatchPublish {
+		t.Errorf("created output stream: allow_batched false (%v)", err)
+	}
+	fell := logs.FilterMessageSnippet("one output in flight per key")
+	if n := fell.Len(); n != 1 {
+		t.Fatalf("%d fallback lines, want 1: %v", n, fell.All())
+	}
+	if e := fell.All()[0]; e.Level != zap.InfoLevel || e.ContextMap()["pipeline"] != "dold" {
+		t.Errorf("fallback line at %v for %v, want info for dold", e.Level, e.ContextMap()["pipeline"])
+	}
+	if w := logs.FilterLevelExact(zap.WarnLevel).FilterMessageSnippet("lane"); w.Len() > 0 {
+		t.Errorf("warnings about lanes with the default key_in_flight: %v", w.All())
 	}
 }

@@ -307,6 +307,7 @@ func TestFencedWithFullWindow(t *testing.T) {
 	e := newEnv(t)
 	pc := pipelineConfig("wfence")
 	pc.Output.Window = 2
+	pc.Output.KeyInFlight = 1 // the hole is the async publisher of one output in flight per key
 	hole := &holePub{}
 	e.wrapPub = func(asyncPublisher) asyncPublisher { return hole }
 	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 1, ShutdownTimeout: 2 * time.Second})

@@ -114,6 +114,38 @@ func CompareFit(ref *learners.BatchFit, m *learners.Model) (*Report, error) {
 	for j, row := range m.Coefficients {
 		a.SetRow(j, row)
 	}
+	b, utw, wtw := crossProducts(ref, z, a, p)
+
+	// (WᵀW)^-½ and (WᵀW)⁺ by eigendecomposition, dropping directions of W
+	// that are numerically null.
+	wInvSqrt, wPinv, err := invRoots(wtw)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{N: n, K: k, EigRelErr: make([]float64, k), RefEigenvalues: append([]float64(nil), ref.EigenvaluesCov...)}
+	if rep.Cosines, err = cosines(ref, utw, wInvSqrt, k); err != nil {
+		return nil, err
+	}
+	for _, cs := range rep.Cosines {
+		rep.Similarity += cs * cs
+	}
+	rep.Similarity /= float64(k)
+	rep.eigErrors(ref, m)
+	rep.ReconError = reconError(ref, b, wPinv, k)
+	var captured float64
+	for _, lam := range ref.Eigenvalues {
+		captured += lam
+	}
+	rep.ReconErrorBatch = (ref.Trace - captured) / float64(n)
+	return rep, nil
+}
+
+// crossProducts returns, for the model's directions W = Φ_Z A (points z,
+// p of them, coefficients a), B (n×k, row r = Wᵀ(φ(xᵣ) − m)), UᵀW and
+// WᵀW (k×k), U the reference's directions.
+func crossProducts(ref *learners.BatchFit, z []float64, a *mat.Dense, p int) (b, utw, wtw *mat.Dense) {
+	n, d := ref.N, ref.D
+	_, k := a.Dims()
 
 	// Why the centring sits on the X side only: the reference directions
 	// are U = Φ̃C with Φ̃ the centred feature rows φ(xⱼ) − m, so
@@ -135,29 +167,29 @@ func CompareFit(ref *learners.BatchFit, m *learners.Model) (*Report, error) {
 			kxz[i*p+j] -= s
 		}
 	}
-	var b mat.Dense // n×k: row r is bᵣ = Wᵀ(φ(xᵣ) − m)
+	b = new(mat.Dense) // n×k: row r is bᵣ = Wᵀ(φ(xᵣ) − m)
 	b.Mul(mat.NewDense(n, p, kxz), a)
 	c := mat.NewDense(n, k, append([]float64(nil), ref.Alpha...))
-	var utw mat.Dense // k×k
-	utw.Mul(c.T(), &b)
-	var wtw mat.Dense // k×k
+	utw = new(mat.Dense) // k×k
+	utw.Mul(c.T(), b)
+	wtw = new(mat.Dense) // k×k
 	kzz := mat.NewDense(p, p, ref.Kernel.Gram(nil, z, p, d))
 	var tmp mat.Dense
 	tmp.Mul(kzz, a)
 	wtw.Mul(a.T(), &tmp)
+	return b, utw, wtw
+}
 
-	// (WᵀW)^-½ and (WᵀW)⁺ by eigendecomposition, dropping directions of W
-	// that are numerically null.
-	wInvSqrt, wPinv, err := invRoots(&wtw)
-	if err != nil {
-		return nil, err
-	}
+// cosines returns the cosines of the principal angles between the
+// reference's present components and the model's k directions, from UᵀW
+// and (WᵀW)^-½.
+func cosines(ref *learners.BatchFit, utw, wInvSqrt *mat.Dense, k int) ([]float64, error) {
+	cos := make([]float64, k)
 	// U has orthonormal columns for its Rank present components and zero
 	// columns otherwise, so (UᵀU)^-½ selects the present rows.
 	r := ref.Rank
 	var mm mat.Dense
-	mm.Mul(&utw, wInvSqrt)
-	rep := &Report{N: n, K: k, Cosines: make([]float64, k), EigRelErr: make([]float64, k), RefEigenvalues: append([]float64(nil), ref.EigenvaluesCov...)}
+	mm.Mul(utw, wInvSqrt)
 	if r > 0 {
 		present := make([]int, 0, r)
 		for i, lam := range ref.Eigenvalues {
@@ -174,14 +206,16 @@ func CompareFit(ref *learners.BatchFit, m *learners.Model) (*Report, error) {
 			return nil, errors.New("kpcaeval: singular value decomposition failed")
 		}
 		for i, s := range svd.Values(nil) {
-			rep.Cosines[i] = math.Min(1, math.Max(0, s))
+			cos[i] = math.Min(1, math.Max(0, s))
 		}
 	}
-	for _, cs := range rep.Cosines {
-		rep.Similarity += cs * cs
-	}
-	rep.Similarity /= float64(k)
+	return cos, nil
+}
 
+// eigErrors fills the relative eigenvalue errors of m against ref and the
+// reference's relative gap after the k-th eigenvalue.
+func (rep *Report) eigErrors(ref *learners.BatchFit, m *learners.Model) {
+	k := rep.K
 	for i := range k {
 		want, got := ref.EigenvaluesCov[i], m.Eigenvalues[i]
 		switch {
@@ -194,26 +228,25 @@ func CompareFit(ref *learners.BatchFit, m *learners.Model) (*Report, error) {
 	if lk := ref.Eigenvalues[k-1]; lk > 0 {
 		rep.Gap = (lk - ref.Next) / lk
 	}
+}
 
-	// Reconstruction errors: ‖φ(xᵣ) − m‖² = K̃ᵣᵣ = k(xᵣ,xᵣ) − 2cᵣ + g.
+// reconError is the mean feature-space reconstruction error of the
+// reference's rows by the model's directions: ‖φ(xᵣ) − m‖² − bᵣᵀ(WᵀW)⁺bᵣ,
+// with ‖φ(xᵣ) − m‖² = K̃ᵣᵣ = k(xᵣ,xᵣ) − 2cᵣ + g.
+func reconError(ref *learners.BatchFit, b, wPinv *mat.Dense, k int) float64 {
+	n, d := ref.N, ref.D
 	var sum float64
 	bv := make([]float64, k)
 	pb := mat.NewVecDense(k, nil)
 	for row := range n {
 		xr := ref.X[row*d : (row+1)*d]
 		norm := ref.Kernel.Self(xr) - 2*ref.ColMeans[row] + ref.GrandMean
-		mat.Row(bv, row, &b)
+		mat.Row(bv, row, b)
 		bvec := mat.NewVecDense(k, bv)
 		pb.MulVec(wPinv, bvec)
 		sum += norm - mat.Dot(bvec, pb)
 	}
-	rep.ReconError = sum / float64(n)
-	var captured float64
-	for _, lam := range ref.Eigenvalues {
-		captured += lam
-	}
-	rep.ReconErrorBatch = (ref.Trace - captured) / float64(n)
-	return rep, nil
+	return sum / float64(n)
 }
 
 // invRoots returns S^-½ and S⁺ of the symmetric positive semi-definite s,

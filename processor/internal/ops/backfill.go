@@ -48,7 +48,7 @@ func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcavi
 	}
 	ctx, cancel := context.WithTimeout(ctx, backfillWait)
 	defer cancel()
-	subject := s.b.OutputSubject(pl.Name, key)
+	subject := s.v.OutputSubject(pl.Name, key)
 	now := time.Now()
 	span := time.Duration(watchBuckets) * time.Second
 	// A consumer says how many outputs its window holds before any is
