@@ -65,6 +65,8 @@ func fieldTable() map[string]fieldDoc {
 	return out
 }
 
+//go:generate sh -c "go run ../cmd/kpcastream lint --schema > kpcastream.schema.json"
+
 // SchemaID is the schema's $id: where the repository ships it.
 const SchemaID = "https://github.com/kpcastream/kpcastream/blob/main/config/kpcastream.schema.json"
 

@@ -77,7 +77,7 @@ func TestSchemaShipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("config/%s is not what Schema generates: go run ./cmd/kpcastream lint --schema > config/%s", schemaFile, schemaFile)
+		t.Errorf("config/%s is not what Schema generates (doc.go or a config struct changed): go generate ./config", schemaFile)
 	}
 }
 

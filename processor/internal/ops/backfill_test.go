@@ -57,7 +57,8 @@ func TestBackfillNewest(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	publish(n1+1, n2, "spe")
 
-	s := New(Config{JS: js}, &fakeBackend{}, nil)
+	fb := &fakeBackend{}
+	s := New(Config{JS: js}, fb, fb, nil)
 	obs := s.backfill(ctx, Pipeline{Name: "p", OutputStream: "OUT"}, "k1")
 	if len(obs) != watchSamples {
 		t.Fatalf("backfill: %d outputs, want %d", len(obs), watchSamples)
