@@ -143,6 +143,13 @@ func TestUsageHelp(t *testing.T) {
 			t.Errorf("%v: %d stdout %q stderr %q", args, code, out, errOut)
 		}
 	}
+	// A command of subcommands says where their flags are.
+	for _, c := range []string{"key", "dlq", "snapshot"} {
+		code, out, errOut := runCmd(t, "help", c)
+		if code != 0 || errOut != "" || !strings.Contains(out, "run 'kpcastream "+c+" ") || !strings.Contains(out, "for every flag") {
+			t.Errorf("help %s: %d stdout %q stderr %q", c, code, out, errOut)
+		}
+	}
 	code, out, errOut := runCmd(t, "snapshot", "ls", "-h")
 	if code != 0 || errOut != "" || !strings.Contains(out, "examples:\n  kpcastream snapshot ls") {
 		t.Errorf("snapshot ls -h: %d %q", code, out)

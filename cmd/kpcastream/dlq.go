@@ -95,8 +95,9 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
        kpcastream dlq republish --config FILE [--pipeline P] | --stream S  (--seq … | --reason R | --key K | --since D | --all) [--to SUBJECT] [--delete] [--dry-run]`)
 	}
 	if len(args) == 0 || (args[0] != "ls" && args[0] != "republish") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		if len(args) > 0 && isHelpFlag(args[0]) {
 			usage()
+			fmt.Fprintln(stderr, "\nrun 'kpcastream dlq ls -h' or 'kpcastream dlq republish -h' for every flag")
 			return flag.ErrHelp
 		}
 		usage()

@@ -45,6 +45,7 @@ func runKey(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) == 0 || keyOps[args[0]].endpoint == "" {
 		usage()
 		if len(args) > 0 && isHelpFlag(args[0]) {
+			fmt.Fprintln(stderr, "\nrun 'kpcastream key show -h' (accept, reset) for every flag")
 			return flag.ErrHelp
 		}
 		return errUsage
