@@ -12,8 +12,8 @@
 // config puts them under their place in the file (fielderr.Prefix), so
 // no message is parsed.
 // Decoding errors name the field too, with the line the YAML decoder gives
-// ("config: pipelines[0].learner.dim: line 7: cannot unmarshal !!str `x`
-// into int"; an unknown or duplicate key is named itself); only a syntax
+// and the value in the file's terms ("config: pipelines[0].learner.dim:
+// line 7: \"x\" is not an integer"; an unknown or duplicate key is named itself); only a syntax
 // error, or a file that is not one mapping, is named by its line alone
 // ("config: yaml: line 3: …"). An unknown field is named by its YAML path
 // with the closest known field and the mapping's fields ("config: nats.ulr:
