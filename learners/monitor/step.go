@@ -114,35 +114,11 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			m.excursion(x, r)
 			break
 		}
-		if r.Verdict.Trend {
-			// Held, not learned: the newest Confirm observations of a
-			// trend episode wait for its end (see the package comment).
-			if m.pend.n == m.pend.cap() {
-				m.pend.pop()
-				m.st.ExcN = min(m.st.ExcN, int64(m.pend.n))
-			}
-			m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
-			m.clean()
-			break
+		learned, err := m.queue(learn, in, x, r)
+		if err != nil {
+			return r, err
 		}
-		if m.st.Clean+1 >= m.confirmNeed() {
-			for m.pend.n >= m.cfg.Confirm {
-				px, spe, t2, lspe := m.pend.oldest()
-				if err := m.learn(learn, in, px); err != nil {
-					return r, err
-				}
-				m.pend.pop()
-				m.learned(spe, t2, lspe, true)
-			}
-			m.st.ExcN = 0 // the newest Confirm − 1 are clean
-		} else if m.pend.n == m.pend.cap() {
-			// An excursion that fills the queue is too long.
-			m.pend.reset()
-			m.st.ExcN, m.st.Long = 0, true
-		}
-		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
-		m.clean()
-		r.Learned = true
+		r.Learned = learned
 	}
 	if r.Ready && alarmed() {
 		r.Contrib = m.contributions(l, m.Input(in, x), r.Verdict)
@@ -150,6 +126,44 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 	r.Accepted = m.judged(r.Verdict)
 	m.refreshLimits()
 	return r, nil
+}
+
+// queue puts the judged observation x (no alarm, or one a token admits;
+// LearnNormal after the warm-up) among the pending ones and says whether
+// it counts as learned: while the trend gate is out it is held (false);
+// else, once enough observations without alarm have followed, the oldest
+// pending ones are learned first, and an excursion that fills the queue
+// is dropped as too long (true).
+func (m *Monitor) queue(learn func([]float64) error, in, x []float64, r Result) (bool, error) {
+	if r.Verdict.Trend {
+		// Held, not learned: the newest Confirm observations of a
+		// trend episode wait for its end (see the package comment).
+		if m.pend.n == m.pend.cap() {
+			m.pend.pop()
+			m.st.ExcN = min(m.st.ExcN, int64(m.pend.n))
+		}
+		m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
+		m.clean()
+		return false, nil
+	}
+	if m.st.Clean+1 >= m.confirmNeed() {
+		for m.pend.n >= m.cfg.Confirm {
+			px, spe, t2, lspe := m.pend.oldest()
+			if err := m.learn(learn, in, px); err != nil {
+				return false, err
+			}
+			m.pend.pop()
+			m.learned(spe, t2, lspe, true)
+		}
+		m.st.ExcN = 0 // the newest Confirm − 1 are clean
+	} else if m.pend.n == m.pend.cap() {
+		// An excursion that fills the queue is too long.
+		m.pend.reset()
+		m.st.ExcN, m.st.Long = 0, true
+	}
+	m.pend.push(x, r.Novelty.SPE, r.Novelty.T2, r.Verdict.LSPE)
+	m.clean()
+	return true, nil
 }
 
 // excursion handles an alarmed observation x that is not admitted by a
