@@ -346,7 +346,24 @@ func FuzzDecodeManifest(f *testing.F) {
 func sameOutput(a, b *Output) bool {
 	return a.ID == b.ID && a.Key == b.Key && a.Seq == b.Seq && a.BasisVersion == b.BasisVersion &&
 		sameFloats([]float64{a.TS, a.SPE, a.T2, a.Explained}, []float64{b.TS, b.SPE, b.T2, b.Explained}) &&
-		sameFloats(a.Z, b.Z) && a.Y.Equal(b.Y) && a.Pred.Equal(b.Pred) && sameMeta(a.Meta, b.Meta) && sameFloats(a.Scores, b.Scores)
+		sameFloats(a.Z, b.Z) && a.Y.Equal(b.Y) && a.Pred.Equal(b.Pred) && sameMeta(a.Meta, b.Meta) && sameFloats(a.Scores, b.Scores) &&
+		sameMonitor(a, b)
+}
+
+// sameMonitor compares the monitoring fields (a 0 and a −0 are the same:
+// an absent pair of fields).
+func sameMonitor(a, b *Output) bool {
+	eq := func(x, y float64) bool { return x == y || x != x && y != y }
+	if !eq(a.SPELimit, b.SPELimit) || !eq(a.T2Limit, b.T2Limit) || a.Alarm != b.Alarm ||
+		!eq(a.LSPE, b.LSPE) || !eq(a.LSPELimit, b.LSPELimit) || a.Warmup != b.Warmup || len(a.Contrib) != len(b.Contrib) {
+		return false
+	}
+	for i, c := range a.Contrib {
+		if c.Var != b.Contrib[i].Var || !eq(c.Value, b.Contrib[i].Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // outputText is every string of o, for the JSON round trip's UTF-8 check.
@@ -367,6 +384,8 @@ func FuzzDecodeOutput(f *testing.F) {
 	f.Add([]byte(`{"id":"\ud800","z":null}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"scores":[0.25,0.75]}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"y":"c","meta":{"s":1},"pred":2,"scores":[0.25,0.75],"spe_limit":0.25,"t2_limit":8,"alarm":"both"}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"spe_limit":0.25,"t2_limit":8,"alarm":"spe","lspe":3,"lspe_limit":1.5,"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.1}]}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"warmup":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, enc := range []Encoding{JSON, Msgpack} {
 			out, err := DecodeOutput(data, enc)

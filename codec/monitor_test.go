@@ -22,17 +22,22 @@ func TestOutputMonitorFields(t *testing.T) {
 	full.Pred = Scalar{Kind: ScalarString, Str: "x"}
 	full.Scores = []float64{0.1, 0.9}
 	full.SPELimit, full.T2Limit, full.Alarm = 0.25, 9.5, "spe"
+	full.LSPE, full.LSPELimit = 3, 1.5
+	full.Contrib = []Contribution{{Var: 7, Value: 2.5}, {Var: 0, Value: 0.125}, {Var: 300, Value: 0}}
 	limitsOnly := base
 	limitsOnly.SPELimit, limitsOnly.T2Limit = 0.75, 9.5
+	warming := base
+	warming.Warmup = true
 	for _, enc := range []Encoding{JSON, Msgpack} {
 		plain, err := EncodeOutput(nil, enc, &base)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(plain, []byte("limit")) || bytes.Contains(plain, []byte("alarm")) {
+		if bytes.Contains(plain, []byte("limit")) || bytes.Contains(plain, []byte("alarm")) || bytes.Contains(plain, []byte("contrib")) ||
+			bytes.Contains(plain, []byte("lspe")) || bytes.Contains(plain, []byte("warmup")) {
 			t.Errorf("enc %d: output without monitoring carries monitoring fields: %q", enc, plain)
 		}
-		for _, o := range []Output{full, limitsOnly} {
+		for _, o := range []Output{full, limitsOnly, warming} {
 			b, err := EncodeOutput(nil, enc, &o)
 			if err != nil {
 				t.Fatal(err)
@@ -50,8 +55,17 @@ func TestOutputMonitorFields(t *testing.T) {
 		}
 	}
 	b, _ := EncodeOutput(nil, JSON, &full)
-	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe"}`) {
+	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe","lspe":3,"lspe_limit":1.5,`+
+		`"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.125},{"var":300,"value":0}]}`) {
 		t.Errorf("JSON field order: %s", b)
+	}
+	if b, _ := EncodeOutput(nil, JSON, &warming); !strings.HasSuffix(string(b), `"basis_version":2,"warmup":true}`) {
+		t.Errorf("JSON of a warming output: %s", b)
+	}
+	nanContrib := full
+	nanContrib.Contrib = []Contribution{{Var: 1, Value: nanValue()}}
+	if _, err := EncodeOutput(nil, JSON, &nanContrib); !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "contrib") {
+		t.Errorf("NaN contribution in JSON: got %v, want ErrNonFinite naming contrib", err)
 	}
 	bad := base
 	bad.SPELimit = nanValue()
@@ -167,6 +181,25 @@ func TestSnapshotMonitor(t *testing.T) {
 	}
 	if got, err := DecodeSnapshot(bt); err != nil || !reflect.DeepEqual(got.Monitor, &mt) {
 		t.Errorf("monitor with the trend gate's state: got %+v (%v), want %+v", got.Monitor, err, &mt)
+	}
+	if bytes.Contains(bt, []byte("lspe")) || bytes.Contains(bt, []byte("lin_")) {
+		t.Error("a monitor without the linear residual carries its fields")
+	}
+	// The linear residual's state travels exactly (issue 31).
+	withLinear := *snap
+	ml := mt
+	ml.LSPE = []float64{0.5, 0.25}
+	ml.Pending = []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1, LSPE: 0.3}, {X: []float64{3, 4}, SPE: 0.2, T2: 2, LSPE: 0.4}}
+	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7}
+	ml.Clean, ml.ExcN, ml.Long = 3, 1, true
+	ml.LTrend, ml.LTrendSD = 0.01, 0.02
+	withLinear.Monitor = &ml
+	bl, err := EncodeSnapshot(&withLinear)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeSnapshot(bl); err != nil || !reflect.DeepEqual(got.Monitor, &ml) {
+		t.Errorf("monitor with the linear residual: got %+v (%v), want %+v", got.Monitor, err, &ml)
 	}
 	got.Monitor = nil
 	if b2, _ := EncodeSnapshot(got); !bytes.Equal(b2, plain) {

@@ -3,7 +3,11 @@ package codec
 import (
 	"encoding/binary"
 	"math"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // mpParser decodes observations from msgpack without reflection. Every
@@ -279,6 +283,11 @@ func (p *mpParser) skip(depth int) error {
 func (p *mpParser) top() error {
 	if len(p.b) == 0 {
 		return p.d.fail(ErrMalformed, "empty payload")
+	}
+	if p.b[0] < 0x80 && looksText(p.b) {
+		// A positive fixint cannot start an observation: this is text
+		// (nats pub subj hello), not msgpack read as the integer 104.
+		return p.d.fail(ErrMalformed, "payload is text (%s), not JSON or msgpack: send a JSON object {\"x\":[…]} or array [x1,…], or msgpack", quoteClip(p.b))
 	}
 	l := lexer{p.vector, p.text, p.ts, p.scalar, p.meta, p.skipField}
 	if err := p.element(&l, true, "payload", "payload "); err != nil {
@@ -572,4 +581,26 @@ func (p *mpParser) meta(m Meta) (Meta, error) {
 		}
 	}
 	return m, nil
+}
+
+// looksText reports whether b is printable UTF-8 text (tabs and line
+// breaks allowed).
+func looksText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteClip quotes text for a message, at most 40 bytes of it.
+func quoteClip(b []byte) string {
+	if len(b) > 40 {
+		return strconv.Quote(strings.ToValidUTF8(string(b[:40]), "")) + "…"
+	}
+	return strconv.Quote(string(b))
 }

@@ -146,7 +146,11 @@ func TestDecodeObservationsErrors(t *testing.T) {
 		{"msgpack oversized batch", mp(t, map[string]any{"batch": [][]float64{{1}, {2}, {3}, {4}}}), "", small, ErrTooLarge, "field batch: 4 observations, limit 3"},
 		{"msgpack batch element", mp(t, map[string]any{"batch": []any{[]float64{1}, "s"}}), "", Limits{}, ErrMalformed, "batch element 1: is a string"},
 		{"msgpack empty batch", mp(t, map[string]any{"batch": []any{}}), "", Limits{}, ErrMalformed, "field batch: empty"},
-		{"json as msgpack", []byte(`[1]`), "application/msgpack", Limits{}, ErrMalformed, "payload is an integer"},
+		{"json as msgpack", []byte(`[1]`), "application/msgpack", Limits{}, ErrMalformed, `payload is text ("[1]"), not JSON or msgpack`},
+		// Text (nats pub subj hello) is named as text, not the msgpack
+		// integer of its first byte (issue 33 row 7).
+		{"text", []byte("hello"), "", Limits{}, ErrMalformed, `payload is text ("hello"), not JSON or msgpack: send a JSON object {"x":[…]} or array [x1,…], or msgpack`},
+		{"csv line", []byte("1.5,2,3\n"), "", Limits{}, ErrMalformed, `payload is text ("1.5,2,3\n")`},
 		{"msgpack as json", mp(t, []float64{1}), "application/json", Limits{}, ErrMalformed, "payload is invalid JSON"},
 		// Ids must be valid UTF-8, in both encodings (issue #14: "\xed" used
 		// to decode, re-encode as "\ufffd" and so have two JSON forms).

@@ -22,7 +22,12 @@ import (
 // only when present: "y" and "meta" (passed through from the observation),
 // "pred" and "scores" (from a classifier stage), "spe_limit" and "t2_limit"
 // (a pipeline with monitoring, once its limits are in force: both or
-// neither, absent when both are 0) and "alarm" (only on an alarm).
+// neither, absent when both are 0), "alarm" (only on an alarm),
+// "lspe" and "lspe_limit" (monitor.linear, once its limit is in force:
+// both or neither), "contrib" (only on an alarm: the variables with the
+// largest contributions, largest first, each {"var": index, "value":
+// contribution}) and "warmup" (true, only while a monitored key's limits
+// are not yet in force).
 type Output struct {
 	// ID is the observation's ID, or "".
 	ID string `msgpack:"id" json:"id"`
@@ -60,10 +65,34 @@ type Output struct {
 	// Alarm is "spe", "t2" or "both" when a statistic is above its limit
 	// (omitted when none is).
 	Alarm string `msgpack:"alarm,omitempty" json:"alarm,omitempty"`
+	// LSPE and LSPELimit are the linear residual and its limit
+	// (monitor.linear; omitted, both, without it or before its limit is
+	// in force). An LSPE above its limit is an "spe" alarm.
+	LSPE      float64 `msgpack:"lspe,omitempty" json:"lspe,omitempty"`
+	LSPELimit float64 `msgpack:"lspe_limit,omitempty" json:"lspe_limit,omitempty"`
+	// Contrib names the variables behind an alarm, largest contribution
+	// first (omitted without an alarm).
+	Contrib []Contribution `msgpack:"contrib,omitempty" json:"contrib,omitempty"`
+	// Warmup is true while a monitored key's limits are not yet in force
+	// (its warm-up: rows learned unconditionally as normal); omitted
+	// otherwise.
+	Warmup bool `msgpack:"warmup,omitempty" json:"warmup,omitempty"`
+}
+
+// Contribution is a variable's contribution to an alarm (see
+// learners/monitor: reconstruction-based, in units of the limits).
+type Contribution struct {
+	// Var is the variable's index in the observation's x (0-based).
+	Var int `msgpack:"var" json:"var"`
+	// Value is the contribution.
+	Value float64 `msgpack:"value" json:"value"`
 }
 
 // hasLimits tells whether the limit fields are written.
 func (o *Output) hasLimits() bool { return o.SPELimit != 0 || o.T2Limit != 0 }
+
+// hasLinear tells whether the linear residual's fields are written.
+func (o *Output) hasLinear() bool { return o.LSPE != 0 || o.LSPELimit != 0 }
 
 // extra counts the optional fields of o that are present.
 func (o *Output) extra() int {
@@ -84,6 +113,15 @@ func (o *Output) extra() int {
 		n += 2
 	}
 	if o.Alarm != "" {
+		n++
+	}
+	if o.hasLinear() {
+		n += 2
+	}
+	if len(o.Contrib) > 0 {
+		n++
+	}
+	if o.Warmup {
 		n++
 	}
 	return n
@@ -111,7 +149,7 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 	if n := 9 + o.extra(); n <= 15 {
 		b = append(b, 0x80|byte(n))
 	} else {
-		b = append(b, 0xde, 0, byte(n)) // map 16: at most 9 + 7 fields
+		b = append(b, 0xde, 0, byte(n)) // map 16: at most 9 + 11 fields
 	}
 	b = mpStr(b, "id")
 	b = mpStr(b, o.ID)
@@ -162,6 +200,27 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 	if o.Alarm != "" {
 		b = mpStr(b, "alarm")
 		b = mpStr(b, o.Alarm)
+	}
+	if o.hasLinear() {
+		b = mpStr(b, "lspe")
+		b = mpFloat(b, o.LSPE)
+		b = mpStr(b, "lspe_limit")
+		b = mpFloat(b, o.LSPELimit)
+	}
+	if len(o.Contrib) > 0 {
+		b = mpStr(b, "contrib")
+		b = mpArrayLen(b, len(o.Contrib))
+		for _, c := range o.Contrib {
+			b = append(b, 0x82)
+			b = mpStr(b, "var")
+			b = mpInt(b, int64(c.Var))
+			b = mpStr(b, "value")
+			b = mpFloat(b, c.Value)
+		}
+	}
+	if o.Warmup {
+		b = mpStr(b, "warmup")
+		b = append(b, 0xc3)
 	}
 	return b
 }
@@ -270,6 +329,29 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 		b = append(b, `,"alarm":`...)
 		b = jsonStr(b, o.Alarm)
 	}
+	if o.hasLinear() {
+		b = append(b, `,"lspe":`...)
+		b = jsonFloat(b, o.LSPE)
+		b = append(b, `,"lspe_limit":`...)
+		b = jsonFloat(b, o.LSPELimit)
+	}
+	if len(o.Contrib) > 0 {
+		b = append(b, `,"contrib":[`...)
+		for i, c := range o.Contrib {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"var":`...)
+			b = strconv.AppendInt(b, int64(c.Var), 10)
+			b = append(b, `,"value":`...)
+			b = jsonFloat(b, c.Value)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if o.Warmup {
+		b = append(b, `,"warmup":true`...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -290,6 +372,15 @@ func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
 		return "spe_limit", -1, o.SPELimit, true
 	case !finite(o.T2Limit):
 		return "t2_limit", -1, o.T2Limit, true
+	case !finite(o.LSPE):
+		return "lspe", -1, o.LSPE, true
+	case !finite(o.LSPELimit):
+		return "lspe_limit", -1, o.LSPELimit, true
+	}
+	for i, c := range o.Contrib {
+		if !finite(c.Value) {
+			return "contrib", i, c.Value, true
+		}
 	}
 	for i, v := range o.Z {
 		if !finite(v) {

@@ -132,16 +132,46 @@ type wireMonitor struct {
 	// earlier snapshots decode with both 0, the gate's start.
 	Trend   float64 `msgpack:"trend,omitempty"`
 	TrendSD float64 `msgpack:"trend_sd,omitempty"`
+	// The linear residual (monitor.linear): its limit window, the pending
+	// observations' values, and its model's weight, mean and co-moment
+	// (d×d); omitted without it, so such snapshots keep the bytes of
+	// earlier versions, and earlier snapshots decode without it (the
+	// model starts empty).
+	LSPE     []float64 `msgpack:"lspe,omitempty"`
+	PendLSPE []float64 `msgpack:"pend_lspe,omitempty"`
+	LinW     float64   `msgpack:"lin_w,omitempty"`
+	LinMean  []float64 `msgpack:"lin_mean,omitempty"`
+	LinM2    []float64 `msgpack:"lin_m2,omitempty"`
+	LinP     []float64 `msgpack:"lin_p,omitempty"`
+	LinSince int       `msgpack:"lin_since,omitempty"`
+	// The excursion rule's counters (learn normal), omitted when 0 as the
+	// trend's; earlier snapshots decode with them 0.
+	LTrend   float64 `msgpack:"ltrend,omitempty"`
+	LTrendSD float64 `msgpack:"ltrend_sd,omitempty"`
+	Clean    int64   `msgpack:"clean,omitempty"`
+	ExcN     int64   `msgpack:"exc_n,omitempty"`
+	Long     bool    `msgpack:"long,omitempty"`
 }
 
 func toWireMonitor(m *monitor.State) *wireMonitor {
 	w := &wireMonitor{Learned: m.Learned, Run: m.Run, Tokens: m.Tokens, Settled: m.Settled, SPE: m.SPE, T2: m.T2,
-		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2, Trend: m.Trend, TrendSD: m.TrendSD}
+		Held: m.Held, InW: m.InW, InMean: m.InMean, InM2: m.InM2, Trend: m.Trend, TrendSD: m.TrendSD, Clean: m.Clean, ExcN: m.ExcN, Long: m.Long,
+		LTrend: m.LTrend, LTrendSD: m.LTrendSD}
 	for _, p := range m.Pending {
 		w.Dim = len(p.X)
 		w.PendX = append(w.PendX, p.X...)
 		w.PendSPE = append(w.PendSPE, p.SPE)
 		w.PendT2 = append(w.PendT2, p.T2)
+		if m.Linear != nil {
+			w.PendLSPE = append(w.PendLSPE, p.LSPE)
+		}
+	}
+	w.LSPE = m.LSPE
+	if l := m.Linear; l != nil {
+		w.LinW, w.LinMean, w.LinM2, w.LinP, w.LinSince = l.W, l.Mean, l.M2, l.P, l.Since
+		if w.LinMean == nil {
+			w.LinMean = []float64{} // present, so that the model is restored
+		}
 	}
 	return w
 }
@@ -152,9 +182,20 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 		return nil, malformed("snapshot: monitor with %d pending statistics, %d and %d values of dimension %d", n, len(w.PendT2), len(w.PendX), w.Dim)
 	}
 	m := &monitor.State{Learned: w.Learned, Run: w.Run, Tokens: w.Tokens, Settled: w.Settled, SPE: w.SPE, T2: w.T2,
-		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2, Trend: w.Trend, TrendSD: w.TrendSD}
+		Held: w.Held, InW: w.InW, InMean: w.InMean, InM2: w.InM2, Trend: w.Trend, TrendSD: w.TrendSD, LSPE: w.LSPE,
+		Clean: w.Clean, ExcN: w.ExcN, Long: w.Long, LTrend: w.LTrend, LTrendSD: w.LTrendSD}
+	if len(w.PendLSPE) != 0 && len(w.PendLSPE) != n {
+		return nil, malformed("snapshot: monitor with %d pending observations and %d linear residuals", n, len(w.PendLSPE))
+	}
 	for i := range n {
-		m.Pending = append(m.Pending, monitor.Pending{X: w.PendX[i*w.Dim : (i+1)*w.Dim], SPE: w.PendSPE[i], T2: w.PendT2[i]})
+		p := monitor.Pending{X: w.PendX[i*w.Dim : (i+1)*w.Dim], SPE: w.PendSPE[i], T2: w.PendT2[i]}
+		if len(w.PendLSPE) == n {
+			p.LSPE = w.PendLSPE[i]
+		}
+		m.Pending = append(m.Pending, p)
+	}
+	if w.LinMean != nil || w.LinM2 != nil || w.LinW != 0 {
+		m.Linear = &monitor.LinearState{W: w.LinW, Mean: w.LinMean, M2: w.LinM2, P: w.LinP, Since: w.LinSince}
 	}
 	return m, nil
 }

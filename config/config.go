@@ -126,6 +126,11 @@ type Overrides struct {
 	// references instead of Read's getenv (the commands hide the NATS_*
 	// variables from getenv, not from an explicit ${NATS_URL}).
 	Env func(string) (string, bool)
+	// Unused, when not nil, names the fields (by YAML path, such as
+	// "http.metrics_addr") the caller does not read: a ${VAR} whose
+	// variable is unset is read as "" there instead of an error. The client
+	// commands do not fail on a variable only "run" uses.
+	Unused func(path string) bool
 }
 
 // Load reads the YAML file at path (strict: unknown fields are errors),
@@ -161,7 +166,7 @@ func Read(r io.Reader, getenv func(string) (string, bool), ov Overrides) (*Confi
 	if lookup == nil {
 		lookup = getenv
 	}
-	data, subErrs := expand(data, lookup)
+	data, subErrs := expandUnused(data, lookup, ov.Unused)
 	if len(subErrs) > 0 {
 		return nil, errors.Join(subErrs...)
 	}
@@ -368,6 +373,8 @@ func decodeYAML(data []byte, c *Config) (errs []error, complete bool) {
 			if m := reUnknown.FindStringSubmatch(msg); m != nil {
 				// Named by its YAML path, not the decoder's Go type.
 				msg = unknownField(m[1], m[2], path)
+			} else {
+				msg = typeMessage(msg)
 			}
 			errs = append(errs, decodeErr(path, msg))
 		}
@@ -394,6 +401,7 @@ type lineField struct {
 	path  string // "nats.url", "pipelines[0].learner", `x["we.ird"]`
 	key   string // the key as written ("" for a sequence element)
 	value string // the value when it is a scalar
+	kind  yaml.Kind
 }
 
 // lineFields records, for each line of n, the fields starting on it,
@@ -424,7 +432,7 @@ func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
 			if k.Value == "<<" { // merge key: fields of the merged map belong to this one
 				p = path
 			}
-			f := lineField{path: p, key: k.Value}
+			f := lineField{path: p, key: k.Value, kind: v.Kind}
 			if v.Kind == yaml.ScalarNode {
 				f.value = v.Value
 			}
@@ -450,7 +458,7 @@ func lineFields(n *yaml.Node, path string, fields map[int][]lineField) {
 var (
 	reUnknown   = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type`)
 	reDuplicate = regexp.MustCompile(`(?s)^line (\d+): mapping key ("(?:[^"\\]|\\.)*") already defined`)
-	reType      = regexp.MustCompile("^line (\\d+): cannot unmarshal \\S+(?: `(.*)`)? into")
+	reType      = regexp.MustCompile("^line (\\d+): cannot unmarshal (\\S+)(?: `(.*)`)? into")
 )
 
 // errorPath names the field a YAML decoding error (which gives only a
@@ -488,12 +496,28 @@ func errorPath(msg string, fields map[int][]lineField) string {
 			}
 		}
 	}
-	if m := reType.FindStringSubmatch(msg); m != nil && m[2] != "" {
-		short, trunc := strings.CutSuffix(m[2], "...")
+	if m := reType.FindStringSubmatch(msg); m != nil && m[3] != "" {
+		short, trunc := strings.CutSuffix(m[3], "...")
 		if p := find(func(f lineField) bool {
 			return f.value == short || trunc && len(f.value) > 10 && strings.HasPrefix(f.value, short)
 		}); p != "" {
 			return p
+		}
+	} else if m != nil && (m[2] == "!!seq" || m[2] == "!!map") {
+		// A list or a mapping where a value is wanted: the one field on
+		// the line whose value is one (dim: [1] is learner.dim, not the
+		// learner whose mapping starts on the line).
+		kind := map[string]yaml.Kind{"!!seq": yaml.SequenceNode, "!!map": yaml.MappingNode}[m[2]]
+		var path string
+		n := 0
+		for _, f := range on {
+			if f.path != "" && f.kind == kind && f.key != "" {
+				path = f.path
+				n++
+			}
+		}
+		if n == 1 {
+			return path
 		}
 	}
 	// The outermost field, if everything else on the line is inside it.

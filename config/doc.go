@@ -12,8 +12,8 @@
 // config puts them under their place in the file (fielderr.Prefix), so
 // no message is parsed.
 // Decoding errors name the field too, with the line the YAML decoder gives
-// ("config: pipelines[0].learner.dim: line 7: cannot unmarshal !!str `x`
-// into int"; an unknown or duplicate key is named itself); only a syntax
+// and the value in the file's terms ("config: pipelines[0].learner.dim:
+// line 7: \"x\" is not an integer"; an unknown or duplicate key is named itself); only a syntax
 // error, or a file that is not one mapping, is named by its line alone
 // ("config: yaml: line 3: …"). An unknown field is named by its YAML path
 // with the closest known field and the mapping's fields ("config: nats.ulr:
@@ -151,12 +151,14 @@
 //	pipelines[i].classifier.window        labelled predictions behind the accuracy metric  1000
 //	pipelines[i].monitor.level            limits' level in (0, 1)    0.99 (no monitor: section → no monitoring)
 //	pipelines[i].monitor.learn            always | normal (with the trend gate: README, Monitoring)  always
-//	pipelines[i].monitor.warmup           observations learned first 2·budget, ≥ 100
-//	pipelines[i].monitor.accept_after     consecutive alarms or trend-held observations (0 never)  0
+//	pipelines[i].monitor.warmup           rows known to be normal, learned first  2·budget, 100..200
+//	pipelines[i].monitor.accept_after     consecutive alarmed observations (0 never)  0
 //	pipelines[i].monitor.confirm          observations, 1..4096      10
 //	pipelines[i].monitor.window           normal observations behind the limits, 2..2²⁰  10/(1 − level), ≥ 100
 //	pipelines[i].monitor.trend            ewma | off (learn normal's trend gate)  ewma
 //	pipelines[i].monitor.trend_lambda     EWMA weight in (0, 1]      2/(n + 1), n = 1/(1 − level)
+//	pipelines[i].monitor.excursion        alarms learned as a normal excursion, ≤ 4096 (negative none)  50
+//	pipelines[i].monitor.linear           bool: a linear residual beside the kernel's (dim 2..512)  false
 //	pipelines[i].preprocess.standardize   bool                       false
 //	pipelines[i].preprocess.freeze        bool (needs standardize)   true when learner.forget is 1, else false
 package config

@@ -2,7 +2,10 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // expand substitutes the environment variable references of a
@@ -101,4 +104,71 @@ func clip(s string) string {
 		return string(r[:40]) + "…"
 	}
 	return string(r)
+}
+
+// unsetMark stands for an unset variable in expandUnused's trial expansion.
+const unsetMark = "KPCASTREAM_UNSET_VARIABLE"
+
+// expandUnused is expand, except that when unused is not nil and every
+// unset variable is referenced only in the values of fields unused reports,
+// those references read as "" and are no error. Otherwise (an unset
+// variable in a field the caller reads, in a key, or a file that is not
+// YAML) it is expand, every problem reported.
+func expandUnused(data []byte, lookup func(string) (string, bool), unused func(string) bool) ([]byte, []error) {
+	out, errs := expand(data, lookup)
+	if len(errs) == 0 || unused == nil {
+		return out, errs
+	}
+	marked, merrs := expand(data, func(name string) (string, bool) {
+		if v, ok := lookup(name); ok {
+			return v, ok
+		}
+		return unsetMark, true
+	})
+	if len(merrs) > 0 { // other problems than unset variables
+		return out, errs
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(marked, &doc) != nil || !marksUnused(&doc, "", unused) {
+		return out, errs
+	}
+	return []byte(strings.ReplaceAll(string(marked), unsetMark, "")), nil
+}
+
+// marksUnused reports whether every unsetMark in the tree of n (at YAML
+// path path) is in the value of a field unused reports.
+func marksUnused(n *yaml.Node, path string, unused func(string) bool) bool {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if !marksUnused(c, path, unused) {
+				return false
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if strings.Contains(k.Value, unsetMark) {
+				return false
+			}
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			if !marksUnused(n.Content[i+1], p, unused) {
+				return false
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if !marksUnused(c, path+"["+strconv.Itoa(i)+"]", unused) {
+				return false
+			}
+		}
+	default:
+		if strings.Contains(n.Value, unsetMark) && !unused(path) {
+			return false
+		}
+	}
+	return true
 }

@@ -147,3 +147,34 @@ func TestEmbeddedPortEnv(t *testing.T) {
 		t.Errorf("bad env port: %v", err)
 	}
 }
+
+// TestSubstitutionUnused: with Overrides.Unused, an unset variable only in
+// fields the caller does not read is "" (a client command and ${PORT} in
+// http.metrics_addr, issue 33 row 9); in a field it reads it is still the
+// error naming it.
+func TestSubstitutionUnused(t *testing.T) {
+	env := envOf(map[string]string{})
+	file := `http: {metrics_addr: "127.0.0.1:${PORT}"}
+log:
+  level: ${LEVEL}
+pipelines:
+  - name: p
+    input: {subject: "in.*"}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`
+	unused := func(p string) bool { return strings.HasPrefix(p, "http.") || strings.HasPrefix(p, "log.") }
+	if _, err := Read(strings.NewReader(file), env, Overrides{}); err == nil || !strings.Contains(err.Error(), "${PORT}: environment variable PORT is not set") {
+		t.Errorf("without Unused: %v, want PORT not set", err)
+	}
+	c, err := Read(strings.NewReader(file), env, Overrides{Unused: unused})
+	if err != nil {
+		t.Fatalf("with Unused: %v", err)
+	}
+	if c.Pipelines[0].Input.Subject != "in.*" || c.Log.Level != DefaultLogLevel {
+		t.Errorf("with Unused: subject %q, log level %q", c.Pipelines[0].Input.Subject, c.Log.Level)
+	}
+	used := strings.Replace(file, `"in.*"`, `"${SUBJ}"`, 1)
+	if _, err := Read(strings.NewReader(used), env, Overrides{Unused: unused}); err == nil || !strings.Contains(err.Error(), "line 6: ${SUBJ}: environment variable SUBJ is not set") || !strings.Contains(err.Error(), "PORT") {
+		t.Errorf("an unset variable in a field read: %v, want every unset variable named", err)
+	}
+}

@@ -126,7 +126,7 @@ func runFlagSet(t *testing.T) map[string]bool {
 		}
 		var stderr bytes.Buffer
 		cmd = exec.Command(bin, "run", "-h")
-		cmd.Stderr = &stderr
+		cmd.Stdout = &stderr // the help asked for is on stdout
 		if err := cmd.Run(); err != nil {
 			flagsErr = fmt.Errorf("kpcastream run -h: %v\n%s", err, stderr.Bytes())
 			return
@@ -359,6 +359,19 @@ func TestCompose(t *testing.T) {
 		workers = append(workers, name)
 		if get(t, svc, "build", "dockerfile") != "Dockerfile" || get(t, svc, "build", "context") != ".." {
 			t.Errorf("service %s is not built from the repository's Dockerfile", name)
+		}
+		// The image is stamped with the version (issue 33 row 14): the
+		// Dockerfile's ARGs, each from a variable the file's header sets.
+		dockerfile := string(read(t, "Dockerfile"))
+		for arg, env := range map[string]string{"VERSION": "KPCA_BUILD_VERSION", "REVISION": "KPCA_BUILD_REVISION"} {
+			args, _ := svc["build"].(map[string]any)["args"].(map[string]any)
+			v, _ := args[arg].(string)
+			if !strings.Contains(v, "${"+env) || !strings.Contains(dockerfile, "\nARG "+arg+"=") {
+				t.Errorf("service %s: build arg %s is %q, want it from ${%s} (an ARG of the Dockerfile)", name, arg, v, env)
+			}
+			if !regexp.MustCompile(`(?m)^#\s+export .*\b` + env + `=`).Match(read(t, "deploy/docker-compose.yml")) {
+				t.Errorf("deploy/docker-compose.yml's header does not set %s", env)
+			}
 		}
 		if svc["container_name"] != nil {
 			t.Errorf("service %s has a container_name: it cannot be scaled", name)

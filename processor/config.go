@@ -153,11 +153,15 @@ type MonitorConfig struct {
 	// limits, after the warm-up; alarmed ones are still published).
 	Learn string `yaml:"learn"`
 	// Warmup is the number of observations learned unconditionally before
-	// the limits are in force. Default 2 × learner.budget, at least 100.
+	// the limits are in force: rows known to be normal (a fault among them
+	// is learned as normal). Default 2 × learner.budget, at least 100 and
+	// at most 200. Until it ends, outputs carry "warmup": true and no
+	// limits.
 	Warmup int `yaml:"warmup"`
-	// AcceptAfter: with learn normal, after this many consecutive
-	// observations that were alarmed or held by the trend gate the key
-	// accepts the new regime and starts a new warm-up. Default 0: never.
+	// AcceptAfter: with learn normal, after this many consecutive alarmed
+	// observations the key accepts the new regime and starts a new
+	// warm-up (an observation held by the trend gate without an alarm
+	// ends the run). Default 0: never.
 	AcceptAfter int `yaml:"accept_after"`
 	// Confirm: with learn normal, an observation within the limits is
 	// learned once this many later observations raised no alarm. Default 10.
@@ -174,6 +178,19 @@ type MonitorConfig struct {
 	// TrendLambda is the weight in (0, 1] of the trend gate's EWMA.
 	// Default 2/(n + 1) with n = 1/(1 − level) (0.0198 at 0.99).
 	TrendLambda float64 `yaml:"trend_lambda"`
+	// Excursion: with learn normal, the largest run of alarms that is
+	// still learned as a normal excursion (an autocorrelated process
+	// leaving its learned range for a while) once 2 × confirm observations
+	// without alarm follow it; a longer run is a fault and is not learned.
+	// Default 50; negative: none (every alarm discards what is pending).
+	Excursion int `yaml:"excursion"`
+	// Linear also monitors a linear residual: the SPE of a running linear
+	// PCA (learner.components components, at most dim − 1) of the learned
+	// inputs, with its own limit at level; above it, the output has an
+	// "spe" alarm and carries "lspe" and "lspe_limit". It sees a fault in
+	// one variable among many, which barely moves an RBF kernel. Needs
+	// dim ≥ 2, at most 512; memory 8·dim² bytes per key. Default false.
+	Linear bool `yaml:"linear"`
 }
 
 // PreprocessConfig is a pipeline's preprocessing of the inputs.
@@ -201,7 +218,10 @@ func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
 	var c monitor.Config
 	if m := p.Monitor; m != nil {
 		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window,
-			Trend: m.Trend, TrendLambda: m.TrendLambda}
+			Trend: m.Trend, TrendLambda: m.TrendLambda, Linear: m.Linear, Excursion: m.Excursion}
+		if m.Linear {
+			c.LinearComponents = min(lc.Components, lc.Dim-1)
+		}
 	}
 	if pp := p.Preprocess; pp != nil {
 		c.Standardize = pp.Standardize

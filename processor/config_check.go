@@ -92,7 +92,36 @@ func (p PipelineConfig) validate() []error {
 	if !nameRE.MatchString(p.Name) {
 		bad("name", "must match %s, got %q", nameRE, p.Name)
 	}
-	toks := strings.Split(p.Input.Subject, ".")
+	p.validateInput(bad)
+	p.validateKeyToken(bad)
+	errs = append(errs, fielderr.Prefix(scope, "learner", p.Learner.Validate())...)
+	p.validateOutput(bad)
+	p.validateDeadLetters(bad)
+	switch p.Snapshot.OnCorrupt {
+	case OnCorruptFail, OnCorruptReset:
+	default:
+		bad("snapshot.on_corrupt_snapshot", "must be fail or reset, got %q", p.Snapshot.OnCorrupt)
+	}
+	if p.MaxKeys < 1 {
+		bad("max_keys", "must be ≥ 1, got %d", p.MaxKeys)
+	}
+	if p.MaxBatch < 1 {
+		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)
+	}
+	p.validatePartitions(bad)
+	if p.Classifier != nil {
+		errs = append(errs, fielderr.Prefix(scope, "classifier", p.Classifier.withDefaults().validate(p.Learner)...)...)
+	}
+	errs = append(errs, p.validateMonitor()...)
+	return errs
+}
+
+// badFunc reports one problem of a field (validate's collector).
+type badFunc func(field, format string, args ...any)
+
+// validateInput checks the input section: subject, stream, consumer
+// settings and the limits of a created stream.
+func (p PipelineConfig) validateInput(bad badFunc) {
 	switch {
 	case p.Input.Subject == "":
 		bad("input.subject", "required")
@@ -117,22 +146,27 @@ func (p PipelineConfig) validate() []error {
 	if p.Input.NakDelay <= 0 {
 		bad("input.nak_delay", "must be > 0, got %v", p.Input.NakDelay)
 	}
-	validateLimits := func(prefix string, replicas int, maxAge time.Duration, maxBytes int64) {
-		if replicas < 1 || replicas > 5 {
-			bad(prefix+".replicas", "must be in [1, 5], got %d", replicas)
-		}
-		if maxAge < 0 {
-			bad(prefix+".max_age", "must be ≥ 0 (0: no limit), got %v", maxAge)
-		}
-		if maxBytes < 0 {
-			bad(prefix+".max_bytes", "must be ≥ 0 (0: no limit), got %d", maxBytes)
-		}
+	validateLimits(bad, "input", p.Input.Replicas, p.Input.MaxAge, p.Input.MaxBytes)
+}
+
+// validateLimits checks the replicas and limits of a stream the
+// processor creates (the fields under prefix).
+func validateLimits(bad badFunc, prefix string, replicas int, maxAge time.Duration, maxBytes int64) {
+	if replicas < 1 || replicas > 5 {
+		bad(prefix+".replicas", "must be in [1, 5], got %d", replicas)
 	}
-	validateLimits("input", p.Input.Replicas, p.Input.MaxAge, p.Input.MaxBytes)
-	validateLimits("output", p.Output.Replicas, p.Output.MaxAge, p.Output.MaxBytes)
-	if p.Output.MaxAge > 0 && p.Output.MaxAge < p.Output.Duplicates {
-		bad("output.max_age", "must be ≥ output.duplicates (%v), got %v", p.Output.Duplicates, p.Output.MaxAge)
+	if maxAge < 0 {
+		bad(prefix+".max_age", "must be ≥ 0 (0: no limit), got %v", maxAge)
 	}
+	if maxBytes < 0 {
+		bad(prefix+".max_bytes", "must be ≥ 0 (0: no limit), got %d", maxBytes)
+	}
+}
+
+// validateKeyToken checks that key_token names a wildcard token of the
+// input subject (or is -1: no key token).
+func (p PipelineConfig) validateKeyToken(bad badFunc) {
+	toks := strings.Split(p.Input.Subject, ".")
 	if k := *p.KeyToken; k >= 0 && p.Input.Subject != "" {
 		if k >= len(toks) {
 			bad("key_token", "subject %q has %d tokens, got index %d", p.Input.Subject, len(toks), k)
@@ -142,7 +176,15 @@ func (p PipelineConfig) validate() []error {
 	} else if k < -1 {
 		bad("key_token", "must be ≥ 0, got %d", k)
 	}
-	errs = append(errs, fielderr.Prefix(scope, "learner", p.Learner.Validate())...)
+}
+
+// validateOutput checks the output section: subject, encoding, stream,
+// window, key_in_flight and the duplicate window.
+func (p PipelineConfig) validateOutput(bad badFunc) {
+	validateLimits(bad, "output", p.Output.Replicas, p.Output.MaxAge, p.Output.MaxBytes)
+	if p.Output.MaxAge > 0 && p.Output.MaxAge < p.Output.Duplicates {
+		bad("output.max_age", "must be ≥ output.duplicates (%v), got %v", p.Output.Duplicates, p.Output.MaxAge)
+	}
 	if !validTemplate(p.Output.Subject) {
 		bad("output.subject", "invalid subject template %q", p.Output.Subject)
 	}
@@ -163,6 +205,10 @@ func (p PipelineConfig) validate() []error {
 	if p.Output.Duplicates < 100*time.Millisecond {
 		bad("output.duplicates", "must be ≥ 100ms, got %v", p.Output.Duplicates)
 	}
+}
+
+// validateDeadLetters checks the dead-letter subject and stream.
+func (p PipelineConfig) validateDeadLetters(bad badFunc) {
 	if !validTemplate(p.DeadLetter) {
 		bad("dead_letter", "invalid subject template %q", p.DeadLetter)
 	}
@@ -172,17 +218,13 @@ func (p PipelineConfig) validate() []error {
 	if r := p.DeadLetters.Replicas; r < 1 || r > 5 {
 		bad("dead_letters.replicas", "must be in [1, 5], got %d", r)
 	}
-	switch p.Snapshot.OnCorrupt {
-	case OnCorruptFail, OnCorruptReset:
-	default:
-		bad("snapshot.on_corrupt_snapshot", "must be fail or reset, got %q", p.Snapshot.OnCorrupt)
-	}
-	if p.MaxKeys < 1 {
-		bad("max_keys", "must be ≥ 1, got %d", p.MaxKeys)
-	}
-	if p.MaxBatch < 1 {
-		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)
-	}
+}
+
+// validatePartitions checks that more than one partition has what the
+// subject-transform partitioning needs: a JetStream input whose subject
+// ends in a token the partition can follow, and a '*' key token.
+func (p PipelineConfig) validatePartitions(bad badFunc) {
+	toks := strings.Split(p.Input.Subject, ".")
 	switch k := *p.KeyToken; {
 	case p.Partitions < 1 || p.Partitions > MaxPartitions:
 		bad("partitions", "must be in [1, %d], got %d", MaxPartitions, p.Partitions)
@@ -194,11 +236,6 @@ func (p PipelineConfig) validate() []error {
 	case k < 0 || k >= len(toks) || toks[k] != "*":
 		bad("partitions", "%d partitions need a key_token that is a '*' token of input.subject", p.Partitions)
 	}
-	if p.Classifier != nil {
-		errs = append(errs, fielderr.Prefix(scope, "classifier", p.Classifier.withDefaults().validate(p.Learner)...)...)
-	}
-	errs = append(errs, p.validateMonitor()...)
-	return errs
 }
 
 // subjectCovers reports whether the filter f matches every subject of

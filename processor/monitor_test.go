@@ -68,6 +68,12 @@ func TestApplyMonitored(t *testing.T) {
 			if o.Alarm != "" {
 				normalAlarms++
 			}
+			if o.Warmup != (o.SPELimit == 0) {
+				t.Errorf("output %d: warmup %v with limits %v: want warmup exactly while no limits are in force", outs, o.Warmup, o.SPELimit)
+			}
+			if (o.Alarm == "") != (len(o.Contrib) == 0) {
+				t.Errorf("output %d: alarm %q with %d contributions: want contributions exactly on an alarm", outs, o.Alarm, len(o.Contrib))
+			}
 		}
 	}
 	if outs == 0 || limited < outs-100 {
@@ -83,7 +89,7 @@ func TestApplyMonitored(t *testing.T) {
 	}
 	before := counterValue(t, pl.met.alarmSPE)
 	var res2 applied
-	faultAlarms := 0
+	faultAlarms, faultFirst := 0, 0
 	for i := range 50 {
 		obs := obsOf(curve(rng, 3), curve(rng, 3))
 		if err := mon.Apply(&res, obs, "k", uint64(500+i)); err != nil {
@@ -98,8 +104,17 @@ func TestApplyMonitored(t *testing.T) {
 		for _, o := range res.Outs {
 			if strings.Contains(o.Alarm, "spe") || o.Alarm == "both" {
 				faultAlarms++
+				if len(o.Contrib) > 0 && o.Contrib[0].Var == 1 {
+					faultFirst++ // the shift is in the second variable
+				}
+			}
+			if (o.Alarm == "") != (len(o.Contrib) == 0) || len(o.Contrib) > 3 {
+				t.Errorf("faulty output: alarm %q with %d contributions: want 1–3 exactly on an alarm", o.Alarm, len(o.Contrib))
 			}
 		}
+	}
+	if faultFirst < faultAlarms*8/10 {
+		t.Errorf("the shifted variable ranks first in %d of %d alarms, want ≥ 80 %%", faultFirst, faultAlarms)
 	}
 	if faultAlarms < 80 {
 		t.Errorf("%d SPE alarms on 100 faulty observations, want ≥ 80", faultAlarms)

@@ -1,7 +1,9 @@
 """kpcastream in Python: apply a model export and decode outputs.
 
-One file, numpy and msgpack only (Debian: python3-numpy python3-msgpack).
-Copy it next to your code or put python/ on PYTHONPATH.
+One module, numpy and msgpack only (Debian: python3-numpy python3-msgpack).
+Install it with ``pip install ./python`` (pyproject.toml; nothing is
+downloaded when numpy and msgpack are installed), or copy it next to your
+code, or put python/ on PYTHONPATH.
 
 Model export (README, "The model export format"): a JSON object with
 "format": "kpcastream.model/v1", written by ``kpcastream replay --model-out``
@@ -35,11 +37,13 @@ present, y, meta, pred and scores.
     >>> out = kpcastream.decode_output(msg.data)   # either encoding
     >>> out["z"]                                   # numpy array
 
-Command line (the same CSV as ``kpcastream project``):
+Command line (kpcastream-py once installed, else python3 kpcastream.py;
+the CSV of ``kpcastream project`` and ``kpcastream predict``, column for
+column, the numbers written as Go writes them):
 
-    python3 kpcastream.py project --model model.json --in data.csv [--drop label] [--id-column C]
-    python3 kpcastream.py predict --model model.json --in data.csv [--drop label]
-    python3 kpcastream.py decode FILE...      # one output per file, printed as JSON
+    kpcastream-py project --model model.json --in data.csv [--drop label] [--id-column C] [--classify] [--out F]
+    kpcastream-py predict --model model.json --in data.csv [--drop label]   # row,z1..zk,pred,score_<class>...
+    kpcastream-py decode FILE...      # one output per file, printed as JSON
 """
 
 import csv
@@ -53,7 +57,10 @@ import numpy as np
 
 FORMAT = "kpcastream.model/v1"
 
-__all__ = ["FORMAT", "ModelError", "OutputError", "Model", "load_model", "decode_output", "read_csv"]
+__all__ = ["FORMAT", "ModelError", "OutputError", "Model", "load_model", "decode_output", "read_csv", "write_csv",
+           "format_float", "main"]
+
+__version__ = "0.1.0"
 
 
 class ModelError(ValueError):
@@ -396,18 +403,88 @@ def _csv_field(s):
     return s
 
 
+def format_float(v):
+    """v as Go's strconv.FormatFloat(v, 'g', -1, 64) writes it (the CSV of
+    ``kpcastream project``): the shortest digits that read back as v, in
+    exponent form when the exponent is below -4 or 6 and above: 1, 0.5,
+    1e-05, 1.234567e+06."""
+    v = float(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if v == 0:
+        return "-0" if math.copysign(1, v) < 0 else "0"
+    mant, _, e = repr(abs(v)).partition("e")  # the shortest digits that read back as v
+    whole, _, frac = mant.partition(".")
+    allds = whole + frac
+    dp = len(whole) + (int(e) if e else 0)  # the decimal point's place in allds
+    stripped = allds.lstrip("0")
+    dp -= len(allds) - len(stripped)
+    digits = stripped.rstrip("0")
+    sign = "-" if v < 0 else ""
+    x = dp - 1
+    if x < -4 or x >= 6:
+        m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{m}e{'-' if x < 0 else '+'}{abs(x):02d}"
+    if dp <= 0:
+        return sign + "0." + "0" * (-dp) + digits
+    if dp >= len(digits):
+        return sign + digits + "0" * (dp - len(digits))
+    return sign + digits[:dp] + "." + digits[dp:]
+
+
+def write_csv(w, model, X, ids=None, classify=False):
+    """Write the CSV of ``kpcastream project`` (``--classify``: of
+    ``kpcastream predict``) for the rows X to w: the header
+    [id,]row,z1,...,zk[,pred,score_<class>...] and one line per row, the
+    numbers written as Go writes them (format_float)."""
+    if classify and not model.classes:
+        raise ModelError("the model has no classifier section (written by replay --label or a pipeline with a classifier stage)")
+    head = ["id"] if ids is not None else []
+    head += ["row"] + [f"z{i + 1}" for i in range(model.components)]
+    if classify:
+        head += ["pred"] + [_csv_field("score_" + str(c)) for c in model.classes]
+    w.write(",".join(head) + "\n")
+    if not len(X):
+        return
+    Z = model.transform(X)
+    S = model.scores(X) if classify else None
+    for n, z in enumerate(Z):
+        cells = [_csv_field(ids[n])] if ids is not None else []
+        cells += [str(n)] + [format_float(v) for v in z]
+        if classify:
+            s = S[n]
+            cells += [_csv_field(str(model.classes[int(np.argmax(s))]))] + [format_float(v) for v in s]
+        w.write(",".join(cells) + "\n")
+
+
+def main(argv=None):
+    """The command line (the kpcastream-py entry point, or python3 -m
+    kpcastream): project, predict and decode. Returns the exit status."""
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except (ModelError, OutputError, ValueError, OSError) as e:
+        print(f"kpcastream-py: {e}", file=sys.stderr)
+        return 1
+
+
 def _main(argv):
     import argparse
 
-    ap = argparse.ArgumentParser(prog="kpcastream.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="kpcastream-py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, help_ in (("project", "one CSV line per row: row,z1..zk (as kpcastream project)"),
-                        ("predict", "one CSV line per row: row,pred,s1..sC (needs a classifier section)")):
+    for name, help_ in (("project", "one CSV line per row: [id,]row,z1..zk[,pred,score_<class>...] (as kpcastream project)"),
+                        ("predict", "project --classify: [id,]row,z1..zk,pred,score_<class>... (as kpcastream predict)")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--model", required=True, help="model export (JSON)")
         p.add_argument("--in", dest="inp", required=True, help="input CSV (- for stdin)")
+        p.add_argument("--out", default="-", help="output CSV file (default stdout)")
         p.add_argument("--drop", default="", help="comma-separated columns to ignore (name or 0-based index)")
         p.add_argument("--id-column", default="", help="column holding each row's id, written first")
+        if name == "project":
+            p.add_argument("--classify", action="store_true", help="also the classifier's pred and score_<class> columns")
     d = sub.add_parser("decode", help="decode output messages (one per file, JSON or msgpack) and print them as JSON lines")
     d.add_argument("files", nargs="+")
     a = ap.parse_args(argv)
@@ -427,28 +504,16 @@ def _main(argv):
     with f:
         X, ids, _ = read_csv(f, drop, a.id_column)
     if X.shape[1] != m.dim:
-        raise SystemExit(f"kpcastream.py: {a.inp} has {X.shape[1]} columns after --drop/--id-column, the model {m.dim}")
+        raise ValueError(f"{a.inp} has {X.shape[1]} columns after --drop/--id-column, the model {m.dim}")
     w = io.StringIO()
-    head = "id," if ids is not None else ""
-    if a.cmd == "project":
-        w.write(head + "row" + "".join(f",z{i + 1}" for i in range(m.components)) + "\n")
-        Z = m.transform(X) if len(X) else np.empty((0, m.components))
-        for n, z in enumerate(Z):
-            pre = _csv_field(ids[n]) + "," if ids is not None else ""
-            w.write(pre + str(n) + "".join("," + repr(float(v)) for v in z) + "\n")
+    write_csv(w, m, X, ids if a.id_column else None, classify=a.cmd == "predict" or a.classify)
+    if a.out == "-":
+        out.write(w.getvalue())
     else:
-        S = m.scores(X) if len(X) else np.empty((0, len(m.classes or [])))
-        w.write(head + "row,pred" + "".join(f",{_csv_field(c)}" for c in m.classes) + "\n")
-        for n, s in enumerate(S):
-            pre = _csv_field(ids[n]) + "," if ids is not None else ""
-            w.write(pre + str(n) + "," + _csv_field(m.classes[int(np.argmax(s))]) + "".join("," + repr(float(v)) for v in s) + "\n")
-    out.write(w.getvalue())
+        with open(a.out, "w", encoding="utf-8", newline="") as f:
+            f.write(w.getvalue())
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(_main(sys.argv[1:]))
-    except (ModelError, OutputError, ValueError, OSError) as e:
-        print(f"kpcastream.py: {e}", file=sys.stderr)
-        sys.exit(1)
+    sys.exit(main())

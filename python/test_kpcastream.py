@@ -11,9 +11,15 @@ import unittest
 
 import numpy as np
 
-import kpcastream
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+# KPCASTREAM_INSTALLED=1 tests the module pip installed (.ci/run: pip
+# install ./python), not the file beside this one.
+INSTALLED = os.environ.get("KPCASTREAM_INSTALLED") == "1"
+if INSTALLED:
+    sys.path = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+
+import kpcastream  # noqa: E402
+
 ROOT = os.path.dirname(HERE)
 GOLDEN = os.path.join(ROOT, "codec", "testdata")
 KERNELS = ["linear", "rbf", "laplacian", "poly", "sigmoid"]
@@ -140,9 +146,54 @@ class OutputTest(unittest.TestCase):
                 kpcastream.decode_output(data)
 
 
+class PackageTest(unittest.TestCase):
+    def test_installed_where_asked(self):
+        where = os.path.dirname(os.path.abspath(kpcastream.__file__))
+        if INSTALLED:
+            self.assertNotEqual(where, HERE, "KPCASTREAM_INSTALLED=1 but the module beside the tests was imported")
+        else:
+            self.assertEqual(where, HERE)
+
+    def test_version_is_pyproject(self):
+        try:
+            import tomllib
+        except ImportError:
+            self.skipTest("tomllib needs Python 3.11")
+        with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f)["project"]
+        self.assertEqual(project["version"], kpcastream.__version__)
+        self.assertEqual(project["scripts"]["kpcastream-py"], "kpcastream:main")
+
+
+class FormatTest(unittest.TestCase):
+    def test_numbers_as_go_writes_them(self):
+        # strconv.FormatFloat(v, 'g', -1, 64) of each, as "kpcastream project" writes them.
+        for v, go in [(1234567.5, "1.2345675e+06"), (123456.5, "123456.5"), (1e8, "1e+08"), (0.0001, "0.0001"),
+                      (0.00001234, "1.234e-05"), (1.0, "1"), (-0.0, "-0"), (1.5e300, "1.5e+300"), (100000.0, "100000"),
+                      (1e21, "1e+21"), (3e-5, "3e-05"), (0.1, "0.1"), (-2.5, "-2.5"), (5e-324, "5e-324"),
+                      (0.30000000000000004, "0.30000000000000004"), (999999.9999, "999999.9999")]:
+            self.assertEqual(kpcastream.format_float(v), go, v)
+            self.assertEqual(float(kpcastream.format_float(v)), v)
+
+    def test_csv_layout_is_gos(self):
+        doc = load_json(os.path.join(GOLDEN, "model_v1_rbf.json"))
+        doc["classifier"] = {"classes": ["a", "b,c"], "alpha": [[1, 0]] * len(doc["points"]), "bias": [0, 0.1]}
+        m = kpcastream.load_model(doc)
+        X = np.random.default_rng(4).normal(size=(2, m.dim))
+        w = io.StringIO()
+        kpcastream.write_csv(w, m, X, ids=["x", "y"], classify=True)
+        lines = w.getvalue().splitlines()
+        ks = ",".join(f"z{i + 1}" for i in range(m.components))
+        self.assertEqual(lines[0], f'id,row,{ks},pred,score_a,"score_b,c"')
+        self.assertTrue(lines[1].startswith("x,0,") and lines[2].startswith("y,1,"), lines)
+        self.assertEqual(len(lines[1].split(",")), 2 + m.components + 1 + 2, lines[1])
+
+
 class CommandTest(unittest.TestCase):
     def run_py(self, *args):
-        return subprocess.run([sys.executable, *args], cwd=HERE, capture_output=True, text=True, timeout=60)
+        if INSTALLED and args[0] == "kpcastream.py":
+            args = ("-m", "kpcastream") + args[1:]  # the installed module, as its entry point runs it
+        return subprocess.run([sys.executable, *args], cwd=os.sep if INSTALLED else HERE, capture_output=True, text=True, timeout=60)
 
     def test_example_runs(self):
         csvf = os.path.join(ROOT, "testdata", "data", "iris.csv")
@@ -152,7 +203,7 @@ class CommandTest(unittest.TestCase):
         path = os.path.join(self.tmp, "model.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        r = self.run_py("example.py", path, csvf, os.path.join(GOLDEN, "output_v1.json"), os.path.join(GOLDEN, "output_v1.msgpack"))
+        r = self.run_py(os.path.join(HERE, "example.py"), path, csvf, os.path.join(GOLDEN, "output_v1.json"), os.path.join(GOLDEN, "output_v1.msgpack"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("150 rows of 4 -> 2 components", r.stdout)
         self.assertEqual(r.stdout.count("key vib.sensor-7 seq 1099511627776"), 2, r.stdout)

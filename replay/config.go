@@ -55,6 +55,8 @@ type MonitorConfig struct {
 	Window      int
 	Trend       string
 	TrendLambda float64
+	Excursion   int  // monitor.Config.Excursion (0: default)
+	Linear      bool // monitor.Config.Linear, with the learner's components
 	Freeze      bool
 	FreezeSet   bool // Freeze was given (else monitor.DefaultFreeze)
 	Set         bool // a monitoring setting was given: export and summary

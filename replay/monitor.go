@@ -13,11 +13,27 @@ import (
 // monitorCounts counts what the monitor did with the rows.
 type monitorCounts struct {
 	seen, learned, alarms, accepted, trended int64
+	// warmLearned counts the rows learned before the limits were first
+	// in force; warmEnd is the row (0-based data row) from which they
+	// were, −1 while not yet.
+	warmLearned int64
+	warmEnd     int
+	judged      bool
 }
 
 // Row counts the monitor's step of the row.
 func (m *monitorCounts) Row(_ learners.Learner, row *Row) error {
 	r := row.Monitor
+	if m.seen == 0 {
+		m.warmEnd = -1
+	}
+	if !m.judged {
+		if r.Verdict.InForce {
+			m.judged, m.warmEnd = true, row.Index
+		} else if r.Learned {
+			m.warmLearned++
+		}
+	}
 	m.seen++
 	if r.Learned {
 		m.learned++
@@ -36,20 +52,29 @@ func (m *monitorCounts) Row(_ learners.Learner, row *Row) error {
 
 // summary prints the monitor's line on stderr when monitoring was asked for.
 func (m *monitorCounts) summary(w io.Writer, o *MonitorConfig, mon *monitor.Monitor) {
+	fmt.Fprintln(w, "replay: "+m.line(o, mon))
+}
+
+// line is the monitor's summary in one line: rows, learned, alarmed, where
+// the warm-up ended and the limits in force.
+func (m *monitorCounts) line(o *MonitorConfig, mon *monitor.Monitor) string {
 	spe, t2, in := mon.Limits()
-	line := fmt.Sprintf("replay: monitor (learn %s, level %v): %d rows, %d learned, %d alarmed", o.Learn, o.Level, m.seen, m.learned, m.alarms)
+	line := fmt.Sprintf("monitor (learn %s, level %v): %d rows, %d learned, %d alarmed", o.Learn, o.Level, m.seen, m.learned, m.alarms)
 	if m.trended > 0 {
 		line += fmt.Sprintf(", %d held by the trend gate", m.trended)
 	}
 	if m.accepted > 0 {
 		line += fmt.Sprintf(", %d new regime(s) accepted", m.accepted)
 	}
+	if m.judged {
+		line += fmt.Sprintf("; warm-up (rows taken as normal) ended at row %d after %d rows learned", m.warmEnd, m.warmLearned)
+	}
 	if in {
 		line += fmt.Sprintf("; limits SPE %.4g, T² %.4g", spe, t2)
 	} else {
-		line += "; limits not yet in force (warm-up)"
+		line += fmt.Sprintf("; limits not yet in force (warm-up: %d rows learned as normal)", m.warmLearned)
 	}
-	fmt.Fprintln(w, line)
+	return line
 }
 
 // faulty tells whether a --fault-column cell marks a faulty row: anything

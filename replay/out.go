@@ -16,10 +16,14 @@ import (
 // input file), pass, z1…zk, spe, t2, spe_limit, t2_limit, alarm. Rows fed
 // before the learner is ready have empty projection and score fields; the
 // limits are empty until they are in force (after the monitor's warm-up)
-// and alarm is empty without one ("spe", "t2" or "both").
+// and alarm is empty without one ("spe", "t2" or "both"). With monitoring
+// settings (MonitorConfig.Set) a last column, contrib, names an alarm's
+// variables, largest contribution first, as index:value;… (0-based
+// feature index; empty without an alarm).
 type projWriter struct {
 	csvOut
-	k int
+	k       int
+	contrib bool
 }
 
 // csvOut is a buffered CSV output file with a line buffer reused per row.
@@ -59,26 +63,30 @@ func (c *csvOut) Close() error {
 	return err
 }
 
-func newProjWriter(path string, k int) (*projWriter, error) {
+func newProjWriter(path string, k int, contrib bool) (*projWriter, error) {
 	c, err := createCSV(path)
 	if err != nil {
 		return nil, err
 	}
-	p := &projWriter{csvOut: c, k: k}
+	p := &projWriter{csvOut: c, k: k, contrib: contrib}
 	p.w.WriteString("row,pass")
 	for i := 1; i <= k; i++ {
 		fmt.Fprintf(p.w, ",z%d", i)
 	}
-	p.w.WriteString(",spe,t2,spe_limit,t2_limit,alarm\n")
+	p.w.WriteString(",spe,t2,spe_limit,t2_limit,alarm")
+	if contrib {
+		p.w.WriteString(",contrib")
+	}
+	p.w.WriteString("\n")
 	return p, nil
 }
 
 // Row writes the row's line.
 func (p *projWriter) Row(_ learners.Learner, r *Row) error {
-	return p.Write(r.Index, r.Pass, r.Z, r.Novelty, r.Err, r.Verdict)
+	return p.write(r.Index, r.Pass, r.Z, r.Novelty, r.Err, r.Verdict, r.Monitor.Contrib)
 }
 
-func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err error, v monitor.Verdict) error {
+func (p *projWriter) write(idx, pass int, z []float64, nov learners.Novelty, err error, v monitor.Verdict, contrib []monitor.Contribution) error {
 	b := p.buf[:0]
 	b = strconv.AppendInt(b, int64(idx), 10)
 	b = append(b, ',')
@@ -103,8 +111,22 @@ func (p *projWriter) Write(idx, pass int, z []float64, nov learners.Novelty, err
 		}
 		b = append(b, ',')
 		b = append(b, v.Alarm.String()...)
+		if p.contrib {
+			b = append(b, ',')
+			for i, c := range contrib {
+				if i > 0 {
+					b = append(b, ';')
+				}
+				b = strconv.AppendInt(b, int64(c.Var), 10)
+				b = append(b, ':')
+				b = strconv.AppendFloat(b, c.Value, 'g', 6, 64)
+			}
+		}
 	case errors.Is(err, learners.ErrNotReady):
 		for range p.k + 5 {
+			b = append(b, ',')
+		}
+		if p.contrib {
 			b = append(b, ',')
 		}
 	default:

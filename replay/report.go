@@ -34,6 +34,9 @@ type report struct {
 	simErr    error
 	started   time.Time
 	own       time.Duration // the report's own work, excluded from the latency
+
+	// monitor is the monitor's summary line (where its warm-up ended), shown in the report.
+	monitor string
 }
 
 func newReport(o *ReportConfig, title string, cfg learners.Config) (*report, error) {
@@ -55,6 +58,7 @@ func newReport(o *ReportConfig, title string, cfg learners.Config) (*report, err
 
 // Row records the row.
 func (r *report) Row(l learners.Learner, row *Row) error {
+	r.obs.Contrib = kpcaview.ContribOf(r.obs.Contrib, row.Monitor.Contrib, func(c monitor.Contribution) (int, float64) { return c.Var, c.Value })
 	r.add(l, row.Index, row.Input, row.Z, row.Novelty, row.Err, row.Verdict)
 	return nil
 }
@@ -143,7 +147,7 @@ func (r *report) finish(stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kpcastream replay: report: its own work (%s) took %.2fs of the replay's %.2fs; the latency chart leaves it out\n",
 		work, r.own.Seconds(), time.Since(r.started).Seconds())
 	if r.o.Report != "" {
-		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v, Detection: r.detection}
+		rep := &kpcaview.Report{Title: r.title, Generated: time.Now().UTC().Format(time.RFC3339), Rows: r.fed, View: v, Detection: r.detection, Monitor: r.monitor}
 		err := writeAtomic(r.o.Report, func(f io.Writer) error {
 			w := bufio.NewWriter(f)
 			if err := kpcaview.WriteReport(w, rep); err != nil {

@@ -252,7 +252,7 @@ func newUnlabelled(c *Config, cr *csvin.Reader, name string, stderr io.Writer, h
 		return nil, err
 	}
 	if c.Out != "" {
-		if r.out, err = newProjWriter(c.Out, c.Components); err != nil {
+		if r.out, err = newProjWriter(c.Out, c.Components, c.Monitor.Set); err != nil {
 			return nil, err
 		}
 		r.scored = append(r.scored, r.out)
@@ -311,6 +311,9 @@ func (r *unlabelled) finish(name string) error {
 	}
 	if r.rep != nil && r.det != nil {
 		r.rep.detection = r.det.line(r.c.Monitor.FaultColumn)
+	}
+	if r.rep != nil && r.m.monSet {
+		r.rep.monitor = r.counts.line(&r.c.Monitor, r.m.mon)
 	}
 	if err := r.rep.finish(r.stderr); err != nil {
 		return err

@@ -87,7 +87,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.rttList, "rtt", "0,1ms", "simulated network round trips between NATS and the processor (or raw baseline), comma-separated; every phase runs once per value; 0 connects directly, more through a delaying TCP proxy on loopback (half each way)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "end a phase's measured window after this long even if fewer than --count outputs arrived (0: wait for all --count)")
 	fs.IntVar(&o.window, "window", processor.DefaultOutputWindow, "outputs awaiting their PubAck at most: the raw baseline's asynchronous publishes, the processor's output.window")
-	fs.IntVar(&o.keyFlight, "key-in-flight", 1, "the processor's output.key_in_flight: outputs of one key awaiting their PubAck at most; > 1 publishes through an ordered fast-batch lane per worker (the output stream is created with allow_batched)")
+	fs.IntVar(&o.keyFlight, "key-in-flight", 0, "the processor's output.key_in_flight: outputs of one key awaiting their PubAck at most; > 1 publishes through an ordered fast-batch lane per worker (the output stream is created with allow_batched); 0: the processor's default (128, at most --window)")
 	fs.IntVar(&o.maxAck, "max-ack-pending", processor.DefaultMaxAckPending, "every phase's consumer: max_ack_pending (the processor's input.max_ack_pending)")
 	fs.IntVar(&o.queueSize, "queue-size", processor.DefaultQueueSize, "the processor's queue_size; every phase's consumer pulls min(max-ack-pending, 2·queue-size) messages at a time, as the processor does")
 	fs.StringVar(&o.learner, "learner", learners.KindIKPCA, "learner of the real pipeline: ikpca, kha, window or batch")
@@ -262,8 +262,11 @@ func (o *benchOptions) check(nargs int) error {
 	if o.window < 1 {
 		bad("--window must be ≥ 1")
 	}
+	if o.keyFlight == 0 {
+		o.keyFlight = min(processor.DefaultKeyInFlight, o.window)
+	}
 	if o.keyFlight < 1 || o.keyFlight > o.window {
-		bad("--key-in-flight must be in [1, --window]")
+		bad("--key-in-flight must be in [1, --window], or 0 for the processor's default")
 	}
 	if o.maxAck < 1 || o.queueSize < 1 {
 		bad("--max-ack-pending and --queue-size must be ≥ 1")

@@ -24,6 +24,41 @@ type Setup struct {
 	Seed uint64
 	// TrendLambda of the online learner's trend gate (0: the default).
 	TrendLambda float64
+	// Plant is the process and its faults; nil: the Dong–McAvoy process
+	// (Process) with Drift and Faults.
+	Plant *Plant
+}
+
+// Plant is a simulated process with its faults.
+type Plant struct {
+	Name string
+	Dim  int
+	// New returns the sampler of a run drawn with seed, starting at
+	// sample start of the process's time.
+	New    func(seed uint64, start int) func(x []float64)
+	Faults []Fault
+}
+
+// plant returns s.Plant or the Dong–McAvoy process with s.Drift.
+func (s Setup) plant() *Plant {
+	if s.Plant != nil {
+		return s.Plant
+	}
+	return &Plant{Name: "dong-mcavoy", Dim: 3, Faults: Faults,
+		New: func(seed uint64, start int) func([]float64) { return shifted(seed, s.Drift, start).Next }}
+}
+
+// draw draws n samples of next (n×d) with fault f from onset on (nil: normal).
+func draw(next func([]float64), d, n, onset int, f *Fault) []float64 {
+	out := make([]float64, d*n)
+	for i := range n {
+		x := out[d*i : d*(i+1)]
+		next(x)
+		if f != nil && i >= onset {
+			f.Apply(x, i-onset)
+		}
+	}
+	return out
 }
 
 // Method is one monitoring method: Train learns the normal training
@@ -53,16 +88,21 @@ type Row struct {
 	// OwnDet and OwnFA are the same shares by the method's own alarms (the
 	// online monitor's limits), −1 for a method without them.
 	OwnDet, OwnFA float64
+	// First and Top3 are the shares of the own alarms after the onset
+	// whose contributions rank the faulty variable first and among the
+	// first three (−1: no contributions, or no alarm).
+	First, Top3 float64
 }
 
 // Evaluate runs every method over a normal run (for the limits) and one
 // run per fault, by the same code for each method.
 func Evaluate(s Setup, methods []Method) ([]Row, error) {
-	train := shifted(s.Seed, s.Drift, 0).Run(s.N, 0, nil)
-	limitRun := shifted(s.Seed+1, s.Drift, s.N).Run(s.Run, s.Run, nil)
-	runs := make([][]float64, len(Faults))
-	for i := range Faults {
-		runs[i] = shifted(s.Seed+2+uint64(i), s.Drift, s.N).Run(s.Run, s.Onset, &Faults[i])
+	p := s.plant()
+	train := draw(p.New(s.Seed, 0), p.Dim, s.N, 0, nil)
+	limitRun := draw(p.New(s.Seed+1, s.N), p.Dim, s.Run, s.Run, nil)
+	runs := make([][]float64, len(p.Faults))
+	for i := range p.Faults {
+		runs[i] = draw(p.New(s.Seed+2+uint64(i), s.N), p.Dim, s.Run, s.Onset, &p.Faults[i])
 	}
 	var rows []Row
 	for _, m := range methods {
@@ -80,8 +120,8 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 			normal.OwnFA = ownShare(own, 0, s.Run)
 		}
 		rows = append(rows, normal)
-		for i, f := range Faults {
-			spe, t2, own, err := scoreRun(m, runs[i], s.Run)
+		for i, f := range p.Faults {
+			spe, t2, own, ranks, err := scoreRunRanks(m, runs[i], s.Run, f.Var)
 			if err != nil {
 				return nil, err
 			}
@@ -99,6 +139,23 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 				r.OwnDet = ownShare(own, s.Onset, s.Run)
 				r.OwnFA = ownShare(own, 0, s.Onset)
 			}
+			r.First, r.Top3 = -1, -1
+			if rk := ranks[s.Onset:]; own != nil && slices.ContainsFunc(rk, func(r int) bool { return r >= 0 }) {
+				var first, top, n float64
+				for _, k := range rk {
+					if k < 0 {
+						continue
+					}
+					n++
+					if k == 0 {
+						first++
+					}
+					if k < 3 {
+						top++
+					}
+				}
+				r.First, r.Top3 = first/n, top/n
+			}
 			rows = append(rows, r)
 		}
 	}
@@ -108,14 +165,29 @@ func Evaluate(s Setup, methods []Method) ([]Row, error) {
 func shifted(seed uint64, drift float64, start int) *Process {
 	p := NewProcess(seed, drift)
 	p.shift = drift * float64(start)
+	p.i = start
 	return p
 }
 
 func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Alarm, err error) {
+	spe, t2, own, _, err = scoreRunRanks(m, x, n, -1)
+	return
+}
+
+// contributor is a method that names the variables behind its last alarm.
+type contributor interface {
+	Contrib() []monitor.Contribution
+}
+
+// scoreRunRanks is scoreRun that also returns, per sample, the rank of
+// variable v among the contributions of an own alarm (0 first; len(top)
+// when not among them; −1 without an alarm or contributions).
+func scoreRunRanks(m Method, x []float64, n, v int) (spe, t2 []float64, own []monitor.Alarm, ranks []int, err error) {
 	c, err := m.Clone()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
+	ranks = make([]int, n)
 	spe, t2, own = make([]float64, n), make([]float64, n), make([]monitor.Alarm, n)
 	hasOwn := false
 	d := len(x) / n
@@ -123,17 +195,26 @@ func scoreRun(m Method, x []float64, n int) (spe, t2 []float64, own []monitor.Al
 		var a monitor.Alarm
 		spe[i], t2[i], a, err = c.Score(x[d*i : d*(i+1)])
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s: sample %d: %w", m.Name(), i, err)
 		}
 		own[i] = a
-		if _, ok := c.(*Online); ok {
-			hasOwn = true
+		hasOwn = ownLimits(c)
+		ranks[i] = -1
+		if cc, ok := c.(contributor); ok && a != monitor.AlarmNone && v >= 0 {
+			top := cc.Contrib()
+			ranks[i] = len(top)
+			for k, t := range top {
+				if t.Var == v {
+					ranks[i] = k
+					break
+				}
+			}
 		}
 	}
 	if !hasOwn {
 		own = nil
 	}
-	return spe, t2, own, nil
+	return spe, t2, own, ranks, nil
 }
 
 // quantile is the empirical level-quantile at rank (n+1)·level, the rule
@@ -175,11 +256,16 @@ func ownShare(a []monitor.Alarm, from, to int) float64 {
 
 // Batch is batch kernel PCA (or linear PCA, with the linear kernel) fitted
 // once on the training samples, standardised by their means and standard
-// deviations.
+// deviations. Its own limits, as a user of a batch model draws them, are
+// the Level-quantiles of its statistics on the training samples (0: no
+// own limits).
 type Batch struct {
 	Label  string
 	Kernel learners.Kernel
 	K      int
+	Level  float64
+	limSPE float64
+	limT2  float64
 	l      *learners.Batch
 	mean   []float64
 	sd     []float64
@@ -220,6 +306,17 @@ func (b *Batch) Train(x []float64, n int) error {
 		return err
 	}
 	b.l = l
+	if b.Level > 0 {
+		spe, t2 := make([]float64, n), make([]float64, n)
+		for i := range n {
+			z, nov, err := l.Score(b.z, b.std(x[i*d:(i+1)*d]))
+			if err != nil {
+				return err
+			}
+			b.z, spe[i], t2[i] = z, nov.SPE, nov.T2
+		}
+		b.limSPE, b.limT2 = quantile(spe, b.Level), quantile(t2, b.Level)
+	}
 	return nil
 }
 
@@ -236,7 +333,27 @@ func (b *Batch) Clone() (Method, error) { return b, nil }
 func (b *Batch) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	z, nov, err := b.l.Score(b.z, b.std(x))
 	b.z = z
-	return nov.SPE, nov.T2, monitor.AlarmNone, err
+	var a monitor.Alarm
+	if b.Level > 0 {
+		if nov.SPE > b.limSPE {
+			a |= monitor.AlarmSPE
+		}
+		if nov.T2 > b.limT2 {
+			a |= monitor.AlarmT2
+		}
+	}
+	return nov.SPE, nov.T2, a, err
+}
+
+// ownLimits tells whether the method raises alarms of its own.
+func ownLimits(m Method) bool {
+	switch m := m.(type) {
+	case *Online:
+		return true
+	case *Batch:
+		return m.Level > 0
+	}
+	return false
 }
 
 // Online is kpcastream's online learner with its monitor, as a pipeline
@@ -250,7 +367,18 @@ type Online struct {
 	l       learners.Learner
 	m       *monitor.Monitor
 	in, z   []float64
+	contrib []monitor.Contribution
+	// lim0 and llim0 are the residual limits at the end of training (0
+	// without the linear residual): the fixed scales of the combined
+	// residual Score returns.
+	lim0, llim0 float64
+	// lspeOnly makes Score return the linear residual as the SPE (what a
+	// checker reading an output's lspe column sees).
+	lspeOnly bool
 }
+
+// Contrib returns the contributions of the last alarm.
+func (o *Online) Contrib() []monitor.Contribution { return o.contrib }
 
 func (o *Online) Name() string { return o.Label }
 
@@ -259,6 +387,9 @@ func (o *Online) spec() *keymodel.Spec {
 	c := o.Monitor
 	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
 	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
+	if c.Linear && c.LinearComponents == 0 {
+		c.LinearComponents = min(o.Learner.Components, o.Learner.Dim-1)
+	}
 	c = c.WithDefaults(o.Learner.Budget)
 	return &keymodel.Spec{Learner: o.Learner, Monitor: &c}
 }
@@ -276,16 +407,21 @@ func (o *Online) Train(x []float64, n int) error {
 	}
 	o.use(km)
 	d := o.Learner.Dim
+	var r monitor.Result
 	for i := range n {
-		if _, err := o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
+		var err error
+		if r, err = o.m.Step(o.l, nil, o.in, o.z, x[i*d:(i+1)*d]); err != nil {
 			return err
 		}
+	}
+	if v := r.Verdict; v.LSPELimit > 0 && v.SPELimit > 0 {
+		o.lim0, o.llim0 = v.SPELimit, v.LSPELimit
 	}
 	return nil
 }
 
 func (o *Online) Clone() (Method, error) {
-	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor}
+	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor, lim0: o.lim0, llim0: o.llim0, lspeOnly: o.lspeOnly}
 	km, _, err := keymodel.Restore(c.spec(), o.km.Snapshot())
 	if err != nil {
 		return nil, err
@@ -299,7 +435,17 @@ func (o *Online) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 	if err != nil || !r.Ready {
 		return 0, 0, monitor.AlarmNone, fmt.Errorf("not scored: %w", err)
 	}
-	return r.Novelty.SPE, r.Novelty.T2, r.Verdict.Alarm, nil
+	o.contrib = r.Contrib
+	spe := r.Novelty.SPE
+	if o.lspeOnly {
+		spe = r.Verdict.LSPE
+	} else if o.llim0 > 0 {
+		// The combined residual, as a checker computes it from an
+		// output's spe and lspe: the larger of the two, each in units of
+		// its limit at the end of training (fixed scales).
+		spe = max(spe/o.lim0, r.Verdict.LSPE/o.llim0)
+	}
+	return spe, r.Novelty.T2, r.Verdict.Alarm, nil
 }
 
 // Frozen is the online learner trained as Online (learn normal) and then
@@ -332,29 +478,43 @@ func (f *Frozen) Score(x []float64) (float64, float64, monitor.Alarm, error) {
 // components and the RBF kernel at γ = 1/d (scikit-learn's default;
 // nothing is tuned to the process).
 func Methods(s Setup) []Method {
-	const d = 3
-	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}
+	d := s.plant().Dim
+	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(d)}
 	online := func(label, learn, trend string) *Online {
 		return &Online{Label: label,
 			Learner: learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: s.K, Budget: s.Budget, Kernel: rbf, Seed: 1},
 			Monitor: monitor.Config{Learn: learn, Level: s.Level, Trend: trend, TrendLambda: s.TrendLambda}}
 	}
 	return []Method{
-		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K},
+		&Batch{Label: "batch KPCA", Kernel: rbf, K: s.K, Level: s.Level},
 		// Linear PCA keeps at most d − 1 components, so that its SPE has a
 		// residual space to measure.
-		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1)},
+		&Batch{Label: "linear PCA", Kernel: learners.Kernel{Name: learners.KernelLinear}, K: min(s.K, d-1), Level: s.Level},
 		online("online always", monitor.LearnAlways, ""),
 		online("online normal", monitor.LearnNormal, monitor.TrendOff),
 		online("online trend", monitor.LearnNormal, monitor.TrendEWMA),
 		&Frozen{online("online frozen", monitor.LearnNormal, monitor.TrendOff)},
+		withLinear(online("online linear", monitor.LearnNormal, monitor.TrendEWMA)),
+		lspeColumn(withLinear(online("online linear, lspe column", monitor.LearnNormal, monitor.TrendEWMA))),
 	}
+}
+
+// lspeColumn scores o's runs by the linear residual alone (its own alarms
+// are o's).
+func lspeColumn(o *Online) *Online {
+	o.lspeOnly = true
+	return o
+}
+
+func withLinear(o *Online) *Online {
+	o.Monitor.Linear = true
+	return o
 }
 
 // WriteTable writes rows as a markdown table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| method | fault | SPE det. | T² det. | false alarms (SPE or T²) | SPE delay | own det. | own false alarms |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| method | fault | SPE det. | T² det. | false alarms (SPE or T²) | SPE delay | own det. | own false alarms | faulty var. first | in top 3 |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	pct := func(v float64) string {
 		if v < 0 {
 			return "—"
@@ -368,6 +528,10 @@ func WriteTable(w io.Writer, rows []Row) {
 		} else if r.Delay < 0 {
 			delay = "none"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Method, r.Fault, det, dt2, pct(r.FA), delay, pct(r.OwnDet), pct(r.OwnFA))
+		first, top := pct(r.First), pct(r.Top3)
+		if r.Fault == "normal" {
+			first, top = "—", "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Method, r.Fault, det, dt2, pct(r.FA), delay, pct(r.OwnDet), pct(r.OwnFA), first, top)
 	}
 }

@@ -65,9 +65,9 @@ func satellite(t *testing.T, lambda float64, verbose bool) map[string]float64 {
 		sd[j] = math.Sqrt(q)
 	}
 	faults := []Fault{
-		{"step-1sd", func(x []float64, _ int) { x[3] += sd[3] }},
-		{"step-3sd", func(x []float64, _ int) { x[10] += 3 * sd[10] }},
-		{"ramp-0.01sd", func(x []float64, a int) { x[20] += 0.01 * float64(a+1) * sd[20] }},
+		{"step-1sd", 3, func(x []float64, _ int) { x[3] += sd[3] }},
+		{"step-3sd", 10, func(x []float64, _ int) { x[10] += 3 * sd[10] }},
+		{"ramp-0.01sd", 20, func(x []float64, a int) { x[20] += 0.01 * float64(a+1) * sd[20] }},
 	}
 	rbf := learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(d)}
 	online := func(label, learn, trend string) *Online {

@@ -18,8 +18,8 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("bench -h: exit %d, want 0\n%s", code, stderr.String())
 	}
 	for _, f := range []string{"-mode", "-rtt", "-output", "-duration", "-window", "-nats-url", "-core", "-count"} {
-		if !strings.Contains(stderr.String(), "  "+f+" ") && !strings.Contains(stderr.String(), "  "+f+"\n") {
-			t.Errorf("bench -h does not list %s:\n%s", f, stderr.String())
+		if !strings.Contains(stdout.String(), "  "+f+" ") && !strings.Contains(stdout.String(), "  "+f+"\n") {
+			t.Errorf("bench -h does not list %s:\n%s", f, stdout.String())
 		}
 	}
 	stderr.Reset()

@@ -41,7 +41,19 @@ func (c *clientFlags) load() (*config.Config, error) {
 	if c.config == "" {
 		return nil, nil
 	}
-	return config.Load(c.config, withoutNATSEnv, config.Overrides{Env: os.LookupEnv})
+	return config.Load(c.config, withoutNATSEnv, config.Overrides{Env: os.LookupEnv, Unused: runOnly})
+}
+
+// runOnly reports whether the field at a YAML path is one only "run" reads
+// (its metrics listener, logging, data directory): a client command does
+// not fail on an unset ${VAR} there.
+func runOnly(path string) bool {
+	for _, p := range []string{"http", "log", "data_dir", "embedded.store_dir"} {
+		if path == p || strings.HasPrefix(path, p+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // pipelineOf returns the pipeline named by --pipeline in cfg (its only

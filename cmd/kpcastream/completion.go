@@ -114,8 +114,22 @@ _kpcastream() {
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
   esac
-  case "$cmd" in
+  # A flag that takes a value: its choices, else nothing (no flag names).
+  case "$cmd:$prev" in
 `, strings.Join(names, " "), fileFlagList())
+	for _, c := range spec {
+		for _, f := range valueFlags(c) {
+			pat := c.name + ":--" + f.name + "|" + c.name + ":-" + f.name
+			if len(f.choices) > 0 {
+				fmt.Fprintf(w, "    %s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return ;;\n", pat, strings.Join(f.choices, " "))
+			} else {
+				fmt.Fprintf(w, "    %s) COMPREPLY=(); return ;;\n", pat)
+			}
+		}
+	}
+	fmt.Fprintf(w, `  esac
+  case "$cmd" in
+`)
 	for _, c := range spec {
 		switch {
 		case len(c.subs) > 0:
@@ -139,6 +153,22 @@ complete -o default -F _kpcastream kpcastream
 `)
 }
 
+// valueFlags returns the flags of c that take a value other than a path,
+// of every subcommand, each once.
+func valueFlags(c compCommand) []flagInfo {
+	seen := map[string]bool{}
+	var out []flagInfo
+	for _, sub := range append([]string{""}, c.subs...) {
+		for _, f := range c.flags[sub] {
+			if f.value && !fileFlags[f.name] && !seen[f.name] {
+				seen[f.name] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
 // shQuote quotes s as one single-quoted word of bash, zsh or fish.
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
@@ -149,6 +179,8 @@ func zshSpec(f flagInfo) string {
 	if f.value {
 		if fileFlags[f.name] {
 			s += ":" + f.name + ":_files"
+		} else if len(f.choices) > 0 {
+			s += ":" + f.name + ":(" + strings.Join(f.choices, " ") + ")"
 		} else {
 			s += ":" + f.name + ": "
 		}
@@ -243,6 +275,8 @@ func fishFlag(f flagInfo) string {
 	switch {
 	case f.value && fileFlags[f.name]:
 		s += " -r -F"
+	case f.value && len(f.choices) > 0:
+		s += " -x -a " + shQuote(strings.Join(f.choices, " "))
 	case f.value:
 		s += " -x"
 	}

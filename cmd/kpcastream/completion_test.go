@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +53,19 @@ func TestCompletionBash(t *testing.T) {
 		"kpcastream --ver":            "--version",
 		"kpcastream completion z":     "zsh",
 		"kpcastream replay --stand":   "--standardize",
+		// A value, not flag names (issue 33 row 4).
+		"kpcastream publish --encoding ":  "json msgpack",
+		"kpcastream replay --learner ":    "ikpca kha window batch",
+		"kpcastream replay --kernel l":    "linear laplacian",
+		"kpcastream dlq ls --reason too":  "too_large",
+		"kpcastream publish --subject ":   "",
+		"kpcastream dlq republish --dry":  "--dry-run",
+		"kpcastream dlq ls --dry":         "",
+		"kpcastream dlq ls --js":          "--json",
+		"kpcastream dlq republish --json": "",
+		"kpcastream key ":                 "show accept reset",
+		"kpcastream key show --model-":    "--model-out",
+		"kpcastream key accept --js":      "",
 	} {
 		prog := `source "$1"; read -ra COMP_WORDS <<< "$2"; [[ "$2" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _kpcastream; echo "${COMPREPLY[*]}"`
 		out, err := exec.Command(bash, "-c", prog, "bash", script, line).CombinedOutput()
@@ -66,12 +80,17 @@ func TestCompletionFish(t *testing.T) {
 	fish := needShell(t, "fish")
 	script := completionScript(t, "fish")
 	for line, want := range map[string]string{
-		"kpcastream publish --su":    "--subject\tsubject to publish to (required)",
-		"kpcastream dlq ":            "ls\nrepublish",
-		"kpcastream snapshot ls --k": "--key\tthe partition key",
-		"kpcastream pu":              "publish\tpublish vectors from a CSV file or stdin",
+		"kpcastream publish --su":        "--subject\tsubject to publish to (required)",
+		"kpcastream dlq ":                "ls\nrepublish",
+		"kpcastream snapshot ls --k":     "--key\tthe partition key",
+		"kpcastream pu":                  "publish\tpublish vectors from a CSV file or stdin",
+		"kpcastream publish --encoding ": "json\nmsgpack",
+		"kpcastream run --log-format ":   "console\njson",
 	} {
 		out, err := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C$argv[2]`, script, line).CombinedOutput()
+		if !strings.Contains(want, "\t") { // the candidates only, not their descriptions
+			out = regexp.MustCompile(`(?m)\t.*$`).ReplaceAll(out, nil)
+		}
 		if err != nil || strings.TrimSpace(string(out)) != want {
 			t.Errorf("%q: completed %q (%v), want %q", line, out, err, want)
 		}
@@ -91,7 +110,7 @@ func TestCompletionZsh(t *testing.T) {
 		t.Errorf("sourced after compinit: %q %v, want kpcastream completed by _kpcastream", out, err)
 	}
 	b, _ := os.ReadFile(script)
-	for _, want := range []string{`'--subject[subject to publish to (required)]:subject: '`, `'--config[`, `compadd -- ls show rm`} {
+	for _, want := range []string{`'--subject[subject to publish to (required)]:subject: '`, `'--config[`, `compadd -- ls show rm`, `:encoding:(json msgpack)'`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("zsh script lacks %s", want)
 		}
@@ -110,15 +129,35 @@ func TestUsageHelp(t *testing.T) {
 			t.Errorf("command %s has no examples", name)
 		}
 	}
-	for _, args := range [][]string{{"help", "publish"}, {"publish", "-h"}} {
-		code, _, errOut := runCmd(t, args...)
-		if code != 0 || !strings.Contains(errOut, "-subject") || !strings.Contains(errOut, "examples:\n  kpcastream publish --config") {
-			t.Errorf("%v: %d %q", args, code, errOut)
+	// The help asked for is on stdout, stderr empty ("kpcastream help
+	// publish | less", issue 33 row 3).
+	for _, args := range [][]string{{"help", "publish"}, {"publish", "-h"}, {"publish", "--help"}, {"publish", "--subject", "x", "-h"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "-subject") || !strings.Contains(out, "examples:\n  kpcastream publish --config") {
+			t.Errorf("%v: %d stdout %q stderr %q", args, code, out, errOut)
 		}
 	}
-	code, _, errOut := runCmd(t, "snapshot", "ls", "-h")
-	if code != 0 || !strings.Contains(errOut, "examples:\n  kpcastream snapshot ls") {
-		t.Errorf("snapshot ls -h: %d %q", code, errOut)
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "usage: kpcastream <command>") {
+			t.Errorf("%v: %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
+	// A command of subcommands says where their flags are.
+	for _, c := range []string{"key", "dlq", "snapshot"} {
+		code, out, errOut := runCmd(t, "help", c)
+		if code != 0 || errOut != "" || !strings.Contains(out, "run 'kpcastream "+c+" ") || !strings.Contains(out, "for every flag") {
+			t.Errorf("help %s: %d stdout %q stderr %q", c, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCmd(t, "snapshot", "ls", "-h")
+	if code != 0 || errOut != "" || !strings.Contains(out, "examples:\n  kpcastream snapshot ls") {
+		t.Errorf("snapshot ls -h: %d %q", code, out)
+	}
+	// A mistake next to -h is still an error on stderr.
+	code, out, errOut = runCmd(t, "publish", "--no-such-flag", "-h")
+	if code != 2 || out != "" || !strings.Contains(errOut, "no-such-flag") {
+		t.Errorf("publish --no-such-flag -h: %d stdout %q stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "publish", "--subject", "x")
 	if code != 2 || out != "" || !strings.HasPrefix(errOut, `kpcastream publish: missing --in: CSV file, or "-" for stdin`) {
@@ -160,6 +199,37 @@ func TestExamplesUseRealFlags(t *testing.T) {
 					t.Errorf("examples of %s: %q uses %s, which %s %s does not accept", name, strings.TrimSpace(line), w, cmd, sub)
 				}
 			}
+		}
+	}
+}
+
+// TestFlagChoicesInHelp: every value the shells complete for a flag is
+// one its help names, and every entry of flagChoices is a flag of a
+// command taking a value.
+func TestFlagChoicesInHelp(t *testing.T) {
+	used := map[string]bool{}
+	for _, c := range completionSpec() {
+		for sub, flags := range c.flags {
+			for _, f := range flags {
+				if len(f.choices) == 0 {
+					continue
+				}
+				if _, ok := flagChoices[c.name+" "+f.name]; ok {
+					used[c.name+" "+f.name] = true
+				} else {
+					used[f.name] = true
+				}
+				for _, v := range f.choices {
+					if !strings.Contains(f.usage, v) {
+						t.Errorf("%s %s --%s completes %q, which its help does not name: %q", c.name, sub, f.name, v, f.usage)
+					}
+				}
+			}
+		}
+	}
+	for k := range flagChoices {
+		if !used[k] {
+			t.Errorf("flagChoices[%q] completes no flag", k)
 		}
 	}
 }

@@ -95,8 +95,9 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
        kpcastream dlq republish --config FILE [--pipeline P] | --stream S  (--seq … | --reason R | --key K | --since D | --all) [--to SUBJECT] [--delete] [--dry-run]`)
 	}
 	if len(args) == 0 || (args[0] != "ls" && args[0] != "republish") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		if len(args) > 0 && isHelpFlag(args[0]) {
 			usage()
+			fmt.Fprintln(stderr, "\nrun 'kpcastream dlq ls -h' or 'kpcastream dlq republish -h' for every flag")
 			return flag.ErrHelp
 		}
 		usage()
@@ -109,15 +110,21 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	stream := fs.String("stream", "", "the dead-letter stream (default: the one that stores --pipeline's dead-letter subject)")
 	seqs := fs.String("seq", "", "dead-letter stream sequences: 5,7,10-20")
 	var f dlqFilter
-	fs.StringVar(&f.reason, "reason", "", "only this reason (malformed, dimension, too_large, non_finite, numerical, version, panic)")
+	fs.StringVar(&f.reason, "reason", "", "only this reason (malformed, dimension, too_large, non_finite, numerical, label, version, panic)")
 	fs.StringVar(&f.key, "key", "", "only this partition key")
 	fs.DurationVar(&f.since, "since", 0, "only dead letters stored within this duration")
 	fs.IntVar(&f.limit, "limit", 0, "at most this many (0: all)")
-	asJSON := fs.Bool("json", false, "ls: one JSON object per line (with the full detail and payload)")
-	all := fs.Bool("all", false, "republish: every dead letter of the stream")
-	to := fs.String("to", "", "republish: to this subject instead of each one's original input subject")
-	del := fs.Bool("delete", false, "republish: delete each dead letter from the stream once re-published")
-	dry := fs.Bool("dry-run", false, "republish: list what would be sent, send nothing")
+	// Each operation's own flags: "dlq ls -h" and its completion list no
+	// republish flag.
+	asJSON, all, to, del, dry := new(bool), new(bool), new(string), new(bool), new(bool)
+	if op == "ls" {
+		fs.BoolVar(asJSON, "json", false, "one JSON object per line (with the full detail and payload)")
+	} else {
+		fs.BoolVar(all, "all", false, "every dead letter of the stream")
+		fs.StringVar(to, "to", "", "to this subject instead of each one's original input subject")
+		fs.BoolVar(del, "delete", false, "delete each dead letter from the stream once re-published")
+		fs.BoolVar(dry, "dry-run", false, "list what would be sent, send nothing")
+	}
 	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err

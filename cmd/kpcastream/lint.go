@@ -38,11 +38,20 @@ func runLint(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (required)")
+	schema := fs.Bool("schema", false, "print the configuration's JSON Schema (for editors: README, Checking a file) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return errUsage
+	}
+	if *schema {
+		b, err := config.Schema()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
 	}
 	if missingFlags(stderr, fs, "usage: kpcastream lint --config FILE", "config") {
 		return errUsage

@@ -140,3 +140,49 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: %q", out.String())
 	}
 }
+
+// TestClientConfigRunOnlyVariable: a client command reads a --config file
+// whose ${PORT} only "run" uses (http.metrics_addr) without PORT set
+// (issue 33 row 9); run and lint still name it.
+func TestClientConfigRunOnlyVariable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "alpha.yaml")
+	yml := `http: {metrics_addr: "127.0.0.1:${KPCA_TEST_UNSET_PORT}"}
+pipelines:
+  - name: alpha
+    input: {stream: ALPHA, subject: "alpha.*.features"}
+    learner: {dim: 4, components: 2, kernel: {name: rbf}}
+`
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &clientFlags{config: file}
+	cfg, err := c.load()
+	if err != nil {
+		t.Fatalf("client load: %v", err)
+	}
+	if p, err := c.pipelineOf(cfg); err != nil || p.Input.Subject != "alpha.*.features" {
+		t.Errorf("pipeline: %v %v", p, err)
+	}
+	code, out, errOut := runCmd(t, "lint", "--config", file)
+	if code != 1 || !strings.Contains(out+errOut, "KPCA_TEST_UNSET_PORT is not set") {
+		t.Errorf("lint: %d %s%s, want the unset variable named", code, out, errOut)
+	}
+}
+
+// TestWidthHint: publish's hint on a row of the wrong width counts its
+// columns in English, not "column(s)" (issue 33 row 15).
+func TestWidthHint(t *testing.T) {
+	for _, c := range []struct {
+		got, want int
+		hint      string
+	}{
+		{5, 4, "leave 1 column out with --drop (or name the id with --id-column)"},
+		{6, 4, "leave 2 columns out with --drop (or name the id with --id-column)"},
+		{3, 4, "1 column missing"},
+		{1, 4, "3 columns missing"},
+	} {
+		if h := widthHint(c.got, c.want); h != c.hint {
+			t.Errorf("widthHint(%d, %d) = %q, want %q", c.got, c.want, h, c.hint)
+		}
+	}
+}

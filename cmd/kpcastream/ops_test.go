@@ -621,6 +621,9 @@ func TestPayloadJSON(t *testing.T) {
 		{"msgpack output", "", out, `"key":"k"`},
 		{"undecodable", "", []byte{0xc1, 'h', 'i'}, `{"undecodable":`},
 		{"bad json", "application/json", []byte(`{"x":`), `{"undecodable":"{\"x\":"}`},
+		// Text is shown as its text, not as the msgpack integer of its
+		// first byte (issue 33 row 7: preview 104 for "hello").
+		{"text", "", []byte("hello"), `{"undecodable":"hello"}`},
 	} {
 		got := payloadJSON(c.data, c.ct)
 		if !json.Valid(got) || !strings.Contains(string(got), c.want) {

@@ -203,9 +203,17 @@ func checkValues(r io.Reader, name string, drop []string, id string) error {
 // widthHint says what to do about rows of width got where want are expected.
 func widthHint(got, want int) string {
 	if got > want {
-		return fmt.Sprintf("leave %d column(s) out with --drop (or name the id with --id-column)", got-want)
+		return fmt.Sprintf("leave %s out with --drop (or name the id with --id-column)", columns(got-want))
 	}
-	return fmt.Sprintf("%d column(s) missing", want-got)
+	return fmt.Sprintf("%s missing", columns(want-got))
+}
+
+// columns is "1 column" or "n columns".
+func columns(n int) string {
+	if n == 1 {
+		return "1 column"
+	}
+	return fmt.Sprintf("%d columns", n)
 }
 
 // quoteAll quotes CSV fields so that they can be joined back into a line.

@@ -125,6 +125,7 @@ func TestPythonProject(t *testing.T) {
 				t.Fatalf("project exit %d: %s", code, stderr)
 			}
 			pyOut := runPython(t, py, "project", "--model", model, "--in", iris, "--drop", "label")
+			sameCSV(t, goOut, pyOut)
 			gh, gz, _ := readCSVFloats(t, "go project", goOut, 0)
 			ph, pz, _ := readCSVFloats(t, "python project", pyOut, 0)
 			if !reflect.DeepEqual(gh, ph) || len(gz) != 150 || len(pz) != len(gz) {
@@ -164,23 +165,35 @@ func TestPythonProject(t *testing.T) {
 				}
 				return
 			}
-			ph, ps, prec := readCSVFloats(t, "python predict", runPython(t, py, "predict", "--model", model, "--in", iris, "--drop", "label"), 2)
-			if want := append([]string{"row", "pred"}, m.Classifier.Classes...); !reflect.DeepEqual(ph, want) || len(ps) != 150 {
-				t.Fatalf("predict header %v (want %v), %d rows", ph, want, len(ps))
+			// The same CSV as "kpcastream predict": the same header and
+			// columns (issue 33 row 5: Python wrote row,pred,0,1,2), the
+			// numbers to 1e-9 of their column's scale.
+			code, goPred, stderr := runCmd(t, "predict", "--model", model, "--in", iris, "--drop", "label")
+			if code != 0 {
+				t.Fatalf("predict exit %d: %s", code, stderr)
+			}
+			recs := sameCSV(t, goPred, runPython(t, py, "predict", "--model", model, "--in", iris, "--drop", "label"))
+			want := []string{"row", "z1", "z2", "z3", "pred"}
+			for _, c := range m.Classifier.Classes {
+				want = append(want, "score_"+c)
+			}
+			if !reflect.DeepEqual(recs[0], want) || len(recs) != 151 {
+				t.Fatalf("predict header %v (want %v), %d rows", recs[0], want, len(recs)-1)
 			}
 			_, x, _ := readCSVFloats(t, "iris", mustRead(t, iris), 0)
 			agree := 0
 			for i, row := range x {
 				s, best := m.Predict(row[:4])
 				for j := range s {
-					if !closeTo(s[j], ps[i][j], 1) {
-						t.Fatalf("row %d score %s: go %v, python %v", i, m.Classifier.Classes[j], s[j], ps[i][j])
+					v, err := strconv.ParseFloat(recs[i+1][5+j], 64)
+					if err != nil || !closeTo(s[j], v, 1) {
+						t.Fatalf("row %d score %s: go %v, python %v", i, m.Classifier.Classes[j], s[j], recs[i+1][5+j])
 					}
 				}
-				if prec[i][1] != m.Classifier.Classes[best] {
-					t.Errorf("row %d: go predicts %s, python %s", i, m.Classifier.Classes[best], prec[i][1])
+				if recs[i+1][4] != m.Classifier.Classes[best] {
+					t.Errorf("row %d: go predicts %s, python %s", i, m.Classifier.Classes[best], recs[i+1][4])
 				}
-				if fmt.Sprint(row[4]) == prec[i][1] {
+				if fmt.Sprint(row[4]) == recs[i+1][4] {
 					agree++
 				}
 			}
@@ -319,4 +332,95 @@ func readCSVFile(t *testing.T, path string) [][]string {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// sameCSV checks that the CSV python wrote has the layout of the one Go
+// wrote: the same header, rows and columns, the same text in each cell
+// that is no number and numbers that agree to 1e-9 of their column's
+// largest magnitude; it returns python's records.
+func sameCSV(t *testing.T, goOut, pyOut string) [][]string {
+	t.Helper()
+	g, err := csv.NewReader(strings.NewReader(goOut)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := csv.NewReader(strings.NewReader(pyOut)).ReadAll()
+	if err != nil {
+		t.Fatalf("python's CSV: %v", err)
+	}
+	if len(g) == 0 || len(p) != len(g) || !reflect.DeepEqual(g[0], p[0]) {
+		t.Fatalf("python's CSV has header %v and %d lines, Go's %v and %d", p[0], len(p), g[0], len(g))
+	}
+	scale := make([]float64, len(g[0]))
+	for _, r := range g[1:] {
+		for j, c := range r {
+			if v, err := strconv.ParseFloat(c, 64); err == nil {
+				scale[j] = math.Max(scale[j], math.Abs(v))
+			}
+		}
+	}
+	for i := 1; i < len(g); i++ {
+		if len(p[i]) != len(g[i]) {
+			t.Fatalf("line %d: python %d cells, Go %d", i+1, len(p[i]), len(g[i]))
+		}
+		for j := range g[i] {
+			gv, gerr := strconv.ParseFloat(g[i][j], 64)
+			pv, perr := strconv.ParseFloat(p[i][j], 64)
+			switch {
+			case gerr != nil || perr != nil:
+				if g[i][j] != p[i][j] {
+					t.Fatalf("line %d column %s: go %q, python %q", i+1, g[0][j], g[i][j], p[i][j])
+				}
+			case !closeTo(gv, pv, scale[j]):
+				t.Fatalf("line %d column %s: go %s, python %s", i+1, g[0][j], g[i][j], p[i][j])
+			}
+		}
+	}
+	return p
+}
+
+// TestPythonPackage installs python/ as a package ("pip install ./python",
+// into a venv that sees the system's numpy and msgpack, with --no-index:
+// nothing is downloaded) and runs its kpcastream-py entry point: the same
+// CSV as "kpcastream project" (issue 33 item 4).
+func TestPythonPackage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes a venv and installs python/ into it")
+	}
+	py := needPython(t)
+	dir := t.TempDir()
+	venv := filepath.Join(dir, "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--system-site-packages", venv).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s -m venv fails (.ci/run installs python3-venv): %v\n%s", py, err, out)
+		}
+		t.Skipf("SKIPPED: %s -m venv fails (apt-get install python3-venv): %v\n%s", py, err, out)
+	}
+	pip := exec.Command(filepath.Join(venv, "bin", "pip"), "install", "--no-index", filepath.Join("..", "..", "python"))
+	if out, err := pip.CombinedOutput(); err != nil {
+		t.Fatalf("pip install --no-index ./python: %v\n%s", err, out)
+	}
+	iris := filepath.Join("..", "..", "testdata", "data", "iris.csv")
+	model := filepath.Join(dir, "model.json")
+	if code, _, stderr := runCmd(t, "replay", "--kernel", "rbf", "--gamma", "0.5", "--components", "3", "--budget", "40", "--in", iris,
+		"--drop", "label", "--model-out", model, "--progress", "0"); code != 0 {
+		t.Fatalf("replay: %d %s", code, stderr)
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	code, goOut, stderr := runCmd(t, "project", "--model", model, "--in", iris, "--drop", "label")
+	if code != 0 {
+		t.Fatalf("project: %d %s", code, stderr)
+	}
+	cmd := exec.Command(filepath.Join(venv, "bin", "kpcastream-py"), "project", "--model", model, "--in", abs(iris), "--drop", "label")
+	cmd.Dir = dir // not python/: the installed module runs
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kpcastream-py project: %v\n%s", err, se.String())
+	}
+	sameCSV(t, goOut, so.String())
+	where, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c", "import kpcastream; print(kpcastream.__file__)").Output()
+	if err != nil || !strings.HasPrefix(strings.TrimSpace(string(where)), venv) {
+		t.Errorf("the venv imports kpcastream from %q (%v), want the installed package", where, err)
+	}
 }

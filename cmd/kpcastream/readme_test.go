@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -94,6 +95,13 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("the quick start is no longer build, run, publish, tail, dlq ls: %q", lines)
 	}
 	created(t, "kpcastream")
+	// The defaults a user's own "kpcastream run" holds: held here too
+	// (when free), so the test shows it does not need them.
+	for _, addr := range []string{"127.0.0.1:4222", "127.0.0.1:9090"} {
+		if l, err := net.Listen("tcp", addr); err == nil {
+			t.Cleanup(func() { l.Close() })
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -241,5 +249,57 @@ func TestReadmeReplay(t *testing.T) {
 	}
 	if n != 20001 {
 		t.Errorf("proj.csv: %d lines, want a header and 20,000 rows", n)
+	}
+}
+
+// TestReadmeDevelopmentPorts: the Development section does not claim that
+// the tests need a fixed port free (they take ports the system picks;
+// issue 33 row 16), and the quick start's test runs while 127.0.0.1:4222
+// and :9090 are held, as they are beside a user's own "kpcastream run".
+func TestReadmeDevelopmentPorts(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dev, ok := strings.Cut(string(raw), "\n## Development\n")
+	if !ok {
+		t.Fatal("README.md has no Development section")
+	}
+	dev, _, _ = strings.Cut(dev, "\n## ")
+	for _, bad := range []string{"4222 free", "9090 free", "needs 127.0.0.1"} {
+		if strings.Contains(dev, bad) {
+			t.Errorf("README's Development section says the tests need %q: they take ports the system picks", bad)
+		}
+	}
+	if !strings.Contains(dev, "KPCASTREAM_EMBEDDED_PORT") {
+		t.Error("README's Development section does not say how the quick start's test moves the embedded server")
+	}
+}
+
+// TestReadmeEnvExampleLints: the README's example of ${VAR} in a
+// configuration file passes "kpcastream lint" with its variable set
+// (issue 33 row 10: it lacked nats.user beside nats.password).
+func TestReadmeEnvExampleLints(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(raw), "**Environment variables in the file**")
+	if !ok {
+		t.Fatal("README.md: no paragraph on environment variables in the file")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("README.md: no yaml block after the environment variables paragraph")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	file := filepath.Join(t.TempDir(), "env.yaml")
+	if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NATS_PASSWORD", "s3cret")
+	code, out, errOut := runCmd(t, "lint", "--config", file)
+	if code != 0 || !strings.Contains(out+errOut, ": ok: 1 pipeline") {
+		t.Errorf("lint of the README's ${VAR} example: exit %d\n%s%s", code, out, errOut)
 	}
 }

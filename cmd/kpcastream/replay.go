@@ -39,7 +39,8 @@ type replayOptions struct {
 
 // monitorFlagNames are the flags that ask for the model's monitor section.
 var monitorFlagNames = map[string]bool{"learn": true, "level": true, "warmup": true, "accept-after": true,
-	"confirm": true, "limit-window": true, "standardize": true, "freeze": true, "trend": true, "trend-lambda": true}
+	"confirm": true, "limit-window": true, "standardize": true, "freeze": true, "trend": true, "trend-lambda": true,
+	"excursion": true, "linear": true}
 
 func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
@@ -120,8 +121,10 @@ func labelFlags(fs *flag.FlagSet, o *replay.LabelConfig) {
 func monitorFlags(fs *flag.FlagSet, o *replay.MonitorConfig) {
 	fs.StringVar(&o.Learn, "learn", monitor.LearnAlways, "always: learn every row (then score it); normal: score first and learn only rows within the control limits, after the warm-up")
 	fs.Float64Var(&o.Level, "level", monitor.DefaultLevel, "level of the SPE and T² control limits, in (0,1)")
-	fs.IntVar(&o.Warmup, "warmup", 0, "rows learned unconditionally before the limits are in force (default 2 × budget, at least 100)")
-	fs.IntVar(&o.AcceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarms and learn again (0 = never)")
+	fs.IntVar(&o.Warmup, "warmup", 0, "rows known to be normal, learned unconditionally before the limits are in force (default 2 × budget, at least 100, at most 200)")
+	fs.IntVar(&o.AcceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarmed rows and learn again (0 = never; rows held by the trend gate do not count)")
+	fs.IntVar(&o.Excursion, "excursion", 0, "with --learn normal: a run of at most this many alarms is learned as a normal excursion once 2 × confirm rows without alarm follow (default 50; negative: none)")
+	fs.BoolVar(&o.Linear, "linear", false, "also monitor a linear residual (a running linear PCA of the learned rows) beside the kernel's: faults in one variable among many")
 	fs.IntVar(&o.Confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.Window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
 	fs.StringVar(&o.Trend, "trend", monitor.DefaultTrend, "with --learn normal: ewma stops learning while the EWMA of the SPE's rank among the recent normal rows is above its limit (slow faults); off learns every row within the limits")

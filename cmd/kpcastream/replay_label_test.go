@@ -73,7 +73,7 @@ func TestReplayLabel(t *testing.T) {
 	for _, args := range [][]string{
 		{"--learner", "window", "--label", "label"},
 		{"--label", "label", "--classify-on", "x"},
-		{"--standardize"},
+		{"--standardize", "--warmup", "400"}, // holds back 200 rows of 178 (the default warm-up, at most 200, holds 100)
 		{"--label", "label", "--drop", "label"},
 	} {
 		full := append([]string{"replay", "--in", data, "--model-out", model}, args...)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -163,6 +164,10 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 			StoreDir: embeddedStoreDir(cfg, log), Logger: log})
 		cancel()
 		if err != nil {
+			if portInUse(err) {
+				return fmt.Errorf("%w\nhint: another process holds %s:%d (a kpcastream run, a nats-server): use it (--nats-url nats://%s:%d), stop it, or move the embedded server (KPCASTREAM_EMBEDDED_PORT=%d or embedded.port; the client commands given the same --config follow it)",
+					err, cfg.Embedded.Host, cfg.Embedded.Port, cfg.Embedded.Host, cfg.Embedded.Port, cfg.Embedded.Port+1)
+			}
 			return err
 		}
 		embedded, url = s, u
@@ -197,6 +202,9 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	var srv *http.Server
 	if ln == nil && cfg.HTTP.MetricsAddr != "off" {
 		if ln, err = net.Listen("tcp", cfg.HTTP.MetricsAddr); err != nil {
+			if portInUse(err) {
+				return fmt.Errorf("metrics listener: %w\nhint: another process holds %s (a kpcastream run?): move the listener with --metrics-addr 127.0.0.1:0 (a free port; the log names it), KPCASTREAM_METRICS_ADDR or http.metrics_addr, or turn it off with --metrics-addr off", err, cfg.HTTP.MetricsAddr)
+			}
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 	}
@@ -223,6 +231,12 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	_ = embedded
 	log.Info("stopped", zap.Error(runErr))
 	return runErr
+}
+
+// portInUse reports whether err is a listener's "address already in use"
+// (the embedded server reports it as text).
+func portInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // livePageURL is the address of the live page served on addr, as a

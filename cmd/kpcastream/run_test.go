@@ -169,3 +169,52 @@ func TestRunUsage(t *testing.T) {
 		t.Errorf("bad config: exit %d, stderr %q", c, errOut.String())
 	}
 }
+
+// TestRunPortInUse: a busy embedded-server or metrics port is said once,
+// with a hint naming how to move it (issue 33 row 8: "bind: address already
+// in use" twice, no hint of KPCASTREAM_EMBEDDED_PORT or --metrics-addr).
+func TestRunPortInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded nats-server")
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	busy := held.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	write := func(natsPort int, metrics string) string {
+		f := filepath.Join(dir, fmt.Sprint("c", natsPort, ".yaml"))
+		cfg := fmt.Sprintf(`embedded: {port: %d}
+data_dir: %s
+http: {metrics_addr: %q}
+log: {format: json, level: info}
+pipelines:
+  - name: dev
+    input: {stream: DEV, subject: "dev.*.in", create_stream: true}
+    learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}}
+`, natsPort, filepath.Join(dir, "data"), metrics)
+		if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, c := range []struct {
+		name, file string
+		hints      []string
+	}{
+		{"embedded", write(busy, "off"), []string{"KPCASTREAM_EMBEDDED_PORT=", "--nats-url nats://127.0.0.1:" + fmt.Sprint(busy)}},
+		{"metrics", write(freePort(t), fmt.Sprint("127.0.0.1:", busy)), []string{"--metrics-addr 127.0.0.1:0", "KPCASTREAM_METRICS_ADDR", "--metrics-addr off"}},
+	} {
+		code, _, errOut := runCmd(t, "run", "--config", c.file)
+		if code != 1 || strings.Count(errOut, "address already in use") != 1 {
+			t.Errorf("%s port in use: exit %d, want 1 and the error once:\n%s", c.name, code, errOut)
+		}
+		for _, h := range c.hints {
+			if !strings.Contains(errOut, h) {
+				t.Errorf("%s port in use: no hint %q:\n%s", c.name, h, errOut)
+			}
+		}
+	}
+}

@@ -51,7 +51,8 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(args) == 0 || (args[0] != "ls" && args[0] != "show" && args[0] != "rm") {
 		usage()
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		if len(args) > 0 && isHelpFlag(args[0]) {
+			fmt.Fprintln(stderr, "\nrun 'kpcastream snapshot ls -h' (show, rm) for every flag")
 			return flag.ErrHelp
 		}
 		return errUsage

@@ -240,7 +240,10 @@ func payloadJSON(data []byte, contentType string) json.RawMessage {
 		}
 	} else {
 		var v any
-		if err := msgpack.Unmarshal(data, &v); err == nil {
+		r := bytes.NewReader(data)
+		// The whole payload is one value: "hello" is not the integer 104
+		// followed by 4 bytes.
+		if err := msgpack.NewDecoder(r).Decode(&v); err == nil && r.Len() == 0 {
 			if b, err := json.Marshal(jsonable(v)); err == nil {
 				return b
 			}

@@ -17,7 +17,8 @@ var examples = map[string]string{
   kpcastream run --config kpcastream.yaml --nats-url nats://nats:4222  # an existing server or cluster
   kpcastream run --config kpcastream.yaml --dry-run                    # check the file and the flags, start nothing`,
 	"lint": `  kpcastream lint --config kpcastream.yaml         # every problem at once, each with its YAML path
-  MY_NATS=nats://h:4222 kpcastream lint --config kpcastream.yaml   # with the ${MY_NATS} it references`,
+  MY_NATS=nats://h:4222 kpcastream lint --config kpcastream.yaml   # with the ${MY_NATS} it references
+  kpcastream lint --schema > kpcastream.schema.json   # the JSON Schema, for an editor's YAML language server`,
 	"demo": `  kpcastream demo                                  # embedded NATS, a drifting stream, the live page
   kpcastream demo --keys 4 --workers 2 --partitions 4 --duration 1m
   kpcastream demo --classify                       # with a classifier stage`,
@@ -32,6 +33,10 @@ var examples = map[string]string{
 	"dlq": `  kpcastream dlq ls --config kpcastream.yaml --reason dimension --since 1h
   kpcastream dlq republish --config kpcastream.yaml --reason too_large --dry-run
   kpcastream dlq republish --config kpcastream.yaml --seq 5,7-9 --delete`,
+	"key": `  kpcastream key show --config kpcastream.yaml --key s1               # learner, dictionary, eigenvalues, limits
+  kpcastream key show --config kpcastream.yaml --key s1 --model-out m.json   # and its model export, for project
+  kpcastream key accept --config kpcastream.yaml --key s1             # accept the current regime (monitor:)
+  kpcastream key reset --nats-url nats://h:4222 --pipeline sensors --key s1    # a fresh learner`,
 	"snapshot": `  kpcastream snapshot ls --config kpcastream.yaml                  # every key: seq, learner, basis version
   kpcastream snapshot show --config kpcastream.yaml --key s1
   kpcastream snapshot rm --config kpcastream.yaml --key s1         # the key starts afresh`,
@@ -87,7 +92,7 @@ func init() {
 // runHelp is "kpcastream help [CMD [SUB]]": the command's -h.
 func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		usage(stderr)
+		usage(stdout)
 		return nil
 	}
 	cmd, ok := commands[args[0]]
@@ -96,23 +101,57 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		usage(stderr)
 		return errUsage
 	}
-	_ = cmd.run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stderr) // flag.ErrHelp: the usage is printed
-	printExamples(stderr, args[0])
+	// flag.ErrHelp: the usage is printed, on stdout as it was asked for
+	// ("kpcastream help publish | less").
+	_ = cmd.run(ctx, append(args[1:len(args):len(args)], "-h"), stdout, stdout)
+	printExamples(stdout, args[0])
 	return nil
 }
 
 // subcommands are the first arguments of the commands that take one.
 var subcommands = map[string][]string{
 	"dlq":        {"ls", "republish"},
+	"key":        {"show", "accept", "reset"},
 	"snapshot":   {"ls", "show", "rm"},
 	"completion": {"bash", "zsh", "fish"},
 }
 
 // flagInfo is one flag of a command as its -h lists it.
 type flagInfo struct {
-	name  string
-	value bool   // takes a value (not a boolean)
-	usage string // first line of its help
+	name    string
+	value   bool     // takes a value (not a boolean)
+	usage   string   // first line of its help
+	choices []string // the values it accepts, when they are a few words (flagChoices)
+}
+
+// flagChoices are the values of the flags that take one of a few words,
+// by "command flag" (or "flag" for every command): the shells complete
+// them. Each is named in the flag's help (TestFlagChoicesInHelp).
+var flagChoices = map[string][]string{
+	"encoding":     {"json", "msgpack"},
+	"learner":      {"ikpca", "kha", "window", "batch"},
+	"demo learner": {"ikpca", "kha", "window"},
+	"kernel":       {"rbf", "poly", "linear", "sigmoid", "laplacian"},
+	"admission":    {"ald", "coherence"},
+	"eviction":     {"centroid", "lli", "fifo", "contribution"},
+	"rule":         {"gha", "oja", "apex"},
+	"solver":       {"auto", "dense", "lanczos", "fast"},
+	"classify-on":  {"coords", "z"},
+	"learn":        {"always", "normal"},
+	"trend":        {"ewma", "off"},
+	"log-format":   {"json", "console"},
+	"bench output": {"jetstream", "core"},
+	"bench mode":   {"all", "both", "raw", "bare", "pipeline"},
+	"storage":      {"file", "memory"},
+	"reason":       {"malformed", "dimension", "too_large", "non_finite", "numerical", "label", "version", "panic"},
+}
+
+// choicesOf returns the values of flag of command cmd (nil when any).
+func choicesOf(cmd, flag string) []string {
+	if c, ok := flagChoices[cmd+" "+flag]; ok {
+		return c
+	}
+	return flagChoices[flag]
 }
 
 // commandFlags returns the flags of command name (and sub) by running it
@@ -143,6 +182,9 @@ func commandFlags(name, sub string) []flagInfo {
 			fi.usage = strings.TrimSpace(lines[i+1])
 		}
 		fi.usage = strings.TrimSpace(fi.usage)
+		if fi.value {
+			fi.choices = choicesOf(name, fi.name)
+		}
 		out = append(out, fi)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].name < out[b].name })

@@ -133,9 +133,16 @@ func (m *Model) applyMonitored(res *Result, obs []codec.Observation, key string,
 			}
 			continue
 		}
+		contrib := out.Contrib[:0] // the slot's storage, kept across fill
 		fill(out, l, res.Eig, &obs[i], key, seq, r.Z, r.Novelty)
+		out.Warmup = !r.Verdict.InForce
 		if v := r.Verdict; v.InForce {
 			out.SPELimit, out.T2Limit, out.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
+			out.LSPE, out.LSPELimit = v.LSPE, v.LSPELimit
+			for _, c := range r.Contrib {
+				contrib = append(contrib, codec.Contribution{Var: c.Var, Value: c.Value})
+			}
+			out.Contrib = contrib
 			if mt := m.spec.Meter; mt != nil && v.Alarm != monitor.AlarmNone {
 				mt.Alarm(v.Alarm)
 			}

@@ -64,6 +64,11 @@ type Report struct {
 	// Detection, when set, is the detection of a labelled fault column by
 	// the monitor's alarms (replay --fault-column), shown under the header.
 	Detection string `json:"detection,omitempty"`
+	// Monitor, when set, is the monitor's summary (replay with monitoring
+	// flags): rows learned and alarmed, where the warm-up — rows taken as
+	// normal — ended and how many it learned, the limits in force; shown
+	// under the header.
+	Monitor string `json:"monitor,omitempty"`
 }
 
 // WriteReport writes the page with r embedded and every script and style

@@ -26,6 +26,10 @@ type Observation struct {
 	// "both" or "").
 	SPELimit, T2Limit float64
 	Alarm             string
+	// Contrib names an alarm's variables, largest contribution first (an
+	// output's contrib field; nil without). The Series tallies them
+	// (View.Contrib); it does not keep a reference to the slice.
+	Contrib []Contribution
 
 	Explained   float64
 	Eigenvalues []float64 // the first Options.EigDims values are kept
@@ -152,6 +156,7 @@ type Series struct {
 	t2Lim    float64
 	every    int // PerBucket: keep every every-th observation of a bucket
 	inBucket int // observations in the current bucket
+	contrib  contribTally
 }
 
 // NewSeries allocates a Series sized by o.
@@ -190,6 +195,7 @@ func (s *Series) Add(o *Observation) {
 	if o.Alarm != "" || o.SPELimit > 0 {
 		s.alarms = true
 	}
+	s.contrib.add(o)
 	if s.hasBasis && o.Basis != s.basis {
 		if len(s.events) == maxEvents {
 			copy(s.events, s.events[1:])
@@ -540,12 +546,15 @@ type View struct {
 	Since int64 `json:"since,omitempty"`
 	// Events are the basis changes and the drift markers, in order of X.
 	Events []Event `json:"events"`
+	// Contrib tallies the variables named by the alarms (all of the
+	// key's, not only the kept samples'); omitted when none named any.
+	Contrib *ContribView `json:"contrib,omitempty"`
 }
 
 // View returns a copy of the record with control limits at quantile q and
 // drift markers by rule.
 func (s *Series) View(q float64, rule DriftRule) *View {
-	v := &View{Count: s.count, Stride: s.stride}
+	v := &View{Count: s.count, Stride: s.stride, Contrib: s.contrib.view()}
 	if s.backfill {
 		v.Since = s.since
 		if !s.live {

@@ -256,3 +256,29 @@ func TestViewMonitorLimits(t *testing.T) {
 		t.Errorf("without a monitor: limits %+v, alarms %v; want the 0.5-quantile 24.5 and no alarms", v.Limits, v.Samples.Alarm)
 	}
 }
+
+// TestContribTally checks the contributions panel's data: alarms that
+// name their variables are tallied (first, top 3, the newest list), others
+// are not, the view copies, and a series without any has no panel.
+func TestContribTally(t *testing.T) {
+	s := NewSeries(Options{Samples: 8})
+	if s.View(0.99, DefaultDrift).Contrib != nil {
+		t.Fatal("a series without contributions has a contributions panel")
+	}
+	add := func(x int64, cs ...Contribution) {
+		s.Add(&Observation{X: x, Seq: uint64(x), Z: []float64{1}, Contrib: cs})
+	}
+	add(1, Contribution{7, 3}, Contribution{2, 1}, Contribution{0, 0.5})
+	add(2)
+	add(3, Contribution{2, 4}, Contribution{7, 2})
+	cs := []Contribution{{7, 5}, {maxContribVars, 1}}
+	s.Add(&Observation{X: 4, Seq: 4, Contrib: cs})
+	cs[0].Var = 1 // the series keeps no reference
+	c := s.View(0.99, DefaultDrift).Contrib
+	if c == nil || c.Alarms != 3 || c.First[7] != 2 || c.First[2] != 1 || c.Top3[7] != 3 || c.Top3[2] != 2 || c.Top3[0] != 1 || c.Other != 1 {
+		t.Fatalf("tally %+v: want 3 alarms, x7 first twice and in the top 3 thrice, x2 first once and top 3 twice, x0 top 3 once, one other", c)
+	}
+	if c.LastX != 4 || len(c.Last) != 2 || c.Last[0] != (Contribution{7, 5}) {
+		t.Errorf("newest alarm %d %+v, want 4 [{7 5} …]", c.LastX, c.Last)
+	}
+}

@@ -124,13 +124,15 @@ func (l zapLogger) Debugf(format string, v ...any)  { l.s.Debug(redact(format, v
 func (l zapLogger) Tracef(format string, v ...any)  { l.s.Debug(redact(format, v)) }
 func (l zapLogger) Fatalf(format string, v ...any) {
 	msg := redact(format, v)
-	l.s.Error(msg)
 	if l.fatal != nil {
 		select {
 		case l.fatal <- msg:
+			l.s.Debug(msg) // StartEmbedded returns it: said once, by the caller
+			return
 		default:
 		}
 	}
+	l.s.Error(msg)
 }
 
 func redact(format string, v []any) string { return natsconn.RedactText(fmt.Sprintf(format, v...)) }

@@ -59,3 +59,73 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkContributions is the hot-path cost of an alarm's contributions
+// (issue 31): Step on a normal and on an alarmed observation of 52
+// variables with the ikpca learner (budget 200, 20 components, RBF), learn
+// normal, standardised; the difference is the contributions' cost (4d + 1
+// Scores), paid only by an alarmed observation. With linear the linear
+// residual is on as well.
+func BenchmarkContributions(b *testing.B) {
+	const d, k, budget = 52, 20, 200
+	for _, linear := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(2, 2))
+		l, err := learners.New(learners.Config{Learner: learners.KindIKPCA, Dim: d, Components: k, Budget: budget,
+			Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1.0 / d}, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := Config{Learn: LearnNormal, Standardize: true, Freeze: true, Dim: d, Linear: linear, LinearComponents: k}
+		m, err := New(c.WithDefaults(budget))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Normal rows: three latent factors, mixed into d variables.
+		mix := make([]float64, 3*d)
+		for i := range mix {
+			mix[i] = rng.NormFloat64()
+		}
+		row := func(x []float64) {
+			f := [3]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+			for j := range x {
+				x[j] = 0.1*rng.NormFloat64() + f[0]*mix[j] + f[1]*mix[d+j] + f[2]*mix[2*d+j]
+			}
+		}
+		x, in, z := make([]float64, d), make([]float64, d), make([]float64, k)
+		for range 1500 {
+			row(x)
+			if _, err := m.Step(l, nil, in, z, x); err != nil {
+				b.Fatal(err)
+			}
+		}
+		normal := make([]float64, d)
+		row(normal)
+		faulty := append([]float64(nil), normal...)
+		faulty[7] += 20
+		for _, tc := range []struct {
+			name string
+			x    []float64
+		}{{"normal", normal}, {"alarmed", faulty}} {
+			name := tc.name
+			if linear {
+				name += "-linear"
+			}
+			b.Run(name, func(b *testing.B) {
+				r, err := m.Step(l, nil, in, z, tc.x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if alarmed := r.Verdict.Alarm != AlarmNone; alarmed != (tc.name == "alarmed") || alarmed != (len(r.Contrib) > 0) {
+					b.Fatalf("%s: alarm %v with %d contributions", tc.name, r.Verdict.Alarm, len(r.Contrib))
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := m.Step(l, nil, in, z, tc.x); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

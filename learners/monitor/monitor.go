@@ -33,6 +33,8 @@ const (
 	DefaultLevel = 0.99
 	// MinWarmup is the smallest default warm-up (see DefaultWarmup).
 	MinWarmup = 100
+	// MaxDefaultWarmup is the largest default warm-up (see DefaultWarmup).
+	MaxDefaultWarmup = 200
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -44,11 +46,16 @@ var (
 )
 
 // DefaultWarmup is the warm-up used when Config.Warmup is 0 for a learner
-// of budget B: 2·B, at least MinWarmup. The first half lets a budgeted
-// learner fill its dictionary (B points), the second half gives the limits
-// as many normal observations again.
+// of budget B: 2·B, at least MinWarmup and at most MaxDefaultWarmup. The
+// warm-up's rows are learned unconditionally: they must be rows known to
+// be normal, and a default that grew with the budget outgrew the normal
+// history a user has (issue 31: with budget 400 it ran 800 rows, past the
+// 500 normal ones, into the faults, learned their first rows and then
+// alarmed on 5 % of faulty rows instead of 80 %). After the warm-up, learn
+// normal goes on learning the rows within the limits, so a budget larger
+// than the warm-up still fills.
 func DefaultWarmup(budget int) int {
-	return max(2*budget, MinWarmup)
+	return min(max(2*budget, MinWarmup), MaxDefaultWarmup)
 }
 
 // DefaultWindow is the default limit window for a level: ⌈10/(1 − level)⌉
@@ -84,8 +91,19 @@ func DefaultTrendLambda(level float64, window int) float64 {
 // with probability about (1 − p)¹⁰.
 const DefaultConfirm = 10
 
+// DefaultExcursion is the default of Config.Excursion.
+const DefaultExcursion = 50
+
+// MaxExcursion bounds Config.Excursion (memory per key: 8·(d + 3)·Excursion bytes).
+const MaxExcursion = 1 << 12
+
 // MaxConfirm bounds Config.Confirm (memory per key: 8·(d + 2)·Confirm bytes).
 const MaxConfirm = 1 << 12
+
+// MaxLinearDim bounds Config.Dim with Config.Linear (memory per key
+// 8·d² bytes: 2 MB at 512; an eigendecomposition O(d³) every d learned
+// observations).
+const MaxLinearDim = 512
 
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
@@ -108,17 +126,27 @@ type Config struct {
 	// Learn is LearnAlways (default) or LearnNormal.
 	Learn string
 	// Warmup is the number of observations learned unconditionally before
-	// the limits are in force (default: DefaultWarmup of the learner's
-	// budget, filled in by the caller; must be ≥ 2 after defaults).
+	// the limits are in force: rows known to be normal (default:
+	// DefaultWarmup of the learner's budget, filled in by the caller; must
+	// be ≥ 2 after defaults).
 	Warmup int
 	// Confirm is the confirmation delay of LearnNormal: an observation
 	// judged normal is learned only once the Confirm observations after
 	// it raised no alarm that was not admitted; such an alarm discards
 	// the observations still waiting. Default DefaultConfirm.
 	Confirm int
+	// Excursion is the largest number of alarmed observations that
+	// LearnNormal still learns as part of a normal excursion, once Confirm
+	// observations without alarm follow them (see the package comment);
+	// default DefaultExcursion; negative: none (every unadmitted alarm
+	// discards the pending observations, as before).
+	Excursion int
 	// AcceptAfter is the number of consecutive alarmed observations after
 	// which LearnNormal accepts the new regime and starts a new warm-up;
-	// 0 (default) never does.
+	// 0 (default) never does. Only alarms count: an observation held by
+	// the trend gate without an alarm ends the run (issue 31: counting
+	// held ones, a normal run accepted a "regime" and persistent faults
+	// were absorbed).
 	AcceptAfter int
 	// Trend is the trend gate of LearnNormal, TrendOff or TrendEWMA;
 	// default DefaultTrend.
@@ -143,8 +171,20 @@ type Config struct {
 	// Freeze stops the standardisation statistics at the end of the
 	// warm-up (callers default it with DefaultFreeze).
 	Freeze bool
-	// Dim is the input dimension d (needed with Standardize).
+	// Dim is the input dimension d (needed with Standardize and Linear).
 	Dim int
+	// Linear monitors a linear residual beside the kernel one: the SPE of
+	// a linear PCA with LinearComponents components of the vectors the
+	// learner learned (see linear.go), judged by its own limit; an
+	// observation above either residual's limit has an SPE alarm, each
+	// limit at level 1 − (1 − Level)/2 so that the two together keep about
+	// 1 − Level false alarms (with both at Level, bench/monitor measured
+	// 2.3–2.8 % own false alarms of either limit on its normal processes
+	// instead of 1.6–2.0 %). Memory: 8·(d² + d·(k + 2)) bytes.
+	Linear bool
+	// LinearComponents is the number of linear components (callers
+	// default it to the learner's components); at most Dim − 1.
+	LinearComponents int
 }
 
 // WithDefaults returns c with zero fields set to their defaults; a zero
@@ -164,6 +204,9 @@ func (c Config) WithDefaults(budget int) Config {
 	}
 	if c.Confirm == 0 {
 		c.Confirm = DefaultConfirm
+	}
+	if c.Excursion == 0 {
+		c.Excursion = DefaultExcursion
 	}
 	if c.Window == 0 && c.Level > 0 && c.Level < 1 {
 		c.Window = DefaultWindow(c.Level)
@@ -209,6 +252,9 @@ func (c Config) Validate() error {
 	if c.Confirm < 1 || c.Confirm > MaxConfirm {
 		bad("confirm", "must be in [1, %d], got %d", MaxConfirm, c.Confirm)
 	}
+	if c.Excursion > MaxExcursion {
+		bad("excursion", "must be ≤ %d (negative: none), got %d", MaxExcursion, c.Excursion)
+	}
 	if c.Trend != TrendOff && c.Trend != TrendEWMA {
 		bad("trend", "must be %q or %q, got %q", TrendOff, TrendEWMA, c.Trend)
 	}
@@ -222,6 +268,12 @@ func (c Config) Validate() error {
 	}
 	if c.Freeze && !c.Standardize {
 		bad("freeze", "needs standardize")
+	}
+	if c.Linear && c.Dim >= 1 && (c.Dim < 2 || c.LinearComponents < 1 || c.LinearComponents > c.Dim-1) {
+		bad("linear", "needs 2 ≤ dim and 1 ≤ components ≤ dim − 1, got dim %d, components %d", c.Dim, c.LinearComponents)
+	}
+	if c.Linear && c.Dim > MaxLinearDim {
+		bad("linear", "needs dim ≤ %d (memory 8·d² bytes per key), got %d", MaxLinearDim, c.Dim)
 	}
 	return errors.Join(errs...)
 }
@@ -273,6 +325,10 @@ type Verdict struct {
 	InForce bool
 	// SPELimit and T2Limit are the limits the observation was judged by.
 	SPELimit, T2Limit float64
+	// LSPE and LSPELimit are the linear residual and its limit (0 without
+	// Config.Linear or before the linear model is ready); an LSPE above
+	// its limit is an AlarmSPE.
+	LSPE, LSPELimit float64
 	// Alarm says which statistic is above its limit.
 	Alarm Alarm
 	// Trend tells that the trend statistic is above its limit (LearnNormal
@@ -286,8 +342,17 @@ type Verdict struct {
 type State struct {
 	// Learned counts the observations learned since the current warm-up began.
 	Learned int64
-	// Run counts the consecutive alarmed observations (LearnNormal).
+	// Run counts the consecutive alarmed observations (an observation
+	// held by the trend gate without an alarm ends it).
 	Run int64
+	// Clean counts the consecutive observations without alarm at the end
+	// of the pending queue, ExcN the alarmed observations in it (an
+	// excursion's), and Long tells that an excursion ran too long: alarms
+	// are not queued until Confirm observations without alarm have passed.
+	// All 0 in a snapshot from before excursions: the queue then holds no
+	// alarm, and Clean counts from there.
+	Clean, ExcN int64
+	Long        bool
 	// SPE and T2 are the limit windows: the statistics of the last (at
 	// most Window) observations admitted to the limits, oldest first.
 	SPE, T2 []float64
@@ -300,6 +365,10 @@ type State struct {
 	// TrendSD is the spread of the trend statistic on the limit window
 	// (see TrendSpread), 0 before it was first measured.
 	TrendSD float64
+	// LTrend and LTrendSD are the same for the linear residual (its rank
+	// in its own limit window; 0 without Config.Linear): the gate is out
+	// when either statistic is above its limit.
+	LTrend, LTrendSD float64
 	// Pending holds the observations accepted for learning under
 	// LearnNormal that wait for their confirmation, oldest first (at most
 	// Confirm).
@@ -314,6 +383,24 @@ type State struct {
 	// (length d; nil without Standardize).
 	InW          float64
 	InMean, InM2 []float64
+	// LSPE is the linear residual's limit window, in step with SPE (nil
+	// without Config.Linear; a snapshot without it restores with an empty
+	// window and the limits start again from the kernel's).
+	LSPE []float64
+	// Linear is the linear residual's model (nil without Config.Linear).
+	Linear *LinearState
+}
+
+// LinearState is the linear residual's model: the weight, mean and
+// co-moment (d×d, row-major) of the learned vectors, its leading
+// eigenvectors P (d×k, row-major; nil before the first refresh) and the
+// additions since they were computed. A state without P has them
+// recomputed on restore.
+type LinearState struct {
+	W        float64
+	Mean, M2 []float64
+	P        []float64
+	Since    int
 }
 
 // Pending is an observation accepted for learning, waiting for Confirm
@@ -321,8 +408,9 @@ type State struct {
 type Pending struct {
 	// X is the raw observation (length d).
 	X []float64
-	// SPE and T2 are its statistics when it was judged.
-	SPE, T2 float64
+	// SPE and T2 are its statistics when it was judged, LSPE its linear
+	// residual (0 without Config.Linear).
+	SPE, T2, LSPE float64
 }
 
 // Monitor is the per-key monitoring state: limits, learning gate and
@@ -330,15 +418,21 @@ type Pending struct {
 type Monitor struct {
 	cfg           Config
 	spe, t2       window
+	lspe          window
+	lin           *linear // nil without Config.Linear
 	pend          queue
 	st            State
 	speLim, t2Lim float64
+	lspeLim       float64
 	inForce       bool
 	scale         []float64 // 1/σⱼ, or 1 for σⱼ = 0
 	scaleW        float64   // InW at which scale was computed (−1: stale)
 	trendZ        float64   // standard normal Level-quantile (0 without the trend gate)
 	trendSD       float64   // σ of the trend statistic for independent ranks
 	backup        []float64 // InMean and InM2 before a learn, to undo it
+	probe, zc     []float64 // contributions' scratch: the probed input, Score's dst
+	newton        []float64 // contributions' scratch: the Newton steps
+	contrib       []Contribution
 }
 
 // New returns a Monitor for c (after WithDefaults); an invalid c gives an
@@ -352,6 +446,10 @@ func New(c Config) (*Monitor, error) {
 		m.trendZ = math.Sqrt2 * math.Erfinv(2*c.Level-1)
 		m.trendSD = math.Sqrt(c.TrendLambda / (2 - c.TrendLambda) / 12)
 	}
+	if c.Linear {
+		m.lin = newLinear(c.Dim, c.LinearComponents, c.Forget)
+		m.lspe = newWindow(c.Window)
+	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Settled = m.holdLen() == 0
 	if c.Learn == LearnNormal {
@@ -359,7 +457,8 @@ func New(c Config) (*Monitor, error) {
 		if c.Trend == TrendEWMA {
 			n *= 2 // and the newest Confirm of a trend episode
 		}
-		m.pend = newQueue(n, c.Dim)
+		n += max(c.Excursion, 0) // and an excursion's alarms
+		m.pend = newQueue(n, c.Dim, c.Linear)
 	}
 	if c.Standardize {
 		m.st.InMean = make([]float64, c.Dim)
@@ -387,12 +486,15 @@ func (m *Monitor) Limits() (spe, t2 float64, inForce bool) {
 
 // Judge compares an observation's statistics with the limits. It does not
 // change the state. Cost: two comparisons.
-func (m *Monitor) Judge(spe, t2 float64) Verdict {
+func (m *Monitor) Judge(spe, t2 float64) Verdict { return m.judge(spe, t2, 0) }
+
+// judge is Judge with the linear residual lspe (ignored without Config.Linear).
+func (m *Monitor) judge(spe, t2, lspe float64) Verdict {
 	if !m.inForce {
-		return Verdict{}
+		return Verdict{LSPE: lspe}
 	}
-	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim}
-	if spe > m.speLim {
+	v := Verdict{InForce: true, SPELimit: m.speLim, T2Limit: m.t2Lim, LSPE: lspe, LSPELimit: m.lspeLim}
+	if spe > m.speLim || (m.lspeLim > 0 && lspe > m.lspeLim) {
 		v.Alarm |= AlarmSPE
 	}
 	if t2 > m.t2Lim {
@@ -472,11 +574,18 @@ func (m *Monitor) takeToken() bool {
 
 // learned counts an observation the learner learned and, from the second
 // half of the warm-up on, adds its statistics to the limit windows.
-func (m *Monitor) learned(spe, t2 float64, scored bool) {
+func (m *Monitor) learned(spe, t2, lspe float64, scored bool) {
 	m.st.Learned++
-	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) {
+	if scored && m.st.Learned > int64(m.cfg.Warmup/2) && finite(spe) && finite(t2) && finite(lspe) {
 		m.spe.add(spe)
 		m.t2.add(t2)
+		if m.lin != nil {
+			if m.lin.ready() {
+				m.lspe.add(lspe)
+			} else {
+				m.lspe.reset() // in step with the kernel's window from the model's first refresh on
+			}
+		}
 		if m.trendZ != 0 && (m.st.Learned == int64(m.cfg.Warmup) || m.st.Learned%m.trendEvery() == 0) {
 			m.measureTrend()
 		}
@@ -489,7 +598,7 @@ func (m *Monitor) judged(v Verdict) bool {
 	if v.InForce {
 		m.st.Tokens = min(m.st.Tokens+3*(1-m.cfg.Level), m.tokenCap())
 	}
-	if v.Alarm == AlarmNone && !v.Trend {
+	if v.Alarm == AlarmNone {
 		m.st.Run = 0
 		return false
 	}
@@ -518,11 +627,13 @@ func (m *Monitor) tokenCap() float64 {
 // statistics are kept and move again during the warm-up.
 func (m *Monitor) Accept() {
 	m.st.Learned, m.st.Run = 0, 0
+	m.st.Clean, m.st.ExcN, m.st.Long = 0, 0, false
 	m.pend.reset()
 	m.spe.reset()
 	m.t2.reset()
+	m.lspe.reset()
 	m.st.Tokens = m.tokenCap()
-	m.st.Trend, m.st.TrendSD = 0, 0
+	m.st.Trend, m.st.TrendSD, m.st.LTrend, m.st.LTrendSD = 0, 0, 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
 }
 
@@ -550,10 +661,23 @@ func (m *Monitor) trendEvery() int64 { return int64(max(m.cfg.Window/2, 1)) }
 // statistic's EWMA (from 0) run over the ranks of the SPE window's values
 // in arrival order. O(Window·log Window), every trendEvery additions.
 func (m *Monitor) measureTrend() {
-	w := &m.spe
+	if sd, ok := m.trendSpread(&m.spe); ok {
+		m.st.TrendSD = sd
+	}
+	if m.lin != nil {
+		if sd, ok := m.trendSpread(&m.lspe); ok {
+			m.st.LTrendSD = sd
+		}
+	}
+}
+
+// trendSpread is the root mean square of the trend statistic's EWMA (from
+// 0) run over the ranks of w's values in arrival order; false with fewer
+// than two values.
+func (m *Monitor) trendSpread(w *window) (float64, bool) {
 	n := len(w.ring)
 	if n < 2 {
-		return
+		return 0, false
 	}
 	l := m.cfg.TrendLambda
 	var e, s2 float64
@@ -563,19 +687,24 @@ func (m *Monitor) measureTrend() {
 			s2 += e * e
 		}
 	}
-	m.st.TrendSD = math.Sqrt(s2 / float64(n))
+	return math.Sqrt(s2 / float64(n)), true
 }
 
 // trend updates the trend statistic with the SPE of a judged observation
 // and tells whether it is above its limit; false without the trend gate.
-func (m *Monitor) trend(spe float64) bool {
+func (m *Monitor) trend(spe, lspe float64) bool {
 	lim, on := m.TrendLimit()
 	if !on || !m.inForce || !finite(spe) {
 		return false
 	}
 	l := m.cfg.TrendLambda
 	m.st.Trend = (1-l)*m.st.Trend + l*(m.spe.rank(spe)-0.5)
-	return m.st.Trend > lim
+	out := m.st.Trend > lim
+	if m.lin != nil && m.lspe.len() >= 2 && finite(lspe) {
+		m.st.LTrend = (1-l)*m.st.LTrend + l*(m.lspe.rank(lspe)-0.5)
+		out = out || m.st.LTrend > m.trendZ*max(m.trendSD, m.st.LTrendSD)
+	}
+	return out
 }
 
 // refreshLimits recomputes the limits from the windows; they are in force
@@ -583,11 +712,18 @@ func (m *Monitor) trend(spe float64) bool {
 func (m *Monitor) refreshLimits() {
 	m.inForce = !m.Warm() && m.spe.len() >= 2
 	if !m.inForce {
-		m.speLim, m.t2Lim = 0, 0
+		m.speLim, m.t2Lim, m.lspeLim = 0, 0, 0
 		return
 	}
-	m.speLim = m.spe.quantile(m.cfg.Level)
 	m.t2Lim = m.t2.quantile(m.cfg.Level)
+	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.lspeLim = 0
+	if m.lspe.len() >= 2 {
+		// Two residuals, each at level 1 − (1 − Level)/2 (Bonferroni).
+		l := 1 - (1-m.cfg.Level)/2
+		m.speLim = m.spe.quantile(l)
+		m.lspeLim = m.lspe.quantile(l)
+	}
 }
 
 // State returns a deep copy of the monitor's state.
@@ -601,6 +737,12 @@ func (m *Monitor) State() *State {
 	if !m.cfg.Standardize {
 		s.InMean, s.InM2 = nil, nil
 	}
+	s.LSPE, s.Linear = nil, nil
+	if l := m.lin; l != nil {
+		s.LSPE = m.lspe.values()
+		s.Linear = &LinearState{W: l.w, Mean: append([]float64(nil), l.mean...), M2: append([]float64(nil), l.m2...),
+			P: append([]float64(nil), l.p...), Since: l.since}
+	}
 	return &s
 }
 
@@ -611,8 +753,8 @@ func (m *Monitor) Restore(s *State) error {
 		return fmt.Errorf("%w: nil state", ErrState)
 	}
 	var bad []string
-	if s.Learned < 0 || s.Run < 0 {
-		bad = append(bad, fmt.Sprintf("negative counters (learned %d, run %d)", s.Learned, s.Run))
+	if s.Learned < 0 || s.Run < 0 || s.Clean < 0 || s.ExcN < 0 || s.ExcN > int64(len(s.Pending)) {
+		bad = append(bad, fmt.Sprintf("counters out of range (learned %d, run %d, clean %d, excursion %d of %d pending)", s.Learned, s.Run, s.Clean, s.ExcN, len(s.Pending)))
 	}
 	if len(s.SPE) != len(s.T2) || len(s.SPE) > m.cfg.Window {
 		bad = append(bad, fmt.Sprintf("limit windows of %d and %d values, want equal and ≤ %d", len(s.SPE), len(s.T2), m.cfg.Window))
@@ -637,8 +779,10 @@ func (m *Monitor) Restore(s *State) error {
 			break
 		}
 	}
-	if !finite(s.Trend) || math.Abs(s.Trend) > 0.5 || !finite(s.TrendSD) || s.TrendSD < 0 || s.TrendSD > 0.5 {
-		bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", s.Trend, s.TrendSD))
+	for _, tr := range [][2]float64{{s.Trend, s.TrendSD}, {s.LTrend, s.LTrendSD}} {
+		if !finite(tr[0]) || math.Abs(tr[0]) > 0.5 || !finite(tr[1]) || tr[1] < 0 || tr[1] > 0.5 {
+			bad = append(bad, fmt.Sprintf("trend statistic %v or its spread %v out of [−½, ½] and [0, ½]", tr[0], tr[1]))
+		}
 	}
 	if !finite(s.Tokens) || s.Tokens < 0 || s.Tokens > m.tokenCap() {
 		bad = append(bad, fmt.Sprintf("alarm tokens %v out of [0, %v]", s.Tokens, m.tokenCap()))
@@ -659,10 +803,13 @@ func (m *Monitor) Restore(s *State) error {
 			}
 		}
 	}
+	bad = append(bad, m.checkLinear(s)...)
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrState, strings.Join(bad, "; "))
 	}
 	m.st = *s
+	m.st.LSPE, m.st.Linear = nil, nil
+	m.restoreLinear(s)
 	m.st.SPE, m.st.T2, m.st.Pending = nil, nil, nil
 	m.st.Held = append([]float64(nil), s.Held...)
 	m.pend.load(s.Pending)

@@ -160,10 +160,12 @@ func TestFalseAlarmRate(t *testing.T) {
 // TestTrendDrift checks that the trend gate does not cost the tracking of
 // slow normal drift: on the process whose range of t moves by 10⁻⁴ per
 // sample (0.8 over the run, 40 % of its width), learn normal with the
-// trend gate raises about as many SPE alarms as without it. It logs the
-// same comparison on autocorrelated normal data (t behind an AR(1) of
-// coefficient 0.9), where learn normal itself is out of its depth
-// (bench/RESULTS.md §10, "Slow faults").
+// trend gate raises about as many SPE alarms as without it. On
+// autocorrelated normal data (t behind an AR(1) of coefficient 0.9, a
+// warm-up of 200 rows: about ten independent ones) learn normal raised
+// 3–30 % SPE false alarms before excursions were learned (issue 31); the
+// test wants at most 2 % with and without the gate (the limit's 1 % and
+// as much again).
 func TestTrendDrift(t *testing.T) {
 	for _, drift := range []struct {
 		name     string
@@ -172,7 +174,7 @@ func TestTrendDrift(t *testing.T) {
 		tolerate float64 // SPE false alarms of the trend gate over those without it, points
 	}{
 		{"drift 1e-4", 1e-4, 0, 0.01},
-		{"AR(1) 0.9", 0, 0.9, math.Inf(1)},
+		{"AR(1) 0.9", 0, 0.9, 0.01},
 	} {
 		var off, on faResult
 		const seeds = 3
@@ -188,6 +190,9 @@ func TestTrendDrift(t *testing.T) {
 		if on.spe > off.spe+drift.tolerate {
 			t.Errorf("%s: SPE false alarms with the trend gate %.4f, without %.4f: want at most %.3f more", drift.name, on.spe, off.spe, drift.tolerate)
 		}
+		if drift.phi > 0 && (on.spe > 0.02 || off.spe > 0.02) {
+			t.Errorf("%s: SPE false alarms with the trend gate %.4f, without %.4f: want ≤ 0.02", drift.name, on.spe, off.spe)
+		}
 	}
 }
 
@@ -195,8 +200,10 @@ func TestTrendDrift(t *testing.T) {
 // about a fifth of the noise's standard deviation every ten samples):
 // without it learn normal learns most of the ramp and alarms on few of
 // its samples; with it it learns few and alarms on many more; with
-// AcceptAfter the trend's run of refused observations counts, and the
-// ramp is accepted as a new regime.
+// AcceptAfter 50 the ramp is not accepted as a new regime: its
+// observations held by the trend gate without an alarm do not count
+// towards accepting (issue 31), only runs of alarms do (TestGatedLearning
+// accepts a step after 50 alarms).
 func TestTrendGate(t *testing.T) {
 	run := func(trend string, acceptAfter int) (learned, alarms, accepted int) {
 		const budget, onset, n = 100, 600, 1400
@@ -234,8 +241,8 @@ func TestTrendGate(t *testing.T) {
 	if lOn >= lOff/2 || aOn <= aOff+aOff/2 {
 		t.Errorf("with the trend gate %d learned, %d alarms; without %d, %d: want under half as many learned and half as many alarms again", lOn, aOn, lOff, aOff)
 	}
-	if acc == 0 {
-		t.Error("accept after 50: no regime accepted")
+	if acc != 0 {
+		t.Errorf("accept after 50: %d regime(s) accepted on a ramp whose alarms come in runs shorter than 50 between held observations, want 0", acc)
 	}
 }
 

@@ -281,7 +281,19 @@ func TestGatedLearning(t *testing.T) {
 
 // TestStateRoundTrip checks that a restored monitor continues bit-exactly.
 func TestStateRoundTrip(t *testing.T) {
-	cfg := Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30}.WithDefaults(50)
+	t.Run("kernel", func(t *testing.T) {
+		stateRoundTrip(t, Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30})
+	})
+	t.Run("linear", func(t *testing.T) {
+		stateRoundTrip(t, Config{Learn: LearnNormal, Standardize: true, Dim: 3, AcceptAfter: 30, Linear: true, LinearComponents: 1})
+	})
+}
+
+// stateRoundTrip feeds a monitor with c, restores its state into a new
+// one and checks that both go on identically (results, alarms,
+// contributions and state).
+func stateRoundTrip(t *testing.T, c Config) {
+	cfg := c.WithDefaults(50)
 	l := newLearner(t, 3, 2, 50, 1)
 	m, _ := New(cfg)
 	src := rand.NewPCG(11, 11)
@@ -310,6 +322,9 @@ func TestStateRoundTrip(t *testing.T) {
 	if st.Trend == 0 || st.TrendSD == 0 {
 		t.Fatalf("trend statistic %v, spread %v: want both measured (the trend gate is on by default)", st.Trend, st.TrendSD)
 	}
+	if c.Linear && (st.Linear == nil || len(st.Linear.P) == 0 || len(st.LSPE) == 0) {
+		t.Fatalf("linear residual's state %+v, window of %d: want a model and limit values", st.Linear, len(st.LSPE))
+	}
 	m2, _ := New(cfg)
 	if err := m2.Restore(st); err != nil {
 		t.Fatal(err)
@@ -324,13 +339,20 @@ func TestStateRoundTrip(t *testing.T) {
 	src2 := *src
 	a := feed(m, l, rng, 300)
 	b := feed(m2, l2, rand.New(&src2), 300)
+	alarms := 0
 	for i := range a {
+		if len(a[i].Contrib) > 0 {
+			alarms++
+		}
 		if !reflect.DeepEqual(a[i], b[i]) {
 			t.Fatalf("restored monitor diverged at step %d: got %+v, want %+v", i, b[i], a[i])
 		}
 	}
 	if !reflect.DeepEqual(m.State(), m2.State()) {
 		t.Fatal("restored monitor's state diverged")
+	}
+	if alarms == 0 {
+		t.Error("no alarm with contributions in 300 observations: the comparison did not cover them")
 	}
 }
 

@@ -96,12 +96,17 @@ func (w *window) load(vs []float64) {
 type queue struct {
 	x       []float64 // n×d slots
 	spe, t2 []float64
+	lspe    []float64 // nil without the linear residual
 	d       int
 	head, n int
 }
 
-func newQueue(n, d int) queue {
-	return queue{x: make([]float64, n*d), spe: make([]float64, n), t2: make([]float64, n), d: d}
+func newQueue(n, d int, linear bool) queue {
+	q := queue{x: make([]float64, n*d), spe: make([]float64, n), t2: make([]float64, n), d: d}
+	if linear {
+		q.lspe = make([]float64, n)
+	}
+	return q
 }
 
 func (q *queue) cap() int { return len(q.spe) }
@@ -109,9 +114,12 @@ func (q *queue) cap() int { return len(q.spe) }
 func (q *queue) reset() { q.head, q.n = 0, 0 }
 
 // oldest returns the oldest entry (q.n > 0); its x is valid until the next push.
-func (q *queue) oldest() (x []float64, spe, t2 float64) {
+func (q *queue) oldest() (x []float64, spe, t2, lspe float64) {
 	i := q.head
-	return q.x[i*q.d : (i+1)*q.d], q.spe[i], q.t2[i]
+	if q.lspe != nil {
+		lspe = q.lspe[i]
+	}
+	return q.x[i*q.d : (i+1)*q.d], q.spe[i], q.t2[i], lspe
 }
 
 func (q *queue) pop() {
@@ -120,10 +128,13 @@ func (q *queue) pop() {
 }
 
 // push appends a copy of x (q.n < cap).
-func (q *queue) push(x []float64, spe, t2 float64) {
+func (q *queue) push(x []float64, spe, t2, lspe float64) {
 	i := (q.head + q.n) % q.cap()
 	copy(q.x[i*q.d:(i+1)*q.d], x)
 	q.spe[i], q.t2[i] = spe, t2
+	if q.lspe != nil {
+		q.lspe[i] = lspe
+	}
 	q.n++
 }
 
@@ -131,7 +142,11 @@ func (q *queue) values() []Pending {
 	var out []Pending
 	for k := range q.n {
 		i := (q.head + k) % q.cap()
-		out = append(out, Pending{X: append([]float64(nil), q.x[i*q.d:(i+1)*q.d]...), SPE: q.spe[i], T2: q.t2[i]})
+		p := Pending{X: append([]float64(nil), q.x[i*q.d:(i+1)*q.d]...), SPE: q.spe[i], T2: q.t2[i]}
+		if q.lspe != nil {
+			p.LSPE = q.lspe[i]
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -139,6 +154,6 @@ func (q *queue) values() []Pending {
 func (q *queue) load(ps []Pending) {
 	q.reset()
 	for _, p := range ps {
-		q.push(p.X, p.SPE, p.T2)
+		q.push(p.X, p.SPE, p.T2, p.LSPE)
 	}
 }

@@ -144,20 +144,29 @@
     if (!REPORT) meta += " · watched for " + Math.round(v.watch_ttl_ms / 1000) + "s after the last request";
     text($("keymeta"), meta);
     if (REPORT && REPORT.detection) { text($("detection"), REPORT.detection); $("detection").hidden = false; }
+    if (REPORT && REPORT.monitor) { text($("monitor-line"), REPORT.monitor); $("monitor-line").hidden = false; }
     fillSelects(v);
     var counts = {};
 
+    // A key's record read back from the output stream has the outputs'
+    // statistics, not the learner's state (eigenvalues, dictionary,
+    // timings): its charts say so until a live output brings it.
+    var NOSTATE = "the learner's state (eigenvalues, dictionary, timings) is not in the outputs read back from the stream: it starts with the key's next output";
+    var absent = function (ys) { return !REPORT && v.since && !KC.hasData(ys) ? NOSTATE : ""; };
+
     // spectrum: current eigenvalues and cumulative explained share
-    var eig = b.eig.map(function (col) { return last >= 0 ? col[last] : 0; });
+    var eig = b.eig.map(function (col) { return last >= 0 ? col[last] : 0; }).filter(function (x) { return isFinite(x); });
     var sum = eig.reduce(function (a, x) { return a + x; }, 0), ex = last >= 0 ? b.explained[last] : 0;
     var total = ex > 0 ? sum / ex : sum, acc = 0;
     var cum = eig.map(function (x) { acc += x; return total > 0 ? acc / total : 0; });
+    var specAbsent = eig.length ? "" : absent([]);
     counts.spectrum = KC.bars($("c-spectrum"), {
-      values: last >= 0 ? eig : [], labels: eig.map(function (_, i) { return "λ" + (i + 1); }), cum: cum,
+      values: last >= 0 ? eig : [], labels: eig.map(function (_, i) { return "λ" + (i + 1); }), cum: cum, absent: specAbsent,
       xtitle: "component", ytitle: "eigenvalue", y2title: "cumulative share",
       legend: [{ label: "eigenvalue", color: "#2f6fdb" }, { label: "cumulative share of the variance (right)", color: "#e08a1e" }]
     });
-    text($("spec-note"), last >= 0 ? "explained " + (ex * 100).toFixed(1) + "% by " + eig.length : "");
+    text($("spec-note"), last < 0 ? "" : eig.length ? "explained " + (ex * 100).toFixed(1) + "% by " + eig.length :
+      "explained " + (ex * 100).toFixed(1) + "% (the outputs' share; eigenvalues from the next output)");
 
     var bx = xsOf(v, b.x.map(function (x, i) { return x + b.width[i] / 2; }));
     // Buckets before v.since were read back from the output stream: they
@@ -218,26 +227,20 @@
     });
 
     // dictionary
+    var dictAbsent = absent(st8(b.stored));
     counts.dict = KC.line($("c-dict"), {
-      series: [
+      series: dictAbsent ? [] : [
         { x: bx, y: st8(b.stored), color: "#2f6fdb", label: "stored of B=" + v.budget },
         { x: bx, y: st8(b.swaps), color: "#d23f3f", label: "swaps/1000 (right)", right: true, width: 1 },
         { x: bx, y: st8(b.moves), color: "#2a9d6f", label: "moves/1000 (right)", right: true, width: 1 }
-      ], vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0,
+      ], absent: dictAbsent, vmarks: vm, xfmt: xfmt, ymin: 0, ymax: v.budget, y2min: 0,
       xtitle: XT, ytitle: "points stored", y2title: "per 1,000 " + (REPORT ? "rows" : "msgs"), marklabel: "drift"
     });
 
     // rates
-    var rx = [], keyRate = [], inRate = [], dead = [];
-    for (var k = 0; k < b.x.length; k++) {
-      rx.push(bx[k]);
-      keyRate.push(REPORT ? b.n[k] : b.n[k] / (b.width[k] / 1000));
-      if (k > 0 && !REPORT && !(v.since && b.x[k - 1] + b.width[k - 1] <= v.since)) {
-        var dt = (b.x[k] - b.x[k - 1]) / 1000;
-        inRate.push((b.in[k] - b.in[k - 1]) / dt);
-        dead.push((b.dead[k] - b.dead[k - 1]) / dt);
-      } else { inRate.push(NaN); dead.push(NaN); }
-    }
+    // (the last bucket, still filling, has none yet: KC.rates)
+    var rr = REPORT ? { key: b.n } : KC.rates(b, v.time, v.since);
+    var rx = bx, keyRate = rr.key, inRate = rr.in, dead = rr.dead;
     var rser = [{ x: rx, y: keyRate, color: "#2f6fdb", label: REPORT ? "rows per bucket" : "key msgs/s" }];
     if (!REPORT) {
       rser.push({ x: rx, y: inRate, color: "#7b5cc4", label: "pipeline in/s", width: 1 });
@@ -249,7 +252,8 @@
     var lser = [{ x: bx, y: st8(b.learn.map(function (x) { return x * 1e3; })), color: "#2a9d6f", label: REPORT ? "learn + score per row (without the report's own work)" : "learn + score per message" }];
     var aged = b.age.some(function (a) { return a > 0; });
     if (aged) lser.push({ x: bx, y: st8(b.age.map(function (x) { return x > 0 ? x * 1e3 : NaN; })), color: "#e08a1e", label: "age at processing (right)", right: true });
-    counts.lat = KC.line($("c-lat"), { series: lser, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "ms", y2title: aged ? "age, ms" : "", marklabel: "drift" });
+    var latAbsent = absent(lser[0].y);
+    counts.lat = KC.line($("c-lat"), { series: latAbsent ? [] : lser, absent: latAbsent, vmarks: vm, xfmt: xfmt, ymin: 0, y2min: 0, xtitle: XT, ytitle: "ms", y2title: aged ? "age, ms" : "", marklabel: "drift" });
 
     if (v.similarity && v.similarity.x.length) {
       $("card-sim").hidden = false;
@@ -275,6 +279,10 @@
       counts.conf = confusion(s);
     }
 
+    // contributions: which variables the alarms named
+    $("card-contrib").hidden = !v.contrib;
+    if (v.contrib) counts.contrib = contributions(v.contrib);
+
     // events: the drift markers, and the basis changes in short
     var at = function (x) { return REPORT ? "row " + x : new Date(x).toLocaleTimeString(); };
     var drift = v.events.filter(function (e) { return e.kind === "drift"; });
@@ -286,8 +294,8 @@
     }
     $("events").innerHTML = parts.length ? "<b>Events</b> (dashed red lines: drift markers; grey ticks under the eigenvalues: basis changes): " + parts.join("") : "";
 
-    var ok = n > 0;
-    Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0)) ok = false; });
+    var ok = n > 0, explained = { spectrum: specAbsent, dict: dictAbsent, lat: latAbsent };
+    Object.keys(counts).forEach(function (c) { if (!(counts[c] > 0) && !explained[c]) ok = false; });
     document.documentElement.setAttribute("data-charts", JSON.stringify(counts));
     // The page's self-check (read by the tests in headless Chromium):
     // every visible chart has data, axis titles and its whole legend.
@@ -321,6 +329,25 @@
     $("conf").innerHTML = total ? html + "</table>" : "<p>no kept output has both a label and a prediction yet</p>";
     text($("conf-note"), total ? right + " of " + total + " right (" + (100 * right / total).toFixed(1) + "%)" : "");
     return total;
+  }
+
+  // contributions fills the contributions panel: the variables the alarms
+  // ranked first most often (with their top-3 counts) and the newest
+  // alarm's list; returns the number of variables listed.
+  function contributions(c) {
+    var vars = [];
+    for (var j = 0; j < c.top3.length; j++) if (c.top3[j] > 0) vars.push(j);
+    vars.sort(function (a, b) { return (c.first[b] - c.first[a]) || (c.top3[b] - c.top3[a]) || (a - b); });
+    vars = vars.slice(0, 10);
+    var pct = function (k) { return (100 * k / c.alarms).toFixed(1) + "%"; };
+    var html = '<table class="conf"><tr><th>variable</th><th>ranked first</th><th>in the top 3</th></tr>' + vars.map(function (j) {
+      return "<tr><th>x" + j + "</th><td>" + c.first[j] + " (" + pct(c.first[j]) + ")</td><td>" + c.top3[j] + " (" + pct(c.top3[j]) + ")</td></tr>";
+    }).join("") + "</table>";
+    var at = REPORT ? "row " + c.last_x : new Date(c.last_x).toLocaleTimeString() + " (seq " + c.last_seq + ")";
+    html += "<p>newest alarm, at " + esc(at) + ": " + c.last.map(function (e) { return "x" + e.var + " " + KC.fmt(e.value); }).join(" · ") + "</p>";
+    $("contrib").innerHTML = html;
+    text($("contrib-note"), "over " + c.alarms + " alarms (x0 is the first variable; reconstruction-based, in units of the limits)");
+    return vars.length;
   }
 
   // ---- wiring ----------------------------------------------------------------

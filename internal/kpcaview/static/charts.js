@@ -141,12 +141,56 @@ var KC = (function () {
     return f;
   }
 
+  // empty draws a chart without data: its message, else opt.absent (a
+  // chart that has no data for a reason the page knows and says, which the
+  // self-check accepts; also in the canvas's data-absent), else "no data
+  // yet".
   function empty(canvas, c, msg, opt) {
+    var absent = opt && opt.absent;
     c.g.fillStyle = "#9aa1b1"; c.g.textAlign = "center"; c.g.textBaseline = "middle";
-    c.g.fillText(msg || "no data yet", c.w / 2, c.h / 2);
+    var lines = wrapText(c.g, msg || absent || "no data yet", c.w - 24);
+    lines.forEach(function (l, i) { c.g.fillText(l, c.w / 2, c.h / 2 + (i - (lines.length - 1) / 2) * 15); });
     canvas.dataset.points = "0";
-    canvas._kc = { titles: { x: (opt && opt.xtitle) || "", y: (opt && opt.ytitle) || "", y2: null }, legend: [], w: c.w, h: c.h, plotTop: 0, labels: [], empty: true };
+    if (absent) canvas.dataset.absent = absent; else delete canvas.dataset.absent;
+    canvas._kc = { titles: { x: (opt && opt.xtitle) || "", y: (opt && opt.ytitle) || "", y2: null }, legend: [], w: c.w, h: c.h, plotTop: 0, labels: [], empty: !absent, absent: !!absent };
     return 0;
+  }
+
+  // wrapText splits s into lines at most width wide in g's font.
+  function wrapText(g, s, width) {
+    var out = [], cur = "";
+    s.split(" ").forEach(function (w) {
+      var t = cur ? cur + " " + w : w;
+      if (cur && g.measureText(t).width > width) { out.push(cur); cur = w; } else cur = t;
+    });
+    if (cur) out.push(cur);
+    return out;
+  }
+
+  // hasData reports whether a series has a finite value.
+  function hasData(ys) {
+    for (var i = 0; i < ys.length; i++) if (finite(ys[i])) return true;
+    return false;
+  }
+
+  // rates returns the live page's message rates per bucket of b (a
+  // View's bucket columns): the key's messages per second and, from the
+  // pipeline's counters, its inputs and dead letters per second. A bucket
+  // still filling at now (ms) has no rate (its count so far over the whole
+  // width would dip every line), nor has a bucket, or the step into one,
+  // before since (read back from the output stream: no counters).
+  function rates(b, now, since) {
+    var r = { key: [], in: [], dead: [] }, last = b.x.length - 1;
+    for (var k = 0; k <= last; k++) {
+      var filling = k === last && now < b.x[k] + b.width[k];
+      r.key.push(filling ? NaN : b.n[k] / (b.width[k] / 1000));
+      if (k > 0 && !filling && !(since && b.x[k - 1] + b.width[k - 1] <= since)) {
+        var dt = (b.x[k] - b.x[k - 1]) / 1000;
+        r.in.push((b.in[k] - b.in[k - 1]) / dt);
+        r.dead.push((b.dead[k] - b.dead[k - 1]) / dt);
+      } else { r.in.push(NaN); r.dead.push(NaN); }
+    }
+    return r;
   }
 
   // nearest returns the index of the x closest to v in xs (sorted), or -1.
@@ -340,6 +384,7 @@ var KC = (function () {
     canvases.forEach(function (cv) {
       var id = cv.id, st = cv._kc;
       if (!st) { out.push(id + ": not drawn"); return; }
+      if (st.absent) return; // no data, for the reason it says
       if (!(+cv.dataset.points > 0) || st.empty) out.push(id + ": empty chart");
       if (!st.titles.x) out.push(id + ": no x axis title");
       if (!st.titles.y) out.push(id + ": no y axis title");
@@ -367,5 +412,5 @@ var KC = (function () {
     return "rgb(" + p.map(Math.round).join(",") + ")";
   }
 
-  return { line: line, scatter: scatter, bars: bars, color: color, ramp: ramp, fmt: fmt, check: check };
+  return { line: line, scatter: scatter, bars: bars, color: color, ramp: ramp, fmt: fmt, check: check, rates: rates, hasData: hasData };
 })();

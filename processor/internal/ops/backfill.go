@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"time"
 
@@ -29,9 +30,18 @@ const backfillWait = 2 * time.Second
 // contentType is the header that names an output's encoding.
 const contentType = "Content-Type"
 
+// backfillRead bounds the outputs read back in one round: a window
+// holding more is narrowed first (at the rate seen) and read again.
+const backfillRead = 4 * watchSamples
+
+// backfillRounds bounds the narrowing: the last round reads its window
+// whatever it holds (within backfillWait), keeping the newest.
+const backfillRounds = 6
+
 // backfill returns the recent outputs of key as observations, oldest
-// first; none (and a debug line) when the pipeline's outputs are not in a
-// stream or reading them fails.
+// first: the newest watchSamples of the last watchBuckets seconds. None
+// (and a debug line) when the pipeline's outputs are not in a stream or
+// reading them fails.
 func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcaview.Observation {
 	if pl.OutputStream == "" || s.cfg.JS == nil {
 		return nil
@@ -41,30 +51,33 @@ func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcavi
 	subject := s.v.OutputSubject(pl.Name, key)
 	now := time.Now()
 	span := time.Duration(watchBuckets) * time.Second
-	var out []kpcaview.Observation
-	// First the whole window; when it holds more than watchSamples
-	// outputs, again from where the last watchSamples start at the rate
-	// seen.
-	for round := 0; round < 2; round++ {
-		obs, pending, err := s.readOutputs(ctx, pl.OutputStream, subject, now.Add(-span), watchSamples)
+	// A consumer says how many outputs its window holds before any is
+	// read: a window with more than backfillRead is narrowed to about
+	// twice watchSamples at the rate seen, and asked again. The outputs
+	// read are all of the window's, of which the newest watchSamples are
+	// kept: a burst late in the window is shown, not the window's start.
+	for round := 1; ; round++ {
+		limit := uint64(backfillRead)
+		if round == backfillRounds {
+			limit = math.MaxUint64
+		}
+		obs, total, err := s.readOutputs(ctx, pl.OutputStream, subject, now.Add(-span), watchSamples, limit)
 		if err != nil {
 			s.cfg.Log.Debug("reading back a watched key's outputs", zap.String("pipeline", pl.Name), zap.String("key", key), zap.Error(err))
-			return out
+			return obs
 		}
-		out = obs
-		if pending == 0 || round == 1 {
-			break
+		if total <= limit {
+			return obs
 		}
-		total := float64(len(obs)) + float64(pending)
-		span = time.Duration(float64(span) * float64(watchSamples) / total)
+		span = time.Duration(float64(span) * 2 * watchSamples / float64(total))
 	}
-	return out
 }
 
-// readOutputs reads up to max outputs of subject stored since start, with
-// an ephemeral consumer of its own (no acks, in memory, deleted after); it
-// returns them and how many more were pending.
-func (s *Server) readOutputs(ctx context.Context, stream, subject string, start time.Time, max int) ([]kpcaview.Observation, uint64, error) {
+// readOutputs reads the outputs of subject stored since start with an
+// ephemeral consumer of its own (no acks, in memory, deleted after) and
+// returns the newest keep of them and how many the window held. A window
+// of more than limit is not read (none returned).
+func (s *Server) readOutputs(ctx context.Context, stream, subject string, start time.Time, keep int, limit uint64) ([]kpcaview.Observation, uint64, error) {
 	js := s.cfg.JS
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		FilterSubject: subject, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start,
@@ -79,17 +92,18 @@ func (s *Server) readOutputs(ctx context.Context, stream, subject string, start 
 		defer cancel()
 		_ = js.DeleteConsumer(dctx, stream, name)
 	}()
-	if cons.CachedInfo().NumPending == 0 {
-		return nil, 0, nil
+	total := cons.CachedInfo().NumPending
+	if total == 0 || total > limit {
+		return nil, total, nil
 	}
 	var out []kpcaview.Observation
-	var pending uint64
-	for len(out) < max {
-		batch, err := cons.FetchNoWait(min(256, max-len(out))) // what is stored: never waits for more
+	for {
+		batch, err := cons.FetchNoWait(256) // what is stored: never waits for more
 		if err != nil {
-			return out, 0, err
+			return newest(out, keep), total, err
 		}
 		got := 0
+		pending := uint64(0)
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
@@ -108,14 +122,28 @@ func (s *Server) readOutputs(ctx context.Context, stream, subject string, start 
 			label, pred := labels(o)
 			out = append(out, kpcaview.Observation{X: md.Timestamp.UnixMilli(), Seq: o.Seq, Z: o.Z, SPE: o.SPE, T2: o.T2,
 				Label: label, Pred: pred, SPELimit: o.SPELimit, T2Limit: o.T2Limit, Alarm: o.Alarm,
+				Contrib:   kpcaview.ContribOf(nil, o.Contrib, codecContrib),
 				Explained: o.Explained, Basis: o.BasisVersion, Age: -1, Backfill: true})
+			if len(out) >= 2*keep { // memory bounded by 2·keep
+				out = append(out[:0], out[len(out)-keep:]...)
+			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return out, 0, err
+			return newest(out, keep), total, err
 		}
 		if got == 0 || pending == 0 {
-			break
+			return newest(out, keep), total, nil
 		}
 	}
-	return out, pending, nil
 }
+
+// newest returns the last keep of obs.
+func newest(obs []kpcaview.Observation, keep int) []kpcaview.Observation {
+	if len(obs) > keep {
+		return obs[len(obs)-keep:]
+	}
+	return obs
+}
+
+// codecContrib reads an output's contribution for the live page.
+func codecContrib(c codec.Contribution) (int, float64) { return c.Var, c.Value }

@@ -264,78 +264,14 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("processor: micro service: %w", err)
 	}
-	handler := func(f func(context.Context, KeyRequest) (any, error)) micro.Handler {
-		return micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
-			if !s.enter() {
-				err := fmt.Errorf("processor: %w: member %s is stopping", ErrUnavailable, member)
-				_ = req.Error(StatusOf(err), err.Error(), nil)
-				return
-			}
-			defer s.leave()
-			kr, err := parseKeyRequest(req.Data())
-			if err != nil {
-				_ = req.Error(StatusOf(err), err.Error(), nil)
-				return
-			}
-			ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-			defer cancel()
-			v, err := f(ctx, kr)
-			if err != nil {
-				_ = req.Error(StatusOf(err), err.Error(), nil)
-				return
-			}
-			if b, ok := v.([]byte); ok {
-				_ = req.Respond(b)
-				return
-			}
-			_ = req.RespondJSON(v)
-		})
-	}
-	type endpoint struct {
-		name string
-		desc string // the endpoint's metadata "description"
-		h    func(context.Context, KeyRequest) (any, error)
-	}
-	keyOps := func(forward bool) []endpoint {
-		scope := "the key's owner answers (forwarded)"
-		if !forward {
-			scope = "answered only for a partition this member runs"
-		}
-		return []endpoint{
-			{OpModel.String(), "the key's model export (kpcastream.model/v1); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				r, err := s.Control(ctx, OpModel, kr.Pipeline, kr.Key, forward)
-				return r.Data, err
-			}},
-			{OpSnapshot.String(), "save the key's snapshot now (no key: every key of the pipeline); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				if kr.Key == "" && forward {
-					n, err := s.clusterSnapshot(ctx, kr.Pipeline)
-					return map[string]int{"snapshots": n}, err
-				}
-				if kr.Key == "" {
-					n, err := s.c.SnapshotAll(ctx, kr.Pipeline)
-					return map[string]int{"snapshots": n}, err
-				}
-				r, err := s.Control(ctx, OpSnapshot, kr.Pipeline, kr.Key, forward)
-				return map[string]int{"snapshots": r.N}, err
-			}},
-			{OpReset.String(), "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				_, err := s.Control(ctx, OpReset, kr.Pipeline, kr.Key, forward)
-				return map[string]bool{"reset": true}, err
-			}},
-			{OpAccept.String(), "accept the key's current regime: its control limits start a new warm-up (monitor:); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				_, err := s.Control(ctx, OpAccept, kr.Pipeline, kr.Key, forward)
-				return map[string]bool{"accepted": true}, err
-			}},
-		}
-	}
 	shared := append([]endpoint{
 		{"stats", "counters of every member, summed", func(ctx context.Context, kr KeyRequest) (any, error) { return s.clusterStats(ctx, kr.Pipeline) }},
 		{"pipelines", "the pipelines' settings and the keys of every member", func(ctx context.Context, kr KeyRequest) (any, error) { return s.clusterPipelines(ctx, kr.Pipeline) }},
-	}, keyOps(true)...)
+	}, s.keyEndpoints(true)...)
 	own := append([]endpoint{
 		{"stats", "this member's counters", func(context.Context, KeyRequest) (any, error) { return s.v.Stats(), nil }},
 		{"pipelines", "the pipelines' settings and this member's keys", func(context.Context, KeyRequest) (any, error) { return s.v.Pipelines(), nil }},
-	}, keyOps(false)...)
+	}, s.keyEndpoints(false)...)
 	// The member's own endpoints are named "member-<op>" (their subjects
 	// are <service>.i.<member>.<op>, as before), so that each name is
 	// listed once by "nats micro info".
@@ -346,13 +282,88 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 		g := svc.AddGroup(grp.prefix)
 		for _, ep := range grp.eps {
 			md := map[string]string{"scope": grp.scope, "description": ep.desc, "request": `{"pipeline": "P", "key": "K"} (both optional where one is implied)`}
-			if err := g.AddEndpoint(grp.name+ep.name, handler(ep.h), micro.WithEndpointSubject(ep.name), micro.WithEndpointMetadata(md)); err != nil {
+			if err := g.AddEndpoint(grp.name+ep.name, s.handler(ctx, member, ep.h), micro.WithEndpointSubject(ep.name), micro.WithEndpointMetadata(md)); err != nil {
 				_ = svc.Stop()
 				return nil, fmt.Errorf("processor: micro endpoint %s.%s: %w", grp.prefix, ep.name, err)
 			}
 		}
 	}
 	return svc, nil
+}
+
+// endpoint is one micro endpoint of the service: its name, its metadata
+// "description" and what it answers.
+type endpoint struct {
+	name string
+	desc string
+	h    func(context.Context, KeyRequest) (any, error)
+}
+
+// handler wraps h as a micro handler: it refuses requests once Stop has
+// begun, parses the key request, bounds h by Timeout and ctx, and answers
+// h's bytes as they are, any other value as JSON, an error with its status.
+func (s *Server) handler(ctx context.Context, member string, h func(context.Context, KeyRequest) (any, error)) micro.Handler {
+	return micro.ContextHandler(ctx, func(ctx context.Context, req micro.Request) {
+		if !s.enter() {
+			err := fmt.Errorf("processor: %w: member %s is stopping", ErrUnavailable, member)
+			_ = req.Error(StatusOf(err), err.Error(), nil)
+			return
+		}
+		defer s.leave()
+		kr, err := parseKeyRequest(req.Data())
+		if err != nil {
+			_ = req.Error(StatusOf(err), err.Error(), nil)
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+		v, err := h(ctx, kr)
+		if err != nil {
+			_ = req.Error(StatusOf(err), err.Error(), nil)
+			return
+		}
+		if b, ok := v.([]byte); ok {
+			_ = req.Respond(b)
+			return
+		}
+		_ = req.RespondJSON(v)
+	})
+}
+
+// keyEndpoints are the key operations (model, snapshot, reset, accept):
+// forwarded to the key's owner in the cluster group, answered only for
+// this member's partitions in its own group.
+func (s *Server) keyEndpoints(forward bool) []endpoint {
+	scope := "the key's owner answers (forwarded)"
+	if !forward {
+		scope = "answered only for a partition this member runs"
+	}
+	return []endpoint{
+		{OpModel.String(), "the key's model export (kpcastream.model/v1); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+			r, err := s.Control(ctx, OpModel, kr.Pipeline, kr.Key, forward)
+			return r.Data, err
+		}},
+		{OpSnapshot.String(), "save the key's snapshot now (no key: every key of the pipeline); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+			if kr.Key == "" && forward {
+				n, err := s.clusterSnapshot(ctx, kr.Pipeline)
+				return map[string]int{"snapshots": n}, err
+			}
+			if kr.Key == "" {
+				n, err := s.c.SnapshotAll(ctx, kr.Pipeline)
+				return map[string]int{"snapshots": n}, err
+			}
+			r, err := s.Control(ctx, OpSnapshot, kr.Pipeline, kr.Key, forward)
+			return map[string]int{"snapshots": r.N}, err
+		}},
+		{OpReset.String(), "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+			_, err := s.Control(ctx, OpReset, kr.Pipeline, kr.Key, forward)
+			return map[string]bool{"reset": true}, err
+		}},
+		{OpAccept.String(), "accept the key's current regime: its control limits start a new warm-up (monitor:); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+			_, err := s.Control(ctx, OpAccept, kr.Pipeline, kr.Key, forward)
+			return map[string]bool{"accepted": true}, err
+		}},
+	}
 }
 
 // enter counts a request in flight; false once Stop has begun.

@@ -187,6 +187,7 @@ func (kw *Watch) Record(s *Sample, outs []codec.Output) {
 		out := &outs[i]
 		o.Seq, o.Z, o.SPE, o.T2, o.Basis, o.Explained = out.Seq, out.Z, out.SPE, out.T2, out.BasisVersion, out.Explained
 		o.SPELimit, o.T2Limit, o.Alarm = out.SPELimit, out.T2Limit, out.Alarm
+		o.Contrib = kpcaview.ContribOf(o.Contrib, out.Contrib, codecContrib)
 		o.Age = -1
 		if out.TS > 0 {
 			o.Age = float64(now.UnixNano())/1e9 - out.TS

@@ -1,0 +1,161 @@
+package monitor
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// linear is the linear residual monitored beside the kernel one
+// (Config.Linear): a linear PCA of the vectors the learner learned (the
+// standardised ones with Standardize), whose squared residual
+// ‖(I − PPᵀ)(x − μ)‖² is a second SPE. The mean and the co-moment are
+// updated with every learned vector, weighted with the learner's
+// forgetting (O(d²)); the k leading eigenvectors P are recomputed every
+// refreshEvery additions (O(d³)). Memory: (d² + d·(k + 2))·8 bytes.
+type linear struct {
+	d, k   int
+	forget float64
+	w      float64
+	mean   []float64
+	m2     []float64 // d×d co-moment Σ w(x − μ)(x − μ)ᵀ, row-major
+	p      []float64 // d×k leading eigenvectors, row-major; nil before the first refresh
+	since  int       // additions since the last refresh
+	dx     []float64 // scratch
+	sym    *mat.SymDense
+	eig    mat.EigenSym
+	vecs   mat.Dense
+}
+
+// refreshEvery is the number of additions between two eigendecompositions.
+func (l *linear) refreshEvery() int { return max(l.d, 25) }
+
+func newLinear(d, k int, forget float64) *linear {
+	k = min(k, d-1)
+	return &linear{d: d, k: k, forget: forget, mean: make([]float64, d), m2: make([]float64, d*d),
+		dx: make([]float64, d), sym: mat.NewSymDense(d, nil)}
+}
+
+// add updates the mean and co-moment with x (West's weighted update).
+func (l *linear) add(x []float64) {
+	f := l.forget
+	w := f*l.w + 1
+	for j, v := range x {
+		l.dx[j] = v - l.mean[j]
+	}
+	// M2 ← f·M2 + (f·w₀/w)·δδᵀ, μ ← μ + δ/w.
+	c := f * l.w / w
+	for i := range l.d {
+		row := l.m2[i*l.d : (i+1)*l.d]
+		a := c * l.dx[i]
+		for j := range row {
+			row[j] = f*row[j] + a*l.dx[j]
+		}
+	}
+	for j := range l.mean {
+		l.mean[j] += l.dx[j] / w
+	}
+	l.w = w
+	if l.since++; l.since >= l.refreshEvery() || l.p == nil && l.w >= float64(l.d+1) {
+		l.refresh()
+	}
+}
+
+// refresh recomputes the k leading eigenvectors of the co-moment.
+func (l *linear) refresh() {
+	l.since = 0
+	if l.k < 1 {
+		return
+	}
+	for i := range l.d {
+		for j := i; j < l.d; j++ {
+			l.sym.SetSym(i, j, 0.5*(l.m2[i*l.d+j]+l.m2[j*l.d+i]))
+		}
+	}
+	if !l.eig.Factorize(l.sym, true) {
+		return
+	}
+	l.eig.VectorsTo(&l.vecs) // ascending eigenvalues: the leading ones are the last columns
+	if l.p == nil {
+		l.p = make([]float64, l.d*l.k)
+	}
+	for i := range l.d {
+		for c := range l.k {
+			l.p[i*l.k+c] = l.vecs.At(i, l.d-1-c)
+		}
+	}
+}
+
+// ready tells whether the residual can be scored.
+func (l *linear) ready() bool { return l.p != nil }
+
+// spe returns ‖(I − PPᵀ)(x − μ)‖² (0 before the first refresh). O(d·k).
+func (l *linear) spe(x []float64) float64 {
+	if l.p == nil {
+		return 0
+	}
+	var all float64
+	for j, v := range x {
+		l.dx[j] = v - l.mean[j]
+		all += l.dx[j] * l.dx[j]
+	}
+	var in float64
+	for c := range l.k {
+		var s float64
+		for i := range l.d {
+			s += l.p[i*l.k+c] * l.dx[i]
+		}
+		in += s * s
+	}
+	return max(all-in, 0)
+}
+
+// checkLinear reports the problems of s's linear residual against the
+// configuration. A state without one (a snapshot from before Linear, or
+// of a monitor without it) is fine: the model starts empty.
+func (m *Monitor) checkLinear(s *State) []string {
+	var bad []string
+	if m.lin == nil {
+		if s.Linear != nil || len(s.LSPE) > 0 {
+			bad = append(bad, "a linear residual, but the monitor has none")
+		}
+		return bad
+	}
+	if len(s.LSPE) > m.cfg.Window || !allFinite(s.LSPE) {
+		bad = append(bad, fmt.Sprintf("linear limit window of %d values, want ≤ %d, finite", len(s.LSPE), m.cfg.Window))
+	}
+	if l := s.Linear; l != nil {
+		d := m.cfg.Dim
+		if len(l.Mean) != d || len(l.M2) != d*d || !finite(l.W) || l.W < 0 || !allFinite(l.Mean) || !allFinite(l.M2) {
+			bad = append(bad, fmt.Sprintf("linear model of %d means and %d co-moments (weight %v), want %d and %d finite, weight ≥ 0", len(l.Mean), len(l.M2), l.W, d, d*d))
+		}
+		if k := m.lin.k; (len(l.P) != 0 && len(l.P) != d*k) || !allFinite(l.P) || l.Since < 0 {
+			bad = append(bad, fmt.Sprintf("linear model of %d eigenvector values (%d since), want 0 or %d finite", len(l.P), l.Since, d*k))
+		}
+	}
+	return bad
+}
+
+// restoreLinear loads s's linear residual (checked by checkLinear).
+func (m *Monitor) restoreLinear(s *State) {
+	l := m.lin
+	if l == nil {
+		return
+	}
+	m.lspe.load(s.LSPE)
+	l.w, l.p, l.since = 0, nil, 0
+	clear(l.mean)
+	clear(l.m2)
+	if s.Linear != nil {
+		l.w = s.Linear.W
+		copy(l.mean, s.Linear.Mean)
+		copy(l.m2, s.Linear.M2)
+		switch {
+		case len(s.Linear.P) > 0:
+			l.p = append([]float64(nil), s.Linear.P...)
+			l.since = s.Linear.Since
+		case l.w >= float64(l.d+1):
+			l.refresh()
+		}
+	}
+}
