@@ -42,7 +42,8 @@ type Spec struct {
 	OnZ bool
 	// Preprocess is a fixed preprocessing the caller applied to every
 	// observation before the model saw it (a replay's standardisation over
-	// its labelled file), exported as the preprocess section; nil: none.
+	// its labelled file), exported as the preprocess section (in place of
+	// a standardising monitor's); nil: none.
 	Preprocess *learners.ModelPreprocess
 	// Synced has Export catch up a learner's deferred work (Sync) on a
 	// copy first, so that an export leaves the model as it was.
