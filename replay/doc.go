@@ -25,8 +25,9 @@
 // the progress line, the --model-at exports and the caller's own hooks.
 // What varies per row is a Hook; a new per-row feature is one more.
 //
-// The key model (learner, monitor, classifier, preprocessing) is built in
-// newKeyModel and exported in keyModel.export, one place each.
+// The key model (learner, monitor, classifier, preprocessing) is the
+// processor's own, an internal/keymodel Model: newKeyModel turns the
+// flags into its Spec, and its Export is the model export.
 //
 // Run is deterministic for a given Config and input, but for the report's
 // timings; it leaves the Config unchanged, and runs of their own outputs

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,11 +43,10 @@ func runLabelled(ctx context.Context, c *Config, cr *csvin.Reader, name string, 
 		pre = &learners.ModelPreprocess{Mean: mean, Scale: sd}
 		fmt.Fprintf(stderr, "replay: --standardize: the model export's preprocess section holds mean %v and std %v\n", mean, sd)
 	}
-	m, err := newKeyModel(c, src.d, classes, stderr)
+	m, err := newKeyModel(c, src.d, classes, pre, stderr)
 	if err != nil {
 		return err
 	}
-	m.pre = pre
 	acc := &accuracy{total: int64(src.n * c.Passes), ys: ys, counts: make([]int, len(classes)), correct: make([]int, len(classes))}
 	rowHooks := []Hook{acc}
 	if c.Out != "" {
@@ -64,7 +62,7 @@ func runLabelled(ctx context.Context, c *Config, cr *csvin.Reader, name string, 
 	}
 	prog := newProgress(stderr, c.Progress)
 	rowHooks = append(append(rowHooks, prog), hooks...)
-	if err := passLoop(ctx, src, m.l, m.labelStep(ys, len(classes), c.Components), rowHooks, true); err != nil {
+	if err := passLoop(ctx, src, m.l, m.labelStep(ys, len(classes)), rowHooks, true); err != nil {
 		return err
 	}
 	prog.Done(prog.fed, m.l)
@@ -107,60 +105,16 @@ func classIndices(name string, labels, classes []string) ([]int, error) {
 
 // labelStep feeds a labelled row: the learner learns it, the classifier
 // predicts its class, then learns its label (if it has one).
-func (m *keyModel) labelStep(ys []int, nclasses, k int) step {
+func (m *keyModel) labelStep(ys []int, nclasses int) step {
 	scores := make([]float64, nclasses)
-	z := make([]float64, k)
 	return func(r *Row) error {
 		r.Y, r.Scores = ys[r.Index], scores
 		var err error
-		if m.onZ == nil {
-			err = m.learnOnBasis(r)
-		} else {
-			err = m.learnOnZ(r, z)
-		}
-		if err != nil {
+		if r.Pred, err = m.LearnLabelled(r.Scores, r.X, r.Y); err != nil {
 			return fmt.Errorf("row %d: %w", r.Index, err)
 		}
 		return nil
 	}
-}
-
-// learnOnBasis runs the row through the classifier on the learner's
-// coordinates, which learns through the learner.
-func (m *keyModel) learnOnBasis(r *Row) error {
-	if err := m.ob.Learn(r.X); err != nil {
-		return err
-	}
-	var err error
-	if r.Pred, _, err = m.ob.Predict(r.Scores, r.X); err != nil {
-		return err
-	}
-	if r.Y >= 0 {
-		return m.ob.Teach(r.Y)
-	}
-	return nil
-}
-
-// learnOnZ runs the row through the learner, then the classifier on its
-// published components (once it is ready).
-func (m *keyModel) learnOnZ(r *Row, z []float64) error {
-	if err := m.l.Learn(r.X); err != nil {
-		return err
-	}
-	clear(r.Scores)
-	_, err := m.l.Transform(z, r.X)
-	if errors.Is(err, learners.ErrNotReady) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if r.Pred, _, err = m.onZ.Predict(r.Scores, z); err != nil {
-		return err
-	}
-	if r.Y >= 0 {
-		return m.onZ.Learn(z, r.Y)
-	}
-	return nil
 }
 
 // accuracy counts the prequential predictions: overall, in the last half

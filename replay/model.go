@@ -8,17 +8,20 @@ import (
 	"path/filepath"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/classify"
 	"github.com/kpcastream/kpcastream/learners/monitor"
 )
 
-// keyModel is everything a replay learns for its one key: the learner and,
-// as the flags ask, its monitor (limits, gated learning, running
-// standardisation), the classifier stage and a fixed preprocessing. It is
-// built in one place (newKeyModel) and exported in one place (write), so
-// that it can become the processor's own key model type later.
+// keyModel is everything a replay learns for its one key: a
+// keymodel.Model, the processor's own key model type, built in one place
+// (newKeyModel) from the flags: the learner and, as they ask, its monitor
+// (limits, gated learning, running standardisation), the classifier stage
+// and a fixed preprocessing. The fields beside it are views of it that
+// the replay's steps and summaries read.
 type keyModel struct {
+	*keymodel.Model
 	cfg learners.Config
 	l   learners.Learner
 	// fitter is the batch learner's Fit (nil for an online learner).
@@ -27,21 +30,13 @@ type keyModel struct {
 	// monSet tells whether its sections go into the export.
 	mon    *monitor.Monitor
 	monSet bool
-	// ob is the classifier on the learner's coordinates (--label), onZ the
-	// one on the published components (--classify-on z), classes their
-	// names; exportClassifier tells whether ob's section is exported.
-	ob               *classify.OnBasis
-	onZ              *classify.Classifier
-	classes          []string
-	exportClassifier bool
-	// pre is the standardisation of a labelled file, measured over it.
-	pre *learners.ModelPreprocess
 }
 
 // newKeyModel builds the key model of c for rows of d values; classes is
-// nil without a label column.
-func newKeyModel(c *Config, d int, classes []string, stderr io.Writer) (*keyModel, error) {
-	m := &keyModel{cfg: c.learnerConfig(d), classes: classes}
+// nil without a label column, pre the standardisation of a labelled file
+// (measured over it; nil: none).
+func newKeyModel(c *Config, d int, classes []string, pre *learners.ModelPreprocess, stderr io.Writer) (*keyModel, error) {
+	m := &keyModel{cfg: c.learnerConfig(d)}
 	var err error
 	if m.l, err = learners.New(m.cfg); err != nil {
 		return nil, fmt.Errorf("learner settings: %w", err)
@@ -52,41 +47,55 @@ func newKeyModel(c *Config, d int, classes []string, stderr io.Writer) (*keyMode
 			return nil, fmt.Errorf("learner settings: %w", err)
 		}
 	}
-	if classes != nil {
-		return m, m.classifier(c)
-	}
-	if m.fitter == nil {
-		if m.mon, err = newMonitor(&c.Monitor, m.cfg, c.Label.Standardize); err != nil {
+	// The export syncs a copy, so that writing one (--model-at) does not
+	// perturb the replay.
+	s := &keymodel.Spec{Learner: m.cfg, Synced: true, Preprocess: pre}
+	switch {
+	case classes != nil:
+		if err := classifierSpec(s, c, m.l, classes); err != nil {
 			return nil, err
 		}
-		m.monSet = c.Monitor.Set
+	case m.fitter == nil:
+		mc := monitorConfig(&c.Monitor, m.cfg, c.Label.Standardize)
+		if err := mc.Validate(); err != nil {
+			return nil, fmt.Errorf("monitor settings: %w", err)
+		}
+		s.Monitor, s.HideMonitor = &mc, !c.Monitor.Set
 	}
+	if m.Model, err = keymodel.With(s, m.l); err != nil {
+		return nil, err
+	}
+	m.mon, m.monSet = m.Monitor(), m.Monitor() != nil && c.Monitor.Set
 	return m, nil
 }
 
-// classifier adds the classifier stage of --label.
-func (m *keyModel) classifier(c *Config) error {
-	basis, ok := m.l.(classify.Basis)
+// classifierSpec adds the classifier stage of --label to s: on the
+// learner's dictionary coordinates, or on its published components with
+// --classify-on z (whose classifier is not exported).
+func classifierSpec(s *keymodel.Spec, c *Config, l learners.Learner, classes []string) error {
+	basis, ok := l.(classify.Basis)
 	if !ok {
-		return fmt.Errorf("learner %q has no dictionary coordinates for the classifier", m.l.Kind())
+		return fmt.Errorf("learner %q has no dictionary coordinates for the classifier", l.Kind())
 	}
-	ccfg := classify.Config{Classes: len(m.classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget}
-	var err error
-	if m.ob, err = classify.NewOnBasis(basis, ccfg); err != nil {
+	s.Classes = keymodel.NewClasses(classes)
+	s.Classifier = classify.Config{Classes: len(classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget}
+	check := s.Classifier
+	check.Dim = basis.Budget()
+	if err := check.WithDefaults().Validate(); err != nil {
 		return fmt.Errorf("classifier settings: %w", err)
 	}
-	m.exportClassifier = c.Label.On == "coords"
-	if c.Label.On == "z" {
-		ccfg.Dim = c.Components
-		if m.onZ, err = classify.New(ccfg); err != nil {
+	if s.OnZ = c.Label.On == "z"; s.OnZ {
+		s.Classifier.Dim = c.Components
+		if err := s.Classifier.WithDefaults().Validate(); err != nil {
 			return fmt.Errorf("classifier settings: %w", err)
 		}
 	}
 	return nil
 }
 
-// newMonitor returns the replay's monitor for the learner configuration cfg.
-func newMonitor(o *MonitorConfig, cfg learners.Config, standardize bool) (*monitor.Monitor, error) {
+// monitorConfig returns the replay's monitor configuration for the
+// learner configuration cfg, defaults applied.
+func monitorConfig(o *MonitorConfig, cfg learners.Config, standardize bool) monitor.Config {
 	freeze := o.Freeze
 	if !o.FreezeSet {
 		freeze = standardize && monitor.DefaultFreeze(cfg.Forget)
@@ -97,49 +106,19 @@ func newMonitor(o *MonitorConfig, cfg learners.Config, standardize bool) (*monit
 	if o.Linear {
 		c.LinearComponents = min(cfg.Components, cfg.Dim-1)
 	}
-	mon, err := monitor.New(c.WithDefaults(cfg.Budget))
-	if err != nil {
-		return nil, fmt.Errorf("monitor settings: %w", err)
-	}
-	return mon, nil
+	return c.WithDefaults(cfg.Budget)
 }
 
-// syncer is a learner that can catch up on deferred work on demand.
-type syncer interface{ Sync(maxIter int) error }
+// syncedModel is the model export of a learner synced on a copy.
+var syncedModel = keymodel.SyncedModel
 
-// syncedModel is the model export of l after catching up deferred work
-// (Sync) on a copy, so that an export does not perturb the replay.
-func syncedModel(l learners.Learner) (*learners.Model, error) {
-	if _, ok := l.(syncer); ok {
-		c, err := learners.Restore(l.State())
-		if err != nil {
-			return nil, err
-		}
-		if err := c.(syncer).Sync(100); err != nil {
-			return nil, err
-		}
-		l = c
-	}
-	return l.Model()
-}
-
-// export is the key model's export: the learner's (synced on a copy) with
-// the sections of the monitor, the classifier and the preprocessing.
+// export is the key model's export (keymodel.Model.Export): the
+// learner's, synced on a copy, with the sections of the monitor, the
+// classifier and the preprocessing.
 func (m *keyModel) export() (*learners.Model, error) {
-	e, err := syncedModel(m.l)
+	e, err := m.Export()
 	if err != nil {
 		return nil, fmt.Errorf("model export: %w", err)
-	}
-	if m.mon != nil && m.monSet {
-		m.mon.Export(e)
-	}
-	if m.ob != nil {
-		if m.exportClassifier {
-			if e.Classifier, err = m.ob.Export(m.classes); err != nil {
-				return nil, fmt.Errorf("model export: %w", err)
-			}
-		}
-		e.Preprocess = m.pre
 	}
 	return e, nil
 }

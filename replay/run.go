@@ -245,7 +245,7 @@ func newUnlabelled(c *Config, cr *csvin.Reader, name string, stderr io.Writer, h
 		}
 		r.src = r.mem
 	}
-	if r.m, err = newKeyModel(c, cr.Dim(), nil, stderr); err != nil {
+	if r.m, err = newKeyModel(c, cr.Dim(), nil, nil, stderr); err != nil {
 		return nil, err
 	}
 	if r.rep, err = newReport(&c.Report, filepath.Base(name), r.m.cfg); err != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/monitor"
 )
@@ -357,11 +358,12 @@ func ownLimits(m Method) bool {
 
 // Online is kpcastream's online learner with its monitor, as a pipeline
 // or replay runs it (running standardisation, limits, Learn always or
-// normal).
+// normal): a key's model (internal/keymodel) stepped row by row.
 type Online struct {
 	Label   string
 	Learner learners.Config
 	Monitor monitor.Config
+	km      *keymodel.Model
 	l       learners.Learner
 	m       *monitor.Monitor
 	in, z   []float64
@@ -380,28 +382,30 @@ func (o *Online) Contrib() []monitor.Contribution { return o.contrib }
 
 func (o *Online) Name() string { return o.Label }
 
-func (o *Online) init() error {
-	var err error
-	if o.l, err = learners.New(o.Learner); err != nil {
-		return err
-	}
+// spec is the key model of o's settings.
+func (o *Online) spec() *keymodel.Spec {
 	c := o.Monitor
 	c.Dim, c.Forget, c.Standardize = o.Learner.Dim, o.Learner.Forget, true
 	c.Freeze = c.Freeze || monitor.DefaultFreeze(c.Forget)
 	if c.Linear && c.LinearComponents == 0 {
 		c.LinearComponents = min(o.Learner.Components, o.Learner.Dim-1)
 	}
-	if o.m, err = monitor.New(c.WithDefaults(o.Learner.Budget)); err != nil {
-		return err
-	}
+	c = c.WithDefaults(o.Learner.Budget)
+	return &keymodel.Spec{Learner: o.Learner, Monitor: &c}
+}
+
+// use makes km o's model.
+func (o *Online) use(km *keymodel.Model) {
+	o.km, o.l, o.m = km, km.Learner(), km.Monitor()
 	o.in, o.z = make([]float64, o.Learner.Dim), make([]float64, o.Learner.Components)
-	return nil
 }
 
 func (o *Online) Train(x []float64, n int) error {
-	if err := o.init(); err != nil {
+	km, err := keymodel.New(o.spec())
+	if err != nil {
 		return err
 	}
+	o.use(km)
 	d := o.Learner.Dim
 	var r monitor.Result
 	for i := range n {
@@ -418,15 +422,11 @@ func (o *Online) Train(x []float64, n int) error {
 
 func (o *Online) Clone() (Method, error) {
 	c := &Online{Label: o.Label, Learner: o.Learner, Monitor: o.Monitor, lim0: o.lim0, llim0: o.llim0, lspeOnly: o.lspeOnly}
-	if err := c.init(); err != nil {
+	km, _, err := keymodel.Restore(c.spec(), o.km.Snapshot())
+	if err != nil {
 		return nil, err
 	}
-	if err := c.l.Restore(o.l.State()); err != nil {
-		return nil, err
-	}
-	if err := c.m.Restore(o.m.State()); err != nil {
-		return nil, err
-	}
+	c.use(km)
 	return c, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
@@ -230,25 +231,13 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	if err != nil {
 		return err
 	}
-	drop := splitCols(o.drop)
 	name := o.in
 	if name == "-" {
 		name = "stdin"
 	}
-	cr, err := csvin.NewReader(r, csvin.Options{Name: name, Drop: drop, ID: strings.TrimSpace(o.idColumn), HeaderOptional: true})
+	cr, err := openRows(o, r, name)
 	if err != nil {
 		return err
-	}
-	if o.dim > 0 && cr.Dim() != o.dim {
-		// stdin: the first row (or header) decides every row's width.
-		what := "the first row has"
-		if cr.Header() != nil {
-			what = fmt.Sprintf("the header keeps %d columns (%s), so each row has", cr.Dim(), strings.Join(cr.Header(), ","))
-		}
-		return fmt.Errorf("%s: %s %d values, the pipeline expects %d: %s; nothing was published", name, what, cr.Dim(), o.dim, widthHint(cr.Dim(), o.dim))
-	}
-	if o.maxBatch > 0 && o.batch > o.maxBatch {
-		return fmt.Errorf("--batch %d is more than the pipeline's max_batch %d; nothing was published", o.batch, o.maxBatch)
 	}
 	nc, js, err := o.client.connectJS(cfg, "kpcastream-publish")
 	if err != nil {
@@ -257,128 +246,188 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	defer nc.Close()
 	// JetStream publish (acknowledged) when a stream captures the subject.
 	stream, err := pubport.Find(ctx, js, o.subject)
-	useJS := err == nil && stream != ""
-	var (
-		batch []codec.Observation
-		buf   []byte
-		msgs  int // messages published
-		rows  int // rows read
-		sent  int // rows published
-	)
-	start := time.Now()
-	var interval time.Duration
-	if o.rate > 0 {
-		interval = time.Duration(float64(time.Second) / o.rate)
+	p := newPublisher(o, enc, name, stdout, stderr)
+	p.nc, p.js, p.useJS = nc, js, err == nil && stream != ""
+	return p.run(ctx, cr)
+}
+
+// openRows opens the CSV rows of r (named name) and checks what can be
+// checked before anything is sent: the rows' width against --dim and
+// --batch against the pipeline's max_batch.
+func openRows(o publishOpts, r io.Reader, name string) (*csvin.Reader, error) {
+	cr, err := csvin.NewReader(r, csvin.Options{Name: name, Drop: splitCols(o.drop), ID: strings.TrimSpace(o.idColumn), HeaderOptional: true})
+	if err != nil {
+		return nil, err
 	}
-	next := start
+	if o.dim > 0 && cr.Dim() != o.dim {
+		// stdin: the first row (or header) decides every row's width.
+		what := "the first row has"
+		if cr.Header() != nil {
+			what = fmt.Sprintf("the header keeps %d columns (%s), so each row has", cr.Dim(), strings.Join(cr.Header(), ","))
+		}
+		return nil, fmt.Errorf("%s: %s %d values, the pipeline expects %d: %s; nothing was published", name, what, cr.Dim(), o.dim, widthHint(cr.Dim(), o.dim))
+	}
+	if o.maxBatch > 0 && o.batch > o.maxBatch {
+		return nil, fmt.Errorf("--batch %d is more than the pipeline's max_batch %d; nothing was published", o.batch, o.maxBatch)
+	}
+	return cr, nil
+}
+
+// publisher publishes the batches of one publish run at its rate, counts
+// them and reports its progress.
+type publisher struct {
+	o              publishOpts
+	enc            codec.Encoding
+	name           string
+	stdout, stderr io.Writer
+	nc             *nats.Conn
+	js             jetstream.JetStream
+	useJS          bool // JetStream publish (a stream captures the subject)
+
+	batch []codec.Observation
+	buf   []byte
+	msgs  int // messages published
+	rows  int // rows read
+	sent  int // rows published
+
+	start, next  time.Time
+	interval     time.Duration // between messages (0: as fast as possible)
+	tty          bool
+	every        time.Duration // between progress lines
+	lastProgress time.Time
+}
+
+func newPublisher(o publishOpts, enc codec.Encoding, name string, stdout, stderr io.Writer) *publisher {
+	p := &publisher{o: o, enc: enc, name: name, stdout: stdout, stderr: stderr, start: time.Now()}
+	if o.rate > 0 {
+		p.interval = time.Duration(float64(time.Second) / o.rate)
+	}
+	p.next, p.lastProgress = p.start, p.start
 	// On a terminal the progress line rewrites itself; elsewhere (a log
 	// file, a CI job) a line every 5 s and the final one.
-	tty := term.IsTerminal(stderr)
-	every := 200 * time.Millisecond
-	if !tty {
-		every = 5 * time.Second
+	p.tty = term.IsTerminal(stderr)
+	p.every = 200 * time.Millisecond
+	if !p.tty {
+		p.every = 5 * time.Second
 	}
-	progress := func(final bool) {
-		el := time.Since(start).Seconds()
-		end := "\n"
-		if tty && !final {
-			end = "\r"
-		}
-		fmt.Fprintf(stderr, "published %s (%s) to %s in %.1fs, %.0f msg/s%s", plural(msgs, "message"), plural(sent, "row"), o.subject, el, float64(msgs)/max(el, 1e-9), end)
-	}
-	lastProgress := start
-	send := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if interval > 0 {
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			next = next.Add(interval)
-		}
-		var err error
-		buf, err = codec.EncodeObservations(buf[:0], enc, batch)
-		if err != nil {
-			return fmt.Errorf("%s: rows %d to %d: %w", name, rows-len(batch)+1, rows, err)
-		}
-		m := nats.NewMsg(o.subject)
-		m.Data = buf
-		m.Header.Set("Content-Type", enc.ContentType())
-		// An interrupt lets the message in flight land (or fail within
-		// publishMsg's bound), so that the count printed is exact.
-		if err := publishMsg(context.WithoutCancel(ctx), nc, js, useJS, m); err != nil {
-			return fmt.Errorf("publish: %w", err)
-		}
-		msgs++
-		sent += len(batch)
-		batch = batch[:0]
-		if time.Since(lastProgress) > every {
-			lastProgress = time.Now()
-			progress(false)
-		}
-		return nil
-	}
-	// interrupted ends a run stopped by ctx (Ctrl-C): what was published
-	// so far is flushed and counted, on stderr and on stdout as at the end
-	// of a run, and the error maps to exit code 130.
-	interrupted := func() error {
-		ferr := nc.FlushTimeout(5 * time.Second)
-		progress(true)
-		fmt.Fprintf(stdout, "%d\n", msgs)
-		if ferr != nil {
-			return fmt.Errorf("%w: %s (%s) published before the interrupt, then a flush failed (%v): the last core NATS messages may be lost",
-				errInterrupted, plural(msgs, "message"), plural(sent, "row"), ferr)
-		}
-		return fmt.Errorf("%w: %s (%s) of %s published, the rest not sent", errInterrupted, plural(msgs, "message"), plural(sent, "row"), name)
-	}
+	return p
+}
+
+// run publishes the rows of cr in batches of --batch, then the last
+// partial one, and prints the message count on stdout.
+func (p *publisher) run(ctx context.Context, cr *csvin.Reader) error {
 	for {
 		if ctx.Err() != nil {
-			return interrupted()
+			return p.interrupted()
 		}
 		x, id, err := cr.Next(make([]float64, cr.Dim()))
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			// Only stdin (or a file changed since its check) gets here.
-			if msgs == 0 {
-				return fmt.Errorf("%w; nothing was published", err)
-			}
-			if ferr := nc.FlushTimeout(5 * time.Second); ferr != nil {
-				return fmt.Errorf("%w; %s before it may have been published (flush: %v)", err, plural(sent, "row"), ferr)
-			}
-			return fmt.Errorf("%w; %s before it published (%s), the rest not: %s is checked as it is read — give a file with --in to have it checked whole before anything is sent",
-				err, plural(sent, "row"), plural(msgs, "message"), name)
+			return p.readFailed(err)
 		}
-		ob := codec.Observation{ID: id, X: x}
-		batch = append(batch, ob)
-		rows++
-		if len(batch) == o.batch {
-			if err := send(); err != nil {
-				if ctx.Err() != nil {
-					return interrupted()
-				}
-				return err
+		p.batch = append(p.batch, codec.Observation{ID: id, X: x})
+		p.rows++
+		if len(p.batch) == p.o.batch {
+			if err := p.send(ctx); err != nil {
+				return p.sendFailed(ctx, err)
 			}
 		}
 	}
-	if err := send(); err != nil {
-		if ctx.Err() != nil {
-			return interrupted()
-		}
+	if err := p.send(ctx); err != nil {
+		return p.sendFailed(ctx, err)
+	}
+	if err := p.nc.Flush(); err != nil {
 		return err
 	}
-	if err := nc.Flush(); err != nil {
-		return err
-	}
-	progress(true)
-	fmt.Fprintf(stdout, "%d\n", msgs)
+	p.progress(true)
+	fmt.Fprintf(p.stdout, "%d\n", p.msgs)
 	return nil
+}
+
+// send publishes the pending batch (nothing when empty), at the rate.
+func (p *publisher) send(ctx context.Context) error {
+	if len(p.batch) == 0 {
+		return nil
+	}
+	if p.interval > 0 {
+		if d := time.Until(p.next); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		p.next = p.next.Add(p.interval)
+	}
+	var err error
+	p.buf, err = codec.EncodeObservations(p.buf[:0], p.enc, p.batch)
+	if err != nil {
+		return fmt.Errorf("%s: rows %d to %d: %w", p.name, p.rows-len(p.batch)+1, p.rows, err)
+	}
+	m := nats.NewMsg(p.o.subject)
+	m.Data = p.buf
+	m.Header.Set("Content-Type", p.enc.ContentType())
+	// An interrupt lets the message in flight land (or fail within
+	// publishMsg's bound), so that the count printed is exact.
+	if err := publishMsg(context.WithoutCancel(ctx), p.nc, p.js, p.useJS, m); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	p.msgs++
+	p.sent += len(p.batch)
+	p.batch = p.batch[:0]
+	if time.Since(p.lastProgress) > p.every {
+		p.lastProgress = time.Now()
+		p.progress(false)
+	}
+	return nil
+}
+
+// sendFailed is the error of a failed send: an interrupt's when ctx ended.
+func (p *publisher) sendFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return p.interrupted()
+	}
+	return err
+}
+
+// readFailed is the error of a row that cannot be read: only stdin (or
+// a file changed since its check) gets here. What was sent is flushed.
+func (p *publisher) readFailed(err error) error {
+	if p.msgs == 0 {
+		return fmt.Errorf("%w; nothing was published", err)
+	}
+	if ferr := p.nc.FlushTimeout(5 * time.Second); ferr != nil {
+		return fmt.Errorf("%w; %s before it may have been published (flush: %v)", err, plural(p.sent, "row"), ferr)
+	}
+	return fmt.Errorf("%w; %s before it published (%s), the rest not: %s is checked as it is read — give a file with --in to have it checked whole before anything is sent",
+		err, plural(p.sent, "row"), plural(p.msgs, "message"), p.name)
+}
+
+// progress prints the progress line (final: the last one, ended by a
+// newline even on a terminal).
+func (p *publisher) progress(final bool) {
+	el := time.Since(p.start).Seconds()
+	end := "\n"
+	if p.tty && !final {
+		end = "\r"
+	}
+	fmt.Fprintf(p.stderr, "published %s (%s) to %s in %.1fs, %.0f msg/s%s", plural(p.msgs, "message"), plural(p.sent, "row"), p.o.subject, el, float64(p.msgs)/max(el, 1e-9), end)
+}
+
+// interrupted ends a run stopped by ctx (Ctrl-C): what was published so
+// far is flushed and counted, on stderr and on stdout as at the end of a
+// run, and the error maps to exit code 130.
+func (p *publisher) interrupted() error {
+	ferr := p.nc.FlushTimeout(5 * time.Second)
+	p.progress(true)
+	fmt.Fprintf(p.stdout, "%d\n", p.msgs)
+	if ferr != nil {
+		return fmt.Errorf("%w: %s (%s) published before the interrupt, then a flush failed (%v): the last core NATS messages may be lost",
+			errInterrupted, plural(p.msgs, "message"), plural(p.sent, "row"), ferr)
+	}
+	return fmt.Errorf("%w: %s (%s) of %s published, the rest not sent", errInterrupted, plural(p.msgs, "message"), plural(p.sent, "row"), p.name)
 }
 
 // plural is words.Plural: "1 row", "2 rows", "0 passes".

@@ -62,6 +62,9 @@ func Check(obs []codec.Observation, dim int) error {
 // output carries the limits once they are in force and the alarm, and the
 // meter counts it. The classifier stage then sees the standardised vector.
 func (m *Model) Apply(res *Result, obs []codec.Observation, key string, seq uint64) error {
+	if m.zc != nil {
+		return errOnZ
+	}
 	l, cls := m.l, m.cls
 	res.Outs, res.Idx, res.Warming = res.Outs[:0], res.Idx[:0], 0
 	k := l.Components()

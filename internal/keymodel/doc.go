@@ -17,6 +17,12 @@
 // ErrNoMonitor, and the learners' (learners.ErrState, ErrConfig,
 // ErrNumerical: a numerical failure after part of a batch was learned).
 //
+// A caller without messages (the replay, row by row) builds the same
+// Model with With and steps it through its parts: Monitor (monitor.Step
+// with Learner) or LearnLabelled (the classifier stage, on the learner's
+// coordinates or, with Spec.OnZ, on its components). Spec.Preprocess,
+// Synced and HideMonitor shape its export; the processor sets none.
+//
 // It is internal: a Go program reaches it through the processor and the
 // replay, whose snapshot and model export formats are the interfaces.
 package keymodel

@@ -35,6 +35,22 @@ type Spec struct {
 	Monitor *monitor.Config
 	// Meter counts labels, predictions and alarms; nil: nothing.
 	Meter Meter
+	// OnZ puts the classifier stage on the learner's published components
+	// (Classifier.Dim of them) instead of its dictionary coordinates: it
+	// learns through LearnLabelled only (Apply refuses it) and has no
+	// state in a snapshot nor section in the export.
+	OnZ bool
+	// Preprocess is a fixed preprocessing the caller applied to every
+	// observation before the model saw it (a replay's standardisation over
+	// its labelled file), exported as the preprocess section (in place of
+	// a standardising monitor's); nil: none.
+	Preprocess *learners.ModelPreprocess
+	// Synced has Export catch up a learner's deferred work (Sync) on a
+	// copy first, so that an export leaves the model as it was.
+	Synced bool
+	// HideMonitor keeps the monitor's sections out of the export (a
+	// replay whose monitor runs with its defaults, unasked).
+	HideMonitor bool
 }
 
 // Meter counts what the models of a spec do, for the caller's metrics.
@@ -65,6 +81,8 @@ type Model struct {
 	mon  *monitor.Monitor
 	in   []float64 // the monitor's scratch
 	xs   []float64
+	zc   *lclassify.Classifier // the classifier on z (Spec.OnZ)
+	z    []float64             // its input's scratch
 }
 
 // New returns a fresh model of s.
@@ -123,7 +141,16 @@ func (s *Spec) newLearner(c learners.Config) (learners.Learner, error) {
 // restored from st (nil parts: fresh).
 func (s *Spec) build(l learners.Learner, st State) (*Model, error) {
 	m := &Model{spec: s, l: l}
-	if s.Classes != nil {
+	switch {
+	case s.Classes != nil && s.OnZ:
+		cc := s.Classifier
+		cc.Classes = s.Classes.Len()
+		zc, err := lclassify.New(cc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", learners.ErrConfig, err)
+		}
+		m.zc, m.z = zc, make([]float64, cc.Dim)
+	case s.Classes != nil:
 		c, err := newClassifier(s, l, st.Classifier)
 		if err != nil {
 			return nil, err
@@ -189,18 +216,53 @@ func (m *Model) Monitored() bool { return m.mon != nil }
 // and the number of labelled predictions it holds (0, 0 without one).
 func (m *Model) Accuracy() (float64, int) { return m.cls.accuracy() }
 
-// Export returns the model export: the learner's, with the classifier's
-// section and the monitor's and preprocessing's when the model has them.
+// Monitor returns the model's monitor (nil without one), for a caller
+// that steps it row by row (monitor.Step with Learner) and reports on it.
+func (m *Model) Monitor() *monitor.Monitor { return m.mon }
+
+// Export returns the model export: the learner's (synced on a copy with
+// Spec.Synced), with the classifier's section and the monitor's and
+// preprocessing's when the model has them.
 func (m *Model) Export() (*learners.Model, error) {
-	x, err := m.l.Model()
+	x, err := m.learnerModel()
 	if err != nil {
 		return nil, err
 	}
 	if err := m.cls.export(x); err != nil {
 		return nil, err
 	}
-	if m.mon != nil {
+	if m.mon != nil && !m.spec.HideMonitor {
 		m.mon.Export(x)
 	}
+	if m.spec.Preprocess != nil {
+		x.Preprocess = m.spec.Preprocess
+	}
 	return x, nil
+}
+
+// learnerModel is the learner's model export, synced with Spec.Synced.
+func (m *Model) learnerModel() (*learners.Model, error) {
+	if m.spec.Synced {
+		return SyncedModel(m.l)
+	}
+	return m.l.Model()
+}
+
+// syncer is a learner that can catch up on deferred work on demand.
+type syncer interface{ Sync(maxIter int) error }
+
+// SyncedModel is the model export of l after catching up its deferred
+// work (Sync) on a copy, so that an export does not perturb l.
+func SyncedModel(l learners.Learner) (*learners.Model, error) {
+	if _, ok := l.(syncer); ok {
+		c, err := learners.Restore(l.State())
+		if err != nil {
+			return nil, err
+		}
+		if err := c.(syncer).Sync(100); err != nil {
+			return nil, err
+		}
+		l = c
+	}
+	return l.Model()
 }
