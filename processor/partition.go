@@ -32,7 +32,7 @@ type partition struct {
 	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
 
 	track   *machine.Tracker // nil for a core NATS input
-	fence   *ownership.Fence // nil for a core NATS input
+	fence   *fence           // nil for a core NATS input
 	workers []*worker
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
@@ -62,7 +62,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	pt.log = p.log.With(zap.String("pipeline", pc.Name), zap.Int("partition", num))
 	if pc.Input.Stream != "" {
 		pt.track = machine.NewTracker()
-		pt.fence = ownership.NewFence(p.cfg.LeaseTTL, grantedAt)
+		pt.fence = newFence(p.cfg.LeaseTTL, grantedAt)
 		pt.log = pt.log.With(zap.Uint64("epoch", epoch))
 		pt.checkpoint.Store(pt.start)
 	}
@@ -353,7 +353,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
 	}
-	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
+	intake := machine.NewIntake(pt.start) // the callback is serial
 	pl := pt.pipe
 	hb, expiry := pullTiming(p.cfg.LeaseTTL)
 	health := &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}
@@ -371,14 +371,11 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		}
 		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
-		if cs := d.Consumer; cs > lastCons {
-			if next := pt.track.Max() + 1; lastCons != 0 && cs > lastCons+1 && d.Stream > next && next > 1 {
-				// Deliveries lastCons+1..cs-1 never arrived (lost with a
-				// connection); they come back after ack_wait. Their keys
-				// must wait for them, and the checkpoint must not pass them.
-				pt.findMissing(gctx, stream, next, d.Stream)
-			}
-			lastCons = cs
+		if from, to := intake.Delivery(d.Consumer, d.Stream, pt.track.Max()); from < to {
+			// Deliveries lost with a connection come back after ack_wait.
+			// Their keys must wait for them, and the checkpoint must not
+			// pass them.
+			pt.findMissing(gctx, stream, from, to)
 		}
 		pt.track.Deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
