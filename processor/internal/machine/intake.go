@@ -12,6 +12,7 @@ package machine
 type Intake struct {
 	start    uint64 // the consumer's first stream sequence
 	lastCons uint64 // highest consumer (delivery) sequence received
+	gap      bool   // deliveries were lost and their first deliveries are not looked up yet
 }
 
 // NewIntake returns the intake of a consumer that starts at stream
@@ -22,14 +23,33 @@ func NewIntake(start uint64) *Intake { return &Intake{start: max(start, 1)} }
 // sequence cons, given maxSeq, the highest stream sequence delivered
 // before it (Tracker.Max). It returns the range [from, to) of stream
 // sequences to look up for undelivered messages (from == to: none).
+//
+// Every variant of a lost delivery is covered:
+//
+//   - a gap is any consumer sequence above the last one plus one —
+//     including before the first delivery of a consumer (its sequences
+//     start at 1), where the messages lost are the first of the epoch;
+//   - the first deliveries lost have stream sequences above the highest
+//     delivered (first deliveries come in stream order) and at or above
+//     the consumer's start, and below the next first delivery received;
+//   - when the delivery that reveals the gap is a redelivery (at or below
+//     maxSeq), the first deliveries lost with it lie below the next first
+//     delivery, whenever it comes: the gap is remembered until then.
+//
+// Deliveries lost at the tail (no later delivery) need nothing: the
+// tracker never passes a sequence above its highest delivered one.
 func (in *Intake) Delivery(cons, stream, maxSeq uint64) (from, to uint64) {
 	if cons <= in.lastCons {
 		return 0, 0
 	}
-	next := maxSeq + 1
-	if in.lastCons != 0 && cons > in.lastCons+1 && stream > next && next > 1 {
-		from, to = next, stream
+	if cons > in.lastCons+1 {
+		in.gap = true
 	}
 	in.lastCons = cons
-	return from, to
+	next := max(maxSeq+1, in.start)
+	if !in.gap || stream < next {
+		return 0, 0 // no gap, or a redelivery: the first deliveries lost lie ahead
+	}
+	in.gap = false
+	return next, stream
 }
