@@ -375,7 +375,12 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 			// Deliveries lost with a connection come back after ack_wait.
 			// Their keys must wait for them, and the checkpoint must not
 			// pass them.
-			pt.findMissing(gctx, stream, from, to)
+			if !pt.findMissing(gctx, stream, from, to) {
+				// Fenced or stopping before they were all found: hand
+				// nothing over (the next owner replays from the
+				// checkpoint, which has not passed them).
+				return
+			}
 		}
 		pt.track.Deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
@@ -451,21 +456,39 @@ func (h *pullHealth) failed(now time.Time) bool {
 
 // findMissing registers the messages of the partition with stream
 // sequences in [from, to): first deliveries lost in transit. Each is held
-// in the tracker, and its key's worker makes later messages of the key wait.
-func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, from, to uint64) {
+// in the tracker, and its key's worker makes later messages of the key
+// wait. A look-up that fails is retried (a stream without a leader
+// answers again within seconds) for as long as the partition may write:
+// handing the delivery over with any of them unregistered would let the
+// checkpoint and their keys' last applied sequences pass them (issue 28).
+// It reports false when it gave up (fenced, or ctx ended): then the
+// caller hands nothing over.
+func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, from, to uint64) bool {
 	pc := pt.pipe.cfg
 	n := 0
+	wait := 50 * time.Millisecond
 	for seq := from; seq < to; {
-		gctx, cancel := context.WithTimeout(ctx, pt.p.cfg.SnapshotTimeout)
+		gctx, cancel := context.WithTimeout(ctx, min(pt.p.cfg.SnapshotTimeout, max(pt.p.cfg.LeaseTTL/4, 100*time.Millisecond)))
 		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pt.filter))
 		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
 		if err != nil {
-			pt.log.Error("cannot look up undelivered messages; their keys may skip them",
-				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
-			return
+			if !pt.fence.OK() || ctx.Err() != nil {
+				pt.log.Warn("gave up looking up undelivered messages: the partition stops without handing them over",
+					zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+				pt.fence.Revoke()
+				return false
+			}
+			pt.log.Info("look up undelivered messages; retrying", zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+			select {
+			case <-ctx.Done():
+			case <-pt.fence.Lost():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			continue
 		}
 		if m.Sequence >= to {
 			break
@@ -478,6 +501,7 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 	}
 	pt.log.Warn("deliveries lost in transit; their keys wait for the redeliveries",
 		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
+	return true
 }
 
 // stillOwned reports whether the partition's record still names this

@@ -235,7 +235,18 @@ func (pt *part) findMissing(from, to uint64, d delivery) {
 		switch {
 		case err == errNotFound:
 		case err != nil:
-			w.note("%s p%d e%d: cannot look up undelivered messages [%d, %d); their keys may skip them", pt.m.id, pt.num, pt.epoch, from, to)
+			// Retried while the partition may write; fenced, it hands
+			// nothing over (partition.findMissing).
+			if !pt.ok() {
+				pt.revoke("gave up looking up undelivered messages")
+				return
+			}
+			pt.m.after(50*time.Millisecond, func() {
+				if pt.current() && !pt.fenced {
+					pt.findMissing(from, to, d)
+				}
+			})
+			return
 		default:
 			msg := v.(inMsg)
 			if msg.seq < to {
