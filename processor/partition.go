@@ -30,6 +30,7 @@ type partition struct {
 	epoch  uint64 // 0 for a core NATS input
 	filter string // input subject filter of this partition
 	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
+	taken  time.Time // when the take that granted this epoch was sent (the lease runs from it)
 
 	track   *machine.Tracker // nil for a core NATS input
 	fence   *fence           // nil for a core NATS input
@@ -54,7 +55,7 @@ type partition struct {
 
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
-	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), filter: pc.Input.Subject,
+	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject,
 		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
@@ -527,15 +528,24 @@ func (p *Processor) renewEvery() time.Duration {
 
 // renewLoop renews the ownership record until ctx ends or the fence is
 // revoked. A renewal that finds the record moved revokes the fence; so
-// does failing to renew for lease_ttl/2.
+// does failing to renew for lease_ttl/2. The lease runs from when the
+// take was sent, so the first renewal is due renewEvery after that, not
+// after the take's answer came (a take answered after lease_ttl/2 −
+// renewEvery used to expire before its first renewal); a renewal that
+// failed is tried again at once rather than at the next period, so that
+// one lost answer does not cost the fence (two attempts of lease_ttl/4
+// fit in lease_ttl/2).
 func (pt *partition) renewLoop(ctx context.Context) {
-	t := time.NewTicker(pt.p.renewEvery())
-	defer t.Stop()
+	every := pt.p.renewEvery()
+	wait := max(every-time.Since(pt.taken), 0)
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-pt.fence.Lost():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -544,13 +554,19 @@ func (pt *partition) renewLoop(ctx context.Context) {
 			pt.fence.Revoke()
 			return
 		}
-		pt.renew(ctx)
+		wait = every
+		if !pt.renew(ctx) {
+			wait = renewRetry
+		}
 	}
 }
 
+// renewRetry is the pause before a failed renewal is tried again.
+const renewRetry = 20 * time.Millisecond
+
 // renew writes the record {owner, epoch, checkpoint} by compare-and-set on
-// pt.rev.
-func (pt *partition) renew(ctx context.Context) {
+// pt.rev, and reports whether it did.
+func (pt *partition) renew(ctx context.Context) bool {
 	p := pt.p
 	c := pt.track.Checkpoint()
 	if c == 0 {
@@ -558,9 +574,10 @@ func (pt *partition) renew(ctx context.Context) {
 	}
 	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
 	sent := time.Now()
-	// A renewal may take up to lease_ttl/2: the fence counts from when it
-	// was sent, so a slow success still extends it.
-	attempt := min(max(p.cfg.LeaseTTL/2, 5*time.Millisecond), p.cfg.SnapshotTimeout)
+	// An attempt may take up to lease_ttl/4: the fence counts from when it
+	// was sent, so a slow success still extends it, and a second attempt
+	// fits before the fence expires.
+	attempt := min(max(p.cfg.LeaseTTL/4, 5*time.Millisecond), p.cfg.SnapshotTimeout)
 	rctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev)
@@ -577,7 +594,7 @@ func (pt *partition) renew(ctx context.Context) {
 				pt.log.Warn("ownership record moved; stopping the partition without further writes",
 					zap.String("now_owner", r.Owner), zap.Uint64("now_epoch", r.Epoch))
 				pt.fence.Revoke()
-				return
+				return false
 			}
 		}
 	}
@@ -585,7 +602,7 @@ func (pt *partition) renew(ctx context.Context) {
 		if ctx.Err() == nil {
 			pt.log.Warn("renew ownership; retrying", zap.Error(err))
 		}
-		return
+		return false
 	}
 	pt.rev = rev
 	pt.fence.Renewed(sent)
@@ -593,6 +610,7 @@ func (pt *partition) renew(ctx context.Context) {
 		pt.checkpoint.Store(c)
 		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(pt.pipe.minCheckpoint()))
 	}
+	return true
 }
 
 // release writes the final checkpoint with no owner, so the member the

@@ -107,7 +107,7 @@ func (pt *part) revoke(why string) {
 // cannot start within 30 s gives the epoch up.
 func (pt *part) run() {
 	w := pt.w()
-	pt.m.after(pt.renewEvery(), pt.renewLoop)
+	pt.m.after(max(pt.renewEvery()-pt.m.clock().Sub(pt.lease.LastOK), 0), pt.renewLoop)
 	pt.m.after(time.Second, pt.tickLoop)
 	deadline := pt.m.clock().Add(30 * time.Second)
 	var create func()
@@ -591,12 +591,18 @@ func (pt *part) renewLoop() {
 		pt.revoke("ownership not renewed within lease_ttl/2")
 		return
 	}
-	pt.renew(func() { pt.m.after(pt.renewEvery(), pt.renewLoop) })
+	pt.renew(func(ok bool) {
+		d := pt.renewEvery()
+		if !ok {
+			d = 20 * time.Millisecond // partition.renewRetry
+		}
+		pt.m.after(d, pt.renewLoop)
+	})
 }
 
 // renew writes {owner, epoch, checkpoint} by compare-and-set on pt.rev
 // (partition.renew).
-func (pt *part) renew(then func()) {
+func (pt *part) renew(then func(ok bool)) {
 	w := pt.w()
 	c := pt.track.Checkpoint()
 	if c == 0 {
@@ -604,7 +610,7 @@ func (pt *part) renew(then func()) {
 	}
 	rec := ownership.Record{Owner: pt.m.id, Epoch: pt.epoch, Checkpoint: c}
 	sent := pt.m.clock()
-	attempt := min(max(leaseTTL/2, 5*time.Millisecond), snapshotTimeout)
+	attempt := min(max(leaseTTL/4, 5*time.Millisecond), snapshotTimeout)
 	pt.renewing = true
 	w.call(pt.m, svcKV, attempt, 0, func() (any, error) {
 		return w.kvWrite(recordKey(pt.num), kvEntry{rec: rec}, pt.rev, false)
@@ -612,10 +618,10 @@ func (pt *part) renew(then func()) {
 		if !pt.current() {
 			return
 		}
-		done := func() {
+		done := func(ok bool) {
 			pt.renewing = false
 			if then != nil {
-				then()
+				then(ok)
 			}
 			pt.maybeRelease()
 		}
@@ -631,13 +637,14 @@ func (pt *part) renew(then func()) {
 						pt.rev = e.rev
 						pt.lease.Renewed(sent)
 						pt.checkpoint = c
-					} else {
-						pt.renewing = false
-						pt.revoke("ownership record moved")
+						done(true)
 						return
 					}
+					pt.renewing = false
+					pt.revoke("ownership record moved")
+					return
 				}
-				done()
+				done(false)
 			})
 			return
 		}
@@ -647,7 +654,7 @@ func (pt *part) renew(then func()) {
 			pt.lease.Renewed(sent)
 			pt.checkpoint = c
 		}
-		done()
+		done(err == nil)
 	})
 }
 

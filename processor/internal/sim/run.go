@@ -80,7 +80,7 @@ func Run(opt Options) Result {
 	// Run until every output landed after the faults (or give up).
 	drained := false
 	for w.step() {
-		if w.now >= faultWindow && w.complete() {
+		if w.now >= max(faultWindow, w.lastFault) && w.complete() {
 			drained = true
 			break
 		}
