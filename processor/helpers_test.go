@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kpcastream/kpcastream/internal/natstest"
@@ -30,6 +31,8 @@ type env struct {
 	// wrapKV, when set, wraps the coordination bucket of the processors
 	// started next.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
+	// observe, when set, also receives the log of the processors started next.
+	observe zapcore.Core
 	// wrapPub, when set, wraps the output publisher of the processors
 	// started on this env (fault injection).
 	wrapPub func(asyncPublisher) asyncPublisher
@@ -107,6 +110,9 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	log := zap.NewNop()
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
+	}
+	if e.observe != nil {
+		log = zap.New(zapcore.NewTee(log.Core(), e.observe))
 	}
 	store := e.store
 	if nc != e.nc {

@@ -92,8 +92,12 @@ func consumerName(pc PipelineConfig, num int, epoch uint64) string {
 	return fmt.Sprintf("%s-p%d-e%d", pc.Input.Durable, num, epoch)
 }
 
-// requestStop asks the partition to stop gracefully and release its record.
-func (pt *partition) requestStop() { pt.stopOnce.Do(func() { close(pt.stop) }) }
+// requestStop asks the partition to stop gracefully and release its
+// record; it reports whether this call asked first.
+func (pt *partition) requestStop() (first bool) {
+	pt.stopOnce.Do(func() { close(pt.stop); first = true })
+	return first
+}
 
 // owner returns the index of the worker of key. Keys of one partition
 // share FNV-1a(key) mod Partitions, so the worker is picked from the rest

@@ -27,8 +27,7 @@ type member struct {
 	members   map[string]seenMember
 	records   map[int]ownership.View
 	parts     map[int]*part
-	taking    map[int]bool // takes in flight
-	busy      bool         // a blocking coordination call holds evaluate (the shell before the fix)
+	taking    map[int]bool // takes and abandons in flight: each partition's own, in parallel
 	leaving   bool
 	releasing bool
 	left      bool
@@ -83,7 +82,7 @@ func (m *member) start() {
 	m.started = epoch0.Add(w.now)
 	m.synced, m.watching, m.leaving, m.left, m.releasing = false, false, false, false, false
 	m.members, m.records = map[string]seenMember{}, map[int]ownership.View{}
-	m.parts, m.taking, m.busy = map[int]*part{}, map[int]bool{}, false
+	m.parts, m.taking = map[int]*part{}, map[int]bool{}
 	w.trace(m.id + " starts")
 	m.heartbeat(m.startWatch)
 	m.after(leaseTTL/3, m.heartbeatLoop)
@@ -218,7 +217,7 @@ func (m *member) alive(now time.Time) []ownership.Member {
 
 // evaluate applies ownership.Decide to every partition (coord.evaluate).
 func (m *member) evaluate() {
-	if !m.synced || m.leaving || m.busy {
+	if !m.synced || m.leaving {
 		return
 	}
 	now := m.clock()
@@ -249,9 +248,6 @@ func (m *member) evaluate() {
 		case ownership.Abandon:
 			m.abandon(i, views[i])
 		}
-		if m.busy {
-			return // the shell's take blocks the rest of evaluate
-		}
 	}
 }
 
@@ -265,12 +261,10 @@ func (m *member) take(n int, v ownership.View) {
 	}
 	granted := m.clock()
 	m.taking[n] = true
-	m.busy = true
-	w.call(m, svcKV, snapshotTimeout, 0, func() (any, error) {
+	w.call(m, svcKV, takeTimeout, 0, func() (any, error) {
 		return w.kvWrite(recordKey(n), kvEntry{rec: rec}, v.Rev, false)
 	}, func(r any, err error) {
 		m.taking[n] = false
-		m.busy = false
 		if err != nil {
 			m.refresh(n)
 			return
@@ -289,9 +283,12 @@ func (m *member) take(n int, v ownership.View) {
 
 // abandon releases a record naming m that m does not run.
 func (m *member) abandon(n int, v ownership.View) {
-	m.busy = true
+	if m.taking[n] {
+		return
+	}
+	m.taking[n] = true
 	m.releaseRecord(n, v.Rec, v.Rev, func(err error) {
-		m.busy = false
+		m.taking[n] = false
 		if err != nil {
 			m.refresh(n)
 		}
@@ -301,7 +298,7 @@ func (m *member) abandon(n int, v ownership.View) {
 func (m *member) releaseRecord(n int, r ownership.Record, rev uint64, done func(error)) {
 	w := m.w
 	r.Owner = ""
-	w.call(m, svcKV, snapshotTimeout, 0, func() (any, error) {
+	w.call(m, svcKV, takeTimeout, 0, func() (any, error) {
 		return w.kvWrite(recordKey(n), kvEntry{rec: r}, rev, false)
 	}, func(_ any, err error) {
 		if done != nil {
@@ -313,7 +310,7 @@ func (m *member) releaseRecord(n int, r ownership.Record, rev uint64, done func(
 // refresh reads a record after a compare-and-set on it failed.
 func (m *member) refresh(n int) {
 	w := m.w
-	w.call(m, svcKV, snapshotTimeout, 0, func() (any, error) {
+	w.call(m, svcKV, takeTimeout, 0, func() (any, error) {
 		e := w.kv[recordKey(n)]
 		if e == nil {
 			return nil, errNotFound

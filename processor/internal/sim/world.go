@@ -46,6 +46,7 @@ const (
 	publishAttempt  = 2 * time.Second
 	attemptTimeout  = 5 * time.Second // processor.attemptTimeout: one JetStream API call
 	maxAckPending   = 8
+	takeTimeout     = leaseTTL / 4 // processor's takeTimeout: one take, release or abandon attempt
 	pipeline        = "p"
 )
 
