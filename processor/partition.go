@@ -27,9 +27,9 @@ type partition struct {
 	p      *Processor
 	pipe   *pipeline
 	num    int
-	epoch  uint64 // 0 for a core NATS input
-	filter string // input subject filter of this partition
-	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
+	epoch  uint64    // 0 for a core NATS input
+	filter string    // input subject filter of this partition
+	start  uint64    // stream sequence the consumer starts at (the checkpoint when taken)
 	taken  time.Time // when the take that granted this epoch was sent (the lease runs from it)
 
 	track   *machine.Tracker // nil for a core NATS input
