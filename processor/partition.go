@@ -312,16 +312,23 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
 	}
-	// Predecessors: the same partition's consumers of other epochs, and the
-	// single durable consumer of versions before partitions. Their pulls
-	// and acks die with them.
+	// Predecessors: the same partition's consumers of earlier epochs, and
+	// the single durable consumer of versions before partitions. Their
+	// pulls and acks die with them. Never a newer epoch's: an owner that
+	// resumes after a pause between its take and this point would
+	// otherwise delete its successor's consumer; and only while the fence
+	// holds.
 	mine := consumerName(pc, pt.num, pt.epoch)
 	prefix := fmt.Sprintf("%s-p%d-e", pc.Input.Durable, pt.num)
 	if err := p.retry(sctx, "delete old consumers", func(ctx context.Context) error {
+		if !pt.fence.OK() {
+			return errFenced
+		}
 		names := stream.ConsumerNames(ctx)
 		var old []string
 		for n := range names.Name() {
-			if n != mine && (strings.HasPrefix(n, prefix) || n == pc.Input.Durable) {
+			e, err := strconv.ParseUint(strings.TrimPrefix(n, prefix), 10, 64)
+			if n == pc.Input.Durable || (strings.HasPrefix(n, prefix) && err == nil && e < pt.epoch) {
 				old = append(old, n)
 			}
 		}
@@ -575,6 +582,12 @@ func (pt *partition) renew(ctx context.Context) bool {
 	c := pt.track.Checkpoint()
 	if c == 0 {
 		c = pt.checkpoint.Load()
+	}
+	// The fence is checked after the checkpoint is read: a checkpoint read
+	// after a revocation (whatever a fenced worker did to the tracker
+	// since) is never written.
+	if !pt.fence.OK() {
+		return false
 	}
 	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
 	sent := time.Now()

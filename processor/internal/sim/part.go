@@ -135,8 +135,12 @@ func (pt *part) run() {
 			giveUp()
 			return
 		}
+		if !pt.ok() {
+			giveUp()
+			return
+		}
 		w.call(pt.m, svcStream, attemptTimeout, 0, func() (any, error) {
-			w.deleteConsumers(pt.num, pt.cons)
+			w.deleteConsumers(pt.num, pt.epoch)
 			return nil, nil
 		}, func(_ any, err error) {
 			if err != nil {
@@ -152,7 +156,7 @@ func (pt *part) run() {
 	}
 	create = func() {
 		w.call(pt.m, svcStream, attemptTimeout, 0, func() (any, error) {
-			w.createConsumer(pt.cons, pt.num, pt.start)
+			w.createConsumer(pt.cons, pt.num, pt.epoch, pt.start)
 			return nil, nil
 		}, func(_ any, err error) {
 			if err != nil {

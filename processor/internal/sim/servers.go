@@ -109,6 +109,7 @@ func (w *world) snapSave(key string, s snapEntry, rev uint64) (uint64, error) {
 type consumer struct {
 	name    string
 	part    int
+	epoch   uint64
 	next    uint64 // next stream sequence to consider for a first delivery
 	cons    uint64 // consumer (delivery) sequence
 	pending map[uint64]time.Duration
@@ -119,9 +120,9 @@ type consumer struct {
 
 // createConsumer creates (or finds) the consumer name of partition n
 // starting at start.
-func (w *world) createConsumer(name string, n int, start uint64) {
+func (w *world) createConsumer(name string, n int, epoch, start uint64) {
 	if c := w.consumers[name]; c == nil || c.deleted {
-		w.consumers[name] = &consumer{name: name, part: n, next: max(start, 1), pending: map[uint64]time.Duration{}}
+		w.consumers[name] = &consumer{name: name, part: n, epoch: epoch, next: max(start, 1), pending: map[uint64]time.Duration{}}
 	}
 }
 
@@ -138,10 +139,11 @@ func (w *world) pull(name string, pt *part) {
 	})
 }
 
-// deleteConsumers deletes partition n's consumers other than keep.
-func (w *world) deleteConsumers(n int, keep string) {
+// deleteConsumers deletes partition n's consumers of epochs before epoch
+// (partition.consume).
+func (w *world) deleteConsumers(n int, epoch uint64) {
 	for _, name := range w.consumerNames() {
-		if c := w.consumers[name]; c.part == n && name != keep && !c.deleted {
+		if c := w.consumers[name]; c.part == n && c.epoch < epoch && !c.deleted {
 			w.deleteConsumer(c)
 		}
 	}
