@@ -277,6 +277,12 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.Revoke()
 		pt.cc.Stop()
 		stopRenew()
+		// Nothing a fenced worker still does matters (its saves would
+		// conflict or be redone by the next owner): cancel its context so
+		// that a save or load hanging on a store without a leader does not
+		// keep the partition — and this member's next take of it — waiting
+		// for snapshot_timeout.
+		cancel(errFenced)
 		werr := pt.waitWorkers(g, cancel)
 		pt.deleteConsumer()
 		pt.log.Warn("partition fenced: stopped without further writes; its new owner replays from the checkpoint")
@@ -324,6 +330,8 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		if !pt.fence.OK() {
 			return errFenced
 		}
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
 		names := stream.ConsumerNames(ctx)
 		var old []string
 		for n := range names.Name() {
@@ -350,6 +358,8 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}
 	var cons jetstream.Consumer
 	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
 		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:           mine,
 			FilterSubject:     pt.filter,
@@ -424,6 +434,14 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		return fmt.Errorf("processor: pipeline %s partition %d: consume: %w", pc.Name, pt.num, err)
 	}
 	return nil
+}
+
+// callTimeout bounds one attempt of a JetStream call that starts a
+// partition (look up, delete, create consumers): lease_ttl/4, at least a
+// second and at most the 5 s of other calls, so that a request lost with
+// a server costs the partition that much before it is sent again, not 5 s.
+func (pt *partition) callTimeout() time.Duration {
+	return min(max(pt.p.cfg.LeaseTTL/4, time.Second), attemptTimeout)
 }
 
 // pullTiming returns the idle heartbeat and the expiry of a partition's

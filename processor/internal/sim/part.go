@@ -139,7 +139,7 @@ func (pt *part) run() {
 			giveUp()
 			return
 		}
-		w.call(pt.m, svcStream, attemptTimeout, 0, func() (any, error) {
+		w.call(pt.m, svcStream, callTimeout, 0, func() (any, error) {
 			w.deleteConsumers(pt.num, pt.epoch)
 			return nil, nil
 		}, func(_ any, err error) {
@@ -155,7 +155,7 @@ func (pt *part) run() {
 		})
 	}
 	create = func() {
-		w.call(pt.m, svcStream, attemptTimeout, 0, func() (any, error) {
+		w.call(pt.m, svcStream, callTimeout, 0, func() (any, error) {
 			w.createConsumer(pt.cons, pt.num, pt.epoch, pt.start)
 			return nil, nil
 		}, func(_ any, err error) {
@@ -716,8 +716,8 @@ func (pt *part) finish() {
 	if pt.done {
 		return
 	}
-	if pt.saves > 0 {
-		return // landed() calls work() again
+	if pt.saves > 0 && !pt.fenced {
+		return // landed() calls work() again (fenced: the shell cancels them)
 	}
 	pt.done = true
 	pt.renewOff = true

@@ -9,10 +9,13 @@ import (
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
 )
 
-// DrainBound is how long after the last fault every output must have
-// landed: a lease to take a dead member's partitions over, an ack wait for
-// deliveries lost in transit to come back, and a second of slack.
-const DrainBound = leaseTTL + ackWait + 2*time.Second
+// DrainBound is how long after the last fault every partition must be
+// owned and drained: a request lost in the last moment of a fault costs
+// its own timeout (snapshot_timeout, the longest: a worker's load or
+// save), then a lease to take a partition over, and a second of slack.
+// (Before the fixes a stalled bucket cost a member snapshot_timeout per
+// take, one take at a time.)
+const DrainBound = snapshotTimeout + leaseTTL + time.Second
 
 // faultWindow is how long faults are injected after the first member
 // starts; inputs are published during the first part of it.

@@ -45,6 +45,7 @@ const (
 	shutdownTimeout = 5 * time.Second
 	publishAttempt  = 2 * time.Second
 	attemptTimeout  = 5 * time.Second // processor.attemptTimeout: one JetStream API call
+	callTimeout     = time.Second     // partition.callTimeout: one call that starts a partition
 	maxAckPending   = 8
 	takeTimeout     = leaseTTL / 4 // processor's takeTimeout: one take, release or abandon attempt
 	pipeline        = "p"
