@@ -11,7 +11,7 @@ import (
 
 var (
 	seed  = flag.Uint64("seed", 0, "replay this seed only (with -v: its trace)")
-	seeds = flag.Int("seeds", 2000, "how many seeds TestSim runs (from -first)")
+	seeds = flag.Int("seeds", 500, "how many seeds TestSim runs (from -first)")
 	first = flag.Uint64("first", 1, "the first seed TestSim runs")
 	clean = flag.Bool("nofaults", false, "with -seed: replay it without faults")
 )
@@ -30,7 +30,7 @@ func TestSim(t *testing.T) {
 	}
 	n := *seeds
 	if testing.Short() {
-		n = min(n, 300)
+		n = min(n, 100)
 	}
 	var mu sync.Mutex
 	failed := 0
