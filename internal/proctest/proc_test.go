@@ -741,7 +741,9 @@ func TestServerRestart(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	<-done
+	stopped := time.Now()
 	waitFor(t, 30*time.Second, "drained", w.drained)
+	t.Logf("drained %v after the last publish", time.Since(stopped).Round(time.Millisecond))
 	p.stop(t)
 	w.check()
 

@@ -28,21 +28,22 @@ type part struct {
 	keys       map[string]*loaded
 	held       map[uint64]snapJob
 
-	queue       []item // the worker's input channel
-	lookingUp   bool   // the consume callback is looking up lost deliveries
-	inbox       []delivery
-	consuming   bool // the consumer runs (created, not stopped)
-	inputClosed bool
-	closeSent   bool
-	stopping    bool // graceful stop requested
-	lostSeen    bool // the worker saw the fence lost
-	fenced      bool // the partition stops without further writes
-	renewing    bool
-	renewOff    bool
-	saves       int // saves in flight
-	tickAt      time.Duration
-	done        bool
-	failStart   time.Time // first failed pull of the current streak
+	queue        []item // the worker's input channel
+	lookingUp    bool   // the consume callback is looking up lost deliveries
+	foundMissing bool   // the look-up found lost first deliveries
+	inbox        []delivery
+	consuming    bool // the consumer runs (created, not stopped)
+	inputClosed  bool
+	closeSent    bool
+	stopping     bool // graceful stop requested
+	lostSeen     bool // the worker saw the fence lost
+	fenced       bool // the partition stops without further writes
+	renewing     bool
+	renewOff     bool
+	saves        int // saves in flight
+	tickAt       time.Duration
+	done         bool
+	failStart    time.Time // first failed pull of the current streak
 }
 
 type item struct {
@@ -256,9 +257,15 @@ func (pt *part) findMissing(from, to uint64, d delivery) {
 			if msg.seq < to {
 				pt.track.Missing(msg.seq)
 				pt.dispatch(item{msg: msg, missing: true})
+				pt.foundMissing = true
 				pt.findMissing(msg.seq+1, to, d)
 				return
 			}
+		}
+		if pt.foundMissing {
+			// Have them now from a new consumer (partition.findMissing).
+			pt.foundMissing = false
+			pt.requestStop()
 		}
 		pt.lookingUp = false
 		pt.handOver(d)
