@@ -27,18 +27,18 @@ func BenchmarkApply(b *testing.B) {
 	for i := range xs {
 		xs[i] = append(append(append([]float64{}, a[i]...), c[i]...), a[i][0]*c[i][1], a[i][2]-c[i][0])
 	}
+	m := modelOf(b, &pipeline{cfg: PipelineConfig{Learner: ikpcaConfig(d)}}, l)
 	var res applied
-	eig := make([]float64, 3)
 	obs := make([]codec.Observation, 1)
 	for i := range 256 {
 		obs[0].X = xs[i%len(xs)]
-		_ = apply(&res, l, nil, nil, obs, "k", uint64(i+1), eig)
+		_ = m.Apply(&res, obs, "k", uint64(i+1))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		obs[0].X = xs[i%len(xs)]
-		if err := apply(&res, l, nil, nil, obs, "k", uint64(i+1), eig); err != nil {
+		if err := m.Apply(&res, obs, "k", uint64(i+1)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -52,26 +52,11 @@ func TestClassifierConfigValidate(t *testing.T) {
 	}
 }
 
-func TestClassesOf(t *testing.T) {
-	c := newClasses([]string{"cat", "3", "2.5", "x3"})
-	for _, tc := range []struct {
-		y    codec.Scalar
-		want int
-	}{
-		{codec.String("cat"), 0}, {codec.Number(3), 1}, {codec.String("3"), 1}, {codec.Number(2.5), 2}, {codec.Scalar{}, -1},
-	} {
-		if got, err := c.of(tc.y); err != nil || got != tc.want {
-			t.Errorf("label %+v: class %d, %v; want %d", tc.y, got, err, tc.want)
-		}
-	}
-	if _, err := c.of(codec.Number(4)); !errors.Is(err, errLabel) {
-		t.Errorf("unknown label: got %v, want errLabel", err)
-	}
+// TestLabelDeadLettered checks that a label that is no class is bad
+// input: dead-lettered, not retried.
+func TestLabelDeadLettered(t *testing.T) {
 	if a, _ := classify(fmt.Errorf("x: %w", errLabel)); a != actTerm {
 		t.Errorf("errLabel is not dead-lettered")
-	}
-	if !c.pred[1].Equal(codec.Number(3)) || !c.pred[0].Equal(codec.String("cat")) || !c.pred[3].Equal(codec.String("x3")) {
-		t.Errorf("pred values %+v", c.pred)
 	}
 }
 
@@ -193,36 +178,32 @@ func TestApplyClassifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := newKeyClassifier(st, l, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := modelOf(t, &pipeline{cfg: pc, cls: st}, l)
 	var res applied
-	eig := make([]float64, 2)
 	xs := vectors(3, 200)
 	for i, x := range xs {
 		obs := []codec.Observation{{X: x, ID: fmt.Sprint(i), Y: testLabel(i, x), Meta: codec.Meta{{Key: "i", Value: codec.Number(float64(i))}}}}
-		if err := apply(&res, l, kc, nil, obs, "k", uint64(i+1), eig); err != nil {
+		if err := m.Apply(&res, obs, "k", uint64(i+1)); err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range res.outs {
+		for _, o := range res.Outs {
 			if len(o.Scores) != 3 || o.Pred.Kind == codec.ScalarNone || !o.Y.Equal(obs[0].Y) || len(o.Meta) != 1 {
 				t.Fatalf("observation %d: output %+v", i, o)
 			}
 		}
 	}
-	if got, want := kc.ob.Classifier().Seen(), int64(200-200/3); got != want {
+	if got, want := m.Snapshot().Classifier.Seen, int64(200-200/3); got != want {
 		t.Errorf("classifier learned %d labels, want %d (every third observation is unlabelled)", got, want)
 	}
-	if acc, n := kc.accuracy(); n == 0 || acc < 0.7 {
+	if acc, n := m.Accuracy(); n == 0 || acc < 0.7 {
 		t.Errorf("windowed accuracy %v over %d, want ≥ 0.7", acc, n)
 	}
-	before, cBefore := l.State(), kc.state()
+	before, cBefore := l.State(), m.Snapshot().Classifier
 	bad := []codec.Observation{{X: []float64{1, 2, 3}, Y: codec.String("pos")}, {X: []float64{1, 2, 3}, Y: codec.String("dog")}}
-	if err := apply(&res, l, kc, nil, bad, "k", 1000, eig); !errors.Is(err, errLabel) || !strings.Contains(err.Error(), "observation 1") {
+	if err := m.Apply(&res, bad, "k", 1000); !errors.Is(err, errLabel) || !strings.Contains(err.Error(), "observation 1") {
 		t.Fatalf("unknown class: got %v, want errLabel naming observation 1", err)
 	}
-	if !reflect.DeepEqual(l.State(), before) || !reflect.DeepEqual(kc.state(), cBefore) {
+	if !reflect.DeepEqual(l.State(), before) || !reflect.DeepEqual(m.Snapshot().Classifier, cBefore) {
 		t.Fatal("a message with an unknown class changed the learner or the classifier")
 	}
 }

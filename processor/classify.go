@@ -31,10 +31,6 @@ var errPanic = errors.New("processor: panic while processing message")
 // of its key.
 var errWaiting = machine.ErrWaiting
 
-// errIncompatible marks a snapshot whose learner configuration differs from
-// the pipeline's.
-var errIncompatible = errors.New("processor: snapshot does not match the pipeline's learner config")
-
 // errFenced marks a write refused because this instance no longer owns the
 // partition: its ownership record moved to a newer epoch, a snapshot of a
 // newer epoch exists, or it failed to renew its ownership within

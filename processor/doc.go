@@ -23,11 +23,19 @@
 //
 // # Layout
 //
-// Package processor is the shell: setup, consume, execute, save, with
-// narrow ports for publishing (asyncPublisher) and the snapshot store
-// (keyStore). Beside it, imported one way (processor → internal/…, never
-// back):
+// Package processor is the shell: setup, consume, execute, save. A
+// worker's dependencies are the fields of its deps (deps.go), built by
+// its partition; its files go by effect: worker.go (the loop executing
+// the machine's Ready), worker_load.go, worker_apply.go, worker_output.go,
+// deadletter.go, worker_save.go, worker_control.go. Beside it, imported
+// one way (processor → internal/…, never back):
 //
+//   - internal/keymodel: a key's model (learner, classifier stage,
+//     monitor, preprocessing) built, restored, applied, saved, reset and
+//     exported in one place;
+//   - internal/publish: the one publish port (a stream with JetStream, or
+//     core NATS; the choice made by publish.Find), used for outputs and
+//     dead letters as by the CLI and the bench;
 //   - internal/machine: the pure per-worker state machine
 //     (Step/Ready/Advance) and the replay tracker;
 //   - internal/ownership: the pure assignment rules of partitions to
@@ -35,11 +43,12 @@
 //   - internal/ops: the operations — the micro service (forwarding to
 //     other members), the HTTP handler with the live page and its API,
 //     the watched keys and the backfill of their outputs. It declares
-//     the Backend and Members it needs; views.go implements them with
-//     read-only views (copies of counters and settings) and control
-//     requests that the workers answer on their own goroutines. The JSON
-//     types of the endpoints (PipelineStats, PipelineInfo, KeyInfo, …)
-//     and the error sentinels are ops's, re-exported here as aliases.
+//     the Views, Controls and Members it needs; views.go implements them
+//     with read-only views (copies of counters and settings) and control
+//     requests (a typed ops.Op) that the workers answer on their own
+//     goroutines. The JSON types of the endpoints (PipelineStats,
+//     PipelineInfo, KeyInfo, …) and the error sentinels are ops's,
+//     re-exported here as aliases.
 //
 // A pipeline reads a JetStream stream (input.stream set) or a core NATS
 // subject. The partition key is one token of the subject (key_token, by
@@ -55,8 +64,8 @@
 // key is touched, so bad input creates no learner, claim or snapshot;
 // loads the key's learner (snapshot or fresh) on first use; skips the
 // message if its stream sequence is at or below the key's last applied one
-// (replay after a restore); Learns and Scores each observation (apply, a
-// plain function); queues each projection of a ready learner in the key's
+// (replay after a restore); Learns and Scores each observation
+// (keymodel.Model.Apply, no I/O); queues each projection of a ready learner in the key's
 // output queue, for the output subject template with Nats-Msg-Id
 // "<pipeline>/<key>/<seq>" ("…/<seq>/<i>" within a batch). The output
 // window (internal/machine/window.go) publishes them — asynchronously with JetStream when a
@@ -69,8 +78,9 @@
 // worker waits for the PubAcks. Before a learner is ready the message is
 // learned, acked and counted as warming.
 //
-// A pipeline with a classifier stage (classifier.go) also keeps, per key,
-// a classifier on the ikpca learner's dictionary coordinates: apply checks
+// A pipeline with a classifier stage (classifier.go, internal/keymodel)
+// also keeps, per key, a classifier on the ikpca learner's dictionary
+// coordinates: Apply checks
 // the labels with the vectors (a label that is no class is bad input,
 // reason "label"), learns through the classifier so that its weights
 // follow every change of coordinates, predicts each observation (pred and

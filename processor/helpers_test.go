@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/internal/natstest"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/ownership"
@@ -291,4 +292,14 @@ func (r *running) stats(name string) PipelineStats {
 		}
 	}
 	return PipelineStats{}
+}
+
+// modelOf returns a model of pl's keys around learner l.
+func modelOf(tb testing.TB, pl *pipeline, l learners.Learner) *keymodel.Model {
+	tb.Helper()
+	m, err := keymodel.With(pl.modelSpec(nil), l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

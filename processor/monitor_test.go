@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/learners/monitor"
 )
@@ -50,20 +51,16 @@ func TestApplyMonitored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon, err := newKeyMonitor(pl, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mon := modelOf(t, pl, l)
 	rng := rand.New(rand.NewPCG(1, 2))
-	eig := make([]float64, 2)
 	var res applied
 	var outs, limited, normalAlarms int
 	for i := range 400 {
 		obs := obsOf(curve(rng, 0), curve(rng, 0))
-		if err := apply(&res, l, nil, mon, obs, "k", uint64(i+1), eig); err != nil {
+		if err := mon.Apply(&res, obs, "k", uint64(i+1)); err != nil {
 			t.Fatal(err)
 		}
-		for _, o := range res.outs {
+		for _, o := range res.Outs {
 			outs++
 			if o.SPELimit > 0 {
 				limited++
@@ -80,11 +77,7 @@ func TestApplyMonitored(t *testing.T) {
 		t.Errorf("%d alarms on %d normal outputs with limits, want few", normalAlarms, limited)
 	}
 	// Snapshot and restore the key: monitor and learner continue identically.
-	mon2, err := newKeyMonitor(pl, mon.state())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2, err := learners.Restore(l.State())
+	mon2, _, err := keymodel.Restore(pl.modelSpec(nil), mon.Snapshot())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,16 +86,16 @@ func TestApplyMonitored(t *testing.T) {
 	faultAlarms := 0
 	for i := range 50 {
 		obs := obsOf(curve(rng, 3), curve(rng, 3))
-		if err := apply(&res, l, nil, mon, obs, "k", uint64(500+i), eig); err != nil {
+		if err := mon.Apply(&res, obs, "k", uint64(500+i)); err != nil {
 			t.Fatal(err)
 		}
-		if err := apply(&res2, l2, nil, mon2, obs, "k", uint64(500+i), eig); err != nil {
+		if err := mon2.Apply(&res2, obs, "k", uint64(500+i)); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(res.outs, res2.outs) {
-			t.Fatalf("message %d: restored key's outputs %+v, want %+v", i, res2.outs, res.outs)
+		if !reflect.DeepEqual(res.Outs, res2.Outs) {
+			t.Fatalf("message %d: restored key's outputs %+v, want %+v", i, res2.Outs, res.Outs)
 		}
-		for _, o := range res.outs {
+		for _, o := range res.Outs {
 			if strings.Contains(o.Alarm, "spe") || o.Alarm == "both" {
 				faultAlarms++
 			}
@@ -114,7 +107,7 @@ func TestApplyMonitored(t *testing.T) {
 	if got := counterValue(t, pl.met.alarmSPE) - before; got != float64(2*faultAlarms) {
 		t.Errorf("alarm counter rose by %v, want %d (both keys count)", got, 2*faultAlarms)
 	}
-	b, err := codec.EncodeOutput(nil, codec.JSON, &res.outs[0])
+	b, err := codec.EncodeOutput(nil, codec.JSON, &res.Outs[0])
 	if err != nil || !strings.Contains(string(b), `"alarm":"spe"`) || !strings.Contains(string(b), `"spe_limit":`) {
 		t.Errorf("faulty output %s (%v): want spe_limit and alarm spe", b, err)
 	}
@@ -140,20 +133,20 @@ func TestMonitorConfigPaths(t *testing.T) {
 	}
 	plain := monitoredPipeline("")
 	plain.cfg.Monitor, plain.cfg.Preprocess = nil, nil
-	if m, err := newKeyMonitor(plain, nil); m != nil || err != nil {
-		t.Errorf("pipeline without monitor: got %v, %v; want no monitor", m, err)
+	if m, err := keymodel.New(plain.modelSpec(nil)); err != nil || m.Monitored() {
+		t.Errorf("pipeline without monitor: got %v; want a model without a monitor", err)
 	}
 	// A state that does not fit (window changed since the snapshot) starts
 	// a fresh monitor instead of failing the key's load.
 	pl2 := monitoredPipeline("normal")
-	m0, err := newKeyMonitor(pl2, nil)
+	m0, err := keymodel.New(pl2.modelSpec(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := m0.state()
-	st.SPE, st.T2 = make([]float64, 5000), make([]float64, 5000)
-	if m, err := newKeyMonitor(pl2, st); err != nil || m == nil || len(m.state().SPE) != 0 {
-		t.Errorf("unfit state: got %v, %v; want a fresh monitor", m, err)
+	st := m0.Snapshot()
+	st.Monitor.SPE, st.Monitor.T2 = make([]float64, 5000), make([]float64, 5000)
+	if m, _, err := keymodel.Restore(pl2.modelSpec(nil), st); err != nil || !m.Monitored() || len(m.Snapshot().Monitor.SPE) != 0 {
+		t.Errorf("unfit state: got %v; want a fresh monitor", err)
 	}
 	// The trend gate: on by default with learn normal, off on request,
 	// its λ passed on, and a bad value named under monitor.
@@ -214,10 +207,7 @@ func BenchmarkApplyMonitor(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			mon, err := newKeyMonitor(pl, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			mon := modelOf(b, pl, l)
 			rng := rand.New(rand.NewPCG(1, 1))
 			const pool = 4096
 			msgs := make([][]codec.Observation, pool)
@@ -229,17 +219,16 @@ func BenchmarkApplyMonitor(b *testing.B) {
 				}
 				msgs[i] = obsOf(x)
 			}
-			eig := make([]float64, 5)
 			var res applied
 			for i := range 2000 {
-				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+				if err := mon.Apply(&res, msgs[i%pool], "k", uint64(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				if err := apply(&res, l, nil, mon, msgs[i%pool], "k", uint64(i), eig); err != nil {
+				if err := mon.Apply(&res, msgs[i%pool], "k", uint64(i)); err != nil {
 					b.Fatal(err)
 				}
 			}

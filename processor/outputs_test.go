@@ -22,11 +22,11 @@ func TestOutputsOwned(t *testing.T) {
 	w := &worker{}
 	w.obs = obsOf([]float64{1}, []float64{2})
 	w.res = applied{
-		outs: []codec.Output{
+		Outs: []codec.Output{
 			{ID: "a", Key: "k1", Seq: 9, TS: 1.5, Z: []float64{1, 2}, SPE: 0.5, Explained: 0.9},
 			{ID: "b", Key: "k1", Seq: 9, TS: 2.5, Z: []float64{3, 4}, SPE: 0.25, Explained: 0.8},
 		},
-		idx: []int{0, 1},
+		Idx: []int{0, 1},
 	}
 	msgs, err := w.outputs(e, codec.Msgpack, 7e9)
 	if err != nil {
@@ -56,14 +56,14 @@ func TestOutputsOwned(t *testing.T) {
 			}
 		}
 	}
-	first := append([]codec.Output(nil), w.res.outs...)
+	first := append([]codec.Output(nil), w.res.Outs...)
 	check(msgs, codec.Msgpack, []string{"p/k1/9/0", "p/k1/9/1"}, first)
 	kept := msgs
 	data0 := append([]byte(nil), kept[0].Data...)
 
 	w.obs = obsOf([]float64{3})
-	w.res.outs = []codec.Output{{ID: "c", Key: "k1", Seq: 10, TS: 3.5, Z: []float64{5, 6}, T2: 2, Explained: 0.7}}
-	w.res.idx = []int{0}
+	w.res.Outs = []codec.Output{{ID: "c", Key: "k1", Seq: 10, TS: 3.5, Z: []float64{5, 6}, T2: 2, Explained: 0.7}}
+	w.res.Idx = []int{0}
 	again, err := w.outputs(e, codec.JSON, 7e9)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestOutputsOwned(t *testing.T) {
 	if again[0] == msgs[0] {
 		t.Error("outputs reused a message that may still be queued")
 	}
-	check(again, codec.JSON, []string{"p/k1/10"}, w.res.outs)
+	check(again, codec.JSON, []string{"p/k1/10"}, w.res.Outs)
 	if !bytes.Equal(kept[0].Data, data0) {
 		t.Error("a kept message's payload changed with the next outputs call")
 	}
@@ -79,7 +79,7 @@ func TestOutputsOwned(t *testing.T) {
 
 	// An observation without id and ts: the output carries its message id
 	// and the input message's time.
-	w.res.outs = []codec.Output{{Key: "k1", Seq: 11, Z: []float64{5, 6}}}
+	w.res.Outs = []codec.Output{{Key: "k1", Seq: 11, Z: []float64{5, 6}}}
 	stamped, err := w.outputs(e, codec.JSON, 1_715_000_000_250_000_000)
 	if err != nil {
 		t.Fatal(err)

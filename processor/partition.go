@@ -42,6 +42,9 @@ type partition struct {
 
 	cc  jetstream.ConsumeContext
 	sub *nats.Subscription
+	// subscribed is closed by runCore once its subscription exists (Run
+	// reports ready only then: a message published earlier is lost).
+	subscribed chan struct{}
 
 	rev        uint64 // revision of the ownership record; owned by the renewing goroutine
 	pending    atomic.Uint64
@@ -56,7 +59,7 @@ type partition struct {
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
 	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject,
-		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
 	}
@@ -69,7 +72,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	n := p.workersPerPartition(pc)
 	for i := range n {
-		pt.workers = append(pt.workers, newWorker(pt, i, p.quota(pc, n)))
+		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, p.quota(pc, n)), i))
 	}
 	return pt
 }
@@ -205,6 +208,7 @@ func (pt *partition) runCore(ctx context.Context) error {
 		_ = pt.waitWorkers(g, cancel)
 		return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
 	}
+	close(pt.subscribed)
 	select {
 	case <-ctx.Done():
 	case <-pt.stop:

@@ -33,14 +33,14 @@ func TestApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eig := make([]float64, 2)
+	m := modelOf(t, &pipeline{cfg: PipelineConfig{Learner: testLearnerConfig()}}, l)
 	var res applied
 	warm := obsOf([]float64{1, 0, 0}, []float64{0, 2, 0}, []float64{0, 0, 3})
-	if err := apply(&res, l, nil, nil, warm, "k", 7, eig); err != nil {
+	if err := m.Apply(&res, warm, "k", 7); err != nil {
 		t.Fatal(err)
 	}
-	if res.warming != 3 || len(res.outs) != 0 {
-		t.Fatalf("warm-up batch: got warming %d, outputs %d; want 3, 0", res.warming, len(res.outs))
+	if res.Warming != 3 || len(res.Outs) != 0 {
+		t.Fatalf("warm-up batch: got warming %d, outputs %d; want 3, 0", res.Warming, len(res.Outs))
 	}
 	before := l.State()
 	bad := map[string]struct {
@@ -54,7 +54,7 @@ func TestApply(t *testing.T) {
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
-			err := apply(&res, l, nil, nil, tc.obs, "k", 8, eig)
+			err := m.Apply(&res, tc.obs, "k", 8)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -64,15 +64,15 @@ func TestApply(t *testing.T) {
 		})
 	}
 	batch := obsOf([]float64{1, 1, 0}, []float64{2, 0, 1}, []float64{0, 1, 1})
-	if err := apply(&res, l, nil, nil, batch, "k", 9, eig); err != nil {
+	if err := m.Apply(&res, batch, "k", 9); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.outs) != 3 || res.warming != 0 {
-		t.Fatalf("ready batch: got %d outputs, %d warming; want 3, 0", len(res.outs), res.warming)
+	if len(res.Outs) != 3 || res.Warming != 0 {
+		t.Fatalf("ready batch: got %d outputs, %d warming; want 3, 0", len(res.Outs), res.Warming)
 	}
-	for i, o := range res.outs {
-		if o.Key != "k" || o.Seq != 9 || o.ID != fmt.Sprint("id", i) || len(o.Z) != 2 || res.idx[i] != i {
-			t.Errorf("output %d: got %+v idx %d", i, o, res.idx[i])
+	for i, o := range res.Outs {
+		if o.Key != "k" || o.Seq != 9 || o.ID != fmt.Sprint("id", i) || len(o.Z) != 2 || res.Idx[i] != i {
+			t.Errorf("output %d: got %+v idx %d", i, o, res.Idx[i])
 		}
 		if !(o.Explained > 0 && o.Explained <= 1) {
 			t.Errorf("output %d: explained %v outside (0, 1]", i, o.Explained)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/kpcastream/kpcastream/internal/buildinfo"
 	"github.com/kpcastream/kpcastream/learners"
@@ -18,9 +17,10 @@ import (
 
 // The operations — the micro service, the live page and its API, the
 // watched keys — live in package processor/internal/ops, which does not
-// import this one: it declares the Backend it needs, and backend below
-// implements it with read-only views (copies of counters and settings)
-// and requests that the workers answer on their own goroutines.
+// import this one: it declares the Views and Controls it needs, which
+// views (read-only copies of counters and settings) and controls
+// (requests that the workers answer on their own goroutines) below
+// implement.
 
 // Version is the micro service version: the binary's own (internal/buildinfo,
 // as kpcastream_build_info and "kpcastream version" report it) as a
@@ -115,7 +115,7 @@ func (p *Processor) Pipelines() []PipelineInfo {
 // instance that owns the key's partition. A key with no learner and no
 // snapshot gives an error matching ErrNotFound.
 func (p *Processor) Model(ctx context.Context, pipeline, key string) ([]byte, error) {
-	r, err := p.srv.Control(ctx, "model", pipeline, key, true)
+	r, err := p.srv.Control(ctx, ops.OpModel, pipeline, key, true)
 	return r.Data, err
 }
 
@@ -124,17 +124,17 @@ func (p *Processor) Model(ctx context.Context, pipeline, key string) ([]byte, er
 // number handed over. The saves complete asynchronously.
 func (p *Processor) SnapshotNow(ctx context.Context, pipeline, key string) (int, error) {
 	if key != "" {
-		r, err := p.srv.Control(ctx, "snapshot", pipeline, key, true)
+		r, err := p.srv.Control(ctx, ops.OpSnapshot, pipeline, key, true)
 		return r.N, err
 	}
-	return backend{p}.SnapshotAll(ctx, pipeline)
+	return controls{p}.SnapshotAll(ctx, pipeline)
 }
 
 // Reset replaces key's learner by a fresh one and snapshots it, keeping the
 // key's last applied sequence (so a replay does not apply older messages).
 // A key with no learner and no snapshot gives an error matching ErrNotFound.
 func (p *Processor) Reset(ctx context.Context, pipeline, key string) error {
-	_, err := p.srv.Control(ctx, "reset", pipeline, key, true)
+	_, err := p.srv.Control(ctx, ops.OpReset, pipeline, key, true)
 	return err
 }
 
@@ -145,7 +145,7 @@ func (p *Processor) Reset(ctx context.Context, pipeline, key string) error {
 // snapshotted. A pipeline without monitor: gives an error matching
 // ErrBadRequest; a key with no learner, ErrNotFound.
 func (p *Processor) Accept(ctx context.Context, pipeline, key string) error {
-	_, err := p.srv.Control(ctx, "accept", pipeline, key, true)
+	_, err := p.srv.Control(ctx, ops.OpAccept, pipeline, key, true)
 	return err
 }
 
@@ -156,7 +156,7 @@ func (p *Processor) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error
 		return nil, err
 	}
 	var out []KeyInfo
-	err = pl.eachWorker(ctx, "keys", func(r controlReply) error {
+	err = pl.eachWorker(ctx, control{list: true}, func(r controlReply) error {
 		var ks []KeyInfo
 		if err := json.Unmarshal(r.data, &ks); err != nil {
 			return err
@@ -213,49 +213,16 @@ func (pt *partition) send(ctx context.Context, w *worker, c *control) (controlRe
 	}
 }
 
-// listKeys answers the "keys" control request on the worker goroutine:
-// the loaded keys of pl (only key when set), as JSON.
-func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
-	var out []KeyInfo
-	for _, k := range w.m.Keys() {
-		e := w.keys[k.Key]
-		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
-			continue
-		}
-		out = append(out, KeyInfo{Key: k.Key, Partition: w.part.num, Seen: e.l.Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
-	}
-	return json.Marshal(out)
-}
+// views are the processor's read-only views, as package ops sees them
+// (ops.Views).
+type views struct{ p *Processor }
 
-// watchOut is the worker's hook: after the outputs of a message of e were
-// published, it records them when e's key is watched (ops.Watches). The
-// learner started on the message at start and took took (so the hook
-// reads no clock). Unwatched, it costs one atomic load.
-func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
-	ws := &w.p.watch
-	if !ws.Any() {
-		return
-	}
-	kw := ws.Get(e.pipe.cfg.Name, e.key)
-	if kw == nil {
-		return
-	}
-	st := &e.pipe.stats
-	// apply and applied left the eigenvalues of the last output in w.eig
-	// and the dictionary's fill in e.stored.
-	kw.Record(&ops.Sample{At: start.Add(took), Took: took, Learner: e.l, Eigenvalues: w.eig, Stored: e.stored,
-		In: st.In.Load(), Out: st.Out.Load(), Dead: st.DeadLettered.Load()}, w.res.outs)
-}
-
-// backend is the processor as package ops sees it (ops.Backend).
-type backend struct{ p *Processor }
-
-func (b backend) Member() string            { return b.p.id }
-func (b backend) Running() bool             { return b.p.ready.Load() }
-func (b backend) Ready() bool               { return b.p.Ready() }
-func (b backend) Stats() []PipelineStats    { return b.p.Stats() }
-func (b backend) Pipelines() []PipelineInfo { return b.p.Pipelines() }
-func (b backend) OutputSubject(pipeline, key string) string {
+func (b views) Member() string            { return b.p.id }
+func (b views) Running() bool             { return b.p.ready.Load() }
+func (b views) Ready() bool               { return b.p.Ready() }
+func (b views) Stats() []PipelineStats    { return b.p.Stats() }
+func (b views) Pipelines() []PipelineInfo { return b.p.Pipelines() }
+func (b views) OutputSubject(pipeline, key string) string {
 	pl, err := b.p.pipeline(pipeline)
 	if err != nil {
 		return ""
@@ -263,11 +230,11 @@ func (b backend) OutputSubject(pipeline, key string) string {
 	return expand(pl.cfg.Output.Subject, pl.cfg.Name, key)
 }
 
-func (b backend) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error) {
+func (b views) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error) {
 	return b.p.Keys(ctx, pipeline)
 }
 
-func (b backend) Pipeline(name string) (ops.Pipeline, error) {
+func (b views) Pipeline(name string) (ops.Pipeline, error) {
 	pl, err := b.p.pipeline(name)
 	if err != nil {
 		return ops.Pipeline{}, err
@@ -276,15 +243,19 @@ func (b backend) Pipeline(name string) (ops.Pipeline, error) {
 	return ops.Pipeline{Name: c.Name, Partitions: c.Partitions, MaxKeys: c.MaxKeys, Learner: c.Learner, OutputStream: pl.outStream}, nil
 }
 
-func (b backend) Runs(pipeline string, n int) bool {
+func (b views) Runs(pipeline string, n int) bool {
 	pl, err := b.p.pipeline(pipeline)
 	return err == nil && n >= 0 && n < len(pl.parts) && pl.parts[n].Load() != nil
 }
 
-// Control runs op on the worker of key when partition n runs here. The
+// controls are the requests the processor's workers answer, as package
+// ops sees them (ops.Controls).
+type controls struct{ p *Processor }
+
+// Run runs op on the worker of key when partition n runs here. The
 // shell's own errors are marked with the operations' codes: a key with no
 // learner is ErrNotFound, a fenced partition ErrUnavailable.
-func (b backend) Control(ctx context.Context, op, pipeline, key string, n int) (ops.Reply, bool, error) {
+func (b controls) Run(ctx context.Context, op ops.Op, pipeline, key string, n int) (ops.Reply, bool, error) {
 	pl, err := b.p.pipeline(pipeline)
 	if err != nil {
 		return ops.Reply{}, false, err
@@ -305,27 +276,27 @@ func (b backend) Control(ctx context.Context, op, pipeline, key string, n int) (
 
 // SnapshotAll hands over a snapshot of every changed key of pipeline run
 // here.
-func (b backend) SnapshotAll(ctx context.Context, pipeline string) (int, error) {
+func (b controls) SnapshotAll(ctx context.Context, pipeline string) (int, error) {
 	pl, err := b.p.pipeline(pipeline)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = pl.eachWorker(ctx, "snapshot", func(r controlReply) error { n += r.n; return nil })
+	err = pl.eachWorker(ctx, control{op: ops.OpSnapshot}, func(r controlReply) error { n += r.n; return nil })
 	return n, err
 }
 
-// eachWorker sends the control request op (of no key) to each worker of
+// eachWorker sends the control request c (of no key) to each worker of
 // the partitions of pl run here, in turn, and passes its answer to f; it
 // stops at the first error.
-func (pl *pipeline) eachWorker(ctx context.Context, op string, f func(controlReply) error) error {
+func (pl *pipeline) eachWorker(ctx context.Context, c control, f func(controlReply) error) error {
 	for i := range pl.parts {
 		pt := pl.parts[i].Load()
 		if pt == nil {
 			continue
 		}
 		for _, w := range pt.workers {
-			r, err := pt.send(ctx, w, &control{op: op, pipe: pl, reply: make(chan controlReply, 1)})
+			r, err := pt.send(ctx, w, &control{op: c.op, list: c.list, pipe: pl, reply: make(chan controlReply, 1)})
 			if err != nil {
 				return err
 			}
@@ -337,7 +308,7 @@ func (pl *pipeline) eachWorker(ctx context.Context, op string, f func(controlRep
 	return nil
 }
 
-func (b backend) Members() ops.Members {
+func (b views) Members() ops.Members {
 	if b.p.coord == nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/processor/internal/ops"
 )
 
 // watchFixture is a worker with one ready ikpca key, without NATS: enough
@@ -19,8 +20,8 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 		tb.Fatal(err)
 	}
 	pl := &pipeline{cfg: PipelineConfig{Name: "p", Learner: cfg}}
-	w := &worker{p: &Processor{}, eig: make([]float64, cfg.Components)}
-	e := &entry{key: "k", pipe: pl, l: l, stored: 1}
+	w := &worker{deps: deps{watch: &ops.Watches{}}}
+	e := &entry{key: "k", pipe: pl, m: modelOf(tb, pl, l), stored: 1}
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := make([]float64, cfg.Dim)
 	w.obs = []codec.Observation{{X: x, TS: float64(time.Now().UnixNano()) / 1e9}}
@@ -28,11 +29,11 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 		for j := range x {
 			x[j] = rng.NormFloat64()
 		}
-		if err := apply(&w.res, e.l, nil, nil, w.obs, "k", uint64(i+1), w.eig); err != nil {
+		if err := e.m.Apply(&w.res, w.obs, "k", uint64(i+1)); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	if len(w.res.outs) != 1 {
+	if len(w.res.Outs) != 1 {
 		tb.Fatal("learner not ready after 400 observations")
 	}
 	return w, e
@@ -43,7 +44,7 @@ func watchFixture(tb testing.TB) (*worker, *entry) {
 // learner's eigenvalues, fill and timing), nothing once the watch ended.
 func TestWatchOut(t *testing.T) {
 	w, e := watchFixture(t)
-	ws := &w.p.watch
+	ws := w.watch
 	w.watchOut(e, time.Now(), time.Millisecond)
 	if ws.Any() || ws.Get("p", "k") != nil {
 		t.Fatal("an unwatched key has a record")
@@ -63,8 +64,8 @@ func TestWatchOut(t *testing.T) {
 	if v.Count != 3 || len(v.Samples.SPE) != 3 || len(v.Samples.Z) != 8 || len(v.Buckets.Eig) != 8 || v.Buckets.Stored[0] == 0 {
 		t.Fatalf("record %+v", v)
 	}
-	if v.Samples.SPE[0] != w.res.outs[0].SPE || v.Buckets.Age[0] < 0 || v.Buckets.Learn[0] != 1e-3 {
-		t.Errorf("recorded spe %v age %v learn %v, want %v, ≥ 0, 1e-3", v.Samples.SPE[0], v.Buckets.Age[0], v.Buckets.Learn[0], w.res.outs[0].SPE)
+	if v.Samples.SPE[0] != w.res.Outs[0].SPE || v.Buckets.Age[0] < 0 || v.Buckets.Learn[0] != 1e-3 {
+		t.Errorf("recorded spe %v age %v learn %v, want %v, ≥ 0, 1e-3", v.Samples.SPE[0], v.Buckets.Age[0], v.Buckets.Learn[0], w.res.Outs[0].SPE)
 	}
 	if n := other.View().Count; n != 0 {
 		t.Errorf("another watched key recorded %d outputs of k", n)
@@ -88,10 +89,10 @@ func BenchmarkWatchOut(b *testing.B) {
 		}
 	})
 	b.Run("watched", func(b *testing.B) {
-		if _, err := w.p.watch.Start("p", "k", nil); err != nil {
+		if _, err := w.watch.Start("p", "k", nil); err != nil {
 			b.Fatal(err)
 		}
-		defer w.p.watch.Stop()
+		defer w.watch.Stop()
 		start := time.Now()
 		for b.Loop() {
 			w.watchOut(e, start, time.Microsecond)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/jsack"
+	"github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor"
 )
 
@@ -39,9 +40,7 @@ import (
 // An error (a failed publish, a PubAck that reports one) stops nothing:
 // it is kept, its input is not acked, and Err reports the first.
 type rawRelay struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	core    bool // core NATS outputs
+	out     publish.Out // the outputs: JetStream asynchronously, or core NATS (--output core), as the processor's
 	cc      jetstream.ConsumeContext
 	subject string // output subject prefix: outputs go to <subject>.<key>
 	k       int
@@ -83,7 +82,7 @@ func startRaw(ctx context.Context, nc *nats.Conn, cfg rawConfig) (*rawRelay, err
 	if err != nil {
 		return nil, err
 	}
-	r := &rawRelay{js: js, nc: nc, core: cfg.coreOut, subject: cfg.subject, k: cfg.k, q: make(chan rawPending, cfg.window+1), done: make(chan struct{})}
+	r := &rawRelay{out: publish.Out{Core: nc, Async: js, JetStream: !cfg.coreOut}, subject: cfg.subject, k: cfg.k, q: make(chan rawPending, cfg.window+1), done: make(chan struct{})}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cons, err := js.CreateOrUpdateConsumer(cctx, cfg.stream, jetstream.ConsumerConfig{
@@ -151,22 +150,18 @@ func (r *rawRelay) relay(m jetstream.Msg) {
 		}
 		pm := &nats.Msg{Subject: r.subject + "." + key, Data: data,
 			Header: nats.Header{jetstream.MsgIDHeader: {id}, processor.HeaderContentType: {enc.ContentType()}}}
-		if r.core {
-			if err := r.nc.PublishMsg(pm); err != nil {
-				r.fail(fmt.Errorf("publish: %w", err))
-				return
-			}
+		f, err := r.out.Send(pm, jetstream.WithStallWait(time.Minute))
+		if err != nil {
+			r.fail(fmt.Errorf("publish: %w", err))
+			return // not acked: redelivered after ack_wait
+		}
+		if f == nil { // core NATS: ack at once
 			if i == len(r.obs)-1 {
 				if err := m.Ack(); err != nil {
 					r.fail(fmt.Errorf("ack: %w", err))
 				}
 			}
 			continue
-		}
-		f, err := r.js.PublishMsgAsync(pm, jetstream.WithStallWait(time.Minute))
-		if err != nil {
-			r.fail(fmt.Errorf("publish: %w", err))
-			return // not acked: redelivered after ack_wait
 		}
 		var in jetstream.Msg
 		if i == len(r.obs)-1 {

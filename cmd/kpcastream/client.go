@@ -16,6 +16,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/natsconn"
+	pubport "github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor"
 )
 
@@ -121,16 +122,12 @@ func (c *clientFlags) connectJS(cfg *config.Config, name string) (*nats.Conn, je
 	return nc, js, nil
 }
 
-// publishMsg publishes m through JetStream (acknowledged, within 5 s) when
-// useJS, a stream capturing its subject, else on core NATS.
+// publishMsg publishes m through the publish port: with JetStream
+// (acknowledged, within 5 s) when useJS, a stream capturing its subject
+// (pubport.Find), else on core NATS.
 func publishMsg(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, useJS bool, m *nats.Msg) error {
-	if !useJS {
-		return nc.PublishMsg(m)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := js.PublishMsg(pctx, m)
-	return err
+	out := pubport.Out{Core: nc, Sync: js, JetStream: useJS, Attempt: 5 * time.Second}
+	return out.Publish(ctx, m)
 }
 
 // isTerminal reports whether w is a terminal (a progress line may then

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	pubport "github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor"
 )
 
@@ -346,7 +347,7 @@ func republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, strea
 		m.Header.Set("Kpcastream-Republished-From", stream+"/"+strconv.FormatUint(e.Seq, 10))
 		js1, ok := captured[subj]
 		if !ok {
-			name, err := js.StreamNameBySubject(ctx, subj)
+			name, err := pubport.Find(ctx, js, subj)
 			js1 = err == nil && name != ""
 			captured[subj] = js1
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/csvin"
+	pubport "github.com/kpcastream/kpcastream/internal/publish"
 )
 
 func init() {
@@ -245,10 +246,8 @@ func publish(ctx context.Context, o publishOpts, cfg *config.Config, r io.Reader
 	}
 	defer nc.Close()
 	// JetStream publish (acknowledged) when a stream captures the subject.
-	useJS := false
-	if stream, err := js.StreamNameBySubject(ctx, o.subject); err == nil && stream != "" {
-		useJS = true
-	}
+	stream, err := pubport.Find(ctx, js, o.subject)
+	useJS := err == nil && stream != ""
 	var (
 		batch []codec.Observation
 		buf   []byte

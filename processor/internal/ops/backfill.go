@@ -38,7 +38,7 @@ func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcavi
 	}
 	ctx, cancel := context.WithTimeout(ctx, backfillWait)
 	defer cancel()
-	subject := s.b.OutputSubject(pl.Name, key)
+	subject := s.v.OutputSubject(pl.Name, key)
 	now := time.Now()
 	span := time.Duration(watchBuckets) * time.Second
 	var out []kpcaview.Observation

@@ -9,8 +9,9 @@
 // # Model
 //
 // ops does not import package processor. It declares what it needs of it
-// — Backend (read-only views: stats, pipeline settings, keys; control
-// requests that the workers answer; whether a partition runs here) and
+// — Views (read-only: stats, pipeline settings, keys, whether a partition
+// runs here), Controls (requests that the workers answer: Run with a
+// typed Op — model, snapshot, reset, accept — and SnapshotAll) and
 // Members (the coordination bucket as this member sees it) — and
 // processor implements them. Everything it gets is a copy: no pointer
 // into a worker's state crosses the boundary. The view types

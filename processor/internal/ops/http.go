@@ -29,7 +29,7 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.b.Ready() {
+		if !s.v.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
@@ -72,12 +72,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 }
 
 func (s *Server) apiPipelines(w http.ResponseWriter, _ *http.Request) {
-	infos, stats := s.b.Pipelines(), s.b.Stats()
+	infos, stats := s.v.Pipelines(), s.v.Stats()
 	out := struct {
 		Member    string         `json:"member"`
 		Time      int64          `json:"time"`
 		Pipelines []PipelineView `json:"pipelines"`
-	}{Member: s.b.Member(), Time: time.Now().UnixMilli(), Pipelines: make([]PipelineView, len(infos))}
+	}{Member: s.v.Member(), Time: time.Now().UnixMilli(), Pipelines: make([]PipelineView, len(infos))}
 	for i := range infos {
 		out.Pipelines[i] = PipelineView{PipelineInfo: infos[i], Keys: stats[i].Learners, Stats: stats[i]}
 	}
@@ -86,7 +86,7 @@ func (s *Server) apiPipelines(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	pl, err := s.b.Pipeline(q.Get("pipeline"))
+	pl, err := s.v.Pipeline(q.Get("pipeline"))
 	if err != nil {
 		apiError(w, err)
 		return
@@ -100,7 +100,7 @@ func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	keys, err := s.b.Keys(ctx, pl.Name)
+	keys, err := s.v.Keys(ctx, pl.Name)
 	if err != nil {
 		apiError(w, err)
 		return
@@ -133,7 +133,7 @@ func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request) {
 // watchRequest resolves ?pipeline=&key= and watches the key.
 func (s *Server) watchRequest(r *http.Request) (Pipeline, string, *Watch, error) {
 	q := r.URL.Query()
-	pl, err := s.b.Pipeline(q.Get("pipeline"))
+	pl, err := s.v.Pipeline(q.Get("pipeline"))
 	if err != nil {
 		return Pipeline{}, "", nil, err
 	}
@@ -145,9 +145,9 @@ func (s *Server) watchRequest(r *http.Request) (Pipeline, string, *Watch, error)
 		kw, err := s.watch.Start(pl.Name, key, nil) // renew
 		return pl, key, kw, err
 	}
-	if n := ownership.PartitionOf(key, pl.Partitions); !s.b.Runs(pl.Name, n) {
+	if n := ownership.PartitionOf(key, pl.Partitions); !s.v.Runs(pl.Name, n) {
 		return Pipeline{}, "", nil, fmt.Errorf("processor: %w: partition %d of pipeline %s (key %q) does not run on this instance (member %s); "+
-			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.Name, key, s.b.Member())
+			"GET /api/v1/keys lists the keys loaded here", ErrNotFound, n, pl.Name, key, s.v.Member())
 	}
 	kw, err := s.watch.Start(pl.Name, key, s.backfill(r.Context(), pl, key))
 	return pl, key, kw, err
@@ -187,9 +187,9 @@ func (s *Server) apiStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	running := s.b.Running()
+	running := s.v.Running()
 	for {
-		running = running || s.b.Running()
+		running = running || s.v.Running()
 		b, err := json.Marshal(s.view(pl, key, kw))
 		if err != nil {
 			return
@@ -203,7 +203,7 @@ func (s *Server) apiStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 		}
-		if running && !s.b.Running() {
+		if running && !s.v.Running() {
 			return // Run is stopping: let the HTTP server shut down
 		}
 		if kw, err = s.watch.Start(pl.Name, key, nil); err != nil {
@@ -216,7 +216,7 @@ func (s *Server) apiStream(w http.ResponseWriter, r *http.Request) {
 func (s *Server) view(pl Pipeline, key string, kw *Watch) *kpcaview.KeyView {
 	v := kw.View()
 	lc := pl.Learner
-	return &kpcaview.KeyView{Pipeline: pl.Name, Key: key, Member: s.b.Member(), Time: time.Now().UnixMilli(),
+	return &kpcaview.KeyView{Pipeline: pl.Name, Key: key, Member: s.v.Member(), Time: time.Now().UnixMilli(),
 		Learner: lc.Learner, Dim: lc.Dim, Components: lc.Components, Budget: lc.Budget,
 		WatchTTL: WatchTTL.Milliseconds(), View: v}
 }

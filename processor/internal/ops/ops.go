@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,11 +17,10 @@ import (
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
-// Backend is what the operations need of the processor: read-only views
-// (copies, never pointers into live state) and requests that its workers
-// answer. Package processor implements it; its methods are safe for
-// concurrent use.
-type Backend interface {
+// Views are the read-only views the operations need of the processor:
+// copies, never pointers into live state. Package processor implements
+// them; their methods are safe for concurrent use.
+type Views interface {
 	// Member is this instance's member id.
 	Member() string
 	// Running reports whether Run is between its setup and its stop.
@@ -36,13 +36,6 @@ type Backend interface {
 	Pipeline(name string) (Pipeline, error)
 	// Keys lists the keys of pipeline loaded on this instance, sorted.
 	Keys(ctx context.Context, pipeline string) ([]KeyInfo, error)
-	// SnapshotAll hands over a snapshot of every changed key of pipeline
-	// that this instance runs and returns how many.
-	SnapshotAll(ctx context.Context, pipeline string) (int, error)
-	// Control runs op ("model", "snapshot", "reset", "accept") on the
-	// worker that owns key in partition n of pipeline. ran is false when
-	// that partition does not run here.
-	Control(ctx context.Context, op, pipeline, key string, n int) (r Reply, ran bool, err error)
 	// Runs reports whether partition n of pipeline runs here.
 	Runs(pipeline string, n int) bool
 	// OutputSubject is the output subject of key in pipeline.
@@ -50,6 +43,48 @@ type Backend interface {
 	// Members is the coordination bucket as this instance sees it, nil
 	// without one (no JetStream pipeline).
 	Members() Members
+}
+
+// Controls are the requests that change the processor's keys, which its
+// workers answer on their own goroutines. Package processor implements
+// them; their methods are safe for concurrent use.
+type Controls interface {
+	// Run runs op on the worker that owns key in partition n of
+	// pipeline. ran is false when that partition does not run here.
+	Run(ctx context.Context, op Op, pipeline, key string, n int) (r Reply, ran bool, err error)
+	// SnapshotAll hands over a snapshot of every changed key of pipeline
+	// that this instance runs and returns how many.
+	SnapshotAll(ctx context.Context, pipeline string) (int, error)
+}
+
+// Op is a control operation on one key.
+type Op uint8
+
+const (
+	// OpModel answers the key's model export.
+	OpModel Op = iota + 1
+	// OpSnapshot saves the key's snapshot now.
+	OpSnapshot
+	// OpReset replaces the key's model and snapshot by a fresh one.
+	OpReset
+	// OpAccept makes the key's monitor accept its current regime.
+	OpAccept
+)
+
+// String is op's name: its micro endpoint ("model", "snapshot", "reset",
+// "accept"), the last token of its subjects.
+func (op Op) String() string {
+	switch op {
+	case OpModel:
+		return "model"
+	case OpSnapshot:
+		return "snapshot"
+	case OpReset:
+		return "reset"
+	case OpAccept:
+		return "accept"
+	}
+	return "op(" + strconv.Itoa(int(op)) + ")"
 }
 
 // Members is this instance's view of the coordination bucket.
@@ -105,7 +140,8 @@ type Config struct {
 // (Start), the HTTP handler (Handler) and the watched keys (Watches).
 type Server struct {
 	cfg   Config
-	b     Backend
+	v     Views
+	c     Controls
 	watch *Watches
 
 	// The micro handlers in flight, which run on the connection's
@@ -116,13 +152,13 @@ type Server struct {
 	stopped  bool
 }
 
-// New returns a Server over b; watches is the set of watched keys, whose
-// hook the backend's workers call.
-func New(cfg Config, b Backend, watches *Watches) *Server {
+// New returns a Server over the processor's views v and controls c;
+// watches is the set of watched keys, whose hook its workers call.
+func New(cfg Config, v Views, c Controls, watches *Watches) *Server {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &Server{cfg: cfg, b: b, watch: watches}
+	s := &Server{cfg: cfg, v: v, c: c, watch: watches}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }

@@ -25,9 +25,9 @@ type fakeBackend struct {
 	runs    map[int]bool
 	keys    []KeyInfo
 	ready   bool
-	replies map[string]Reply // by op
-	errs    map[string]error // by op
-	calls   []string         // "op key n" of each Control that ran
+	replies map[Op]Reply
+	errs    map[Op]error
+	calls   []string // "op key n" of each Control that ran
 }
 
 func (f *fakeBackend) Member() string { return "m1" }
@@ -49,7 +49,7 @@ func (f *fakeBackend) Keys(context.Context, string) ([]KeyInfo, error) {
 	return append([]KeyInfo(nil), f.keys...), nil
 }
 func (f *fakeBackend) SnapshotAll(context.Context, string) (int, error) { return 0, nil }
-func (f *fakeBackend) Control(_ context.Context, op, _, key string, n int) (Reply, bool, error) {
+func (f *fakeBackend) Run(_ context.Context, op Op, _, key string, n int) (Reply, bool, error) {
 	if !f.runs[n] {
 		return Reply{}, false, nil
 	}
@@ -115,27 +115,27 @@ func TestStatusOf(t *testing.T) {
 // to the worker of a partition run here, else 503 naming the partition;
 // an unknown pipeline or a missing key are refused before any worker.
 func TestControl(t *testing.T) {
-	f := &fakeBackend{runs: map[int]bool{1: true}, replies: map[string]Reply{"model": {Data: []byte(`{"m":1}`)}},
-		errs: map[string]error{"reset": Mark(errors.New("processor: no such key"), ErrNotFound)}}
-	s := New(Config{Timeout: time.Second}, f, &Watches{})
+	f := &fakeBackend{runs: map[int]bool{1: true}, replies: map[Op]Reply{OpModel: {Data: []byte(`{"m":1}`)}},
+		errs: map[Op]error{OpReset: Mark(errors.New("processor: no such key"), ErrNotFound)}}
+	s := New(Config{Timeout: time.Second}, f, f, &Watches{})
 	ctx := context.Background()
 	here, away := keyIn(t, 1), keyIn(t, 2)
-	r, err := s.Control(ctx, "model", "p", here, true)
+	r, err := s.Control(ctx, OpModel, "p", here, true)
 	if err != nil || string(r.Data) != `{"m":1}` || len(f.calls) != 1 || f.calls[0] != "model "+here+" 1" {
 		t.Fatalf("model of a key run here: %q, %v, calls %q", r.Data, err, f.calls)
 	}
-	if _, err := s.Control(ctx, "reset", "p", here, false); StatusOf(err) != "404" || err.Error() != "processor: no such key" {
+	if _, err := s.Control(ctx, OpReset, "p", here, false); StatusOf(err) != "404" || err.Error() != "processor: no such key" {
 		t.Errorf("reset of a key with no learner: %v (%s)", err, StatusOf(err))
 	}
-	_, err = s.Control(ctx, "model", "p", away, true)
+	_, err = s.Control(ctx, OpModel, "p", away, true)
 	want := fmt.Sprintf("processor: unavailable: partition 2 of pipeline p (key %q) has no running owner at the moment; retry", away)
 	if StatusOf(err) != "503" || err.Error() != want {
 		t.Errorf("key of a partition not run here: %v, want %s", err, want)
 	}
-	if _, err := s.Control(ctx, "model", "q", here, true); StatusOf(err) != "404" {
+	if _, err := s.Control(ctx, OpModel, "q", here, true); StatusOf(err) != "404" {
 		t.Errorf("unknown pipeline: %v", err)
 	}
-	if _, err := s.Control(ctx, "model", "p", "", true); StatusOf(err) != "400" {
+	if _, err := s.Control(ctx, OpModel, "p", "", true); StatusOf(err) != "400" {
 		t.Errorf("no key: %v", err)
 	}
 	if len(f.calls) != 2 {
@@ -256,7 +256,7 @@ func TestHandler(t *testing.T) {
 	f := &fakeBackend{runs: map[int]bool{0: true}, keys: []KeyInfo{{Key: "alpha"}, {Key: "beta"}, {Key: "Alps"}}}
 	ws := &Watches{}
 	defer ws.Stop()
-	srv := httptest.NewServer(New(Config{Timeout: time.Second}, f, ws).Handler())
+	srv := httptest.NewServer(New(Config{Timeout: time.Second}, f, f, ws).Handler())
 	defer srv.Close()
 	get := func(path string, v any) int {
 		t.Helper()

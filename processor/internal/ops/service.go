@@ -23,9 +23,9 @@ import (
 // runs here, else — with forward — forwarded to the member that owns the
 // key's partition (for a pipeline configured only on other members too,
 // found from their heartbeats).
-func (s *Server) Control(ctx context.Context, op, pipeline, key string, forward bool) (Reply, error) {
-	members := s.b.Members()
-	pl, err := s.b.Pipeline(pipeline)
+func (s *Server) Control(ctx context.Context, op Op, pipeline, key string, forward bool) (Reply, error) {
+	members := s.v.Members()
+	pl, err := s.v.Pipeline(pipeline)
 	if err != nil {
 		if forward && members != nil {
 			return s.controlElsewhere(ctx, members, op, pipeline, key, err)
@@ -36,11 +36,11 @@ func (s *Server) Control(ctx context.Context, op, pipeline, key string, forward 
 		return Reply{}, fmt.Errorf("processor: %w: key is required", ErrBadRequest)
 	}
 	n := ownership.PartitionOf(key, pl.Partitions)
-	if r, ran, err := s.b.Control(ctx, op, pipeline, key, n); ran {
+	if r, ran, err := s.c.Run(ctx, op, pipeline, key, n); ran {
 		return r, err
 	}
 	if forward && members != nil {
-		if owner := members.Owner(pipeline, n); owner != "" && owner != s.b.Member() {
+		if owner := members.Owner(pipeline, n); owner != "" && owner != s.v.Member() {
 			return s.forward(ctx, owner, op, KeyRequest{Pipeline: pipeline, Key: key})
 		}
 	}
@@ -56,7 +56,7 @@ func noOwner(n int, pipeline, key string) error {
 // here to the member owning the key's partition, found from the
 // heartbeats of the members that run the pipeline (its partition count)
 // and the partition's record; notHere when no live member runs it.
-func (s *Server) controlElsewhere(ctx context.Context, members Members, op, pipeline, key string, notHere error) (Reply, error) {
+func (s *Server) controlElsewhere(ctx context.Context, members Members, op Op, pipeline, key string, notHere error) (Reply, error) {
 	ids, parts := members.Runners(pipeline)
 	if len(ids) == 0 {
 		return Reply{}, notHere
@@ -78,9 +78,9 @@ func (s *Server) instanceSubject(id, op string) string {
 }
 
 // forward sends a key request to member id's own endpoint.
-func (s *Server) forward(ctx context.Context, id, op string, kr KeyRequest) (Reply, error) {
+func (s *Server) forward(ctx context.Context, id string, op Op, kr KeyRequest) (Reply, error) {
 	body, _ := json.Marshal(kr)
-	msg, err := s.cfg.Conn.RequestWithContext(ctx, s.instanceSubject(id, op), body)
+	msg, err := s.cfg.Conn.RequestWithContext(ctx, s.instanceSubject(id, op.String()), body)
 	if err != nil {
 		return Reply{}, fmt.Errorf("processor: %w: forward %s to member %s: %w", ErrUnavailable, op, id, err)
 	}
@@ -99,7 +99,7 @@ func (s *Server) forward(ctx context.Context, id, op string, kr KeyRequest) (Rep
 		return Reply{}, fmt.Errorf("processor: member %s: %s %s", id, code, desc)
 	}
 	r := Reply{Data: msg.Data}
-	if op == "snapshot" {
+	if op == OpSnapshot {
 		var v map[string]int
 		if json.Unmarshal(msg.Data, &v) == nil {
 			r.N = v["snapshots"]
@@ -121,9 +121,9 @@ func (s *Server) askTimeout() time.Duration { return min(s.cfg.Timeout, 2*time.S
 // pipelines, never one's counters under the other's name). With pipeline
 // set, only that pipeline's entry (ErrNotFound when no member runs it).
 func (s *Server) clusterStats(ctx context.Context, pipeline string) ([]PipelineStats, error) {
-	out := s.b.Stats()
+	out := s.v.Stats()
 	own := len(out)
-	if members := s.b.Members(); members != nil {
+	if members := s.v.Members(); members != nil {
 		ctx, cancel := context.WithTimeout(ctx, s.askTimeout())
 		defer cancel()
 		// One goroutine per member, joined before the answer.
@@ -161,14 +161,14 @@ func (s *Server) clusterStats(ctx context.Context, pipeline string) ([]PipelineS
 // that any member gives the same list; with name set, only that one
 // (ErrNotFound when no member runs it).
 func (s *Server) clusterPipelines(ctx context.Context, name string) ([]PipelineInfo, error) {
-	out := s.b.Pipelines()
-	if members := s.b.Members(); members != nil {
+	out := s.v.Pipelines()
+	if members := s.v.Members(); members != nil {
 		ctx, cancel := context.WithTimeout(ctx, s.askTimeout())
 		defer cancel()
 		elsewhere := map[string][]string{}
 		for _, m := range members.Others() {
 			for _, mp := range m.Pipelines {
-				if _, err := s.b.Pipeline(mp.Name); err != nil && (name == "" || name == mp.Name) {
+				if _, err := s.v.Pipeline(mp.Name); err != nil && (name == "" || name == mp.Name) {
 					elsewhere[mp.Name] = append(elsewhere[mp.Name], m.ID)
 				}
 			}
@@ -198,12 +198,12 @@ func (s *Server) clusterPipelines(ctx context.Context, name string) ([]PipelineI
 // clusterSnapshot hands over a snapshot of every changed key of pipeline
 // on every member that runs it, and returns the number handed over.
 func (s *Server) clusterSnapshot(ctx context.Context, pipeline string) (int, error) {
-	n, err := s.b.SnapshotAll(ctx, pipeline)
+	n, err := s.c.SnapshotAll(ctx, pipeline)
 	here := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return n, err
 	}
-	members := s.b.Members()
+	members := s.v.Members()
 	if members == nil {
 		return n, err
 	}
@@ -214,7 +214,7 @@ func (s *Server) clusterSnapshot(ctx context.Context, pipeline string) (int, err
 	body, _ := json.Marshal(KeyRequest{Pipeline: pipeline})
 	for _, id := range ids {
 		var v map[string]int
-		if err := s.askMember(ctx, id, "snapshot", body, &v); err != nil {
+		if err := s.askMember(ctx, id, OpSnapshot.String(), body, &v); err != nil {
 			return n, err
 		}
 		n += v["snapshots"]
@@ -255,7 +255,7 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 	// endpoint's stats data (which "nats micro info" would print under
 	// each of them).
 	bi := buildinfo.Read()
-	member := s.b.Member()
+	member := s.v.Member()
 	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
 		Name: s.cfg.Service, Version: s.cfg.Version,
 		Description: "online kernel PCA stream processor",
@@ -302,28 +302,28 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 			scope = "answered only for a partition this member runs"
 		}
 		return []endpoint{
-			{"model", "the key's model export (kpcastream.model/v1); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				r, err := s.Control(ctx, "model", kr.Pipeline, kr.Key, forward)
+			{OpModel.String(), "the key's model export (kpcastream.model/v1); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+				r, err := s.Control(ctx, OpModel, kr.Pipeline, kr.Key, forward)
 				return r.Data, err
 			}},
-			{"snapshot", "save the key's snapshot now (no key: every key of the pipeline); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+			{OpSnapshot.String(), "save the key's snapshot now (no key: every key of the pipeline); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
 				if kr.Key == "" && forward {
 					n, err := s.clusterSnapshot(ctx, kr.Pipeline)
 					return map[string]int{"snapshots": n}, err
 				}
 				if kr.Key == "" {
-					n, err := s.b.SnapshotAll(ctx, kr.Pipeline)
+					n, err := s.c.SnapshotAll(ctx, kr.Pipeline)
 					return map[string]int{"snapshots": n}, err
 				}
-				r, err := s.Control(ctx, "snapshot", kr.Pipeline, kr.Key, forward)
+				r, err := s.Control(ctx, OpSnapshot, kr.Pipeline, kr.Key, forward)
 				return map[string]int{"snapshots": r.N}, err
 			}},
-			{"reset", "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				_, err := s.Control(ctx, "reset", kr.Pipeline, kr.Key, forward)
+			{OpReset.String(), "replace the key's learner and snapshot by a fresh one; " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+				_, err := s.Control(ctx, OpReset, kr.Pipeline, kr.Key, forward)
 				return map[string]bool{"reset": true}, err
 			}},
-			{"accept", "accept the key's current regime: its control limits start a new warm-up (monitor:); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
-				_, err := s.Control(ctx, "accept", kr.Pipeline, kr.Key, forward)
+			{OpAccept.String(), "accept the key's current regime: its control limits start a new warm-up (monitor:); " + scope, func(ctx context.Context, kr KeyRequest) (any, error) {
+				_, err := s.Control(ctx, OpAccept, kr.Pipeline, kr.Key, forward)
 				return map[string]bool{"accepted": true}, err
 			}},
 		}
@@ -333,8 +333,8 @@ func (s *Server) Start(ctx context.Context) (micro.Service, error) {
 		{"pipelines", "the pipelines' settings and the keys of every member", func(ctx context.Context, kr KeyRequest) (any, error) { return s.clusterPipelines(ctx, kr.Pipeline) }},
 	}, keyOps(true)...)
 	own := append([]endpoint{
-		{"stats", "this member's counters", func(context.Context, KeyRequest) (any, error) { return s.b.Stats(), nil }},
-		{"pipelines", "the pipelines' settings and this member's keys", func(context.Context, KeyRequest) (any, error) { return s.b.Pipelines(), nil }},
+		{"stats", "this member's counters", func(context.Context, KeyRequest) (any, error) { return s.v.Stats(), nil }},
+		{"pipelines", "the pipelines' settings and this member's keys", func(context.Context, KeyRequest) (any, error) { return s.v.Pipelines(), nil }},
 	}, keyOps(false)...)
 	// The member's own endpoints are named "member-<op>" (their subjects
 	// are <service>.i.<member>.<op>, as before), so that each name is

@@ -1,0 +1,118 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/internal/natstest"
+)
+
+// TestFindAndOut runs Find and Out against a real server: a subject a
+// stream captures goes out with JetStream (Publish acknowledged, Send a
+// future that resolves, Retry deduplicated by the message id), one that no
+// stream captures — or one a stream only overlaps — on core NATS.
+func TestFindAndOut(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out.>", "part.a.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ subj, want string }{
+		{"out.p.k", "OUT"}, {"out.p.*", "OUT"}, {"part.a.x", "OUT"}, {"part.*.x", ""}, {"core.k", ""},
+	} {
+		got, err := Find(ctx, js, tc.subj)
+		if err != nil || got != tc.want {
+			t.Errorf("Find(%q) = %q, %v; want %q", tc.subj, got, err, tc.want)
+		}
+	}
+	stream, err := Find(ctx, js, "out.p.k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &Out{Core: nc, Sync: js, Async: js, JetStream: stream != "", Attempt: time.Second}
+	m := nats.NewMsg("out.p.k")
+	m.Data = []byte("1")
+	m.Header.Set(jetstream.MsgIDHeader, "id-1")
+	if err := out.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Retry(ctx, m, time.Now().Add(time.Second), nil); err != nil { // a duplicate: acknowledged, not stored
+		t.Fatal(err)
+	}
+	m2 := nats.NewMsg("out.p.k")
+	m2.Data = []byte("2")
+	f, err := out.Send(m2)
+	if err != nil || f == nil {
+		t.Fatalf("Send with JetStream: future %v, %v", f, err)
+	}
+	select {
+	case <-f.Ok():
+	case err := <-f.Err():
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("no PubAck")
+	}
+	st, err := js.Stream(ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs != 2 {
+		t.Fatalf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
+	}
+	core := &Out{Core: nc}
+	sub, err := nc.SubscribeSync("core.k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := core.Send(nats.NewMsg("core.k")); err != nil || f != nil {
+		t.Fatalf("core Send: future %v, %v; want none", f, err)
+	}
+	if err := core.Retry(ctx, nats.NewMsg("core.k"), time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := sub.NextMsg(5 * time.Second); err != nil {
+			t.Fatalf("core message: %v", err)
+		}
+	}
+}
+
+// failing is a Sync publisher that fails every attempt with err.
+type failing struct {
+	err   error
+	calls int
+}
+
+func (f *failing) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	f.calls++
+	return nil, f.err
+}
+
+// TestRetry: a transient failure is retried until the deadline, or until
+// goOn refuses; a permanent one is returned at once.
+func TestRetry(t *testing.T) {
+	ctx := context.Background()
+	tr := &failing{err: nats.ErrTimeout}
+	o := &Out{Sync: tr, JetStream: true, Attempt: time.Millisecond}
+	if err := o.Retry(ctx, nats.NewMsg("x"), time.Now().Add(100*time.Millisecond), nil); !errors.Is(err, nats.ErrTimeout) || tr.calls < 2 {
+		t.Errorf("transient: %v after %d attempts, want the timeout after several", err, tr.calls)
+	}
+	stop := errors.New("fenced")
+	tr.calls = 0
+	if err := o.Retry(ctx, nats.NewMsg("x"), time.Now().Add(time.Minute), func() error { return stop }); err != stop || tr.calls != 1 {
+		t.Errorf("goOn refusing: %v after %d attempts, want its error after 1", err, tr.calls)
+	}
+	perm := &failing{err: errors.New("permanent")}
+	o.Sync = perm
+	if err := o.Retry(ctx, nats.NewMsg("x"), time.Now().Add(time.Minute), nil); err == nil || perm.calls != 1 {
+		t.Errorf("permanent: %v after %d attempts, want it after 1", err, perm.calls)
+	}
+}

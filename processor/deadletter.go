@@ -1,0 +1,129 @@
+package processor
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// reject dead-letters m with the reason of err and terminates it. The
+// dead letter is published with JetStream when a stream stores the
+// dead-letter subject (retried like an output, deduplicated by the input
+// sequence), else with core NATS; a failure to publish it is logged and
+// the input is terminated all the same.
+func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
+	_, reason := classify(err)
+	pc := m.pipe.cfg
+	if !w.fence.OK() {
+		// Dead letters are fenced like outputs: a partition that may no
+		// longer own the message leaves it to the new owner.
+		if m.js != nil {
+			w.track.Nak(m.seq)
+			_ = m.js.Nak()
+		}
+		return
+	}
+	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
+	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
+	dl.Data = m.data
+	for k, v := range m.header {
+		if k != jetstream.MsgIDHeader {
+			dl.Header[k] = v
+		}
+	}
+	dl.Header.Set(HeaderError, reason)
+	dl.Header.Set(HeaderErrorDetail, err.Error())
+	dl.Header.Set(HeaderSubject, m.subject)
+	dl.Header.Set(HeaderInputSubject, inputSubject(m.subject, pc.Partitions))
+	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(m.seq, 10))
+	dl.Header.Set(HeaderPipeline, pc.Name)
+	dl.Header.Set(HeaderKey, m.key)
+	if w.dl.JetStream && m.js != nil {
+		dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
+	}
+	// With JetStream: attempts of publishAttempt, retried while the
+	// failure is transient (deduplicated by the id), until the stream
+	// acknowledges it, snapshot_timeout has passed, or the fence is lost.
+	if perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.fenceErr); perr != nil {
+		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
+	}
+	if m.js != nil {
+		if terr := m.js.TermWithReason(reason); terr != nil {
+			w.log.Warn("term", zap.Error(terr))
+		}
+		w.track.Release(m.seq)
+	}
+	m.pipe.stats.DeadLettered.Add(1)
+	w.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
+	w.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
+}
+
+// fenceErr is errFenced once the partition may no longer write.
+func (w *worker) fenceErr() error {
+	if !w.fence.OK() {
+		return errFenced
+	}
+	return nil
+}
+
+// inputSubject is the subject a message stored as subject was published
+// to: a partitioned input stream appends the partition as a last token.
+func inputSubject(subject string, partitions int) string {
+	if partitions > 1 {
+		if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+			return subject[:i]
+		}
+	}
+	return subject
+}
+
+// deadLetterLogEvery is the shortest interval between two warn lines
+// about dead letters of one worker.
+var deadLetterLogEvery = 10 * time.Second
+
+// deadLetterLog keeps a flood of dead letters from writing one warn line
+// per message: the first dead letter is logged with its details at once,
+// the next ones within deadLetterLogEvery are counted by reason, and the
+// count is logged (with the last one's details) when the interval is over
+// — by the next dead letter or by the worker's tick.
+type deadLetterLog struct {
+	last     time.Time
+	n        int
+	byReason map[string]int
+	sample   []zap.Field
+}
+
+func (d *deadLetterLog) add(log *zap.Logger, now time.Time, key, subject string, seq uint64, reason string, err error) {
+	fields := []zap.Field{zap.String("key", key), zap.String("subject", subject),
+		zap.Uint64("seq", seq), zap.String("reason", reason), zap.Error(err)}
+	if !d.last.IsZero() && now.Sub(d.last) < deadLetterLogEvery {
+		d.n++
+		if d.byReason == nil {
+			d.byReason = map[string]int{}
+		}
+		d.byReason[reason]++
+		d.sample = fields
+		return
+	}
+	if d.n > 0 {
+		fields = append(fields, zap.Int("suppressed", d.n), zap.Any("suppressed_by_reason", d.byReason))
+	}
+	log.Warn("dead-lettered", fields...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
+}
+
+// flush logs the dead letters counted since the last line, once the
+// interval is over.
+func (d *deadLetterLog) flush(log *zap.Logger, now time.Time) {
+	if d.n == 0 || now.Sub(d.last) < deadLetterLogEvery {
+		return
+	}
+	log.Warn("dead-lettered (more)", append(d.sample, zap.Int("count", d.n), zap.Any("by_reason", d.byReason),
+		zap.Duration("within", now.Sub(d.last)))...)
+	d.last, d.n, d.byReason, d.sample = now, 0, nil, nil
+}

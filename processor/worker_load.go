@@ -1,0 +1,166 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/internal/keymodel"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// entry is one loaded learner, owned by one worker: what the shell keeps
+// of a key beside the machine's state of it.
+type entry struct {
+	key     string
+	pipe    *pipeline
+	m       *keymodel.Model // learner, classifier stage, monitor and preprocessing
+	rev     uint64          // KV revision of the last saved or loaded snapshot
+	lastSeq uint64          // last sequence of the loaded snapshot (the machine keeps the live one)
+	stored  int
+	subject string // output subject of the key (expanded on first use)
+	advice  string // budget advice of the last message (Summary.BudgetAdvice)
+	// explained is the explained variance ratio of the last projection and
+	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
+	explained float64
+	evBand    int8
+}
+
+// loadKey loads key (its snapshot, or a fresh learner) and answers the
+// machine.
+func (w *worker) loadKey(ctx context.Context, key string, o machine.LoadOpts) {
+	e, err := w.load(ctx, key, o.Create, o.ReplaceCorrupt)
+	if err != nil {
+		w.step(machine.Loaded{Key: key, Fail: dispOf(err)})
+		return
+	}
+	w.keys[key] = e
+	w.step(machine.Loaded{Key: key, LastSeq: e.lastSeq})
+}
+
+// load reads key's snapshot, or builds a fresh learner if there is none
+// (errNoKey when !create). In a JetStream partition it then fences the
+// key: a snapshot written by a newer epoch means this instance no longer
+// owns the partition (errFenced, and the partition stops); a missing one,
+// or one written by an older epoch, is claimed — written back with this
+// partition's epoch by compare-and-set on the revision read — before the
+// key applies anything, so a stale owner's later save of the key fails its
+// compare-and-set instead of overwriting acked work. A snapshot that names
+// another pipeline or key is refused as corrupt.
+func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bool) (*entry, error) {
+	pl := w.pipe
+	for attempt := 1; ; attempt++ {
+		e, claim, err := w.read(ctx, key, create, replaceCorrupt)
+		if err != nil || !claim {
+			return e, err
+		}
+		err = w.claim(ctx, e)
+		if errors.Is(err, snapshot.ErrConflict) && attempt < 3 {
+			// Written meanwhile (by a stale owner finishing, or a retried
+			// claim that landed): read it again.
+			pl.met.storedPoints.Sub(float64(e.stored))
+			continue
+		}
+		if err != nil {
+			pl.met.storedPoints.Sub(float64(e.stored))
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// read loads key's snapshot into a new entry (or a fresh learner), and
+// says whether the entry must be claimed for this partition's epoch.
+func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bool) (*entry, bool, error) {
+	pl := w.pipe
+	pc := pl.cfg
+	lctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
+	defer cancel()
+	snap, rev, err := w.store.Load(lctx, snapshot.JoinKey(pc.Name, key))
+	if err == nil && (snap.Pipeline != pc.Name || snap.Key != key) {
+		err = fmt.Errorf("%w: the snapshot stored for pipeline %q key %q holds pipeline %q key %q (copied from another key?)",
+			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
+	}
+	if err == nil && w.owned && snap.Epoch > w.epoch && !w.stillOwned(lctx) {
+		w.fence.Revoke()
+		return nil, false, fmt.Errorf("%w: key %q of pipeline %s has a snapshot written by epoch %d, this owner has epoch %d",
+			errFenced, key, pc.Name, snap.Epoch, w.epoch)
+	}
+	e := &entry{pipe: pl, key: key, rev: rev}
+	switch {
+	case errors.Is(err, snapshot.ErrNoSnapshot):
+		if !create {
+			return nil, false, fmt.Errorf("%w: pipeline %s has no learner for key %q", errNoKey, pc.Name, key)
+		}
+		e.rev = 0
+	case err == nil:
+		e.m, err = w.restore(snap)
+		if err == nil {
+			e.lastSeq = snap.LastSeq
+			e.stored = e.m.Learner().Summary(w.res.Eig).Stored
+			pl.met.storedPoints.Add(float64(e.stored))
+			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
+				zap.Uint64("snapshot_epoch", snap.Epoch))
+			// A snapshot of a newer epoch that stillOwned let through was
+			// written under another partition layout: claim it too.
+			return e, w.owned && snap.Epoch != w.epoch, nil
+		}
+		fallthrough
+	case errors.Is(err, snapshot.ErrCorrupt):
+		w.met.snapFailures.WithLabelValues(pc.Name, "corrupt").Inc()
+		if pc.Snapshot.OnCorrupt != OnCorruptReset && !replaceCorrupt {
+			return nil, false, fmt.Errorf("processor: key %q of pipeline %s: %w (on_corrupt_snapshot: fail; to start the key afresh run "+
+				"'kpcastream snapshot rm --config FILE --pipeline %s --key %s', or set on_corrupt_snapshot: reset)", key, pc.Name, err, pc.Name, key)
+		}
+		w.log.Error("corrupt snapshot replaced by a fresh learner", zap.String("key", key), zap.Error(err))
+		// The corrupt entry's revision stays in e.rev: the claim below
+		// replaces it by compare-and-set, so the reset is fenced.
+	default:
+		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w", key, err)
+	}
+	if e.m, err = keymodel.New(pl.spec); err != nil {
+		return nil, false, err
+	}
+	return e, w.owned, nil
+}
+
+// claim writes e's state back with this partition's epoch, by
+// compare-and-set on e.rev.
+func (w *worker) claim(ctx context.Context, e *entry) error {
+	if !w.fence.OK() {
+		return errFenced
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
+	defer cancel()
+	snap := e.snapshot(e.lastSeq, w.epoch)
+	rev, err := w.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
+	if err != nil {
+		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.epoch, err)
+	}
+	e.rev = rev
+	return nil
+}
+
+// restore rebuilds a key's model from its snapshot, taken with the
+// pipeline's config (keymodel.Restore: the key keeps its snapshot's
+// budget policy, which is logged).
+func (w *worker) restore(snap *codec.Snapshot) (*keymodel.Model, error) {
+	m, kept, err := keymodel.Restore(w.pipe.spec, keymodel.State{Learner: snap.State, Classifier: snap.Classifier, Monitor: snap.Monitor})
+	if kept {
+		w.log.Info("key keeps the budget policy of its snapshot; reset it to apply the pipeline's", zap.String("key", snap.Key),
+			zap.String("eviction", snap.State.Config.WithDefaults().Eviction), zap.String("pipeline_eviction", w.pipe.cfg.Learner.WithDefaults().Eviction))
+	}
+	return m, err
+}
+
+// snapshot returns e's model as a snapshot of the key at lastSeq, written
+// by epoch.
+func (e *entry) snapshot(lastSeq, epoch uint64) *codec.Snapshot {
+	st := e.m.Snapshot()
+	return &codec.Snapshot{Key: e.key, Pipeline: e.pipe.cfg.Name, LastSeq: lastSeq, Epoch: epoch,
+		State: st.Learner, Classifier: st.Classifier, Monitor: st.Monitor}
+}
