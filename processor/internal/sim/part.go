@@ -414,10 +414,8 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 	case machine.ActAck:
 		pt.tr("ack %s %d %s", a.Key, a.Msg.seq, a.Result)
 		pt.settle(a.Msg.seq, false)
-		pt.track.Release(a.Msg.seq)
 	case machine.ActNak:
 		pt.tr("nak %s %d: %v", a.Key, a.Msg.seq, a.Err)
-		pt.track.Nak(a.Msg.seq)
 		pt.settle(a.Msg.seq, true)
 	case machine.ActReject:
 		w.violate("%s p%d: message %d of key %s dead-lettered: %v", pt.m.id, pt.num, a.Msg.seq, a.Key, a.Err)
