@@ -243,9 +243,6 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	rctx, cancelRenew := context.WithCancel(context.WithoutCancel(ctx))
 	var renewing errgroup.Group // joined by stopRenew on every path below
 	renewing.Go(func() error { pt.renewLoop(rctx); return nil })
-	if pc.Input.Stream != "" && p.conn != nil {
-		renewing.Go(func() error { pt.retakeOnReconnect(rctx); return nil })
-	}
 	stopRenew := func() { cancelRenew(); _ = renewing.Wait() }
 
 	g, gctx, cancel := startGroup(ctx)
@@ -537,8 +534,11 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 		seq = m.Sequence + 1
 	}
 	if n > 0 {
-		// The server redelivers them only after ack_wait: have them now
-		// from a new consumer (see retakeOnReconnect).
+		// The server would redeliver them only after ack_wait (which held
+		// a partition's keys, and its drain, for ack_wait after a server
+		// restart, issue 28): have them now from a consumer made anew at
+		// the checkpoint (replays are skipped by sequence and their
+		// outputs dropped by Nats-Msg-Id), under a new epoch.
 		pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now",
 			zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
 		pt.requestStop()
@@ -546,41 +546,6 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 	return true
 }
 
-// retakeOnReconnect stops the partition gracefully when the connection
-// comes back after it was lost, so that the member it is assigned to
-// (this one, unless the assignment changed meanwhile) takes it again at
-// once under a new epoch: the deliveries and acks lost with the
-// connection are then delivered again by a consumer made anew at the
-// checkpoint (replays are skipped by sequence and their outputs dropped by
-// Nats-Msg-Id), instead of after ack_wait — which held a partition's keys,
-// or its drain, for ack_wait (30 s by default) after a server restart
-// (issue 28).
-func (pt *partition) retakeOnReconnect(ctx context.Context) {
-	ch := pt.p.conn.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CONNECTED)
-	defer pt.p.conn.RemoveStatusListener(ch)
-	lost := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case st, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch st {
-			case nats.RECONNECTING, nats.DISCONNECTED:
-				lost = true
-			case nats.CONNECTED:
-				if lost {
-					if pt.requestStop() {
-						pt.log.Info("connection back: taking the partition again under a new epoch, so that what was lost with the connection comes back now rather than after ack_wait")
-					}
-					return
-				}
-			}
-		}
-	}
-}
 
 // stillOwned reports whether the partition's record still names this
 // owner at this epoch. Records never go back in epoch, so when it does, no
