@@ -546,7 +546,6 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 	return true
 }
 
-
 // stillOwned reports whether the partition's record still names this
 // owner at this epoch. Records never go back in epoch, so when it does, no
 // newer owner of this partition ever wrote: a snapshot with a higher
