@@ -141,9 +141,10 @@
 // holds, never skipped): each undelivered message is held in the tracker
 // and its key waits for it the same way; and since the server would
 // redeliver it only after ack_wait, the partition is then taken again
-// under a new epoch, whose consumer delivers it at once. (Deliveries lost
-// at the tail, with no later delivery to reveal them, and lost acks still
-// wait for ack_wait.) A key gives up waiting (logged at error) after
+// under a new epoch, whose consumer delivers it at once; deliveries lost
+// at the tail of a lost connection and acks lost with it are caught once
+// the connection is back and the partition idle with acks still pending
+// at its consumer: it is taken again the same way (repullAfterReconnect). A key gives up waiting (logged at error) after
 // max(3·ack_wait, 1m), for a message deleted from the stream meanwhile. A corrupt or incompatible snapshot refuses the
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner

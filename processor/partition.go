@@ -40,8 +40,9 @@ type partition struct {
 	inClosed bool
 	closing  chan struct{} // closed by closeWorkers: workers take their queued input even with a full output window
 
-	cc  jetstream.ConsumeContext
-	sub *nats.Subscription
+	cc       jetstream.ConsumeContext
+	consumer jetstream.Consumer // this epoch's; set before cc
+	sub      *nats.Subscription
 	// subscribed is closed by runCore once its subscription exists (Run
 	// reports ready only then: a message published earlier is lost).
 	subscribed chan struct{}
@@ -263,6 +264,9 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.Revoke()
 		return err
 	}
+	if p.conn != nil {
+		renewing.Go(func() error { pt.repullAfterReconnect(rctx); return nil })
+	}
 	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
 	defer p.met.partitionsOwned.WithLabelValues(pc.Name).Dec()
 	pt.log.Info("partition started", zap.String("consumer", consumerName(pc, pt.num, pt.epoch)),
@@ -383,6 +387,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	pl := pt.pipe
 	hb, expiry := pullTiming(p.cfg.LeaseTTL)
 	health := &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}
+	pt.consumer = cons
 	pt.cc, err = cons.Consume(func(m jetstream.Msg) {
 		health.delivered()
 		d, ok := jsack.Parse(m.Reply())
@@ -542,6 +547,84 @@ func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, f
 		pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now",
 			zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
 		pt.requestStop()
+	}
+	return true
+}
+
+// repullAfterReconnect covers what the intake cannot see: deliveries
+// lost at the tail of a lost connection (no later delivery reveals the
+// gap) and acks lost with it. The server would deliver the one again, and
+// count the other settled, only after ack_wait — holding the partition's
+// drain that long after a server restart (issue 28). So once the
+// connection is back, as soon as the partition is idle (nothing delivered
+// for a quarter of a second, its workers' queues empty) while its
+// consumer still counts acks pending, the partition stops gracefully and
+// its member takes it again at once under a new epoch: the new consumer
+// delivers from the checkpoint (replays are skipped by sequence, their
+// outputs dropped by Nats-Msg-Id). It waits for idleness so as never to
+// cut into work in flight (a lane's batch, say); it gives up once ack_wait
+// has passed since the reconnection (the server has redelivered by then).
+func (pt *partition) repullAfterReconnect(ctx context.Context) {
+	ch := pt.p.conn.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CONNECTED)
+	defer pt.p.conn.RemoveStatusListener(ch)
+	lost := false
+	var back time.Time
+	var tick <-chan time.Time
+	const idle = 250 * time.Millisecond
+	last := pt.track.Max()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch st {
+			case nats.RECONNECTING, nats.DISCONNECTED:
+				lost, tick = true, nil
+			case nats.CONNECTED:
+				if lost {
+					lost, back = false, time.Now()
+					t := time.NewTicker(idle)
+					defer t.Stop()
+					tick, last = t.C, pt.track.Max()
+				}
+			}
+		case <-tick:
+			if time.Since(back) > pt.pipe.cfg.Input.AckWait {
+				tick = nil
+				continue
+			}
+			if m := pt.track.Max(); m != last || !pt.workersIdle() {
+				last = m
+				continue
+			}
+			ictx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+			ci, err := pt.consumer.Info(ictx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if ci.NumAckPending == 0 {
+				tick = nil
+				continue
+			}
+			if pt.requestStop() {
+				pt.log.Info("connection back with acks still pending at the consumer: taking the partition again under a new epoch, "+
+					"so that what was lost with the connection comes back now rather than after ack_wait", zap.Int("ack_pending", ci.NumAckPending))
+			}
+			return
+		}
+	}
+}
+
+// workersIdle reports whether no worker has input queued.
+func (pt *partition) workersIdle() bool {
+	for _, w := range pt.workers {
+		if len(w.in) > 0 {
+			return false
+		}
 	}
 	return true
 }
