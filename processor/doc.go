@@ -135,16 +135,14 @@
 // applied sequence depends on it: a message nak'ed before it was applied
 // makes the key's later messages wait (nak, reason "waiting") until it is
 // settled. A gap in the consumer's delivery sequence (deliveries lost with
-// a connection) is looked up in the stream (machine.Intake says which
-// range, in every variant: before a new consumer's first delivery, or
-// revealed by a redelivery; a failed look-up is retried while the fence
-// holds, never skipped): each undelivered message is held in the tracker
-// and its key waits for it the same way; and since the server would
-// redeliver it only after ack_wait, the partition is then taken again
-// under a new epoch, whose consumer delivers it at once; deliveries lost
-// at the tail of a lost connection and acks lost with it are caught once
-// the connection is back and the partition idle with acks still pending
-// at its consumer: it is taken again the same way (repullAfterReconnect). A key gives up waiting (logged at error) after
+// a connection, machine.Intake) makes the partition hand nothing more
+// over and be taken again at once under a new epoch, whose consumer
+// delivers from the checkpoint in order (the server would redeliver the
+// lost ones only after ack_wait, possibly after later messages of their
+// keys); deliveries lost at the tail of a lost connection and acks lost
+// with it are caught once the connection is back and the partition idle
+// with acks still pending at its consumer: it is taken again the same
+// way (repullAfterReconnect). A key gives up waiting (logged at error) after
 // max(3·ack_wait, 1m), for a message deleted from the stream meanwhile. A corrupt or incompatible snapshot refuses the
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner

@@ -383,7 +383,8 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
 	}
-	intake := machine.NewIntake(pt.start) // the callback is serial
+	intake := machine.NewIntake() // the callback is serial
+	gapped := false
 	pl := pt.pipe
 	hb, expiry := pullTiming(p.cfg.LeaseTTL)
 	health := &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}
@@ -402,16 +403,20 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		}
 		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
-		if from, to := intake.Delivery(d.Consumer, d.Stream, pt.track.Max()); from < to {
-			// Deliveries lost with a connection come back after ack_wait.
-			// Their keys must wait for them, and the checkpoint must not
-			// pass them.
-			if !pt.findMissing(gctx, stream, from, to) {
-				// Fenced or stopping before they were all found: hand
-				// nothing over (the next owner replays from the
-				// checkpoint, which has not passed them).
-				return
+		if gap, _ := intake.Delivery(d.Consumer); gap || gapped {
+			// Deliveries were lost in transit (machine.Intake): hand nothing
+			// more over — this message stays unacknowledged — and take the
+			// partition again under a new epoch, whose consumer delivers
+			// from the checkpoint, in order, at once (the server would
+			// redeliver the lost ones only after ack_wait, possibly after
+			// later messages of their keys).
+			if !gapped {
+				gapped = true
+				pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now, in order",
+					zap.Uint64("consumer_seq", d.Consumer), zap.Uint64("stream_seq", d.Stream))
+				pt.requestStop()
 			}
+			return
 		}
 		pt.track.Deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
@@ -491,64 +496,6 @@ func (h *pullHealth) failed(now time.Time) bool {
 	}
 	h.last = now
 	return now.Sub(h.first) >= h.window
-}
-
-// findMissing registers the messages of the partition with stream
-// sequences in [from, to): first deliveries lost in transit. Each is held
-// in the tracker, and its key's worker makes later messages of the key
-// wait. A look-up that fails is retried (a stream without a leader
-// answers again within seconds) for as long as the partition may write:
-// handing the delivery over with any of them unregistered would let the
-// checkpoint and their keys' last applied sequences pass them (issue 28).
-// It reports false when it gave up (fenced, or ctx ended): then the
-// caller hands nothing over.
-func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, from, to uint64) bool {
-	pc := pt.pipe.cfg
-	n := 0
-	wait := 50 * time.Millisecond
-	for seq := from; seq < to; {
-		gctx, cancel := context.WithTimeout(ctx, min(pt.p.cfg.SnapshotTimeout, max(pt.p.cfg.LeaseTTL/4, 100*time.Millisecond)))
-		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pt.filter))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			if !pt.fence.OK() || ctx.Err() != nil {
-				pt.log.Warn("gave up looking up undelivered messages: the partition stops without handing them over",
-					zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
-				pt.fence.Revoke()
-				return false
-			}
-			pt.log.Info("look up undelivered messages; retrying", zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-pt.fence.Lost():
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, time.Second)
-			continue
-		}
-		if m.Sequence >= to {
-			break
-		}
-		key := keyOf(m.Subject, *pc.KeyToken)
-		pt.track.Missing(m.Sequence)
-		pt.enqueue(ctx, pt.workers[pt.owner(key)], item{miss: &missing{pipe: pt.pipe, key: key, seq: m.Sequence}})
-		n++
-		seq = m.Sequence + 1
-	}
-	if n > 0 {
-		// The server would redeliver them only after ack_wait (which held
-		// a partition's keys, and its drain, for ack_wait after a server
-		// restart, issue 28): have them now from a consumer made anew at
-		// the checkpoint (replays are skipped by sequence and their
-		// outputs dropped by Nats-Msg-Id), under a new epoch.
-		pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now",
-			zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
-		pt.requestStop()
-	}
-	return true
 }
 
 // repullAfterReconnect covers what the intake cannot see: deliveries

@@ -1,55 +1,34 @@
 package machine
 
-// Intake follows the deliveries of one partition's consumer and finds the
-// first deliveries lost in transit: a gap in the consumer's delivery
-// sequence means deliveries were lost (with a connection, a server); those
-// of them that were first deliveries (not redeliveries, which the tracker
-// already holds) have stream sequences above the highest one delivered so
-// far, and come back only after ack_wait. The partition looks them up in
-// the stream and holds each (Tracker.Missing) before it hands over the
-// delivery that revealed the gap, so that neither the checkpoint nor a
-// key's last applied sequence passes them. No I/O: the caller looks up.
+// Intake follows the deliveries of one partition's consumer and tells a
+// gap: a consumer (delivery) sequence above the last one plus one —
+// including a first delivery above 1 — means deliveries were lost in
+// transit (with a connection, a server). The server delivers them again
+// only after ack_wait, and among them may be first deliveries of any
+// stream sequence above the highest delivered so far, even beyond the
+// delivery that reveals the gap (that one may itself be the redelivery of
+// an earlier lost one): no look-up bounded by what has arrived can find
+// them all. So at a gap the partition hands nothing more over and is
+// taken again under a new epoch, whose consumer starts at the checkpoint —
+// which never passed a sequence that was not delivered (Tracker: at most
+// the highest delivered plus one) — and delivers everything from there in
+// order; replays are skipped by sequence and their outputs dropped by
+// Nats-Msg-Id. No I/O.
 type Intake struct {
-	start    uint64 // the consumer's first stream sequence
 	lastCons uint64 // highest consumer (delivery) sequence received
-	gap      bool   // deliveries were lost and their first deliveries are not looked up yet
 }
 
-// NewIntake returns the intake of a consumer that starts at stream
-// sequence start.
-func NewIntake(start uint64) *Intake { return &Intake{start: max(start, 1)} }
+// NewIntake returns the intake of a new consumer.
+func NewIntake() *Intake { return &Intake{} }
 
-// Delivery records the delivery of stream sequence stream as consumer
-// sequence cons, given maxSeq, the highest stream sequence delivered
-// before it (Tracker.Max). It returns the range [from, to) of stream
-// sequences to look up for undelivered messages (from == to: none).
-//
-// Every variant of a lost delivery is covered:
-//
-//   - a gap is any consumer sequence above the last one plus one —
-//     including before the first delivery of a consumer (its sequences
-//     start at 1), where the messages lost are the first of the epoch;
-//   - the first deliveries lost have stream sequences above the highest
-//     delivered (first deliveries come in stream order) and at or above
-//     the consumer's start, and below the next first delivery received;
-//   - when the delivery that reveals the gap is a redelivery (at or below
-//     maxSeq), the first deliveries lost with it lie below the next first
-//     delivery, whenever it comes: the gap is remembered until then.
-//
-// Deliveries lost at the tail (no later delivery) need nothing: the
-// tracker never passes a sequence above its highest delivered one.
-func (in *Intake) Delivery(cons, stream, maxSeq uint64) (from, to uint64) {
+// Delivery records delivery cons (the consumer sequence) and reports
+// whether deliveries before it were lost (a gap), and whether it is new
+// (an old or repeated consumer sequence is not: drop it).
+func (in *Intake) Delivery(cons uint64) (gap, fresh bool) {
 	if cons <= in.lastCons {
-		return 0, 0
+		return false, false
 	}
-	if cons > in.lastCons+1 {
-		in.gap = true
-	}
+	gap = cons > in.lastCons+1
 	in.lastCons = cons
-	next := max(maxSeq+1, in.start)
-	if !in.gap || stream < next {
-		return 0, 0 // no gap, or a redelivery: the first deliveries lost lie ahead
-	}
-	in.gap = false
-	return next, stream
+	return gap, true
 }

@@ -28,22 +28,20 @@ type part struct {
 	keys       map[string]*loaded
 	held       map[uint64]snapJob
 
-	queue        []item // the worker's input channel
-	lookingUp    bool   // the consume callback is looking up lost deliveries
-	foundMissing bool   // the look-up found lost first deliveries
-	inbox        []delivery
-	consuming    bool // the consumer runs (created, not stopped)
-	inputClosed  bool
-	closeSent    bool
-	stopping     bool // graceful stop requested
-	lostSeen     bool // the worker saw the fence lost
-	fenced       bool // the partition stops without further writes
-	renewing     bool
-	renewOff     bool
-	saves        int // saves in flight
-	tickAt       time.Duration
-	done         bool
-	failStart    time.Time // first failed pull of the current streak
+	queue       []item // the worker's input channel
+	gapped      bool   // deliveries were lost: nothing more is handed over
+	consuming   bool   // the consumer runs (created, not stopped)
+	inputClosed bool
+	closeSent   bool
+	stopping    bool // graceful stop requested
+	lostSeen    bool // the worker saw the fence lost
+	fenced      bool // the partition stops without further writes
+	renewing    bool
+	renewOff    bool
+	saves       int // saves in flight
+	tickAt      time.Duration
+	done        bool
+	failStart   time.Time // first failed pull of the current streak
 }
 
 type item struct {
@@ -72,7 +70,7 @@ func newPart(m *member, n int, epoch, rev, start uint64, granted time.Time) *par
 	start = max(start, 1)
 	pt := &part{m: m, inc: m.inc, num: n, epoch: epoch, rev: rev, start: start,
 		cons:  "c-p" + itoa(n) + "-e" + itoa(int(epoch)),
-		track: machine.NewTracker(), intake: machine.NewIntake(start), lease: ownership.NewLease(leaseTTL, granted),
+		track: machine.NewTracker(), intake: machine.NewIntake(), lease: ownership.NewLease(leaseTTL, granted),
 		checkpoint: start, keys: map[string]*loaded{}, held: map[uint64]snapJob{}}
 	pt.mach = machine.New[inMsg, output](machine.Config{
 		Policy:     machine.Policy{EveryMessages: 4, Every: time.Second},
@@ -201,80 +199,23 @@ func (pt *part) healthLoop() {
 	pt.m.after(pullHeartbeat, pt.healthLoop)
 }
 
-// onDelivery is the consume callback (serial): it looks up first
-// deliveries lost in transit before handing this one over.
+// onDelivery is the consume callback (serial): at a gap in the consumer
+// sequence it hands nothing more over and the partition is taken again
+// under a new epoch (partition.consume, machine.Intake).
 func (pt *part) onDelivery(cons string, cs uint64, msg inMsg) {
 	if !pt.current() || cons != pt.cons || !pt.consuming || pt.fenced {
 		return // stopped consuming: the message stays pending at the server
 	}
-	d := delivery{cons: cs, msg: msg}
-	if pt.lookingUp {
-		pt.inbox = append(pt.inbox, d)
-		return
-	}
 	pt.tr("delivery %d: %s %d", cs, msg.key, msg.seq)
-	if from, to := pt.intake.Delivery(cs, msg.seq, pt.track.Max()); from < to {
-		pt.tr("gap: look up [%d, %d)", from, to)
-		pt.lookingUp = true
-		pt.findMissing(from, to, d)
-		return
-	}
-	pt.handOver(d)
-}
-
-// findMissing registers the partition's messages in [from, to) as missing,
-// one look-up each (partition.findMissing), then hands d over.
-func (pt *part) findMissing(from, to uint64, d delivery) {
-	w := pt.w()
-	w.call(pt.m, svcStream, snapshotTimeout, 0, func() (any, error) {
-		for seq := from; seq < to && seq <= uint64(w.published); seq++ {
-			if msg := w.input[seq-1]; msg.part == pt.num {
-				return msg, nil
-			}
-		}
-		return nil, errNotFound
-	}, func(v any, err error) {
-		if !pt.current() || pt.fenced {
-			return
-		}
-		switch {
-		case err == errNotFound:
-		case err != nil:
-			// Retried while the partition may write; fenced, it hands
-			// nothing over (partition.findMissing).
-			if !pt.ok() {
-				pt.revoke("gave up looking up undelivered messages")
-				return
-			}
-			pt.m.after(50*time.Millisecond, func() {
-				if pt.current() && !pt.fenced {
-					pt.findMissing(from, to, d)
-				}
-			})
-			return
-		default:
-			msg := v.(inMsg)
-			if msg.seq < to {
-				pt.track.Missing(msg.seq)
-				pt.dispatch(item{msg: msg, missing: true})
-				pt.foundMissing = true
-				pt.findMissing(msg.seq+1, to, d)
-				return
-			}
-		}
-		if pt.foundMissing {
-			// Have them now from a new consumer (partition.findMissing).
-			pt.foundMissing = false
+	if gap, _ := pt.intake.Delivery(cs); gap || pt.gapped {
+		if !pt.gapped {
+			pt.gapped = true
+			pt.tr("gap: taking the partition again")
 			pt.requestStop()
 		}
-		pt.lookingUp = false
-		pt.handOver(d)
-		for len(pt.inbox) > 0 && !pt.lookingUp {
-			next := pt.inbox[0]
-			pt.inbox = pt.inbox[1:]
-			pt.onDelivery(pt.cons, next.cons, next.msg)
-		}
-	})
+		return
+	}
+	pt.handOver(delivery{cons: cs, msg: msg})
 }
 
 func (pt *part) handOver(d delivery) {

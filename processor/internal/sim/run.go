@@ -243,7 +243,7 @@ func (w *world) missingOutputs() string {
 		desc := fmt.Sprintf("partition %d: record %s epoch %d checkpoint %d", p, e.rec.Owner, e.rec.Epoch, e.rec.Checkpoint)
 		for _, m := range w.members {
 			if pt := m.parts[p]; pt != nil && m.up {
-				desc += fmt.Sprintf("; run by %s epoch %d consuming %v fenced %v stopping %v queue %d lookingUp %v", m.id, pt.epoch, pt.consuming, pt.fenced, pt.stopping, len(pt.queue), pt.lookingUp)
+				desc += fmt.Sprintf("; run by %s epoch %d consuming %v fenced %v stopping %v queue %d gapped %v", m.id, pt.epoch, pt.consuming, pt.fenced, pt.stopping, len(pt.queue), pt.gapped)
 				if c := w.consumers[pt.cons]; c != nil {
 					desc += fmt.Sprintf(" consumer next %d pending %v deleted %v", c.next, c.pending, c.deleted)
 				}
