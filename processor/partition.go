@@ -47,9 +47,10 @@ type partition struct {
 	// reports ready only then: a message published earlier is lost).
 	subscribed chan struct{}
 
-	rev        uint64 // revision of the ownership record; owned by the renewing goroutine
-	pending    atomic.Uint64
-	checkpoint atomic.Uint64 // last checkpoint written to the record
+	rev          uint64 // revision of the ownership record; owned by the renewing goroutine
+	renewFailing bool   // the last renewal failed (its warning logged); owned by the renewing goroutine
+	pending      atomic.Uint64
+	checkpoint   atomic.Uint64 // last checkpoint written to the record
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed: stop gracefully and release
@@ -676,12 +677,15 @@ func (pt *partition) renew(ctx context.Context) bool {
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !pt.renewFailing {
+			// Once per streak: a failed renewal is retried every
+			// renewRetry until the fence expires.
 			pt.log.Warn("renew ownership; retrying", zap.Error(err))
 		}
+		pt.renewFailing = true
 		return false
 	}
-	pt.rev = rev
+	pt.rev, pt.renewFailing = rev, false
 	pt.fence.Renewed(sent)
 	if c != pt.checkpoint.Load() {
 		pt.checkpoint.Store(c)
