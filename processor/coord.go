@@ -81,15 +81,17 @@ type coordinator struct {
 	synced  bool            // the watcher delivered the bucket's initial values
 	outside map[string]bool // pipelines whose layout here lost to another (warned once)
 
-	kick  chan struct{}
-	parts errgroup.Group // the partitions' goroutines, joined by run
-	fatal chan error
+	kick   chan struct{}
+	parts  errgroup.Group  // the partitions' goroutines, joined by run
+	calls  errgroup.Group  // takes and abandons in flight, joined by run
+	flying map[string]bool // record keys with a take or abandon in flight (under mu)
+	fatal  chan error
 }
 
 func newCoordinator(p *Processor, kv jetstream.KeyValue) *coordinator {
 	c := &coordinator{p: p, kv: kv, started: time.Now(), log: p.log.Named("coord"),
 		members: map[string]seen{}, records: map[string]ownership.View{}, outside: map[string]bool{},
-		kick: make(chan struct{}, 1), fatal: make(chan error, 1)}
+		flying: map[string]bool{}, kick: make(chan struct{}, 1), fatal: make(chan error, 1)}
 	c.self = ownership.Member{ID: p.id, Started: c.started.UTC(), Pipelines: []ownership.MemberPipeline{}}
 	for _, pl := range p.pipes {
 		c.self.Pipelines = append(c.self.Pipelines, ownership.MemberPipeline{Name: pl.cfg.Name, Partitions: pl.cfg.Partitions, Layout: layoutOf(pl.cfg)})
@@ -110,10 +112,11 @@ func (c *coordinator) poke() {
 // released) and releases any record that still names it. A partition's
 // fatal error (invalid learner configuration) is returned.
 //
-// The heartbeat has a goroutine of its own, so that no blocking KV call
-// of the ownership loop (a take waits up to snapshot_timeout while the
-// bucket has no leader) can hold it back and make the others judge this
-// member dead.
+// The heartbeat has a goroutine of its own, and each take or abandon of
+// a record runs on a goroutine of its own with a short deadline
+// (takeTimeout), so that no coordination call holds up the others: a
+// bucket without a leader delays each partition by one attempt, not the
+// member's every take in turn (issue 28).
 func (c *coordinator) run(ctx context.Context) error {
 	p := c.p
 	// The first heartbeat lands before the watcher starts: its server
@@ -155,6 +158,9 @@ loop:
 	// take that landed as the stop began, a partition that could not start).
 	cancelBeat()
 	_ = beat.Wait()
+	// Takes in flight end within takeTimeout; one that lands now sees ctx
+	// cancelled and releases its record instead of starting.
+	_ = c.calls.Wait()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	if err := c.kv.Delete(dctx, memberKey(p.id)); err != nil {
 		c.log.Warn("remove heartbeat", zap.Error(err))
@@ -511,23 +517,57 @@ func (c *coordinator) evaluate(ctx context.Context) {
 			pt := pl.parts[n].Load()
 			switch ownership.Decide(p.id, targets[n], v, pt != nil, now, p.cfg.LeaseTTL) {
 			case ownership.Take:
-				c.take(ctx, pl, n, v)
+				c.async(ctx, key, func() { c.take(ctx, pl, n, v) })
 			case ownership.Release:
-				c.log.Info("partition assigned to another member; releasing it", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
-					zap.String("to", targets[n]))
-				pt.requestStop()
-			case ownership.Abandon:
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
-				if err := c.releaseRecord(uctx, key, v.Rec, v.Rev); err != nil {
-					if !isRevisionMismatch(err) {
-						c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
-					}
-					c.refresh(uctx, key)
+				// Once per handover: evaluate runs again (every tick, every
+				// watched update) until the partition has stopped.
+				if pt.requestStop() {
+					c.log.Info("partition assigned to another member; releasing it", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n),
+						zap.String("to", targets[n]))
 				}
-				cancel()
+			case ownership.Abandon:
+				c.async(ctx, key, func() {
+					uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.takeTimeout())
+					defer cancel()
+					if err := c.releaseRecord(uctx, key, v.Rec, v.Rev); err != nil {
+						if !isRevisionMismatch(err) {
+							c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+						}
+						c.refresh(uctx, key)
+					}
+				})
 			}
 		}
 	}
+}
+
+// async runs f, a take or an abandon of the record key, on a goroutine
+// of its own unless one of key is in flight; evaluate runs again when it
+// ends.
+func (c *coordinator) async(ctx context.Context, key string, f func()) {
+	c.mu.Lock()
+	if c.flying[key] || ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.flying[key] = true
+	c.mu.Unlock()
+	c.calls.Go(func() error {
+		f()
+		c.mu.Lock()
+		delete(c.flying, key)
+		c.mu.Unlock()
+		c.poke()
+		return nil
+	})
+}
+
+// takeTimeout bounds one take, abandon or release of a record: a quarter
+// of lease_ttl (at most snapshot_timeout), so that one lost answer costs
+// a partition that much, not snapshot_timeout; a write that landed with
+// its answer lost is seen by refresh and taken again under a new epoch.
+func (p *Processor) takeTimeout() time.Duration {
+	return min(max(p.cfg.LeaseTTL/4, 100*time.Millisecond), p.cfg.SnapshotTimeout)
 }
 
 // warnOutside logs, once per change, that this member's layout of pc lost
@@ -548,13 +588,13 @@ func (c *coordinator) warnOutside(pc PipelineConfig, cands []string, layout stri
 
 // take writes the record {self, epoch+1, checkpoint} by compare-and-set on
 // the revision seen, and starts the partition. The write survives ctx's
-// cancellation (bounded by snapshot_timeout): a take that lands after the
+// cancellation (bounded by takeTimeout): a take that lands after the
 // stop began is released at once, never left naming a member that exits.
 func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v ownership.View) {
 	p := c.p
 	pc := pl.cfg
 	key := recordKey(pc, n)
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SnapshotTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.takeTimeout())
 	defer cancel()
 	rec := ownership.Record{Owner: p.id, Epoch: 1, Checkpoint: 1}
 	prev := "nobody"

@@ -23,7 +23,6 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 		// Dead letters are fenced like outputs: a partition that may no
 		// longer own the message leaves it to the new owner.
 		if m.js != nil {
-			w.track.Nak(m.seq)
 			_ = m.js.Nak()
 		}
 		return
@@ -56,7 +55,6 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 		if terr := m.js.TermWithReason(reason); terr != nil {
 			w.log.Warn("term", zap.Error(terr))
 		}
-		w.track.Release(m.seq)
 	}
 	m.pipe.stats.DeadLettered.Add(1)
 	w.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
@@ -220,51 +219,5 @@ func TestKeyOrderAfterNak(t *testing.T) {
 	}
 	if got := e.outputSeqs(t, pc.Output.Stream); !slices.Equal(got, []uint64{4, 5, 6}) {
 		t.Errorf("projected sequences: got %v, want [4 5 6]", got)
-	}
-}
-
-// TestFindMissing looks up the messages of a delivery gap in a real stream:
-// each message of the pipeline's filter in the range is held in the
-// tracker and sent to its key's worker; other subjects are ignored.
-func TestFindMissing(t *testing.T) {
-	e := newEnv(t)
-	pc := pipelineConfig("gap")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := ensureStream(ctx, e.js, jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{"in.gap.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, subj := range []string{"in.gap.a", "in.gap.b", "in.gap.x.other", "in.gap.a", "in.gap.c", "in.gap.b"} { // seqs 1..6
-		e.publish(t, subj, encodeObs(t, "json", []float64{1, 2, 3}, ""), "")
-	}
-	p, err := New(Config{Pipelines: []PipelineConfig{pc}, Workers: 2, QueueSize: 16},
-		Deps{Conn: e.nc, JS: e.js, Snapshots: e.store, Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := e.js.Stream(ctx, pc.Input.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl := p.pipes[0]
-	pt := p.newPartition(pl, 0, 1, 0, 1, time.Now())
-	pt.track.Deliver(1) // 1 delivered and settled, then 6 arrives after a gap
-	pt.track.Release(1)
-	pt.findMissing(ctx, stream, 2, 6)
-	if c := pt.track.Checkpoint(); c != 2 {
-		t.Errorf("checkpoint: got %d, want 2 (the first missing message)", c)
-	}
-	got := map[uint64]string{}
-	for _, w := range pt.workers {
-		for len(w.in) > 0 {
-			it := <-w.in
-			if it.miss == nil || pt.owner(it.miss.key) != w.id {
-				t.Fatalf("worker %d got %+v", w.id, it)
-			}
-			got[it.miss.seq] = it.miss.key
-		}
-	}
-	if want := map[uint64]string{2: "b", 4: "a", 5: "c"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("missing messages: got %v, want %v", got, want)
 	}
 }

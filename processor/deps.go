@@ -13,7 +13,7 @@ import (
 )
 
 // partFence is the worker's view of its partition's fence
-// (ownership.Fence; a nil *ownership.Fence, a core NATS input, is always
+// (fence.go; a nil *fence, a core NATS input, is always
 // ok): whether it may still write, when it stopped, and revoking it.
 type partFence interface {
 	OK() bool

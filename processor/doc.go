@@ -42,7 +42,10 @@
 //   - internal/machine: the pure per-worker state machine
 //     (Step/Ready/Advance) and the replay tracker;
 //   - internal/ownership: the pure assignment rules of partitions to
-//     members and the fence;
+//     members and the fence's rule (Lease; the clock and its lock are
+//     the shell's, fence.go);
+//   - internal/sim: a seeded simulation of the fleet that drives the
+//     machine and ownership rules under faults (see the README);
 //   - internal/ops: the operations — the micro service (forwarding to
 //     other members), the HTTP handler with the live page and its API,
 //     the watched keys and the backfill of their outputs. It declares
@@ -135,9 +138,14 @@
 // applied sequence depends on it: a message nak'ed before it was applied
 // makes the key's later messages wait (nak, reason "waiting") until it is
 // settled. A gap in the consumer's delivery sequence (deliveries lost with
-// a connection, which come back only after ack_wait) is looked up in the
-// stream: each undelivered message is held in the tracker and its key
-// waits for it the same way. A key gives up waiting (logged at error) after
+// a connection, machine.Intake) makes the partition hand nothing more
+// over and be taken again at once under a new epoch, whose consumer
+// delivers from the checkpoint in order (the server would redeliver the
+// lost ones only after ack_wait, possibly after later messages of their
+// keys); deliveries lost at the tail of a lost connection and acks lost
+// with it are caught once the connection is back and the partition idle
+// with acks still pending at its consumer: it is taken again the same
+// way (repullAfterReconnect). A key gives up waiting (logged at error) after
 // max(3·ack_wait, 1m), for a message deleted from the stream meanwhile. A corrupt or incompatible snapshot refuses the
 // key's messages (nak, logged at error) unless
 // snapshot.on_corrupt_snapshot is "reset". An invalid learner
@@ -228,13 +236,15 @@
 // a record is a compare-and-set on it: the owner renews it with the current
 // checkpoint every min(lease_ttl/3, checkpoint_every); a member takes a
 // released or missing partition, or one whose record has not moved for
-// lease_ttl, by writing epoch+1. Takes and releases run to completion
-// (bounded by snapshot_timeout) even when Run's ctx is cancelled: a take
+// lease_ttl, by writing epoch+1. Each take or abandon runs on a goroutine
+// of its own, one per record at a time, bounded by lease_ttl/4
+// (takeTimeout), so that no coordination call holds up the others; takes
+// and releases run to completion even when Run's ctx is cancelled: a take
 // that lands after the stop began is released at once, a partition whose
 // consumer could not start releases its record, and leaving releases every
 // record that still names the member, so a stop of the whole fleet leaves
-// nothing owned. The new owner deletes the consumers of earlier epochs
-// (and the single durable consumer of earlier versions, whose checkpoint
+// nothing owned. The new owner deletes the consumers of earlier epochs,
+// never a newer one's and only while its fence holds (and the single durable consumer of earlier versions, whose checkpoint
 // "checkpoint.<stream>.<durable>" seeds a new single-partition record) and
 // creates its own, "<durable>-p<n>-e<epoch>", at the checkpoint. Its pulls
 // carry an idle heartbeat of lease_ttl/4 and expire after lease_ttl

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kpcastream/kpcastream/internal/keymodel"
@@ -31,6 +32,8 @@ type env struct {
 	// wrapKV, when set, wraps the coordination bucket of the processors
 	// started next.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
+	// observe, when set, also receives the log of the processors started next.
+	observe zapcore.Core
 	// wrapPub, when set, wraps the output publisher of the processors
 	// started on this env (fault injection).
 	wrapPub func(asyncPublisher) asyncPublisher
@@ -38,9 +41,6 @@ type env struct {
 	wrapKeys func(keyStore) keyStore
 	// wrapLane, when set, wraps the workers' lane publishers the same way.
 	wrapLane func(lanePublisher) lanePublisher
-	// log, when set, is the logger of the processors started next (else
-	// the test's own).
-	log *zap.Logger
 }
 
 func newEnv(t *testing.T) *env { return newEnvB(t) }
@@ -112,8 +112,8 @@ func (e *env) startOn(t testing.TB, cfg Config, newLearner func(learners.Config)
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
 	}
-	if e.log != nil {
-		log = e.log
+	if e.observe != nil {
+		log = zap.New(zapcore.NewTee(log.Core(), e.observe))
 	}
 	store := e.store
 	if nc != e.nc {

@@ -417,7 +417,7 @@ func TestLaneFallback(t *testing.T) {
 func TestLaneByDefault(t *testing.T) {
 	e := newEnv(t)
 	core, logs := observer.New(zap.InfoLevel)
-	e.log = zap.New(core)
+	e.observe = core
 	ctx := context.Background()
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "dold_OUT", Subjects: []string{"kpca.out.dold.*"}, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)

@@ -27,27 +27,30 @@ type partition struct {
 	p      *Processor
 	pipe   *pipeline
 	num    int
-	epoch  uint64 // 0 for a core NATS input
-	filter string // input subject filter of this partition
-	start  uint64 // stream sequence the consumer starts at (the checkpoint when taken)
+	epoch  uint64    // 0 for a core NATS input
+	filter string    // input subject filter of this partition
+	start  uint64    // stream sequence the consumer starts at (the checkpoint when taken)
+	taken  time.Time // when the take that granted this epoch was sent (the lease runs from it)
 
 	track   *machine.Tracker // nil for a core NATS input
-	fence   *ownership.Fence // nil for a core NATS input
+	fence   *fence           // nil for a core NATS input
 	workers []*worker
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
 	inClosed bool
 	closing  chan struct{} // closed by closeWorkers: workers take their queued input even with a full output window
 
-	cc  jetstream.ConsumeContext
-	sub *nats.Subscription
+	cc       jetstream.ConsumeContext
+	consumer jetstream.Consumer // this epoch's; set before cc
+	sub      *nats.Subscription
 	// subscribed is closed by runCore once its subscription exists (Run
 	// reports ready only then: a message published earlier is lost).
 	subscribed chan struct{}
 
-	rev        uint64 // revision of the ownership record; owned by the renewing goroutine
-	pending    atomic.Uint64
-	checkpoint atomic.Uint64 // last checkpoint written to the record
+	rev          uint64 // revision of the ownership record; owned by the renewing goroutine
+	renewFailing bool   // the last renewal failed (its warning logged); owned by the renewing goroutine
+	pending      atomic.Uint64
+	checkpoint   atomic.Uint64 // last checkpoint written to the record
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed: stop gracefully and release
@@ -57,7 +60,7 @@ type partition struct {
 
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
-	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), filter: pc.Input.Subject,
+	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject,
 		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
@@ -65,7 +68,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	pt.log = p.log.With(zap.String("pipeline", pc.Name), zap.Int("partition", num))
 	if pc.Input.Stream != "" {
 		pt.track = machine.NewTracker()
-		pt.fence = ownership.NewFence(p.cfg.LeaseTTL, grantedAt)
+		pt.fence = newFence(p.cfg.LeaseTTL, grantedAt)
 		pt.log = pt.log.With(zap.Uint64("epoch", epoch))
 		pt.checkpoint.Store(pt.start)
 	}
@@ -94,8 +97,12 @@ func consumerName(pc PipelineConfig, num int, epoch uint64) string {
 	return fmt.Sprintf("%s-p%d-e%d", pc.Input.Durable, num, epoch)
 }
 
-// requestStop asks the partition to stop gracefully and release its record.
-func (pt *partition) requestStop() { pt.stopOnce.Do(func() { close(pt.stop) }) }
+// requestStop asks the partition to stop gracefully and release its
+// record; it reports whether this call asked first.
+func (pt *partition) requestStop() (first bool) {
+	pt.stopOnce.Do(func() { close(pt.stop); first = true })
+	return first
+}
 
 // owner returns the index of the worker of key. Keys of one partition
 // share FNV-1a(key) mod Partitions, so the worker is picked from the rest
@@ -258,6 +265,9 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.Revoke()
 		return err
 	}
+	if p.conn != nil {
+		renewing.Go(func() error { pt.repullAfterReconnect(rctx); return nil })
+	}
 	p.met.partitionsOwned.WithLabelValues(pc.Name).Inc()
 	defer p.met.partitionsOwned.WithLabelValues(pc.Name).Dec()
 	pt.log.Info("partition started", zap.String("consumer", consumerName(pc, pt.num, pt.epoch)),
@@ -276,6 +286,12 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		pt.fence.Revoke()
 		pt.cc.Stop()
 		stopRenew()
+		// Nothing a fenced worker still does matters (its saves would
+		// conflict or be redone by the next owner): cancel its context so
+		// that a save or load hanging on a store without a leader does not
+		// keep the partition — and this member's next take of it — waiting
+		// for snapshot_timeout.
+		cancel(errFenced)
 		werr := pt.waitWorkers(g, cancel)
 		pt.deleteConsumer()
 		pt.log.Warn("partition fenced: stopped without further writes; its new owner replays from the checkpoint")
@@ -311,16 +327,25 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
 	}
-	// Predecessors: the same partition's consumers of other epochs, and the
-	// single durable consumer of versions before partitions. Their pulls
-	// and acks die with them.
+	// Predecessors: the same partition's consumers of earlier epochs, and
+	// the single durable consumer of versions before partitions. Their
+	// pulls and acks die with them. Never a newer epoch's: an owner that
+	// resumes after a pause between its take and this point would
+	// otherwise delete its successor's consumer; and only while the fence
+	// holds.
 	mine := consumerName(pc, pt.num, pt.epoch)
 	prefix := fmt.Sprintf("%s-p%d-e", pc.Input.Durable, pt.num)
 	if err := p.retry(sctx, "delete old consumers", func(ctx context.Context) error {
+		if !pt.fence.OK() {
+			return errFenced
+		}
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
 		names := stream.ConsumerNames(ctx)
 		var old []string
 		for n := range names.Name() {
-			if n != mine && (strings.HasPrefix(n, prefix) || n == pc.Input.Durable) {
+			e, err := strconv.ParseUint(strings.TrimPrefix(n, prefix), 10, 64)
+			if n == pc.Input.Durable || (strings.HasPrefix(n, prefix) && err == nil && e < pt.epoch) {
 				old = append(old, n)
 			}
 		}
@@ -342,6 +367,8 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	}
 	var cons jetstream.Consumer
 	err := p.retry(sctx, "create consumer", func(ctx context.Context) (err error) {
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
 		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 			Durable:           mine,
 			FilterSubject:     pt.filter,
@@ -357,10 +384,12 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
 	}
-	var lastCons uint64 // highest consumer (delivery) sequence received; the callback is serial
+	intake := machine.NewIntake() // the callback is serial
+	gapped := false
 	pl := pt.pipe
 	hb, expiry := pullTiming(p.cfg.LeaseTTL)
 	health := &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}
+	pt.consumer = cons
 	pt.cc, err = cons.Consume(func(m jetstream.Msg) {
 		health.delivered()
 		d, ok := jsack.Parse(m.Reply())
@@ -375,14 +404,20 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		}
 		pt.pending.Store(d.Pending)
 		pl.met.pending.Set(float64(pl.pendingSum()))
-		if cs := d.Consumer; cs > lastCons {
-			if next := pt.track.Max() + 1; lastCons != 0 && cs > lastCons+1 && d.Stream > next && next > 1 {
-				// Deliveries lastCons+1..cs-1 never arrived (lost with a
-				// connection); they come back after ack_wait. Their keys
-				// must wait for them, and the checkpoint must not pass them.
-				pt.findMissing(gctx, stream, next, d.Stream)
+		if gap, _ := intake.Delivery(d.Consumer); gap || gapped {
+			// Deliveries were lost in transit (machine.Intake): hand nothing
+			// more over — this message stays unacknowledged — and take the
+			// partition again under a new epoch, whose consumer delivers
+			// from the checkpoint, in order, at once (the server would
+			// redeliver the lost ones only after ack_wait, possibly after
+			// later messages of their keys).
+			if !gapped {
+				gapped = true
+				pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now, in order",
+					zap.Uint64("consumer_seq", d.Consumer), zap.Uint64("stream_seq", d.Stream))
+				pt.requestStop()
 			}
-			lastCons = cs
+			return
 		}
 		pt.track.Deliver(d.Stream)
 		pt.dispatch(gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
@@ -414,6 +449,14 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		return fmt.Errorf("processor: pipeline %s partition %d: consume: %w", pc.Name, pt.num, err)
 	}
 	return nil
+}
+
+// callTimeout bounds one attempt of a JetStream call that starts a
+// partition (look up, delete, create consumers): lease_ttl/4, at least a
+// second and at most the 5 s of other calls, so that a request lost with
+// a server costs the partition that much before it is sent again, not 5 s.
+func (pt *partition) callTimeout() time.Duration {
+	return min(max(pt.p.cfg.LeaseTTL/4, time.Second), attemptTimeout)
 }
 
 // pullTiming returns the idle heartbeat and the expiry of a partition's
@@ -456,35 +499,82 @@ func (h *pullHealth) failed(now time.Time) bool {
 	return now.Sub(h.first) >= h.window
 }
 
-// findMissing registers the messages of the partition with stream
-// sequences in [from, to): first deliveries lost in transit. Each is held
-// in the tracker, and its key's worker makes later messages of the key wait.
-func (pt *partition) findMissing(ctx context.Context, stream jetstream.Stream, from, to uint64) {
-	pc := pt.pipe.cfg
-	n := 0
-	for seq := from; seq < to; {
-		gctx, cancel := context.WithTimeout(ctx, pt.p.cfg.SnapshotTimeout)
-		m, err := stream.GetMsg(gctx, seq, jetstream.WithGetMsgSubject(pt.filter))
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			pt.log.Error("cannot look up undelivered messages; their keys may skip them",
-				zap.Uint64("from", seq), zap.Uint64("to", to), zap.Error(err))
+// repullAfterReconnect covers what the intake cannot see: deliveries
+// lost at the tail of a lost connection (no later delivery reveals the
+// gap) and acks lost with it. The server would deliver the one again, and
+// count the other settled, only after ack_wait — holding the partition's
+// drain that long after a server restart (issue 28). So once the
+// connection is back, as soon as the partition is idle (nothing delivered
+// for a quarter of a second, its workers' queues empty) while its
+// consumer still counts acks pending, the partition stops gracefully and
+// its member takes it again at once under a new epoch: the new consumer
+// delivers from the checkpoint (replays are skipped by sequence, their
+// outputs dropped by Nats-Msg-Id). It waits for idleness so as never to
+// cut into work in flight (a lane's batch, say); it gives up once ack_wait
+// has passed since the reconnection (the server has redelivered by then).
+func (pt *partition) repullAfterReconnect(ctx context.Context) {
+	ch := pt.p.conn.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CONNECTED)
+	defer pt.p.conn.RemoveStatusListener(ch)
+	lost := false
+	var back time.Time
+	var tick <-chan time.Time
+	const idle = 250 * time.Millisecond
+	last := pt.track.Max()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch st {
+			case nats.RECONNECTING, nats.DISCONNECTED:
+				lost, tick = true, nil
+			case nats.CONNECTED:
+				if lost {
+					lost, back = false, time.Now()
+					t := time.NewTicker(idle)
+					defer t.Stop()
+					tick, last = t.C, pt.track.Max()
+				}
+			}
+		case <-tick:
+			if time.Since(back) > pt.pipe.cfg.Input.AckWait {
+				tick = nil
+				continue
+			}
+			if m := pt.track.Max(); m != last || !pt.workersIdle() {
+				last = m
+				continue
+			}
+			ictx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+			ci, err := pt.consumer.Info(ictx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if ci.NumAckPending == 0 {
+				tick = nil
+				continue
+			}
+			if pt.requestStop() {
+				pt.log.Info("connection back with acks still pending at the consumer: taking the partition again under a new epoch, "+
+					"so that what was lost with the connection comes back now rather than after ack_wait", zap.Int("ack_pending", ci.NumAckPending))
+			}
 			return
 		}
-		if m.Sequence >= to {
-			break
-		}
-		key := keyOf(m.Subject, *pc.KeyToken)
-		pt.track.Missing(m.Sequence)
-		pt.enqueue(ctx, pt.workers[pt.owner(key)], item{miss: &missing{pipe: pt.pipe, key: key, seq: m.Sequence}})
-		n++
-		seq = m.Sequence + 1
 	}
-	pt.log.Warn("deliveries lost in transit; their keys wait for the redeliveries",
-		zap.Uint64("from", from), zap.Uint64("to", to), zap.Int("messages", n))
+}
+
+// workersIdle reports whether no worker has input queued.
+func (pt *partition) workersIdle() bool {
+	for _, w := range pt.workers {
+		if len(w.in) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // stillOwned reports whether the partition's record still names this
@@ -510,15 +600,24 @@ func (p *Processor) renewEvery() time.Duration {
 
 // renewLoop renews the ownership record until ctx ends or the fence is
 // revoked. A renewal that finds the record moved revokes the fence; so
-// does failing to renew for lease_ttl/2.
+// does failing to renew for lease_ttl/2. The lease runs from when the
+// take was sent, so the first renewal is due renewEvery after that, not
+// after the take's answer came (a take answered after lease_ttl/2 −
+// renewEvery used to expire before its first renewal); a renewal that
+// failed is tried again at once rather than at the next period, so that
+// one lost answer does not cost the fence (two attempts of lease_ttl/4
+// fit in lease_ttl/2).
 func (pt *partition) renewLoop(ctx context.Context) {
-	t := time.NewTicker(pt.p.renewEvery())
-	defer t.Stop()
+	every := pt.p.renewEvery()
+	wait := max(every-time.Since(pt.taken), 0)
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-pt.fence.Lost():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -527,23 +626,36 @@ func (pt *partition) renewLoop(ctx context.Context) {
 			pt.fence.Revoke()
 			return
 		}
-		pt.renew(ctx)
+		wait = every
+		if !pt.renew(ctx) {
+			wait = renewRetry
+		}
 	}
 }
 
+// renewRetry is the pause before a failed renewal is tried again.
+const renewRetry = 20 * time.Millisecond
+
 // renew writes the record {owner, epoch, checkpoint} by compare-and-set on
-// pt.rev.
-func (pt *partition) renew(ctx context.Context) {
+// pt.rev, and reports whether it did.
+func (pt *partition) renew(ctx context.Context) bool {
 	p := pt.p
 	c := pt.track.Checkpoint()
 	if c == 0 {
 		c = pt.checkpoint.Load()
 	}
+	// The fence is checked after the checkpoint is read: a checkpoint read
+	// after a revocation (whatever a fenced worker did to the tracker
+	// since) is never written.
+	if !pt.fence.OK() {
+		return false
+	}
 	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
 	sent := time.Now()
-	// A renewal may take up to lease_ttl/2: the fence counts from when it
-	// was sent, so a slow success still extends it.
-	attempt := min(max(p.cfg.LeaseTTL/2, 5*time.Millisecond), p.cfg.SnapshotTimeout)
+	// An attempt may take up to lease_ttl/4: the fence counts from when it
+	// was sent, so a slow success still extends it, and a second attempt
+	// fits before the fence expires.
+	attempt := min(max(p.cfg.LeaseTTL/4, 5*time.Millisecond), p.cfg.SnapshotTimeout)
 	rctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev)
@@ -560,22 +672,26 @@ func (pt *partition) renew(ctx context.Context) {
 				pt.log.Warn("ownership record moved; stopping the partition without further writes",
 					zap.String("now_owner", r.Owner), zap.Uint64("now_epoch", r.Epoch))
 				pt.fence.Revoke()
-				return
+				return false
 			}
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !pt.renewFailing {
+			// Once per streak: a failed renewal is retried every
+			// renewRetry until the fence expires.
 			pt.log.Warn("renew ownership; retrying", zap.Error(err))
 		}
-		return
+		pt.renewFailing = true
+		return false
 	}
-	pt.rev = rev
+	pt.rev, pt.renewFailing = rev, false
 	pt.fence.Renewed(sent)
 	if c != pt.checkpoint.Load() {
 		pt.checkpoint.Store(c)
 		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(pt.pipe.minCheckpoint()))
 	}
+	return true
 }
 
 // release writes the final checkpoint with no owner, so the member the

@@ -303,7 +303,6 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 	case machine.ActFatal:
 		w.log.Error("fatal", zap.String("pipeline", w.pipe.cfg.Name), zap.Error(a.Err))
 		if m := &a.Msg; m.js != nil {
-			w.track.Nak(m.seq)
 			_ = m.js.Nak()
 		}
 		w.fatal = a.Err

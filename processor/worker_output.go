@@ -146,7 +146,6 @@ func (w *worker) ack(m *inMsg, result string) {
 		if err := m.js.Ack(); err != nil {
 			w.log.Warn("ack", zap.String("pipeline", m.pipe.cfg.Name), zap.Uint64("seq", m.seq), zap.Error(err))
 		}
-		w.track.Release(m.seq)
 	}
 	if result == resultSkipped {
 		m.pipe.stats.Skipped.Add(1)
@@ -172,7 +171,6 @@ func (w *worker) nak(m *inMsg, err error) {
 	m.pipe.stats.Naks.Add(1)
 	w.met.messages.WithLabelValues(name, resultNak).Inc()
 	if m.js != nil {
-		w.track.Nak(m.seq)
 		if nerr := m.js.NakWithDelay(m.pipe.cfg.Input.NakDelay); nerr != nil {
 			w.log.Warn("nak", zap.Error(nerr))
 		}

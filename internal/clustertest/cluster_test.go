@@ -435,7 +435,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	start := time.Now()
 	c := newCluster(t)
 	_, adminJS := connect(t, c.urls(0), "admin", 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // the test's own waits bound it; under CPU stress it ran past 80 s
 	defer cancel()
 	waitFor(t, 15*time.Second, "JetStream account info", func() bool {
 		_, err := adminJS.AccountInfo(ctx)
@@ -526,33 +526,22 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var why []string // the last check's reason per partition, logged on a timeout
+	t.Cleanup(func() {
+		if t.Failed() && len(why) > 0 {
+			t.Logf("partitions not drained at the last check:\n%s", strings.Join(why, "\n"))
+		}
+	})
 	waitFor(t, 60*time.Second, "every partition drained", func() bool {
+		why = why[:0]
+		ok := true
 		for n := range pc.Partitions {
-			e, err := ckpt.Get(ctx, fmt.Sprintf("partitions.%s.%d", pc.Name, n))
-			if err != nil {
-				return false
-			}
-			var rec struct {
-				Owner string `json:"owner"`
-				Epoch uint64 `json:"epoch"`
-			}
-			if json.Unmarshal(e.Value(), &rec) != nil || rec.Owner == "" {
-				return false
-			}
-			cons, err := in.Consumer(ctx, fmt.Sprintf("%s-p%d-e%d", pc.Input.Durable, n, rec.Epoch))
-			if err != nil {
-				return false
-			}
-			ci, err := cons.Info(ctx)
-			if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
-				return false
-			}
-			last, err := in.GetLastMsgForSubject(ctx, ci.Config.FilterSubject)
-			if err == nil && ci.AckFloor.Stream < last.Sequence {
-				return false
+			if r := partitionDrained(ctx, ckpt, in, pc.Name, pc.Input.Durable, n); r != "" {
+				why = append(why, fmt.Sprintf("partition %d: %s", n, r))
+				ok = false
 			}
 		}
-		return true
+		return ok
 	})
 	if err := w3.stop(); err != nil {
 		t.Fatalf("w3: Run: %v", err)
@@ -607,6 +596,42 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	}
 	t.Logf("%d messages, %d keys, workers joining, leaving and crashing while nodes were down: all applied once; %v",
 		total, len(keys), time.Since(start).Round(time.Millisecond))
+}
+
+// partitionDrained says why partition n is not drained ("" when it is):
+// its record, its consumer's pending, unacknowledged and ack floor.
+func partitionDrained(ctx context.Context, ckpt jetstream.KeyValue, in jetstream.Stream, pipeline, durable string, n int) string {
+	e, err := ckpt.Get(ctx, fmt.Sprintf("partitions.%s.%d", pipeline, n))
+	if err != nil {
+		return "record: " + err.Error()
+	}
+	var rec struct {
+		Owner      string `json:"owner"`
+		Epoch      uint64 `json:"epoch"`
+		Checkpoint uint64 `json:"checkpoint"`
+	}
+	if json.Unmarshal(e.Value(), &rec) != nil || rec.Owner == "" {
+		return fmt.Sprintf("record %s: no owner", e.Value())
+	}
+	name := fmt.Sprintf("%s-p%d-e%d", durable, n, rec.Epoch)
+	cons, err := in.Consumer(ctx, name)
+	if err != nil {
+		return fmt.Sprintf("owner %s epoch %d checkpoint %d: consumer %s: %v", rec.Owner, rec.Epoch, rec.Checkpoint, name, err)
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Sprintf("consumer %s info: %v", name, err)
+	}
+	last, lerr := in.GetLastMsgForSubject(ctx, ci.Config.FilterSubject)
+	if ci.NumPending != 0 || ci.NumAckPending != 0 || (lerr == nil && ci.AckFloor.Stream < last.Sequence) {
+		ls := uint64(0)
+		if lerr == nil {
+			ls = last.Sequence
+		}
+		return fmt.Sprintf("owner %s epoch %d checkpoint %d: consumer %s pending %d, ack pending %d, redelivered %d, delivered %d, ack floor %d, last %d",
+			rec.Owner, rec.Epoch, rec.Checkpoint, name, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream, ls)
+	}
+	return ""
 }
 
 // readOutputs reads KPCA_OUT and returns, per key, the input sequences of

@@ -84,7 +84,7 @@ pipelines:
     partitions: %d
     input: {stream: PIN, subject: "pin.*", create_stream: true, nak_delay: 100ms, ack_wait: 5s}
     learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}, forget: 0.99, seed: 3}
-    output: {subject: "pout.{key}", stream: POUT, create_stream: true, encoding: json}
+    output: {subject: "pout.{key}", stream: POUT, create_stream: true, encoding: json, key_in_flight: 1}
     snapshot: {every_messages: 10, every: -1s}
 `, url, ttl, n)
 }
@@ -480,8 +480,8 @@ func TestKillOwner(t *testing.T) {
 // give every key the state of an uninterrupted run, and the output stream
 // each output once, per key in input order.
 //
-// It runs twice: with one output in flight per key (the default), and with
-// up to 16 per key through ordered lanes (output.key_in_flight: 16, an
+// It runs twice: with one output in flight per key (key_in_flight: 1, the
+// test configuration's), and with up to 16 per key through ordered lanes (output.key_in_flight: 16, an
 // output stream created with allow_batched), whose batch dies with the
 // process.
 func TestKillWithPublishesInFlight(t *testing.T) {
@@ -509,7 +509,7 @@ func ranLanes(t *testing.T, procs ...*proc) {
 // lanes with up to 16 outputs of a key in flight.
 func laneConfig(t *testing.T) func(string) string {
 	return func(c string) string {
-		const out = `create_stream: true, encoding: json}`
+		const out = `create_stream: true, encoding: json, key_in_flight: 1}`
 		if !strings.Contains(c, out) {
 			t.Fatalf("the test config has no output line ending %q", out)
 		}
@@ -740,7 +740,9 @@ func TestServerRestart(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	<-done
+	stopped := time.Now()
 	waitFor(t, 30*time.Second, "drained", w.drained)
+	t.Logf("drained %v after the last publish", time.Since(stopped).Round(time.Millisecond))
 	p.stop(t)
 	w.check()
 

@@ -59,7 +59,7 @@ func BenchmarkScaleOut(b *testing.B) {
 				cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
 				text := configParts(url, parts)
 				if kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT"); kif != "" {
-					text = strings.Replace(text, "encoding: json}", "encoding: json, key_in_flight: "+kif+"}", 1)
+					text = strings.Replace(text, "key_in_flight: 1}", "key_in_flight: "+kif+"}", 1)
 				}
 				if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 					b.Fatal(err)

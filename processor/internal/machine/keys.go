@@ -252,9 +252,10 @@ func (c *keyCore) landed(k *keyState, j job, o Outcome, now time.Time) next {
 			c.track.Release(j.dirtySeq)
 		}
 	case Fenced:
-		if j.dirtySeq != 0 {
-			c.track.Release(j.dirtySeq)
-		}
+		// Saved nowhere: the hold stays. The partition writes nothing more,
+		// but a renewal that checked the fence just before it was revoked
+		// may still read the checkpoint; released here, it could pass
+		// this key's unsaved messages (issue 28).
 		return nextNone
 	case Conflict:
 		if j.dirtySeq != 0 {

@@ -167,16 +167,24 @@ func TestCoreLandedOutcomes(t *testing.T) {
 	if cp := c.track.Checkpoint(); cp != 4 {
 		t.Errorf("checkpoint %d after the conflict, want 4 (nothing held)", cp)
 	}
-	// Fenced: the job's hold goes, nothing else happens.
+	// Fenced: the job's hold stays (the state it holds is saved nowhere),
+	// so that no checkpoint written meanwhile — a renewal racing the
+	// fence's revocation — can pass it; nothing else happens.
 	k2 := &keyState{key: "b"}
 	c.add(k2)
 	c.track.Deliver(4)
 	c.applied(k2, 4, t0)
+	c.track.Release(4) // acked
 	j = c.handoff(k2)
 	if next := c.landed(k2, j, Fenced, t0); next != nextNone {
 		t.Errorf("fenced: next %v", next)
 	}
+	if cp := c.track.Checkpoint(); cp != 4 {
+		t.Errorf("checkpoint %d after a fenced save of 4, want 4: it passed a sequence saved nowhere", cp)
+	}
 	// saveNow after a save: saved again.
+	k2 = &keyState{key: "c"}
+	c.add(k2)
 	k2.dirty, k2.saveNow = true, true
 	j = c.handoff(k2)
 	k2.dirty, k2.saveNow = true, true

@@ -453,7 +453,24 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	return err
 }
 
-func (m *Machine[M, O]) emit(a Action[M, O]) { m.acts = append(m.acts, a) }
+// emit queues an action. The replay tracker is the machine's: every
+// change of it besides the deliveries (the consume callback's Deliver and
+// Missing) is made here or in keyCore, as the machine decides it — an ack
+// or a dead letter settles its delivery's hold, a nak (or a fatal stop,
+// which naks) keeps it until the redelivery — never by the worker that
+// executes the action. So the checkpoint has one writer per role, and a
+// checkpoint read at any moment reflects what the machine decided.
+func (m *Machine[M, O]) emit(a Action[M, O]) {
+	if t := m.core.track; t != nil {
+		switch a.Kind {
+		case ActAck, ActReject:
+			t.Release(a.Seq)
+		case ActNak, ActFatal:
+			t.Nak(a.Seq)
+		}
+	}
+	m.acts = append(m.acts, a)
+}
 
 // deliver starts on an input message.
 func (m *Machine[M, O]) deliver(d Delivered[M]) error {

@@ -3,7 +3,7 @@
 // partitions to the live members that run it, what a member does about
 // each partition record (take, release, abandon), the records' format,
 // the liveness of members judged from the bucket's own timestamps, and
-// the fence that keeps a stale owner from writing. The coordinator of
+// the lease that keeps a stale owner from writing. The coordinator of
 // package processor does the I/O (the coordination bucket's watch and
 // compare-and-set writes) around them.
 //
@@ -16,8 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -345,62 +343,50 @@ func Layout(stream, subject string, keyToken, partitions int) string {
 	return strconv.FormatUint(rendezvousScore(stream+"\x00"+subject, strconv.Itoa(keyToken), partitions), 16)
 }
 
-// Fence says whether a partition's owner may still write. It is ok while
-// the ownership record was renewed less than lease_ttl/2 ago (measured on
-// the monotonic clock from the moment the renewal was sent, so a process
-// frozen with SIGSTOP finds it expired as soon as it runs again) and has
-// not been revoked (the record or a snapshot moved to a newer epoch).
-// Every output publish, snapshot save and checkpoint checks it; the
-// compare-and-set of each write is the Fence proper, this check keeps a
-// stale owner from even trying. A nil Fence (core NATS input) is always ok.
-type Fence struct {
-	ttl     time.Duration
-	base    time.Time
-	lastOK  atomic.Int64 // time.Since(base) when the last successful renewal was sent
-	revoked atomic.Bool
-	lost    chan struct{} // closed by revoke
-	once    sync.Once
+// Lease is the rule of the fence that keeps a stale owner from writing:
+// a partition's owner may write while its ownership record was renewed
+// less than lease_ttl/2 ago — counted from the moment the renewal was
+// sent, on the owner's own monotonic clock, so a process frozen with
+// SIGSTOP finds it expired as soon as it runs again — and it has not been
+// revoked (the record or a snapshot moved to a newer epoch). A taker waits
+// lease_ttl from when it first saw the record's last revision, which was
+// written after that renewal was sent: the owner stops writing at least
+// lease_ttl/2 before anyone may take over, even with the two clocks
+// running 30 % apart. The first check that finds it expired revokes it for
+// good, so a partition never goes on after an expiry, even if a late
+// renewal lands. Pure: the caller passes the time in (processor's fence
+// holds one under a lock with the process's clock; the simulation, with
+// its own).
+type Lease struct {
+	TTL     time.Duration
+	LastOK  time.Time // when the last successful renewal (or the take) was sent
+	Revoked bool
 }
 
-func NewFence(ttl time.Duration, grantedAt time.Time) *Fence {
-	f := &Fence{ttl: ttl, base: time.Now(), lost: make(chan struct{})}
-	f.lastOK.Store(int64(grantedAt.Sub(f.base)))
-	return f
+// NewLease returns the lease of a partition taken with a write sent at granted.
+func NewLease(ttl time.Duration, granted time.Time) Lease {
+	return Lease{TTL: ttl, LastOK: granted}
 }
 
-// OK reports whether the partition may still write. The first call that
-// finds the last renewal lease_ttl/2 old revokes the fence for good, so a
-// partition never goes on after an expiry, even if a late renewal lands.
-func (f *Fence) OK() bool {
-	if f == nil {
-		return true
-	}
-	if f.revoked.Load() {
+// OK reports whether the owner may still write at now; an expired lease
+// is revoked.
+func (l *Lease) OK(now time.Time) bool {
+	if l.Revoked {
 		return false
 	}
-	if time.Since(f.base)-time.Duration(f.lastOK.Load()) >= f.ttl/2 {
-		f.Revoke()
+	if now.Sub(l.LastOK) >= l.TTL/2 {
+		l.Revoked = true
 		return false
 	}
 	return true
 }
 
-// Renewed records a successful renewal sent at t.
-func (f *Fence) Renewed(t time.Time) { f.lastOK.Store(int64(t.Sub(f.base))) }
-
-// Revoke stops every later write and wakes the partition's run loop.
-func (f *Fence) Revoke() {
-	if f == nil {
-		return
+// Renewed records a successful renewal sent at sent.
+func (l *Lease) Renewed(sent time.Time) {
+	if sent.After(l.LastOK) {
+		l.LastOK = sent
 	}
-	f.revoked.Store(true)
-	f.once.Do(func() { close(f.lost) })
 }
 
-// Lost is closed when the fence is revoked (nil fence: never).
-func (f *Fence) Lost() <-chan struct{} {
-	if f == nil {
-		return nil
-	}
-	return f.lost
-}
+// Revoke stops every later write.
+func (l *Lease) Revoke() { l.Revoked = true }

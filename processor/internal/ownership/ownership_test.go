@@ -134,45 +134,35 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestFence checks the fence's clock: ok within lease_ttl/2 of the last
-// renewal sent, not after, and never after a revoke.
-func TestFence(t *testing.T) {
-	// lease_ttl is wide so that a loaded machine cannot push the checks
-	// across ttl/2; each check is judged against the time actually elapsed.
+// TestLease checks the fence's rule: ok within lease_ttl/2 of the last
+// renewal sent, not after, and never after a revoke or an expiry, even if
+// a late renewal lands.
+func TestLease(t *testing.T) {
 	const ttl = 800 * time.Millisecond
-	f := NewFence(ttl, time.Now())
-	if !f.OK() {
-		t.Fatal("a fresh fence is not ok")
+	t0 := time.Unix(1000, 0)
+	l := NewLease(ttl, t0)
+	if !l.OK(t0) {
+		t.Fatal("a fresh lease is not ok")
 	}
-	time.Sleep(10 * time.Millisecond)
-	renewed := time.Now()
-	f.Renewed(renewed)
-	time.Sleep(20 * time.Millisecond)
-	if ok, since := f.OK(), time.Since(renewed); !ok && since < ttl/2 {
-		t.Fatalf("fence not ok %v after a renewal with lease_ttl %v", since, ttl)
+	l.Renewed(t0.Add(10 * time.Millisecond))
+	if !l.OK(t0.Add(10*time.Millisecond + ttl/2 - 1)) {
+		t.Fatal("lease not ok just before lease_ttl/2 after a renewal")
 	}
-	time.Sleep(ttl/2 - time.Since(renewed) + 20*time.Millisecond)
-	if f.OK() {
-		t.Fatalf("fence ok %v after the last renewal with lease_ttl %v", time.Since(renewed), ttl)
+	l.Renewed(t0) // an older renewal's success does not move it back
+	if !l.OK(t0.Add(10*time.Millisecond + ttl/2 - 1)) {
+		t.Fatal("an older renewal moved the lease back")
 	}
-	f.Renewed(time.Now()) // a late renewal does not bring it back
-	if f.OK() {
-		t.Fatal("an expired fence came back after a late renewal")
+	if l.OK(t0.Add(10*time.Millisecond + ttl/2)) {
+		t.Fatal("lease ok lease_ttl/2 after the last renewal")
 	}
-	select {
-	case <-f.Lost():
-	default:
-		t.Fatal("expiry did not close lost")
+	l.Renewed(t0.Add(time.Second)) // a late renewal does not bring it back
+	if l.OK(t0.Add(time.Second)) {
+		t.Fatal("an expired lease came back after a late renewal")
 	}
-	g := NewFence(time.Hour, time.Now())
+	g := NewLease(time.Hour, t0)
 	g.Revoke()
-	g.Revoke() // idempotent
-	if g.OK() {
-		t.Fatal("revoked fence ok")
-	}
-	var none *Fence
-	if !none.OK() || none.Lost() != nil {
-		t.Fatal("nil fence (core input) must always be ok and never lost")
+	if g.OK(t0) {
+		t.Fatal("revoked lease ok")
 	}
 }
 

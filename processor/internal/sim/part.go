@@ -1,0 +1,719 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
+)
+
+// part is one partition run by a member: its consumer, replay tracker,
+// intake, lease and one worker (a real machine.Machine) — modelled on
+// processor/partition.go and worker.go.
+type part struct {
+	m      *member
+	inc    int
+	num    int
+	epoch  uint64
+	rev    uint64
+	start  uint64
+	cons   string
+	track  *machine.Tracker
+	intake *machine.Intake
+	lease  ownership.Lease
+	mach   *machine.Machine[inMsg, output]
+
+	checkpoint uint64 // last checkpoint written to the record
+	keys       map[string]*loaded
+	held       map[uint64]snapJob
+
+	queue       []item // the worker's input channel
+	gapped      bool   // deliveries were lost: nothing more is handed over
+	consuming   bool   // the consumer runs (created, not stopped)
+	inputClosed bool
+	closeSent   bool
+	stopping    bool // graceful stop requested
+	lostSeen    bool // the worker saw the fence lost
+	fenced      bool // the partition stops without further writes
+	renewing    bool
+	renewOff    bool
+	saves       int // saves in flight
+	tickAt      time.Duration
+	done        bool
+	failStart   time.Time // first failed pull of the current streak
+}
+
+type item struct {
+	msg     inMsg
+	missing bool
+}
+
+type delivery struct {
+	cons uint64
+	msg  inMsg
+}
+
+type loaded struct {
+	st  keyState
+	rev uint64
+}
+
+type snapJob struct {
+	key  string
+	snap snapEntry
+	rev  uint64
+	job  machine.Job
+}
+
+func newPart(m *member, n int, epoch, rev, start uint64, granted time.Time) *part {
+	start = max(start, 1)
+	pt := &part{m: m, inc: m.inc, num: n, epoch: epoch, rev: rev, start: start,
+		cons:  "c-p" + itoa(n) + "-e" + itoa(int(epoch)),
+		track: machine.NewTracker(), intake: machine.NewIntake(), lease: ownership.NewLease(leaseTTL, granted),
+		checkpoint: start, keys: map[string]*loaded{}, held: map[uint64]snapJob{}}
+	pt.mach = machine.New[inMsg, output](machine.Config{
+		Policy:     machine.Policy{EveryMessages: 4, Every: time.Second},
+		OnShutdown: true, Quota: 2, Slots: 2, Window: 6, KeyInFlight: 1,
+		SlotWait: snapshotTimeout, BlockTTL: max(3*ackWait, time.Minute),
+	}, pt.track)
+	return pt
+}
+
+func (pt *part) w() *world { return pt.m.w }
+
+func (pt *part) tr(format string, a ...any) {
+	if pt.m.w.opt.Trace != nil {
+		pt.m.w.trace(fmt.Sprintf("%s p%d e%d ", pt.m.id, pt.num, pt.epoch) + fmt.Sprintf(format, a...))
+	}
+}
+
+func (pt *part) current() bool { return pt.m.parts[pt.num] == pt && pt.m.inc == pt.inc }
+
+func (pt *part) ok() bool { return pt.lease.OK(pt.m.clock()) }
+
+// revoke revokes the fence and wakes the run loop (fenced stop).
+func (pt *part) revoke(why string) {
+	if !pt.lease.Revoked {
+		pt.w().trace(pt.m.id + " p" + itoa(pt.num) + " e" + itoa(int(pt.epoch)) + " fence revoked: " + why)
+	}
+	pt.lease.Revoke()
+	pt.fencedStop()
+}
+
+// run removes the consumers of earlier epochs and creates its own at the
+// checkpoint (partition.consume), renewing meanwhile; a consume that
+// cannot start within 30 s gives the epoch up.
+func (pt *part) run() {
+	w := pt.w()
+	pt.m.after(max(pt.renewEvery()-pt.m.clock().Sub(pt.lease.LastOK), 0), pt.renewLoop)
+	pt.m.after(time.Second, pt.tickLoop)
+	deadline := pt.m.clock().Add(30 * time.Second)
+	var create func()
+	var del func()
+	giveUp := func() {
+		// Nothing was consumed: release the record (its checkpoint
+		// stands) if the fence holds, else just stop.
+		pt.renewOff, pt.done = true, true
+		if !pt.ok() {
+			pt.fenced = true
+		}
+		pt.maybeRelease()
+		pt.lease.Revoke()
+	}
+	retry := func(f func()) {
+		if pt.m.clock().After(deadline) {
+			giveUp()
+			return
+		}
+		pt.m.after(100*time.Millisecond, f)
+	}
+	del = func() {
+		pt.tr("delete old consumers")
+		if !pt.current() || pt.fenced || pt.stopping {
+			giveUp()
+			return
+		}
+		if !pt.ok() {
+			giveUp()
+			return
+		}
+		w.call(pt.m, svcStream, callTimeout, 0, func() (any, error) {
+			w.deleteConsumers(pt.num, pt.epoch)
+			return nil, nil
+		}, func(_ any, err error) {
+			if err != nil {
+				retry(del)
+				return
+			}
+			if !pt.ok() {
+				giveUp()
+				return
+			}
+			create()
+		})
+	}
+	create = func() {
+		w.call(pt.m, svcStream, callTimeout, 0, func() (any, error) {
+			w.createConsumer(pt.cons, pt.num, pt.epoch, pt.start)
+			return nil, nil
+		}, func(_ any, err error) {
+			if err != nil {
+				retry(create)
+				return
+			}
+			if pt.fenced || pt.stopping {
+				pt.fencedStop()
+				return
+			}
+			pt.consuming = true
+			pt.tr("consuming from %d", pt.start)
+			w.pull(pt.cons, pt)
+			pt.m.after(pullHeartbeat, pt.healthLoop)
+		})
+	}
+	del()
+}
+
+const pullHeartbeat = leaseTTL / 4
+
+// healthLoop is the consume's error handler: pulls that fail for
+// lease_ttl (the stream unreachable) revoke the fence, and the partition
+// is taken again with a new consumer.
+func (pt *part) healthLoop() {
+	if !pt.current() || pt.fenced || pt.inputClosed {
+		return
+	}
+	now := pt.m.clock()
+	if pt.w().isDown(svcStream) {
+		if pt.failStart.IsZero() {
+			pt.failStart = now
+		}
+		if now.Sub(pt.failStart) >= leaseTTL {
+			pt.revoke("consumer unreachable for lease_ttl")
+			return
+		}
+	} else {
+		pt.failStart = time.Time{}
+	}
+	pt.m.after(pullHeartbeat, pt.healthLoop)
+}
+
+// onDelivery is the consume callback (serial): at a gap in the consumer
+// sequence it hands nothing more over and the partition is taken again
+// under a new epoch (partition.consume, machine.Intake).
+func (pt *part) onDelivery(cons string, cs uint64, msg inMsg) {
+	if !pt.current() || cons != pt.cons || !pt.consuming || pt.fenced {
+		return // stopped consuming: the message stays pending at the server
+	}
+	pt.tr("delivery %d: %s %d", cs, msg.key, msg.seq)
+	if gap, _ := pt.intake.Delivery(cs); gap || pt.gapped {
+		if !pt.gapped {
+			pt.gapped = true
+			pt.tr("gap: taking the partition again")
+			pt.requestStop()
+		}
+		return
+	}
+	pt.handOver(delivery{cons: cs, msg: msg})
+}
+
+func (pt *part) handOver(d delivery) {
+	pt.track.Deliver(d.msg.seq)
+	pt.dispatch(item{msg: d.msg})
+}
+
+// dispatch hands an item to the worker; once its input is closed a
+// message is nak'ed for redelivery.
+func (pt *part) dispatch(it item) {
+	if pt.inputClosed {
+		if !it.missing {
+			pt.settle(it.msg.seq, true)
+		}
+		return
+	}
+	pt.queue = append(pt.queue, it)
+	pt.work()
+}
+
+// settle acks or naks seq at the consumer.
+func (pt *part) settle(seq uint64, nak bool) {
+	w := pt.w()
+	name := pt.cons
+	if w.lost() {
+		return
+	}
+	w.at(pt.m.fifo(&pt.m.outNext, w.latency()), func() { w.ackArrives(name, seq, nak) })
+}
+
+// step steps the machine at the member's clock.
+func (pt *part) step(ev machine.Event) {
+	if err := pt.mach.Step(pt.m.clock(), ev); err != nil {
+		pt.w().violate("%s p%d: the worker broke its machine's protocol: %v", pt.m.id, pt.num, err)
+	}
+}
+
+// work is the worker's loop: execute Ready, take the next input while
+// the machine accepts, close when the input is closed and drained.
+func (pt *part) work() {
+	if !pt.current() || pt.done {
+		return
+	}
+	for {
+		for pt.mach.HasReady() {
+			rd := pt.mach.Ready()
+			for i := range rd.Actions {
+				pt.exec(&rd.Actions[i])
+			}
+			pt.mach.Advance(rd)
+		}
+		if pt.mach.Done() {
+			pt.finish()
+			return
+		}
+		if pt.fenced && !pt.lostSeen {
+			pt.lostSeen = true
+			pt.step(machine.FenceLost{})
+			continue
+		}
+		if !pt.mach.Accepting() {
+			break
+		}
+		if len(pt.queue) > 0 {
+			it := pt.queue[0]
+			pt.queue = pt.queue[1:]
+			if it.missing {
+				pt.step(machine.Missing{Key: it.msg.key, Seq: it.msg.seq})
+			} else {
+				pt.deliver(it.msg)
+			}
+			continue
+		}
+		if pt.inputClosed && !pt.closeSent {
+			pt.closeSent = true
+			d := pt.m.clock().Add(shutdownTimeout)
+			if pt.fenced {
+				d = pt.m.clock()
+			}
+			pt.step(machine.Close{Deadline: d})
+			continue
+		}
+		break
+	}
+	if at := pt.mach.Wake(); !at.IsZero() {
+		// At least a millisecond: the worker's load is synchronous, the
+		// model's is not, and a deadline passed while it is in progress
+		// must not spin at one instant.
+		d := max(at.Sub(pt.m.clock()), time.Millisecond)
+		if sim := pt.w().now + pt.m.real(d); pt.tickAt == 0 || sim < pt.tickAt || pt.tickAt <= pt.w().now {
+			pt.tickAt = sim
+			pt.m.after(d, func() { pt.tickAt = 0; pt.tick() })
+		}
+	}
+}
+
+func (pt *part) tick() {
+	if pt.current() && !pt.done {
+		pt.step(machine.Tick{})
+		pt.work()
+	}
+}
+
+func (pt *part) tickLoop() {
+	if !pt.current() || pt.done {
+		return
+	}
+	pt.tick()
+	pt.m.after(500*time.Millisecond, pt.tickLoop)
+}
+
+// deliver checks the fence and steps the machine with a message.
+func (pt *part) deliver(msg inMsg) {
+	var f *machine.Fail
+	if !pt.ok() {
+		pt.tr("fence expired")
+		pt.fencedStop()
+		f = &machine.Fail{Disp: machine.Nak, Err: errFenced}
+	}
+	pt.step(machine.Delivered[inMsg]{Msg: msg, Key: msg.key, Seq: msg.seq, Fail: f})
+}
+
+// exec executes one action (worker.exec).
+func (pt *part) exec(a *machine.Action[inMsg, output]) {
+	w := pt.w()
+	switch a.Kind {
+	case machine.ActLoad:
+		pt.load(a.Key)
+	case machine.ActApply:
+		pt.tr("apply %s %d", a.Key, a.Msg.seq)
+		k := pt.keys[a.Key]
+		k.st = k.st.apply(a.Msg.seq, a.Msg.val)
+		o := output{key: a.Key, seq: a.Msg.seq, hash: k.st.hash, epoch: pt.epoch}
+		pt.step(machine.Applied[output]{Key: a.Key, Changed: true, Outs: []output{o}, Result: "ok"})
+	case machine.ActPublish:
+		pt.publish(a.Key, a.Out)
+	case machine.ActAck:
+		pt.tr("ack %s %d %s", a.Key, a.Msg.seq, a.Result)
+		pt.settle(a.Msg.seq, false)
+	case machine.ActNak:
+		pt.tr("nak %s %d: %v", a.Key, a.Msg.seq, a.Err)
+		pt.settle(a.Msg.seq, true)
+	case machine.ActReject:
+		w.violate("%s p%d: message %d of key %s dead-lettered: %v", pt.m.id, pt.num, a.Msg.seq, a.Key, a.Err)
+	case machine.ActSnapshot:
+		k := pt.keys[a.Key]
+		j := snapJob{key: a.Key, snap: snapEntry{st: k.st, last: a.Job.LastSeq, epoch: pt.epoch}, rev: k.rev, job: a.Job}
+		if a.Held {
+			pt.held[a.Job.ID] = j
+		} else {
+			pt.save(j)
+		}
+	case machine.ActSaveHeld:
+		j := pt.held[a.Job.ID]
+		delete(pt.held, a.Job.ID)
+		pt.save(j)
+	case machine.ActUnload:
+		delete(pt.keys, a.Key)
+	case machine.ActGaveUp:
+		w.note("%s p%d e%d: gave up waiting for message %d of key %s after %v", pt.m.id, pt.num, pt.epoch, a.Seq, a.Key, a.Waited)
+	case machine.ActFatal:
+		w.violate("%s p%d: fatal: %v", pt.m.id, pt.num, a.Err)
+	}
+}
+
+// load reads key's snapshot and claims it for this epoch (worker.read
+// and claim).
+func (pt *part) load(key string) {
+	w := pt.w()
+	fail := func(err error) {
+		pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}})
+		pt.work()
+	}
+	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
+		if s := w.snaps[key]; s != nil {
+			return *s, nil
+		}
+		return nil, errNotFound
+	}, func(v any, err error) {
+		if !pt.current() || pt.done {
+			return
+		}
+		var s snapEntry
+		switch {
+		case err == errNotFound:
+		case err != nil:
+			fail(err)
+			return
+		default:
+			s = v.(snapEntry)
+		}
+		pt.tr("loaded %s: snapshot to %d epoch %d", key, s.last, s.epoch)
+		if s.epoch > pt.epoch {
+			pt.revoke("a newer epoch wrote a snapshot")
+			fail(errFenced)
+			return
+		}
+		l := &loaded{st: s.st, rev: s.rev}
+		if s.rev != 0 && s.epoch == pt.epoch {
+			pt.keys[key] = l
+			pt.step(machine.Loaded{Key: key, LastSeq: s.last})
+			pt.work()
+			return
+		}
+		if !pt.ok() {
+			pt.fencedStop()
+			fail(errFenced)
+			return
+		}
+		pt.checkEpoch("claim")
+		claim := snapEntry{st: s.st, last: s.last, epoch: pt.epoch}
+		w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
+			return w.snapSave(key, claim, s.rev)
+		}, func(v any, err error) {
+			if !pt.current() || pt.done {
+				return
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			l.rev = v.(uint64)
+			pt.keys[key] = l
+			pt.step(machine.Loaded{Key: key, LastSeq: s.last})
+			pt.work()
+		})
+	})
+}
+
+// checkEpoch checks that a write is sent under the partition's current
+// epoch: no write of an ended epoch.
+func (pt *part) checkEpoch(what string) {
+	w := pt.w()
+	if e := w.kv[recordKey(pt.num)]; e != nil && (e.rec.Epoch != pt.epoch || e.rec.Owner != pt.m.id) {
+		w.violate("%s p%d: %s sent under epoch %d while the record is %s at epoch %d", pt.m.id, pt.num, what, pt.epoch, e.rec.Owner, e.rec.Epoch)
+	}
+}
+
+// publish publishes an output after the last-moment fence check.
+func (pt *part) publish(key string, o output) {
+	w := pt.w()
+	if !pt.ok() {
+		pt.fencedStop()
+		pt.step(machine.Published{Key: key, Err: errFenced, Refused: true})
+		return
+	}
+	pt.checkEpoch("output")
+	w.call(pt.m, svcOut, publishAttempt, 0, func() (any, error) {
+		w.publishOut(o)
+		return nil, nil
+	}, func(_ any, err error) {
+		if !pt.current() || pt.done {
+			return
+		}
+		var e error
+		if err != nil {
+			e = err
+		}
+		pt.step(machine.Published{Key: key, Err: e})
+		pt.work()
+	})
+}
+
+// save saves a snapshot job (worker.snapshotter) and reports how it
+// landed (worker.landed).
+func (pt *part) save(j snapJob) {
+	w := pt.w()
+	pt.saves++
+	landed := func(o machine.Outcome) {
+		pt.saves--
+		if !pt.current() {
+			return
+		}
+		pt.step(machine.SaveLanded{Key: j.key, Job: j.job, Outcome: o})
+		pt.work()
+	}
+	if !pt.ok() {
+		pt.fencedStop()
+		inc := pt.m.inc
+		w.at(0, func() { pt.m.deliver(inc, func() { landed(machine.Fenced) }) })
+		return
+	}
+	pt.checkEpoch("snapshot")
+	slow := time.Duration(0)
+	if w.lossy && w.chance(0.1) {
+		slow = w.between(100*time.Millisecond, 3*time.Second) // a slow disk
+	}
+	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
+		rev, err := w.snapSave(j.key, j.snap, j.rev)
+		if err == errConflict {
+			// An ambiguous commit: adopt the stored revision if it holds
+			// exactly what was saved.
+			if s := w.snaps[j.key]; s != nil && s.st == j.snap.st && s.last == j.snap.last && s.epoch == j.snap.epoch {
+				return s.rev, nil
+			}
+		}
+		return rev, err
+	}, func(v any, err error) {
+		switch {
+		case err == nil:
+			pt.tr("saved %s to %d", j.key, j.snap.last)
+			if k := pt.keys[j.key]; k != nil {
+				k.rev = v.(uint64)
+			}
+			landed(machine.Saved)
+		case err == errConflict:
+			pt.revoke("snapshot conflict")
+			landed(machine.Fenced)
+		default:
+			landed(machine.Failed)
+		}
+	})
+}
+
+func (pt *part) renewEvery() time.Duration { return leaseTTL / 3 }
+
+// renewLoop renews the record every renewEvery until stopped or fenced.
+func (pt *part) renewLoop() {
+	if !pt.current() || pt.renewOff || pt.lease.Revoked {
+		return
+	}
+	if !pt.ok() {
+		pt.revoke("ownership not renewed within lease_ttl/2")
+		return
+	}
+	pt.renew(func(ok bool) {
+		d := pt.renewEvery()
+		if !ok {
+			d = 20 * time.Millisecond // partition.renewRetry
+		}
+		pt.m.after(d, pt.renewLoop)
+	})
+}
+
+// renew writes {owner, epoch, checkpoint} by compare-and-set on pt.rev
+// (partition.renew).
+func (pt *part) renew(then func(ok bool)) {
+	w := pt.w()
+	c := pt.track.Checkpoint()
+	if c == 0 {
+		c = pt.checkpoint
+	}
+	rec := ownership.Record{Owner: pt.m.id, Epoch: pt.epoch, Checkpoint: c}
+	sent := pt.m.clock()
+	attempt := min(max(leaseTTL/4, 5*time.Millisecond), snapshotTimeout)
+	pt.renewing = true
+	w.call(pt.m, svcKV, attempt, 0, func() (any, error) {
+		return w.kvWrite(recordKey(pt.num), kvEntry{rec: rec}, pt.rev, false)
+	}, func(v any, err error) {
+		if !pt.current() {
+			return
+		}
+		done := func(ok bool) {
+			pt.renewing = false
+			if then != nil {
+				then(ok)
+			}
+			pt.maybeRelease()
+		}
+		if err == errConflict {
+			w.call(pt.m, svcKV, attempt, 0, func() (any, error) {
+				return *w.kv[recordKey(pt.num)], nil
+			}, func(v any, gerr error) {
+				if !pt.current() {
+					return
+				}
+				if gerr == nil {
+					if e := v.(kvEntry); e.rec.Owner == pt.m.id && e.rec.Epoch == pt.epoch {
+						pt.rev = e.rev
+						pt.lease.Renewed(sent)
+						pt.checkpoint = c
+						done(true)
+						return
+					}
+					pt.renewing = false
+					pt.revoke("ownership record moved")
+					return
+				}
+				done(false)
+			})
+			return
+		}
+		if err == nil {
+			pt.tr("renewed at %d", c)
+			pt.rev = v.(uint64)
+			pt.lease.Renewed(sent)
+			pt.checkpoint = c
+		}
+		done(err == nil)
+	})
+}
+
+// requestStop asks for a graceful stop: drain the consumer, finish the
+// queued messages, final snapshots, release with the final checkpoint.
+func (pt *part) requestStop() {
+	if pt.stopping || pt.fenced || pt.done {
+		return
+	}
+	if !pt.ok() {
+		pt.fencedStop()
+		return
+	}
+	pt.stopping = true
+	pt.w().trace(pt.m.id + " p" + itoa(pt.num) + " e" + itoa(int(pt.epoch)) + " stops gracefully")
+	// Drain: what the client holds still arrives; then the input closes.
+	pt.m.after(pt.w().latency(), func() {
+		pt.consuming = false
+		pt.closeInput()
+	})
+}
+
+func (pt *part) closeInput() {
+	if pt.inputClosed {
+		return
+	}
+	pt.inputClosed = true
+	pt.step(machine.Stopping{})
+	pt.work()
+}
+
+// fencedStop stops without further writes: the consumer stops, the
+// worker finishes at once, this epoch's consumer is deleted.
+func (pt *part) fencedStop() {
+	if pt.fenced || pt.done {
+		return
+	}
+	pt.fenced = true
+	pt.lease.Revoke()
+	pt.consuming = false
+	pt.renewOff = true
+	if pt.current() {
+		inc := pt.m.inc
+		pt.w().at(0, func() {
+			pt.m.deliver(inc, func() {
+				pt.closeInput()
+			})
+		})
+	}
+}
+
+// finish runs when the machine finished: wait for the saves in flight,
+// then release (graceful) or just stop (fenced).
+func (pt *part) finish() {
+	if pt.done {
+		return
+	}
+	if pt.saves > 0 && !pt.fenced {
+		return // landed() calls work() again (fenced: the shell cancels them)
+	}
+	pt.done = true
+	pt.renewOff = true
+	pt.maybeRelease()
+}
+
+// maybeRelease releases the record once the worker finished and no
+// renewal is in flight (stopRenew joins it), if the fence still holds.
+func (pt *part) maybeRelease() {
+	if !pt.done || pt.renewing || !pt.current() {
+		return
+	}
+	if !pt.fenced && pt.ok() {
+		pt.release()
+		return
+	}
+	pt.gone()
+}
+
+// release writes the final checkpoint with no owner (partition.release).
+func (pt *part) release() {
+	w := pt.w()
+	c := pt.track.Checkpoint()
+	if c == 0 {
+		c = pt.checkpoint
+	}
+	rec := ownership.Record{Epoch: pt.epoch, Checkpoint: c}
+	pt.tr("release at %d", c)
+	pt.done = true
+	w.call(pt.m, svcKV, shutdownTimeout, 0, func() (any, error) {
+		return w.kvWrite(recordKey(pt.num), kvEntry{rec: rec}, pt.rev, false)
+	}, func(any, error) { pt.gone() })
+}
+
+// gone deletes this epoch's consumer (best effort) and takes the
+// partition off its member.
+func (pt *part) gone() {
+	w := pt.w()
+	if !pt.current() {
+		return
+	}
+	name := pt.cons
+	w.call(pt.m, svcStream, 2*time.Second, 0, func() (any, error) {
+		if c := w.consumers[name]; c != nil && !c.deleted {
+			w.deleteConsumer(c)
+		}
+		return nil, nil
+	}, func(any, error) {})
+	delete(pt.m.parts, pt.num)
+	w.trace(pt.m.id + " p" + itoa(pt.num) + " e" + itoa(int(pt.epoch)) + " stopped")
+	pt.m.checkLeft()
+	pt.m.poke()
+}
