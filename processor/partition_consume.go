@@ -1,0 +1,313 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kpcastream/kpcastream/internal/jsack"
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// The partition's input: its own consumer of the input stream, what the
+// consume callback hands over, and when the partition is taken again to
+// have lost deliveries at once.
+
+// consume removes the consumers of earlier epochs of the partition and
+// starts consuming from pt.start with a consumer of its own.
+func (pt *partition) consume(ctx, gctx context.Context) error {
+	pc := pt.pipe.cfg
+	p := pt.p
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stream jetstream.Stream
+	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
+		stream, err = p.js.Stream(ctx, pc.Input.Stream)
+		return err
+	}); err != nil {
+		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)
+	}
+	if err := pt.deletePredecessors(sctx, stream); err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: delete earlier consumers: %w", pc.Name, pt.num, err)
+	}
+	if !pt.fence.OK() {
+		return errFenced
+	}
+	cons, err := pt.createConsumer(sctx, stream)
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
+	}
+	hb, expiry := pullTiming(p.cfg.LeaseTTL)
+	in := &intake{pt: pt, gctx: gctx, ix: machine.NewIntake(), health: &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}}
+	pt.consumer = cons
+	pt.cc, err = cons.Consume(in.deliver, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
+		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(expiry), jetstream.ConsumeErrHandler(in.failed))
+	if err != nil {
+		return fmt.Errorf("processor: pipeline %s partition %d: consume: %w", pc.Name, pt.num, err)
+	}
+	return nil
+}
+
+// deletePredecessors deletes the partition's consumers of earlier
+// epochs, and the single durable consumer of versions before partitions:
+// their pulls and acks die with them. Never a newer epoch's: an owner
+// that resumes after a pause between its take and this point would
+// otherwise delete its successor's consumer; and only while the fence
+// holds.
+func (pt *partition) deletePredecessors(ctx context.Context, stream jetstream.Stream) error {
+	pc := pt.pipe.cfg
+	prefix := fmt.Sprintf("%s-p%d-e", pc.Input.Durable, pt.num)
+	return pt.p.retry(ctx, "delete old consumers", func(ctx context.Context) error {
+		if !pt.fence.OK() {
+			return errFenced
+		}
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
+		names := stream.ConsumerNames(ctx)
+		var old []string
+		for n := range names.Name() {
+			e, err := strconv.ParseUint(strings.TrimPrefix(n, prefix), 10, 64)
+			if n == pc.Input.Durable || (strings.HasPrefix(n, prefix) && err == nil && e < pt.epoch) {
+				old = append(old, n)
+			}
+		}
+		if err := names.Err(); err != nil {
+			return err
+		}
+		for _, n := range old {
+			if err := stream.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			pt.log.Info("deleted the consumer of an earlier owner", zap.String("consumer", n))
+		}
+		return nil
+	})
+}
+
+// createConsumer creates (or finds) the partition's consumer of this
+// epoch, delivering its subject of the input stream from pt.start.
+func (pt *partition) createConsumer(ctx context.Context, stream jetstream.Stream) (jetstream.Consumer, error) {
+	pc := pt.pipe.cfg
+	var cons jetstream.Consumer
+	err := pt.p.retry(ctx, "create consumer", func(ctx context.Context) (err error) {
+		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		defer cancel()
+		cons, err = stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:           consumerName(pc, pt.num, pt.epoch),
+			FilterSubject:     pt.filter,
+			AckPolicy:         jetstream.AckExplicitPolicy,
+			AckWait:           pc.Input.AckWait,
+			MaxAckPending:     pc.Input.MaxAckPending,
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       pt.start,
+			InactiveThreshold: max(time.Hour, 10*pt.p.cfg.LeaseTTL),
+		})
+		return err
+	})
+	return cons, err
+}
+
+// intake is one consume's callbacks: what each delivery hands over, and
+// what an error of the consume does. deliver runs serially (nats.go's
+// consume callback).
+type intake struct {
+	pt     *partition
+	gctx   context.Context // the workers' context
+	ix     *machine.Intake
+	gapped bool // deliveries were lost: nothing more is handed over
+	health *pullHealth
+}
+
+// deliver hands a delivery over to its key's worker, unless deliveries
+// were lost before it (machine.Intake).
+func (in *intake) deliver(m jetstream.Msg) {
+	pt, pl := in.pt, in.pt.pipe
+	in.health.delivered()
+	d, ok := jsack.Parse(m.Reply())
+	if !ok {
+		md, err := m.Metadata()
+		if err != nil {
+			pt.log.Warn("message without metadata", zap.Error(err))
+			_ = m.Term()
+			return
+		}
+		d = jsack.Delivery{Stream: md.Sequence.Stream, Consumer: md.Sequence.Consumer, Pending: md.NumPending, Time: md.Timestamp.UnixNano()}
+	}
+	pt.pending.Store(d.Pending)
+	pl.met.pending.Set(float64(pl.pendingSum()))
+	if gap, _ := in.ix.Delivery(d.Consumer); gap || in.gapped {
+		// Deliveries were lost in transit (machine.Intake): hand nothing
+		// more over — this message stays unacknowledged — and take the
+		// partition again under a new epoch, whose consumer delivers
+		// from the checkpoint, in order, at once (the server would
+		// redeliver the lost ones only after ack_wait, possibly after
+		// later messages of their keys).
+		if !in.gapped {
+			in.gapped = true
+			pt.log.Warn("deliveries lost in transit; taking the partition again under a new epoch to have them now, in order",
+				zap.Uint64("consumer_seq", d.Consumer), zap.Uint64("stream_seq", d.Stream))
+			pt.requestStop()
+		}
+		return
+	}
+	pt.track.Deliver(d.Stream)
+	pt.dispatch(in.gctx, inMsg{subject: m.Subject(), data: m.Data(), header: m.Headers(), seq: d.Stream, js: m, tm: d.Time})
+}
+
+// failed handles an error of the consume.
+func (in *intake) failed(_ jetstream.ConsumeContext, err error) {
+	pt := in.pt
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest):
+		// The consume has ended for good (a newer owner deleted the
+		// consumer, say): stop this epoch without further writes;
+		// the member the partition is assigned to takes it again.
+		pt.log.Warn("consume ended; stopping the partition", zap.Error(err))
+		pt.fence.Revoke()
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
+		// nats.go pulls again after 2 missed heartbeats
+		// (lease_ttl/2); a consumer unreachable for lease_ttl
+		// is made anew under a new epoch.
+		if in.health.failed(time.Now()) {
+			pt.log.Warn("consumer unreachable for lease_ttl; stopping the partition to take it again with a new consumer", zap.Error(err))
+			pt.fence.Revoke()
+			return
+		}
+		pt.log.Info("consume", zap.Error(err))
+	default:
+		pt.log.Warn("consume", zap.Error(err))
+	}
+}
+
+// callTimeout bounds one attempt of a JetStream call that starts a
+// partition (look up, delete, create consumers): lease_ttl/4, at least a
+// second and at most the 5 s of other calls, so that a request lost with
+// a server costs the partition that much before it is sent again, not 5 s.
+func (pt *partition) callTimeout() time.Duration {
+	return min(max(pt.p.cfg.LeaseTTL/4, time.Second), attemptTimeout)
+}
+
+// pullTiming returns the idle heartbeat and the expiry of a partition's
+// pull requests, sized to lease_ttl so that a pull lost with a server (a
+// "no responders" answer, or heartbeats that stop) is issued again by
+// nats.go within lease_ttl/2 (two missed heartbeats) rather than after
+// nats.go's 30 s default: heartbeat lease_ttl/4 within nats.go's
+// 500 ms–30 s, expiry lease_ttl within [max(1 s, 2·heartbeat), 30 s].
+func pullTiming(ttl time.Duration) (heartbeat, expiry time.Duration) {
+	heartbeat = min(max(ttl/4, 500*time.Millisecond), 15*time.Second)
+	expiry = max(min(ttl, 30*time.Second), 2*heartbeat, time.Second)
+	return heartbeat, expiry
+}
+
+// pullHealth tells a consume that keeps failing (errors no more than gap
+// apart, no delivery in between) for window from one that failed once.
+// Safe for concurrent use.
+type pullHealth struct {
+	window, gap time.Duration
+	mu          sync.Mutex
+	first, last time.Time // the current streak of failures
+}
+
+// delivered ends the streak.
+func (h *pullHealth) delivered() {
+	h.mu.Lock()
+	h.first = time.Time{}
+	h.mu.Unlock()
+}
+
+// failed records a failure at now and reports whether the streak has
+// lasted window.
+func (h *pullHealth) failed(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.first.IsZero() || now.Sub(h.last) > h.gap {
+		h.first = now
+	}
+	h.last = now
+	return now.Sub(h.first) >= h.window
+}
+
+// repullAfterReconnect covers what the intake cannot see: deliveries
+// lost at the tail of a lost connection (no later delivery reveals the
+// gap) and acks lost with it. The server would deliver the one again, and
+// count the other settled, only after ack_wait — holding the partition's
+// drain that long after a server restart (issue 28). So once the
+// connection is back, as soon as the partition is idle (nothing delivered
+// for a quarter of a second, its workers' queues empty) while its
+// consumer still counts acks pending, the partition stops gracefully and
+// its member takes it again at once under a new epoch: the new consumer
+// delivers from the checkpoint (replays are skipped by sequence, their
+// outputs dropped by Nats-Msg-Id). It waits for idleness so as never to
+// cut into work in flight (a lane's batch, say); it gives up once ack_wait
+// has passed since the reconnection (the server has redelivered by then).
+func (pt *partition) repullAfterReconnect(ctx context.Context) {
+	ch := pt.p.conn.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CONNECTED)
+	defer pt.p.conn.RemoveStatusListener(ch)
+	lost := false
+	var back time.Time
+	var tick <-chan time.Time
+	const idle = 250 * time.Millisecond
+	last := pt.track.Max()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch st {
+			case nats.RECONNECTING, nats.DISCONNECTED:
+				lost, tick = true, nil
+			case nats.CONNECTED:
+				if lost {
+					lost, back = false, time.Now()
+					t := time.NewTicker(idle)
+					defer t.Stop()
+					tick, last = t.C, pt.track.Max()
+				}
+			}
+		case <-tick:
+			if time.Since(back) > pt.pipe.cfg.Input.AckWait {
+				tick = nil
+				continue
+			}
+			if m := pt.track.Max(); m != last || !pt.workersIdle() {
+				last = m
+				continue
+			}
+			ictx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+			ci, err := pt.consumer.Info(ictx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if ci.NumAckPending == 0 {
+				tick = nil
+				continue
+			}
+			if pt.requestStop() {
+				pt.log.Info("connection back with acks still pending at the consumer: taking the partition again under a new epoch, "+
+					"so that what was lost with the connection comes back now rather than after ack_wait", zap.Int("ack_pending", ci.NumAckPending))
+			}
+			return
+		}
+	}
+}
+
+// workersIdle reports whether no worker has input queued.
+func (pt *partition) workersIdle() bool {
+	for _, w := range pt.workers {
+		if len(w.in) > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,166 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// The partition's ownership record: renewing it with the checkpoint,
+// releasing it, and whether this member still owns it.
+
+// stillOwned reports whether the partition's record still names this
+// owner at this epoch. Records never go back in epoch, so when it does, no
+// newer owner of this partition ever wrote: a snapshot with a higher
+// epoch comes from another partition layout (a pipeline whose partition
+// count changed) and may be claimed. When the record cannot be read it
+// reports false (the caller fences itself: the safe side).
+func (pt *partition) stillOwned(ctx context.Context) bool {
+	e, err := pt.p.coord.kv.Get(ctx, recordKey(pt.pipe.cfg, pt.num))
+	if err != nil {
+		return false
+	}
+	r, err := ownership.DecodeRecord(e.Value())
+	return err == nil && r.Owner == pt.p.id && r.Epoch == pt.epoch
+}
+
+// renewEvery is the period of ownership renewals (each also writes the
+// checkpoint): lease_ttl/3, or checkpoint_every when shorter.
+func (p *Processor) renewEvery() time.Duration {
+	return max(min(p.cfg.LeaseTTL/3, p.cfg.CheckpointEvery), 5*time.Millisecond)
+}
+
+// renewLoop renews the ownership record until ctx ends or the fence is
+// revoked. A renewal that finds the record moved revokes the fence; so
+// does failing to renew for lease_ttl/2. The lease runs from when the
+// take was sent, so the first renewal is due renewEvery after that, not
+// after the take's answer came (a take answered after lease_ttl/2 −
+// renewEvery used to expire before its first renewal); a renewal that
+// failed is tried again at once rather than at the next period, so that
+// one lost answer does not cost the fence (two attempts of lease_ttl/4
+// fit in lease_ttl/2).
+func (pt *partition) renewLoop(ctx context.Context) {
+	every := pt.p.renewEvery()
+	wait := max(every-time.Since(pt.taken), 0)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-pt.fence.Lost():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !pt.fence.OK() {
+			pt.log.Error("ownership not renewed within lease_ttl/2; stopping the partition", zap.Duration("lease_ttl", pt.p.cfg.LeaseTTL))
+			pt.fence.Revoke()
+			return
+		}
+		wait = every
+		if !pt.renew(ctx) {
+			wait = renewRetry
+		}
+	}
+}
+
+// renew writes the record {owner, epoch, checkpoint} by compare-and-set on
+// pt.rev, and reports whether it did.
+func (pt *partition) renew(ctx context.Context) bool {
+	p := pt.p
+	c := pt.track.Checkpoint()
+	if c == 0 {
+		c = pt.checkpoint.Load()
+	}
+	// The fence is checked after the checkpoint is read: a checkpoint read
+	// after a revocation (whatever a fenced worker did to the tracker
+	// since) is never written.
+	if !pt.fence.OK() {
+		return false
+	}
+	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	sent := time.Now()
+	// An attempt may take up to lease_ttl/4: the fence counts from when it
+	// was sent, so a slow success still extends it, and a second attempt
+	// fits before the fence expires.
+	attempt := min(max(p.cfg.LeaseTTL/4, 5*time.Millisecond), p.cfg.SnapshotTimeout)
+	rctx, cancel := context.WithTimeout(ctx, attempt)
+	defer cancel()
+	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev)
+	if err != nil && isRevisionMismatch(err) {
+		// A renewal whose reply was lost may have landed: adopt it if the
+		// record still names us at our epoch.
+		gctx, gcancel := context.WithTimeout(ctx, attempt)
+		defer gcancel()
+		e, gerr := p.coord.kv.Get(gctx, recordKey(pt.pipe.cfg, pt.num))
+		if gerr == nil {
+			if r, derr := ownership.DecodeRecord(e.Value()); derr == nil && r.Owner == p.id && r.Epoch == pt.epoch {
+				rev, err = e.Revision(), nil
+			} else {
+				pt.log.Warn("ownership record moved; stopping the partition without further writes",
+					zap.String("now_owner", r.Owner), zap.Uint64("now_epoch", r.Epoch))
+				pt.fence.Revoke()
+				return false
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil && !pt.renewFailing {
+			// Once per streak: a failed renewal is retried every
+			// renewRetry until the fence expires.
+			pt.log.Warn("renew ownership; retrying", zap.Error(err))
+		}
+		pt.renewFailing = true
+		return false
+	}
+	pt.rev, pt.renewFailing = rev, false
+	pt.fence.Renewed(sent)
+	if c != pt.checkpoint.Load() {
+		pt.checkpoint.Store(c)
+		p.met.checkpoint.WithLabelValues(pt.pipe.cfg.Name).Set(float64(pt.pipe.minCheckpoint()))
+	}
+	return true
+}
+
+// release writes the final checkpoint with no owner, so the member the
+// partition is assigned to takes it at once, and deletes this epoch's
+// consumer. Called after the workers stopped, with the renewals stopped.
+func (pt *partition) release() {
+	p := pt.p
+	c := pt.track.Checkpoint()
+	if c == 0 {
+		c = pt.checkpoint.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	rec := ownership.Record{Owner: "", Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
+	if _, err := p.coord.kv.Update(ctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev); err != nil {
+		pt.log.Warn("release partition (another member takes it over after lease_ttl)", zap.Error(err))
+		return
+	}
+	pt.checkpoint.Store(c)
+	pt.log.Info("partition released", zap.Uint64("checkpoint", c))
+	pt.deleteConsumer()
+}
+
+// deleteConsumer deletes this epoch's consumer, best effort: after a
+// release, or after a fenced stop (it is this epoch's own consumer, never
+// a newer owner's; a consumer left behind expires after its inactive
+// threshold, or is deleted by the partition's next owner).
+func (pt *partition) deleteConsumer() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(pt.p.cfg.ShutdownTimeout, 2*time.Second))
+	defer cancel()
+	err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.Input.Stream, consumerName(pt.pipe.cfg, pt.num, pt.epoch))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		pt.log.Debug("delete consumer", zap.Error(err))
+	}
+}
+
+func isRevisionMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
