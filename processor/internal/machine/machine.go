@@ -1,26 +1,3 @@
-// Package machine is the deterministic core of one worker of a partition:
-// every rule about the order of a key's messages, skipping by sequence,
-// loading and unloading keys, the output window and snapshots, with no I/O,
-// no goroutines and no clock of its own (etcd raft's Step/Ready/Advance).
-//
-// The worker (processor/worker.go) feeds it events with Step — a message
-// delivered (after decoding and checking it), a key loaded, a learner
-// applied, a publish acknowledged or failed, a save landed, a tick, the
-// fence lost, the input closed — and executes, in order, the actions that
-// Ready returns: load a key, apply a message to its learner, publish an
-// output, ack / nak / dead-letter an input, copy a key's state for a
-// snapshot and save it, unload a key. Advance says they were executed. The
-// results of actions come back as events; a Step while a Ready is being
-// executed is allowed (its actions go to the next Ready).
-//
-// One message is in progress at a time: from its delivery until it is
-// applied (or refused), the machine takes no other input (Accepting), so
-// a key's messages are applied in delivery order. Outputs are pipelined:
-// each key has at most one output in flight and its outputs leave in input
-// order whatever fails (window.go); a full window stops the input.
-//
-// Its one reason to change is the rules of one partition's message flow
-// (order, windows, snapshots).
 package machine
 
 import (

@@ -1,0 +1,33 @@
+// Package sim is a deterministic simulation of a kpcastream fleet, in the
+// spirit of FoundationDB's simulator and TigerBeetle's VOPR: members,
+// partitions, their consumers with redelivery, the coordination bucket
+// with compare-and-set and revisions, the snapshot store, the input stream
+// and the output stream with its duplicate window — all in one goroutine,
+// on a simulated clock, every choice drawn from one seeded PRNG, so a seed
+// replays bit for bit.
+//
+// It drives the real pure code of the processor: the worker's state
+// machine and replay tracker (internal/machine: Machine, Tracker, Intake)
+// and the ownership rules (internal/ownership: Candidates, AssignTargets,
+// Decide, Backdate, Lease). The I/O shell around them (processor's
+// coordinator, partition and worker) is modelled here action for action
+// on fakes of its ports: where the shell decides something (the order of
+// a renewal's checkpoint read and its fence check, what a failed look-up
+// of lost deliveries does, how takes are scheduled), the model follows
+// the shell's code, and a change of one is made in the other.
+//
+// Faults: member crash and restart, pauses past the lease (zombies),
+// delay and loss on every link (deliveries, acks, naks, publishes and
+// their PubAcks, KV replies, watch updates), a server down per service
+// (calls time out, then fail), compare-and-set conflicts, lost replies of
+// writes that landed, slow disks and clock skew between members. After
+// every run it checks: each input applied exactly once per key, in order
+// (every output carries the key's state after its input; the final
+// snapshots equal a fault-free run); outputs once and in per-key order;
+// no output or snapshot sent under an ended epoch; and every partition
+// owned and drained within a bound after the last fault.
+//
+// Its one reason to change is what the fleet is checked against: the
+// faults it simulates, the invariants, and the model of the shell (which
+// follows the shell's code).
+package sim
