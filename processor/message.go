@@ -36,18 +36,9 @@ type inMsg struct {
 	tm int64
 }
 
-// item is what a worker receives: a message (msg.pipe set), a control
-// request, or a missing delivery to wait for.
+// item is what a worker receives: a message (msg.pipe set) or a control
+// request.
 type item struct {
-	msg  inMsg
-	ctl  *control
-	miss *missing
-}
-
-// missing is a message of key that the consumer delivered but that never
-// arrived (lost with a connection); it comes back after ack_wait.
-type missing struct {
-	pipe *pipeline
-	key  string
-	seq  uint64
+	msg inMsg
+	ctl *control
 }

@@ -177,8 +177,6 @@ func (w *worker) run(ctx context.Context) error {
 				w.step(machine.Close{Deadline: deadline})
 			case it.ctl != nil:
 				w.control(it.ctl)
-			case it.miss != nil:
-				w.step(machine.Missing{Key: it.miss.key, Seq: it.miss.seq})
 			default:
 				w.deliver(&it.msg)
 			}
