@@ -47,6 +47,11 @@ type block struct {
 	seq     uint64
 	since   time.Time
 	missing bool // registered from a delivery gap (holds the tracker)
+	// unsure: registered when the key could not be loaded for seq, so
+	// whether seq is applied already (a stale duplicate delivery of a
+	// message acknowledged long ago, which never comes back) is unknown
+	// until the key is loaded (stale).
+	unsure bool
 }
 
 func newKeyCore(track *Tracker, policy Policy, quota, slots int) *keyCore {
@@ -98,7 +103,34 @@ func (c *keyCore) add(k *keyState) {
 // transient failure makes the key's later messages wait for seq.
 func (c *keyCore) loadFailed(key string, seq uint64, transient bool, now time.Time) {
 	if c.track != nil && transient {
-		c.block(key, seq, false, now)
+		c.blockAs(key, block{seq: seq, since: now, unsure: true})
+	}
+}
+
+// unsure reports whether message seq of key, not loaded, would wait for a
+// block whose message may be applied already (see block.unsure): the key
+// must be loaded to know (stale), not the message refused.
+func (c *keyCore) unsure(key string, seq uint64) bool {
+	bs := c.blocked[key]
+	return c.track != nil && len(bs) > 0 && seq > bs[0].seq && bs[0].unsure
+}
+
+// stale forgets key's blocks at or below lastSeq, the last sequence its
+// loaded state holds: those messages are applied, nothing waits for them.
+// A block of a missing delivery drops its tracker hold.
+func (c *keyCore) stale(key string, lastSeq uint64) {
+	if c.track == nil {
+		return
+	}
+	// unblock shifts the slice in place: walk a copy.
+	for _, b := range slices.Clone(c.blocked[key]) {
+		if b.seq > lastSeq {
+			break
+		}
+		if b.missing {
+			c.track.Forget(b.seq)
+		}
+		c.unblock(key, b.seq)
 	}
 }
 
@@ -300,16 +332,24 @@ func (c *keyCore) landed(k *keyState, j job, o Outcome, now time.Time) next {
 
 // block makes later messages of key wait for seq.
 func (c *keyCore) block(key string, seq uint64, missing bool, now time.Time) {
+	c.blockAs(key, block{seq: seq, since: now, missing: missing})
+}
+
+// blockAs makes later messages of key wait for b.seq; a block already
+// there keeps its time, is missing if either is, and unsure only if both
+// are (a refused later message or a nak makes it certain).
+func (c *keyCore) blockAs(key string, b block) {
 	bs := c.blocked[key]
 	i := 0
-	for i < len(bs) && bs[i].seq < seq {
+	for i < len(bs) && bs[i].seq < b.seq {
 		i++
 	}
-	if i < len(bs) && bs[i].seq == seq {
-		bs[i].missing = bs[i].missing || missing
+	if i < len(bs) && bs[i].seq == b.seq {
+		bs[i].missing = bs[i].missing || b.missing
+		bs[i].unsure = bs[i].unsure && b.unsure
 		return
 	}
-	c.blocked[key] = append(bs[:i], append([]block{{seq: seq, since: now, missing: missing}}, bs[i:]...)...)
+	c.blocked[key] = append(bs[:i], append([]block{b}, bs[i:]...)...)
 }
 
 // unblock settles seq of key.

@@ -251,6 +251,7 @@ type current[M any] struct {
 	opts     LoadOpts
 	deadline time.Time // waitSlot
 	victim   string    // waitSlot: the key being unloaded
+	recheck  bool      // loaded only to learn whether an unsure block is stale: wait again once loaded
 }
 
 // Machine is the core of one worker. M is the worker's input message, O
@@ -461,18 +462,39 @@ func (m *Machine[M, O]) deliver(d Delivered[M]) error {
 		m.refuse(d.Msg, d.Key, d.Seq, *d.Fail)
 		return nil
 	}
-	if wait, first := m.core.waits(d.Key, d.Seq, m.now); wait {
-		m.refuse(d.Msg, d.Key, d.Seq, Fail{Disp: Nak, Err: fmt.Errorf("%w: key %q: sequence %d before %d", ErrWaiting, d.Key, first, d.Seq)})
+	s, loaded := m.keys[d.Key]
+	switch {
+	case loaded:
+		m.core.stale(d.Key, s.lastSeq)
+	case m.core.unsure(d.Key, d.Seq):
+		// The key waits for a message whose load failed, which may be
+		// applied already (a stale duplicate delivery): load the key to
+		// know; loaded decides whether this message waits.
+		m.cur = &current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}, recheck: true}
+		m.load()
+		return nil
+	}
+	if m.wait(d.Msg, d.Key, d.Seq) {
 		return nil
 	}
 	m.cur = &current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}}
-	if s, ok := m.keys[d.Key]; ok {
+	if loaded {
 		m.use(s)
 		m.admit(s)
 		return nil
 	}
 	m.load()
 	return nil
+}
+
+// wait refuses message seq of key (a nak) when it must wait for an
+// earlier unapplied message of the key, and reports whether it did.
+func (m *Machine[M, O]) wait(msg M, key string, seq uint64) bool {
+	wait, first := m.core.waits(key, seq, m.now)
+	if wait {
+		m.refuse(msg, key, seq, Fail{Disp: Nak, Err: fmt.Errorf("%w: key %q: sequence %d before %d", ErrWaiting, key, first, seq)})
+	}
+	return wait
 }
 
 // request starts on a control request.
@@ -556,6 +578,14 @@ func (m *Machine[M, O]) loaded(l Loaded) error {
 	m.all = append(m.all, s)
 	m.core.add(s.keyState)
 	m.emit(Action[M, O]{Kind: ActLive, Key: l.Key, Delta: 1})
+	m.core.stale(l.Key, l.LastSeq)
+	if c.recheck {
+		m.cur = nil
+		if m.wait(c.msg, c.key, c.seq) {
+			return nil
+		}
+		m.cur = c
+	}
 	if c.req != nil {
 		m.cur = nil
 		m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref})

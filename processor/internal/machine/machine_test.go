@@ -137,12 +137,15 @@ func TestMachineRefusals(t *testing.T) {
 	}
 	expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "load a")
 	expect(t, m, t0, Loaded{Key: "a", Fail: &Fail{Disp: Nak, Err: errors.New("kv timeout")}}, "nak a 2")
-	rd := expect(t, m, t0, Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, "nak a 3")
-	if !errors.Is(rd.Actions[0].Err, ErrWaiting) {
-		t.Errorf("3 naked with %v, want ErrWaiting", rd.Actions[0].Err)
+	// 3 waits for 2 unless 2 is applied already (a stale duplicate whose
+	// load failed): the key is loaded to know, and its state does not
+	// hold 2, so 3 waits.
+	expect(t, m, t0, Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, "load a")
+	rd := expect(t, m, t0, Loaded{Key: "a"}, "live a +1", "nak a 3")
+	if !errors.Is(rd.Actions[1].Err, ErrWaiting) {
+		t.Errorf("3 naked with %v, want ErrWaiting", rd.Actions[1].Err)
 	}
-	expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "load a")
-	expect(t, m, t0, Loaded{Key: "a"}, "live a +1", "apply a 2")
+	expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "apply a 2")
 	expect(t, m, t0, Applied[string]{Key: "a", Changed: true, Result: "ok"}, "ack a 2 ok")
 	expect(t, m, t0, Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, "apply a 3")
 	// A numerical failure after learning part of a batch: applied, rejected.
@@ -160,6 +163,26 @@ func TestMachineRefusals(t *testing.T) {
 	expect(t, m, t0, Applied[string]{Key: "a", Fail: &Fail{Disp: Fatal, Err: errors.New("config")}}, "fatal")
 	if !m.Done() || m.Accepting() {
 		t.Error("a fatal failure must stop the machine")
+	}
+}
+
+// TestMachineStaleDuplicateLoadFailed: a stale duplicate delivery of a
+// message that a snapshot already holds (acknowledged long ago) fails to
+// load; the key's later messages must not wait for it, since it never
+// comes back (sim seeds 2275 and 27040: the key waited a minute, then went
+// on out of order).
+func TestMachineStaleDuplicateLoadFailed(t *testing.T) {
+	m := newTM(Config{Policy: noSnap, Quota: 1, Slots: 1, Window: 8})
+	m.core.track.Deliver(27)
+	expect(t, m, t0, Delivered[uint64]{Msg: 27, Key: "k", Seq: 27}, "load k")
+	expect(t, m, t0, Loaded{Key: "k", Fail: &Fail{Disp: Nak, Err: errors.New("kv timeout")}}, "nak k 27")
+	// 41: the key is loaded to know whether 27 is applied; its snapshot
+	// holds 40, so 27 is stale and 41 is applied at once.
+	m.core.track.Deliver(41)
+	expect(t, m, t0, Delivered[uint64]{Msg: 41, Key: "k", Seq: 41}, "load k")
+	expect(t, m, t0, Loaded{Key: "k", LastSeq: 40}, "live k +1", "apply k 41")
+	if len(m.core.blocked["k"]) != 0 {
+		t.Errorf("blocks %v left, want none", m.core.blocked["k"])
 	}
 }
 
