@@ -308,8 +308,13 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	if lanes != 1 {
 		t.Fatalf("%d of the two runs used lanes, want 1", lanes)
 	}
-	if failed == 0 {
-		t.Error("the disruptions failed no output in flight")
+	// The restarts must have hit a lane: an output answered failed, or the
+	// stream ending a batch it lost (an unknown batch) or saw a gap in.
+	// (A run whose lost batches were all learned from the stream and sent
+	// again answers no output failed: 6 unknown batches, 0 failed, once in
+	// CI.)
+	if failed+answers[`"type":"gap"`]+answers[`"err_code":10208`] == 0 {
+		t.Error("the disruptions hit no lane: no output answered failed, no batch lost or gapped")
 	}
 	want := e.sameAsReference(t, ref, pc, keys, "the undisturbed run")
 	for _, k := range keys {
