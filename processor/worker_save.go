@@ -92,10 +92,6 @@ func (w *worker) landed(r snapResult) {
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
-		if !w.fence.OK() {
-			w.results <- snapResult{job: j, err: errFenced}
-			continue
-		}
 		sctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 		start := time.Now()
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
