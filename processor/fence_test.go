@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
 )
 
 // countPub counts the output publishes it passes on.
@@ -95,5 +98,59 @@ func TestLastMomentFence(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// countStore counts the snapshot saves (claims included) it passes on.
+type countStore struct {
+	keyStore
+	saves atomic.Int64
+}
+
+func (c *countStore) Save(ctx context.Context, key string, s *codec.Snapshot, rev uint64) (uint64, error) {
+	c.saves.Add(1)
+	return c.keyStore.Save(ctx, key, s, rev)
+}
+
+// TestFencedStopSavesNothing: a partition whose fence is revoked while
+// its keys are dirty stops without a final snapshot, though
+// snapshot.on_shutdown is on: the workers step FenceLost before the
+// closing of their input (worker.step), so the machine never hands a
+// final save over. Its next owner replays from the checkpoint.
+func TestFencedStopSavesNothing(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("fstop")
+	pc.Output.KeyInFlight = 1
+	pc.Snapshot = SnapshotPolicy{EveryMessages: -1, Every: -1} // dirty until the end (on_shutdown: default on)
+	var st *countStore
+	e.wrapKeys = func(k keyStore) keyStore { st = &countStore{keyStore: k}; return st }
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+	e.wrapKeys = nil
+	for i, x := range vectors(5, 3*(pcaWarm+2)) {
+		e.publish(t, fmt.Sprintf("in.fstop.k%d", i%3), encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 10*time.Second, "outputs acknowledged", func() bool { return e.drained(t, pc) })
+	pt := r.p.pipes[0].parts[0].Load()
+	if pt == nil {
+		t.Fatal("partition 0 not running")
+	}
+	claims := st.saves.Load()
+	if claims != 3 {
+		t.Fatalf("%d saves before the revocation, want the 3 claims (snapshots are off until shutdown)", claims)
+	}
+	pt.fence.Revoke()
+	waitFor(t, 5*time.Second, "the fenced partition stopped", func() bool {
+		select {
+		case <-pt.done:
+			return true
+		default:
+			return false
+		}
+	})
+	if got := st.saves.Load(); got != claims {
+		t.Errorf("%d snapshot saves after the revocation, want none", got-claims)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

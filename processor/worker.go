@@ -197,8 +197,19 @@ func (w *worker) run(ctx context.Context) error {
 }
 
 // step steps the machine; a protocol error is a bug of the worker, which
-// stops.
+// stops. A revocation of the fence is stepped first (FenceLost), so that
+// nothing the machine decides after it — the input closing, an answer of
+// an earlier action — is decided as if the fence held (the loop's select
+// may pick another ready case before Lost). It reads the channel, not
+// the clock.
 func (w *worker) step(ev machine.Event) {
+	if !w.fenced {
+		select {
+		case <-w.fence.Lost():
+			w.fenceLost()
+		default:
+		}
+	}
 	if err := w.m.Step(time.Now(), ev); err != nil && w.fatal == nil {
 		w.log.Error("worker broke its machine's protocol", zap.Error(err))
 		w.fatal = err

@@ -243,8 +243,15 @@ func (pt *part) settle(seq uint64, nak bool) {
 	w.at(pt.m.fifo(&pt.m.outNext, w.latency()), func() { w.ackArrives(name, seq, nak) })
 }
 
-// step steps the machine at the member's clock.
+// step steps the machine at the member's clock, a revocation first
+// (worker.step: FenceLost before any event that follows it).
 func (pt *part) step(ev machine.Event) {
+	if pt.fenced && !pt.lostSeen {
+		pt.lostSeen = true
+		if err := pt.mach.Step(pt.m.clock(), machine.FenceLost{}); err != nil {
+			pt.w().violate("%s p%d: the worker broke its machine's protocol: %v", pt.m.id, pt.num, err)
+		}
+	}
 	if err := pt.mach.Step(pt.m.clock(), ev); err != nil {
 		pt.w().violate("%s p%d: the worker broke its machine's protocol: %v", pt.m.id, pt.num, err)
 	}
@@ -445,9 +452,7 @@ func (pt *part) publish(key string, o output) {
 	w := pt.w()
 	if !pt.ok() {
 		pt.tr("fence expired at publish")
-		pt.fencedStop()
-		pt.lostSeen = true
-		pt.step(machine.FenceLost{})
+		pt.fencedStop() // revokes: the step below is preceded by FenceLost
 		pt.step(machine.Published{Key: key, Err: errFenced, Refused: true})
 		return
 	}
