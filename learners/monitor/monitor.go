@@ -715,14 +715,14 @@ func (m *Monitor) refreshLimits() {
 		m.speLim, m.t2Lim, m.lspeLim = 0, 0, 0
 		return
 	}
-	m.t2Lim = m.t2.quantile(m.cfg.Level)
-	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.t2Lim = m.t2.limit(m.cfg.Level)
+	m.speLim = m.spe.limit(m.cfg.Level)
 	m.lspeLim = 0
 	if m.lspe.len() >= 2 {
 		// Two residuals, each at level 1 − (1 − Level)/2 (Bonferroni).
 		l := 1 - (1-m.cfg.Level)/2
-		m.speLim = m.spe.quantile(l)
-		m.lspeLim = m.lspe.quantile(l)
+		m.speLim = m.spe.limit(l)
+		m.lspeLim = m.lspe.limit(l)
 	}
 }
 

@@ -101,6 +101,44 @@ func TestWindowQuantile(t *testing.T) {
 	if got := w.quantile(0.25); got != 1.5 {
 		t.Errorf("q25: got %v, want 1.5", got)
 	}
+	// The newest ⌈5/2⌉ = 3 values are 2, 3, 10.
+	if got, want := w.recent, []float64{2, 3, 10}; !reflect.DeepEqual(got, want) {
+		t.Errorf("recent: got %v, want %v", got, want)
+	}
+}
+
+// TestWindowLimit checks the limit rule: the larger of the whole window's
+// quantile and its newest half's, so that a statistic that moved up
+// within half a window raises the limit at once and one that moved down
+// keeps the whole window's; the recent half is rebuilt by load.
+func TestWindowLimit(t *testing.T) {
+	w := newWindow(8)
+	for _, v := range []float64{1, 2, 3, 4} {
+		w.add(v)
+	}
+	// Four values: the newest half is all of them, one quantile.
+	if got, q := w.limit(0.5), w.quantile(0.5); got != q || q != 2.5 {
+		t.Errorf("four values: limit %v, quantile %v, want both 2.5", got, q)
+	}
+	for _, v := range []float64{10, 11, 12, 13} { // moved up
+		w.add(v)
+	}
+	// Whole: 1 2 3 4 10 11 12 13, median rank 3.5 → 7; newest half 10–13 → 11.5.
+	if got := w.limit(0.5); got != 11.5 || w.quantile(0.5) != 7 {
+		t.Errorf("moved up: limit %v (quantile %v), want the newest half's 11.5 (whole 7)", got, w.quantile(0.5))
+	}
+	for _, v := range []float64{0, 0, 0, 0} { // moved down
+		w.add(v)
+	}
+	// Whole: 10–13 and four 0s → 5; newest half the 0s → 0.
+	if got := w.limit(0.5); got != 5 {
+		t.Errorf("moved down: limit %v, want the whole window's 5", got)
+	}
+	r := newWindow(8)
+	r.load(w.values())
+	if !reflect.DeepEqual(r.recent, w.recent) || r.limit(0.5) != w.limit(0.5) {
+		t.Errorf("load: recent %v, want %v", r.recent, w.recent)
+	}
 }
 
 // TestWindowRank checks the rank of a value among a window's: the share
