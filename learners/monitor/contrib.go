@@ -53,6 +53,10 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 	}
 	p := m.probe[:d]
 	copy(p, x)
+	var linSPE float64
+	if m.lin != nil && v.Alarm&AlarmSPE != 0 && v.LSPELimit > 0 && v.LSPE > v.LSPELimit {
+		linSPE = m.lin.spe(x)
+	}
 	index := func() float64 {
 		zz, n, err := l.Score(m.zc, p)
 		m.zc = zz
@@ -64,8 +68,10 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 			if n.SPE > v.SPELimit && v.SPELimit > 0 {
 				s += n.SPE / v.SPELimit
 			}
-			if m.lin != nil && v.LSPELimit > 0 && v.LSPE > v.LSPELimit {
-				s += m.lin.spe(p) / v.LSPELimit
+			if linSPE > 0 {
+				// The linear residual's SPE, scaled to its index over
+				// its limit at x (see the comment above).
+				s += m.lin.spe(p) / linSPE * v.LSPE / v.LSPELimit
 			}
 		}
 		if v.Alarm&AlarmT2 != 0 && v.T2Limit > 0 {

@@ -173,14 +173,16 @@ type Config struct {
 	Freeze bool
 	// Dim is the input dimension d (needed with Standardize and Linear).
 	Dim int
-	// Linear monitors a linear residual beside the kernel one: the SPE of
-	// a linear PCA with LinearComponents components of the vectors the
-	// learner learned (see linear.go), judged by its own limit; an
+	// Linear monitors a linear residual beside the kernel one: the
+	// residual of a linear PCA with LinearComponents components of the
+	// vectors the learner learned, its statistic the largest variable's
+	// reconstruction-based contribution (see linear.go), judged by its
+	// own limit; an
 	// observation above either residual's limit has an SPE alarm, each
 	// limit at level 1 − (1 − Level)/2 so that the two together keep about
 	// 1 − Level false alarms (with both at Level, bench/monitor measured
 	// 2.3–2.8 % own false alarms of either limit on its normal processes
-	// instead of 1.6–2.0 %). Memory: 8·(d² + d·(k + 2)) bytes.
+	// instead of 1.6–2.0 %). Memory: 8·(d² + d·(k + 4)) bytes.
 	Linear bool
 	// LinearComponents is the number of linear components (callers
 	// default it to the learner's components); at most Dim − 1.

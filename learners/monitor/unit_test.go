@@ -343,8 +343,8 @@ func stateRoundTrip(t *testing.T, c Config) {
 		var rs []Result
 		for i := range n {
 			process(rng, x)
-			if i%7 == 0 {
-				x[0] += 1
+			if i%50 == 0 { // a rare spike: alarms to compare
+				x[0] += 2
 			}
 			r, err := m.Step(l, nil, in, z, x)
 			if err != nil {
@@ -451,5 +451,37 @@ func TestStepLearnErrorUndoes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(m.State(), before) {
 		t.Fatalf("state changed by a failed learn: %+v, want %+v", m.State(), before)
+	}
+}
+
+// TestLinearIndex checks the linear residual's statistic against its
+// closed form: with P the first axis of three, r = (0, x₂, x₃) − μ's and
+// c̃ = (0, 1, 1), the index is max(r₂², r₃²) and the SPE r₂² + r₃²; with
+// two residual dimensions of equal share it is the larger one, and a
+// fault along one variable moves only that variable's term.
+func TestLinearIndex(t *testing.T) {
+	l := newLinear(3, 1, 1)
+	l.p = []float64{1, 0, 0}
+	l.shares()
+	if want := []float64{0, 1, 1}; !reflect.DeepEqual(l.c, want) {
+		t.Fatalf("shares %v, want %v", l.c, want)
+	}
+	x := []float64{5, 0.3, -0.4}
+	if got := l.index(x); math.Abs(got-0.16) > 1e-15 {
+		t.Errorf("index %v, want max(0.09, 0.16) = 0.16", got)
+	}
+	if got := l.spe(x); math.Abs(got-0.25) > 1e-15 {
+		t.Errorf("spe %v, want 0.25", got)
+	}
+	// A tilted subspace: P = (1, 1, 0)/√2, so c̃ = (½, ½, 1); the residual
+	// of x = (1, 0, 0) is (½, −½, 0), each variable's term (¼)/(½) = ½ —
+	// the fault along ξ₁ explains all of the SPE (½) once reconstructed.
+	l.p = []float64{math.Sqrt(0.5), math.Sqrt(0.5), 0}
+	l.shares()
+	if got := l.index([]float64{1, 0, 0}); math.Abs(got-0.5) > 1e-15 {
+		t.Errorf("tilted index %v, want 0.5", got)
+	}
+	if got := l.spe([]float64{1, 0, 0}); math.Abs(got-0.5) > 1e-15 {
+		t.Errorf("tilted spe %v, want 0.5", got)
 	}
 }
