@@ -191,8 +191,9 @@
 // 97.7 % of them (95.6 % before); with d − k = 1 (the Dong–McAvoy
 // process) the two are equal. A fault spread over many variables is
 // where the SPE is the stronger test. The trend gate keeps a second EWMA
-// for its rank. Not in the model export: the export's SPE limit is then
-// the kernel's at the split level.
+// for its rank. The model export's monitor section carries it (mean,
+// components, limit: Export); its SPE limit is the kernel's at the split
+// level.
 //
 // # Contributions
 //

@@ -857,7 +857,9 @@ func allFinite(v []float64) bool {
 }
 
 // Export sets the model export's preprocess section (with standardisation)
-// and its monitor section (the limits in force, 0 before they are) from m.
+// and its monitor section (the limits in force, 0 before they are; with
+// Config.Linear the linear residual's mean, components and limit once its
+// model is ready) from m.
 func (m *Monitor) Export(model *learners.Model) {
 	if mean, scale := m.Standardization(); mean != nil {
 		model.Preprocess = &learners.ModelPreprocess{Mean: mean, Scale: scale}
@@ -865,4 +867,14 @@ func (m *Monitor) Export(model *learners.Model) {
 	spe, t2, _ := m.Limits()
 	c := m.Config()
 	model.Monitor = &learners.ModelMonitor{Level: c.Level, Learn: c.Learn, SPELimit: spe, T2Limit: t2}
+	if l := m.lin; l != nil && l.ready() {
+		ml := &learners.ModelLinear{Mean: append([]float64(nil), l.mean...), Components: make([][]float64, l.k), LSPELimit: m.lspeLim}
+		for i := range l.k {
+			ml.Components[i] = make([]float64, l.d)
+			for j := range l.d {
+				ml.Components[i][j] = l.p[j*l.k+i]
+			}
+		}
+		model.Monitor.Linear = ml
+	}
 }
