@@ -1,6 +1,9 @@
 package monitor
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // window holds the last (at most cap) values of a statistic in arrival
 // order and sorted, for its empirical quantile, and the newest half of
@@ -72,11 +75,32 @@ func (w *window) quantile(p float64) float64 { return quantileOf(w.sorted, p) }
 // them while the window holds fewer).
 func (w *window) recentQuantile(p float64) float64 { return quantileOf(w.recent, p) }
 
-// limit is the larger of quantile and recentQuantile: the limit rule of
-// the package comment ("Limits"), which follows a statistic whose
-// distribution moved up within half a window and keeps the whole
-// window's when it moved down.
-func (w *window) limit(p float64) float64 { return max(w.quantile(p), w.recentQuantile(p)) }
+// limit is the limit rule of the package comment ("Limits"): the
+// whole window's p-quantile q, or the newest half's when that is larger
+// and more of the newest half's h values lie above q than chance allows
+// — more than h·(1 − p) + shiftZ·√(h·p·(1 − p)), the count expected when
+// nothing moved plus shiftZ standard deviations. So a statistic whose
+// distribution moved up within half a window raises the limit at once,
+// one that moved down keeps the whole window's, and on a stationary
+// process the noisier half-window estimate is rarely taken.
+func (w *window) limit(p float64) float64 {
+	q := w.quantile(p)
+	h := float64(len(w.recent))
+	if len(w.recent) == len(w.sorted) {
+		return q
+	}
+	above := h - float64(sort.Search(len(w.recent), func(i int) bool { return w.recent[i] > q }))
+	if above > h*(1-p)+shiftZ*math.Sqrt(h*p*(1-p)) {
+		return max(q, w.recentQuantile(p))
+	}
+	return q
+}
+
+// shiftZ is the margin, in standard deviations of the count, by which
+// the newest half must exceed its expected count above the whole
+// window's quantile before its own quantile is taken (see the package
+// comment, "Limits", for the measured choice).
+const shiftZ = 0.5
 
 // quantileOf is the empirical p-quantile of the sorted, non-empty s.
 func quantileOf(s []float64, p float64) float64 {
