@@ -24,6 +24,16 @@ const (
 	// khaLambdaFloor floors the eigenvalue estimates, relative to the mean
 	// diagonal of K_DD, so that the gains ‖λ̂‖/λ̂ᵢ and T² stay finite.
 	khaLambdaFloor = 1e-9
+	// khaSMDMu is SMD's meta-gain μ (Config.Gain "smd"): the gain factor
+	// of component i is multiplied by max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢ·V)) per
+	// observation (⟨·,·⟩ the RKHS product, V the total variance).
+	khaSMDMu = 0.1
+	// khaSMDXi is SMD's decay ξ of the gain trace.
+	khaSMDXi = 0.99
+	// khaSMDMin and khaSMDMax bound the gain factors ρᵢ: without a floor a
+	// few anti-correlated steps early in the warm-up replay drove a
+	// component's factor to 6·10⁻⁴ on wine, and that component stalled.
+	khaSMDMin, khaSMDMax = 0.5, 16
 	// khaSeedStream is the second word of the PCG seed (the first is Config.Seed).
 	khaSeedStream = 0x6b6861 // "kha"
 )
@@ -249,6 +259,17 @@ type KHA struct {
 	lat      []float64 // k×k, apex only: lateral weights C (strictly lower)
 	lat2, yo []float64 // apex only: the next C, and the outputs ŷ with the lateral terms
 
+	// gain smd (Config.Gain): gain factors ρ, the gain trace V (b×k,
+	// ∂A/∂ln ρ) and M = AᵀK_εV (k×k), each with its next value, and k×k
+	// scratch for M's update; nil otherwise
+	smd          bool
+	rho, rho2    []float64
+	vt, vt2      []float64
+	mt, mt2      []float64
+	dy           []float64 // k: Vᵀv
+	sm, qm, zm   []float64 // k×k
+	totalVar     float64   // total variance of the current step (smd's base gain)
+
 	// scratch
 	kr, s, v []float64 // b
 	ka       []float64 // b×k: K_ε A for the exact recomputations
@@ -323,6 +344,14 @@ func NewKHA(cfg Config) (*KHA, error) {
 		l.lat = make([]float64, k*k)
 		l.lat2 = make([]float64, k*k)
 	}
+	if cfg.Gain == GainSMD {
+		l.smd = true
+		l.rho, l.rho2 = make([]float64, k), make([]float64, k)
+		l.vt, l.vt2 = make([]float64, b*k), make([]float64, b*k)
+		l.mt, l.mt2 = make([]float64, k*k), make([]float64, k*k)
+		l.dy = make([]float64, k)
+		l.sm, l.qm, l.zm = make([]float64, k*k), make([]float64, k*k), make([]float64, k*k)
+	}
 	return l, nil
 }
 
@@ -353,6 +382,9 @@ func (l *KHA) MemoryBytes() int {
 		n += 2*k*k + 2*k
 	case l.cfg.Beta != 0 || l.cfg.Rule == RuleOja:
 		n += k
+	}
+	if l.smd {
+		n += 2*b*k + 5*k*k + 3*k
 	}
 	return 8 * n
 }
@@ -422,6 +454,13 @@ func (l *KHA) complete() error {
 	clear(l.u)
 	clear(l.lam)
 	clear(l.lat)
+	if l.smd {
+		for i := range l.rho {
+			l.rho[i] = 1
+		}
+		clear(l.vt)
+		clear(l.mt)
+	}
 	l.kxx = 0
 	l.sinceRefresh, l.sinceSync = 0, 0
 	l.version = 0
@@ -441,6 +480,11 @@ func (l *KHA) complete() error {
 			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
 		}
 		l.a, l.a2 = l.a2, l.a
+		if l.smd {
+			l.rotateTrace(l.vt, l.mt, l.vt2, l.mt2)
+			l.vt, l.vt2 = l.vt2, l.vt
+			l.mt, l.mt2 = l.mt2, l.mt
+		}
 		l.publish()
 	}
 	return nil
@@ -685,6 +729,9 @@ func (l *KHA) step(x []float64, t int64) error {
 	if l.apex {
 		check += l.lateral(out)
 	}
+	if l.smd {
+		check += l.smdStep(pv)
+	}
 	check += l.update(l.s)
 	// The next G and H in k-space (see the type's documentation).
 	check += l.track(pv)
@@ -709,15 +756,20 @@ func (l *KHA) observe(x []float64, t int64) (pv, nkxx float64) {
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
+	var cu float64
 	for j := range b {
 		c := l.c[j] + (s[j]-l.c[j])/n
 		u := l.u[j] + (kr[j]-l.u[j])/n
 		l.c2[j], l.u2[j] = c, u
+		cu += c * u
 		s[j] -= c
 		l.v[j] = kr[j] - u
 		pv += s[j] * l.v[j]
 	}
 	nkxx = l.kxx + (kxx-l.kxx)/n
+	// The running total variance (smd's base gain is ∝ 1/V): k(x,x)'s
+	// mean minus ‖m̂‖², floored at the mean diagonal's 10⁻⁹.
+	l.totalVar = max(nkxx-cu, l.floor)
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
@@ -770,8 +822,15 @@ func (l *KHA) gains(out []float64, pv float64, t int64) {
 	if l.beta > 1 {
 		capv = pv * l.beta
 	}
+	if l.smd {
+		// smd: the scale-free base gain ηₜ‖λ̂‖/(λ̂ᵢV) times SMD's factor ρᵢ.
+		etaT /= l.totalVar
+	}
 	for i := range k {
 		e := etaT * norm / max(l.lam2[i], l.floor)
+		if l.smd {
+			e *= l.rho[i]
+		}
 		if capv > 0 && e*capv > 1 {
 			e = 1 / capv
 		}
@@ -782,6 +841,132 @@ func (l *KHA) gains(out []float64, pv float64, t int64) {
 			e = 1 / o2
 		}
 		l.eta[i] = e * out[i]
+		if l.smd {
+			l.dy[i] = e // the gain ηₜᵢ, read (and replaced by Vᵀv) in smdStep
+		}
+	}
+}
+
+// smdStep computes the next gain factors ρ (rho2), gain trace V (vt2) and
+// M = AᵀK_εV (mt2) of stochastic meta-descent for GHA (β = 1), from the
+// current A, G, V, M, the step's p (l.s), v, y, the gains ηₜᵢ (in l.dy on
+// entry) and pv = pᵀv, and returns the sum of the new values (an overflow
+// check). With Γ = p yᵀ − A·N the GHA direction (N_{li} = y_l yᵢ for
+// l ≤ i, so A' = A + Γ·diag(η)), dy = Vᵀv the derivative of y along V and
+// dΓ = p dyᵀ − A·N₂ − V·N (N₂_{li} = y_l dyᵢ + dy_l yᵢ, l ≤ i) that of Γ:
+//
+//	ρᵢ ← clamp(ρᵢ·max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢV)), ½, 16),  ⟨Γᵢ, Vᵢ⟩ = yᵢdyᵢ − yᵢΣ_{l≤i} y_l M_{li}
+//	V ← ξV + (Γ + ξ dΓ)·diag(η) = V·S + A·Q + p rᵀ
+//
+// with S = ξT, T = I − N·diag(η), Q = −(N + ξN₂)·diag(η), r = η∘(y + ξdy),
+// so that M' = A'ᵀK_εV' = Tᵀ(M S + G Q + y rᵀ) + e (Sᵀdy + Qᵀy + pv·r)ᵀ
+// (e = η∘y; AᵀK_εp = y, VᵀK_εp = dy, pᵀK_εp = pv). O(Bk) for dy and V',
+// O(k³) for M'.
+func (l *KHA) smdStep(pv float64) float64 {
+	b, k := l.b, l.k
+	y, e, eta, dy := l.y[:k], l.eta[:k], l.acc[:k], l.dy[:k]
+	copy(eta, dy)
+	bl := blas64.Implementation()
+	bl.Dgemv(blas.Trans, b, k, 1, l.vt, k, l.v, 1, 0, dy, 1)
+	var check float64
+	// Gain factors from ⟨Γᵢ, Vᵢ⟩ (the previous trace, the current step).
+	for i := range k {
+		var s float64
+		for lj := 0; lj <= i; lj++ {
+			s += y[lj] * l.mt[lj*k+i]
+		}
+		gv := y[i]*dy[i] - y[i]*s
+		f := 1 + khaSMDMu*gv/(max(l.lam2[i], l.floor)*l.totalVar)
+		r := min(khaSMDMax, max(khaSMDMin, l.rho[i]*max(0.5, f)))
+		l.rho2[i] = r
+		check += r
+	}
+	// V' row by row: prefix sums over the components.
+	xi := khaSMDXi
+	for j := range b {
+		vr, ar, nr := l.vt[j*k:(j+1)*k], l.a[j*k:(j+1)*k], l.vt2[j*k:(j+1)*k]
+		vr, ar, nr = vr[:k], ar[:k], nr[:k]
+		pj := l.s[j]
+		var sv, say, sady float64
+		for i, yi := range y {
+			sv += vr[i] * yi
+			say += ar[i] * yi
+			sady += ar[i] * dy[i]
+			ei := eta[i]
+			v := xi*vr[i] - xi*ei*yi*sv + ei*(yi+xi*dy[i])*(pj-say) - xi*ei*yi*sady
+			nr[i] = v
+			check += v
+		}
+	}
+	// T (sm), Q (qm), r (into l.zr: free after track? no — track needs it;
+	// r is recomputed on the fly).
+	tm, qm, zm := l.sm, l.qm, l.zm
+	for lj := range k {
+		for i := range k {
+			var t, q float64
+			if lj <= i {
+				t = -y[lj] * y[i] * eta[i]
+				q = -eta[i] * (y[lj]*y[i] + xi*(y[lj]*dy[i]+dy[lj]*y[i]))
+			}
+			if lj == i {
+				t++
+			}
+			tm[lj*k+i], qm[lj*k+i] = t, q
+		}
+	}
+	// Z = ξ M T + G Q + y rᵀ.
+	for lj := range k {
+		for i := range k {
+			zm[lj*k+i] = y[lj] * eta[i] * (y[i] + xi*dy[i])
+		}
+	}
+	g64 := func(data []float64) blas64.General { return blas64.General{Rows: k, Cols: k, Stride: k, Data: data} }
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, xi, g64(l.mt), g64(tm), 1, g64(zm))
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, g64(l.g), g64(qm), 1, g64(zm))
+	// M' = Tᵀ Z + e wᵀ, w = ξTᵀdy + Qᵀy + pv·r.
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1, g64(tm), g64(zm), 0, g64(l.mt2))
+	for c := range k {
+		var w float64
+		for lj := range k {
+			w += xi*tm[lj*k+c]*dy[lj] + qm[lj*k+c]*y[lj]
+		}
+		w += pv * eta[c] * (y[c] + xi*dy[c])
+		for i := range k {
+			v := l.mt2[i*k+c] + e[i]*w
+			l.mt2[i*k+c] = v
+			check += v
+		}
+	}
+	return check
+}
+
+// rotateTrace applies a refresh's W = L⁻¹ (lower triangular, in l.w, as
+// left by orthonormalise) to smd's gain trace and M: V' = V Wᵀ (as A) into
+// vdst, M' = W M Wᵀ into mdst. O(Bk² + k³).
+func (l *KHA) rotateTrace(vsrc, msrc, vdst, mdst []float64) {
+	b, k, w := l.b, l.k, l.w
+	bl := blas64.Implementation()
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, vsrc, k, w[i*k:i*k+i+1], 1, 0, vdst[i:], k)
+	}
+	x := l.zm
+	for i := range k {
+		for c := range k {
+			var s float64
+			for j := 0; j <= i; j++ {
+				s += w[i*k+j] * msrc[j*k+c]
+			}
+			x[i*k+c] = s
+		}
+	}
+	for i := range k {
+		for r := range k {
+			var s float64
+			for j := 0; j <= r; j++ {
+				s += x[i*k+j] * w[r*k+j]
+			}
+			mdst[i*k+r] = s
+		}
 	}
 }
 
@@ -810,6 +995,13 @@ func (l *KHA) commit(nkxx float64) error {
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
 		l.exactGram(l.g2, l.h2, l.a2)
+		if l.smd {
+			// M = AᵀK_εV exactly, with K_εA' from exactGram (in l.ka).
+			blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.ka},
+				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.vt2}, 0,
+				blas64.General{Rows: l.k, Cols: l.k, Stride: l.k, Data: l.mt2})
+		}
 	}
 	if refresh {
 		next := l.a2
@@ -825,8 +1017,19 @@ func (l *KHA) commit(nkxx float64) error {
 		if !l.orthonormalise(l.g2, l.h2, next, l.a) {
 			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
 		}
+		if l.smd {
+			// The gain trace follows A (the old V and M are free now).
+			l.rotateTrace(l.vt2, l.mt2, l.vt, l.mt)
+		}
 	} else {
 		l.a, l.a2 = l.a2, l.a
+		if l.smd {
+			l.vt, l.vt2 = l.vt2, l.vt
+			l.mt, l.mt2 = l.mt2, l.mt
+		}
+	}
+	if l.smd {
+		l.rho, l.rho2 = l.rho2, l.rho
 	}
 
 	// Commit.
@@ -1164,6 +1367,11 @@ func (l *KHA) State() *State {
 	if l.apex {
 		s.putMatrix("lateral", k, k, l.lat)
 	}
+	if l.smd {
+		s.putMatrix("gain_scale", 1, k, l.rho)
+		s.putMatrix("gain_trace", b, k, l.vt)
+		s.putMatrix("trace_gram", k, k, l.mt)
+	}
 	return s
 }
 
@@ -1217,6 +1425,7 @@ type khaSaved struct {
 	gramCoef                               []float64 // K_εA of an earlier version, else nil
 	lam, eig, sign, refSign, perm, refPerm []float64
 	lat                                    []float64 // apex only
+	rho, vt, mt                            []float64 // gain smd only
 }
 
 // readSaved reads the named values of a complete state (Seen ≥ B) with
@@ -1250,6 +1459,11 @@ func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
 	if l.apex {
 		sv.lat = r.matrix("lateral", k, k)
 	}
+	if l.smd {
+		sv.rho = r.matrix("gain_scale", 1, k)
+		sv.vt = r.matrix("gain_trace", b, k)
+		sv.mt = r.matrix("trace_gram", k, k)
+	}
 	return sv
 }
 
@@ -1275,6 +1489,11 @@ func (sv *khaSaved) check(r *stateReader, l *KHA) {
 		}
 		if (sv.sign[i] != 1 && sv.sign[i] != -1) || (sv.refSign[i] != 1 && sv.refSign[i] != -1) {
 			r.fail("sign %v or ref_sign %v holds a value other than ±1", sv.sign, sv.refSign)
+		}
+	}
+	for i, r0 := range sv.rho {
+		if !(r0 >= khaSMDMin && r0 <= khaSMDMax) {
+			r.fail("gain_scale[%d] = %v is outside [%v, %v]", i, r0, khaSMDMin, khaSMDMax)
 		}
 	}
 	if !isPerm(sv.perm, l.perm) || !isPerm(sv.refPerm, l.refPerm) {
@@ -1328,6 +1547,11 @@ func (l *KHA) install(sv *khaSaved) error {
 	copy(l.refSign, sv.refSign)
 	if sv.lat != nil {
 		copy(l.lat, sv.lat)
+	}
+	if l.smd {
+		copy(l.rho, sv.rho)
+		copy(l.vt, sv.vt)
+		copy(l.mt, sv.mt)
 	}
 	return nil
 }
