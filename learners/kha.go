@@ -262,13 +262,13 @@ type KHA struct {
 	// gain smd (Config.Gain): gain factors ρ, the gain trace V (b×k,
 	// ∂A/∂ln ρ) and M = AᵀK_εV (k×k), each with its next value, and k×k
 	// scratch for M's update; nil otherwise
-	smd          bool
-	rho, rho2    []float64
-	vt, vt2      []float64
-	mt, mt2      []float64
-	dy           []float64 // k: Vᵀv
-	sm, qm, zm   []float64 // k×k
-	totalVar     float64   // total variance of the current step (smd's base gain)
+	smd        bool
+	rho, rho2  []float64
+	vt, vt2    []float64
+	mt, mt2    []float64
+	dy         []float64 // k: Vᵀv
+	sm, qm, zm []float64 // k×k
+	totalVar   float64   // total variance of the current step (smd's base gain)
 
 	// scratch
 	kr, s, v []float64 // b
