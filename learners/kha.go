@@ -71,7 +71,8 @@ const (
 //	wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − Σ_{l≤i} y_l w_l),   i.e.  A ← A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ)
 //
 // with ηₜ = η₀·t₀/(t + t₀) (η₀ = Config.LearningRate, t₀ = Config.Decay,
-// t the number of observations before this one) and the KHA/et gains
+// t the number of observations before this one) and (Config.Gain "et",
+// the default; "smd" below) the KHA/et gains
 // ηₜᵢ = ηₜ·‖λ̂‖/λ̂ᵢ, where λ̂ᵢ is an exponential average of yᵢ² over about B
 // observations (weight max(1/t, 1/B)), floored at 1e-9 × the mean diagonal
 // of K_DD. As a safeguard against outliers each gain is capped so that
@@ -169,6 +170,27 @@ const (
 // terms (APEX: the lateral weights), plus, for APEX, O(Bk²) per refresh
 // for the fold.
 //
+// # Gain smd
+//
+// With Config.Gain "smd" (rule gha with β = 1 only) the gains are
+// ηₜᵢ = ρᵢ·ηₜ‖λ̂‖/(λ̂ᵢV), V = the running mean of k(x,x) minus ‖m̂‖² (the
+// total variance, which makes the base gain free of the kernel's scale), and
+// the factors ρᵢ (1 at the start) are adapted by stochastic meta-descent in
+// the RKHS (Günter, Schraudolph & Vishwanathan 2007, §4; Schraudolph 1999):
+// with Γ the GHA direction of the step (A' = A + Γ·diag(η)) and the gain
+// trace V ≈ ∂A/∂ln ρ (B×k, zero at the start),
+//
+//	ρᵢ ← clamp(ρᵢ·max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢV)), ½, 16),   V ← ξV + (Γ + ξ·dΓ(V))·diag(η),
+//
+// μ = 0.1, ξ = 0.99, dΓ(V) the derivative of Γ along V (the Hessian–vector
+// product of SMD). ⟨Γᵢ, Vᵢ⟩ = ΓᵢᵀK_εVᵢ needs AᵀK_εV: the learner tracks
+// M = AᵀK_εV in k-space like G (O(k³) per step; rotated with A at each
+// refresh, recomputed exactly with G), so a step costs O(Bk) more for V
+// and no extra B² term (see smdStep). The floor ½ of ρ is not in the
+// paper: without it, anti-correlated steps early in the warm-up replay
+// drove a component's factor to 6·10⁻⁴ on wine and it stalled. μ is
+// divided by λ̂ᵢV to make it dimensionless.
+//
 // # Warm-up
 //
 // The first B observations are only stored. When the set is complete the
@@ -201,9 +223,12 @@ const (
 //   - "points": the stored points, n×d (n = min(Seen, B));
 //
 // and once the set is complete (Seen ≥ B) the names below, plus, with rule
-// apex, Matrices "lateral" (C, k×k, strictly lower triangular). The rule
-// and β are part of State.Config, so a learner with another rule refuses
-// the state:
+// apex, Matrices "lateral" (C, k×k, strictly lower triangular), and with
+// gain smd Matrices "gain_scale" (ρ, 1×k, in [½, 16]), "gain_trace" (V,
+// B×k) and "trace_gram" (M = AᵀK_εV, k×k). The rule, β and the gain are
+// part of State.Config, so a learner with another rule or gain refuses the
+// state (a snapshot from before Config.Gain has the default gain et and
+// loads unchanged):
 //
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
@@ -372,7 +397,9 @@ func (l *KHA) Rule() string {
 // and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
 // values and a k×k scratch; the k-sized vectors), plus 8·k for rule oja or
 // a β other than 1, 8·(2k² + 2k) for rule apex (the lateral weights, their
-// next value, the outputs and a coefficient vector), plus a fixed overhead
+// next value, the outputs and a coefficient vector), 8·(2Bk + 5k² + 3k) for
+// gain smd (the gain trace and its next value, M, its next value and three
+// k×k scratch matrices, ρ, its next value, Vᵀv), plus a fixed overhead
 // of a few hundred bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
