@@ -295,6 +295,14 @@ type KHA struct {
 	sm, qm, zm []float64 // k×k
 	totalVar   float64   // total variance of the current step (smd's base gain)
 
+	// dictionary kmeans (Config.Dictionary): the centroids (b×d) and their
+	// counts, k(dⱼ,dⱼ) of the members, the points before a rebase (b×d),
+	// and the rebase schedule; nil otherwise
+	km                    bool
+	cent, cnt, selfK      []float64
+	oldPts                []float64
+	nextRebase, rebaseGap int64
+
 	// scratch
 	kr, s, v []float64 // b
 	ka       []float64 // b×k: K_ε A for the exact recomputations
@@ -369,6 +377,11 @@ func NewKHA(cfg Config) (*KHA, error) {
 		l.lat = make([]float64, k*k)
 		l.lat2 = make([]float64, k*k)
 	}
+	if cfg.Dictionary == DictKMeans {
+		l.km = true
+		l.cent, l.oldPts = make([]float64, b*d), make([]float64, b*d)
+		l.cnt, l.selfK = make([]float64, b), make([]float64, b)
+	}
 	if cfg.Gain == GainSMD {
 		l.smd = true
 		l.rho, l.rho2 = make([]float64, k), make([]float64, k)
@@ -412,6 +425,9 @@ func (l *KHA) MemoryBytes() int {
 	}
 	if l.smd {
 		n += 2*b*k + 5*k*k + 3*k
+	}
+	if l.km {
+		n += 2*b*d + 2*b
 	}
 	return 8 * n
 }
@@ -457,7 +473,92 @@ func (l *KHA) Learn(x []float64) error {
 		return err
 	}
 	l.seen++
+	if l.km {
+		l.moveCentroid(x)
+		if l.seen >= l.nextRebase {
+			l.rebase()
+		}
+	}
 	return nil
+}
+
+// moveCentroid moves the centroid of the member nearest to x in the
+// feature space, argminⱼ k(dⱼ,dⱼ) − 2k(dⱼ,x) (from the kernel row of the
+// step, still in l.kr), to the running mean of its observations.
+func (l *KHA) moveCentroid(x []float64) {
+	best, bj := math.Inf(1), 0
+	for j, kv := range l.kr[:l.b] {
+		if dist := l.selfK[j] - 2*kv; dist < best {
+			best, bj = dist, j
+		}
+	}
+	l.cnt[bj]++
+	c := l.cent[bj*l.d : (bj+1)*l.d]
+	w := 1 / l.cnt[bj]
+	for i, xv := range x {
+		c[i] += (xv - c[i]) * w
+	}
+}
+
+// rebase makes the centroids the memorised set and re-expresses the state
+// in their span: with D the old and D' the new set, every coefficient
+// vector a of a direction in span(D) becomes K'_ε⁻¹K(D',D)a, the RKHS
+// projection of Φ_D a on span(D') (A, the reference basis R, the gain
+// trace V), the mean row becomes u' = K(D',D)c (the kernel row of the
+// projected mean, as the true running mean row over D' is unknown) and
+// c' = K'_ε⁻¹u'; G, H and M are recomputed exactly. O(B²(d + 2k) + B³/3).
+// When K'_ε is not positive definite (coinciding centroids) the set is
+// kept. It then schedules the next rebase (at 2B, 4B, 8B, 16B
+// observations, then every 16B).
+func (l *KHA) rebase() {
+	b, k, d := l.b, l.k, l.d
+	l.nextRebase = l.seen + l.rebaseGap
+	l.rebaseGap = min(2*l.rebaseGap, 16*int64(b))
+	bl := blas64.Implementation()
+	// X = K(D',D)·[A R V], u' = K(D',D)c, row by row from the old set.
+	for i := range b {
+		x := l.cent[i*d : (i+1)*d]
+		kr := l.rows.Row(l.kr, x, norm2(x))
+		bl.Dgemv(blas.Trans, b, k, 1, l.a, k, kr, 1, 0, l.ka[i*k:(i+1)*k], 1)
+		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, kr, 1, 0, l.a2[i*k:(i+1)*k], 1)
+		if l.smd {
+			bl.Dgemv(blas.Trans, b, k, 1, l.vt, k, kr, 1, 0, l.vt2[i*k:(i+1)*k], 1)
+		}
+		var u float64
+		for j, kv := range kr {
+			u += kv * l.c[j]
+		}
+		l.u2[i] = u
+	}
+	copy(l.oldPts, l.rows.Data())
+	l.rows.Reset(l.cent, b)
+	if err := l.factor(); err != nil {
+		// Back to the old set: the same operations on the same points as
+		// the factor that succeeded before, so this one succeeds too.
+		l.rows.Reset(l.oldPts, b)
+		_ = l.factor()
+		return
+	}
+	solve := func(m []float64) {
+		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, k, 1, l.chol, b, m, k)
+		bl.Dtrsm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, l.chol, b, m, k)
+	}
+	solve(l.ka)
+	solve(l.a2)
+	l.a, l.ka = l.ka, l.a
+	l.ref, l.a2 = l.a2, l.ref
+	copy(l.u, l.u2)
+	copy(l.c, l.u2)
+	l.solve(l.c)
+	l.exactGram(l.g, l.h, l.a)
+	if l.smd {
+		solve(l.vt2)
+		l.vt, l.vt2 = l.vt2, l.vt
+		blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+			blas64.General{Rows: b, Cols: k, Stride: k, Data: l.ka},
+			blas64.General{Rows: b, Cols: k, Stride: k, Data: l.vt}, 0,
+			blas64.General{Rows: k, Cols: k, Stride: k, Data: l.mt})
+	}
 }
 
 // complete factors K_ε, draws the initial directions and replays the stored
@@ -496,6 +597,13 @@ func (l *KHA) complete() error {
 		l.sign[i] = 1
 	}
 	l.full = true
+	if l.km {
+		copy(l.cent, l.rows.Data())
+		for j := range b {
+			l.cnt[j] = 1
+		}
+		l.nextRebase, l.rebaseGap = 2*int64(b), 2*int64(b)
+	}
 	for j := range b {
 		if err := l.step(l.rows.Point(j), int64(j)); err != nil {
 			return err
@@ -526,6 +634,9 @@ func (l *KHA) factor() error {
 		copy(l.chol[j*b:j*b+j+1], row[:j+1])
 		clear(l.chol[j*b+j+1 : (j+1)*b])
 		diag += row[j]
+		if l.km {
+			l.selfK[j] = row[j]
+		}
 	}
 	diag /= float64(b)
 	if !(diag > 0) || math.IsInf(diag, 0) {
@@ -1394,6 +1505,12 @@ func (l *KHA) State() *State {
 	if l.apex {
 		s.putMatrix("lateral", k, k, l.lat)
 	}
+	if l.km {
+		s.putMatrix("centroids", b, l.d, l.cent)
+		s.putMatrix("counts", 1, b, l.cnt)
+		s.Ints["next_rebase"] = l.nextRebase
+		s.Ints["rebase_gap"] = l.rebaseGap
+	}
 	if l.smd {
 		s.putMatrix("gain_scale", 1, k, l.rho)
 		s.putMatrix("gain_trace", b, k, l.vt)
@@ -1453,6 +1570,8 @@ type khaSaved struct {
 	lam, eig, sign, refSign, perm, refPerm []float64
 	lat                                    []float64 // apex only
 	rho, vt, mt                            []float64 // gain smd only
+	cent, cnt                              []float64 // dictionary kmeans only
+	nextRebase, rebaseGap                  int64
 }
 
 // readSaved reads the named values of a complete state (Seen ≥ B) with
@@ -1486,6 +1605,12 @@ func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
 	if l.apex {
 		sv.lat = r.matrix("lateral", k, k)
 	}
+	if l.km {
+		sv.cent = r.matrix("centroids", b, d)
+		sv.cnt = r.matrix("counts", 1, b)
+		sv.rebaseGap = r.int("rebase_gap", 2*int64(b), 16*int64(b))
+		sv.nextRebase = r.int("next_rebase", s.Seen+1, s.Seen+16*int64(b))
+	}
 	if l.smd {
 		sv.rho = r.matrix("gain_scale", 1, k)
 		sv.vt = r.matrix("gain_trace", b, k)
@@ -1516,6 +1641,11 @@ func (sv *khaSaved) check(r *stateReader, l *KHA) {
 		}
 		if (sv.sign[i] != 1 && sv.sign[i] != -1) || (sv.refSign[i] != 1 && sv.refSign[i] != -1) {
 			r.fail("sign %v or ref_sign %v holds a value other than ±1", sv.sign, sv.refSign)
+		}
+	}
+	for j, c := range sv.cnt {
+		if !(c >= 1) {
+			r.fail("counts[%d] = %v: every centroid stands for at least its first point", j, c)
 		}
 	}
 	for i, r0 := range sv.rho {
@@ -1574,6 +1704,11 @@ func (l *KHA) install(sv *khaSaved) error {
 	copy(l.refSign, sv.refSign)
 	if sv.lat != nil {
 		copy(l.lat, sv.lat)
+	}
+	if l.km {
+		copy(l.cent, sv.cent)
+		copy(l.cnt, sv.cnt)
+		l.nextRebase, l.rebaseGap = sv.nextRebase, sv.rebaseGap
 	}
 	if l.smd {
 		copy(l.rho, sv.rho)

@@ -125,9 +125,14 @@ func TestKHAGainFigures(t *testing.T) {
 		vs := []variant{
 			{"kha et", learners.Config{Learner: learners.KindKHA, Budget: bud}},
 			{"kha smd", learners.Config{Learner: learners.KindKHA, Budget: bud, Gain: learners.GainSMD}},
+			{"kha kmeans", learners.Config{Learner: learners.KindKHA, Budget: bud, Dictionary: learners.DictKMeans}},
+			{"kha smd+km", learners.Config{Learner: learners.KindKHA, Budget: bud, Gain: learners.GainSMD, Dictionary: learners.DictKMeans}},
 			{"ikpca", learners.Config{Learner: learners.KindIKPCA, Budget: bud}},
 		}
 		for _, v := range vs {
+			if only := os.Getenv("KPCASTREAM_GAIN_VARIANTS"); only != "" && !strings.Contains(only, v.name) {
+				continue
+			}
 			mean := make([]float64, 10)
 			for seed := uint64(1); seed <= 3; seed++ {
 				cfg := v.cfg

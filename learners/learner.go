@@ -249,6 +249,15 @@ type Config struct {
 	// normalised to it), so that configurations and snapshots from before
 	// the field compare and encode as before. kha only.
 	Gain string `yaml:"gain"`
+	// Dictionary is kha's memorised set: "first" (default) keeps the first
+	// Budget observations for good; "kmeans" starts from them and moves
+	// each member to the running mean of the observations nearest to it in
+	// the feature space (MacQueen's online k-means), and makes the
+	// centroids the memorised set, the directions projected on their span,
+	// at 2B, 4B, 8B and 16B observations and then every 16B. The default is kept as "" ("first" is
+	// normalised to it), so that configurations and snapshots from before
+	// the field compare and encode as before. kha only.
+	Dictionary string `yaml:"dictionary"`
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
 	// (default 2p with the block size p = k + max(k, 8)) and window
@@ -278,6 +287,9 @@ const (
 	// kha's gain schedules (Config.Gain).
 	GainET  = "et"
 	GainSMD = "smd"
+	// kha's memorised sets (Config.Dictionary).
+	DictFirst  = "first"
+	DictKMeans = "kmeans"
 )
 
 // Defaults.
@@ -335,6 +347,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Gain == GainET {
 		c.Gain = ""
+	}
+	if c.Dictionary == DictFirst {
+		c.Dictionary = ""
 	}
 	if c.Refresh == 0 {
 		switch c.Learner {
@@ -451,6 +466,13 @@ func (c Config) Validate() error {
 		bad("gain", "applies to learner kha only, got %q for %s", c.Gain, c.Learner)
 	case c.Rule != "" || c.Beta != 0:
 		bad("gain", "smd needs kha rule gha with beta 1, got rule %q beta %v", c.Rule, c.Beta)
+	}
+	switch {
+	case c.Dictionary == "":
+	case c.Dictionary != DictKMeans:
+		bad("dictionary", "unknown kha dictionary %q (want first or kmeans)", c.Dictionary)
+	case c.Learner != KindKHA:
+		bad("dictionary", "applies to learner kha only, got %q for %s", c.Dictionary, c.Learner)
 	}
 	return errors.Join(errs...)
 }
