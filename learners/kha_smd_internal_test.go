@@ -9,9 +9,17 @@ import (
 // k-space through the steps and rotated with A at each refresh, equals
 // AᵀK_εV computed from scratch (kernel evaluations) both right after a
 // refresh and between refreshes; the gain factors stay in their bounds;
-// MemoryBytes counts the extra arrays.
+// MemoryBytes counts the extra arrays. With dictionary kmeans the same
+// holds across the rebases (at 50, 100 and 200 observations here), and the
+// memorised set has moved off the first B points.
 func TestKHASMDTracking(t *testing.T) {
-	cfg := Config{Learner: KindKHA, Dim: 2, Components: 3, Budget: 25, Refresh: 4, Gain: GainSMD,
+	for _, dict := range []string{"", DictKMeans} {
+		t.Run("dictionary_"+dict, func(t *testing.T) { testKHASMDTracking(t, dict) })
+	}
+}
+
+func testKHASMDTracking(t *testing.T, dict string) {
+	cfg := Config{Learner: KindKHA, Dim: 2, Components: 3, Budget: 25, Refresh: 4, Gain: GainSMD, Dictionary: dict,
 		Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Seed: 3}
 	l, err := NewKHA(cfg)
 	if err != nil {
@@ -19,7 +27,7 @@ func TestKHASMDTracking(t *testing.T) {
 	}
 	n := len(l.rows.pts) + len(l.rows.norms) + len(l.chol)
 	for _, v := range [][]float64{l.invDiag, l.a, l.a2, l.ka, l.ref, l.g, l.g2, l.h, l.h2, l.w, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.zr, l.acc, l.sign, l.refSign, l.pubEig,
-		l.rho, l.rho2, l.vt, l.vt2, l.mt, l.mt2, l.dy, l.sm, l.qm, l.zm} {
+		l.rho, l.rho2, l.vt, l.vt2, l.mt, l.mt2, l.dy, l.sm, l.qm, l.zm, l.cent, l.cnt, l.selfK, l.oldPts} {
 		n += cap(v)
 	}
 	if got, want := 8*(n+cap(l.perm)+cap(l.refPerm)), l.MemoryBytes(); got != want {
@@ -74,4 +82,21 @@ func TestKHASMDTracking(t *testing.T) {
 		}
 	}
 	check("after a refresh")
+	if dict == DictKMeans {
+		// Member i was observation i at the start.
+		moved := 0
+		for i := range b {
+			p := l.rows.Point(i)
+			if p[0] != math.Cos(float64(i)*0.7) || p[1] != 0.5*math.Sin(float64(i)*0.7)+0.01*float64(i%7) {
+				moved++
+			}
+		}
+		if moved == 0 {
+			t.Fatalf("after %d observations every member is still the observation it started as", l.seen)
+		}
+		t.Logf("%d of %d members moved", moved, b)
+		if l.nextRebase <= l.seen || l.nextRebase <= 4*int64(b) || l.rebaseGap < 2*int64(b) || l.rebaseGap > 16*int64(b) {
+			t.Fatalf("rebase schedule: next %d (seen %d), gap %d; want after seen, past 4B, gap in [2B, 16B]", l.nextRebase, l.seen, l.rebaseGap)
+		}
+	}
 }
