@@ -232,3 +232,47 @@ func TestKHAGainAccuracy(t *testing.T) {
 		t.Errorf("satellite: the first-B set reached %.4f after 3 passes; the ceiling this test documents (< 0.99) has moved", first[2])
 	}
 }
+
+// BenchmarkKHAGain measures one Learn per op of kha with each gain and
+// dictionary on the isotropic benchmark stream over the learner benchmark
+// grid (as BenchmarkKHARules). The kmeans cells include the centroid move
+// of every Learn and whatever rebases fall in the timed loop (the first at
+// 4B observations; amortised only in long runs); the rebase alone
+// is BenchmarkKHARebase:
+//
+//	go test ./learners -run '^$' -bench KHAGain -benchmem
+func BenchmarkKHAGain(b *testing.B) {
+	for _, v := range []struct{ name, gain, dict string }{
+		{"et", "", ""}, {"smd", learners.GainSMD, ""}, {"kmeans", "", learners.DictKMeans}, {"smd_kmeans", learners.GainSMD, learners.DictKMeans},
+	} {
+		for _, c := range benchCells {
+			b.Run(fmt.Sprintf("%s/B%d_d%d_k%d", v.name, c.b, c.d, c.k), func(b *testing.B) {
+				l, err := learners.NewKHA(learners.Config{Learner: learners.KindKHA, Gain: v.gain, Dictionary: v.dict, Dim: c.d, Components: c.k, Budget: c.b,
+					Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1 / float64(c.d)}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(42, uint64(c.d)))
+				pool := make([][]float64, 4096)
+				for i := range pool {
+					pool[i] = make([]float64, c.d)
+					for j := range pool[i] {
+						pool[i][j] = rng.NormFloat64()
+					}
+				}
+				for i := range 2 * c.b {
+					if err := l.Learn(pool[i%len(pool)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := l.Learn(pool[i%len(pool)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package learners
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -97,6 +99,40 @@ func testKHASMDTracking(t *testing.T, dict string) {
 		t.Logf("%d of %d members moved", moved, b)
 		if l.nextRebase <= l.seen || l.nextRebase <= 4*int64(b) || l.rebaseGap < 2*int64(b) || l.rebaseGap > 16*int64(b) {
 			t.Fatalf("rebase schedule: next %d (seen %d), gap %d; want after seen, past 4B, gap in [2B, 16B]", l.nextRebase, l.seen, l.rebaseGap)
+		}
+	}
+}
+
+// BenchmarkKHARebase measures one rebase of dictionary kmeans (the cross
+// kernel K(D',D), the factor of K'_ε, the projections of A, R and — with
+// gain smd — V, and the exact G, H, M) on the learner benchmark grid:
+//
+//	go test ./learners -run '^$' -bench KHARebase -benchmem
+func BenchmarkKHARebase(b *testing.B) {
+	for _, c := range []struct{ b, d, k int }{{128, 8, 8}, {512, 64, 16}, {2048, 784, 32}} {
+		for _, gain := range []string{"", GainSMD} {
+			b.Run(fmt.Sprintf("gain%s/B%d_d%d_k%d", gain, c.b, c.d, c.k), func(b *testing.B) {
+				l, err := NewKHA(Config{Learner: KindKHA, Gain: gain, Dictionary: DictKMeans, Dim: c.d, Components: c.k, Budget: c.b,
+					Kernel: Kernel{Name: KernelRBF, Gamma: 1 / float64(c.d)}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(42, uint64(c.d)))
+				x := make([]float64, c.d)
+				for range 2*c.b - 1 {
+					for j := range x {
+						x[j] = rng.NormFloat64()
+					}
+					if err := l.Learn(x); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					l.rebase()
+				}
+			})
 		}
 	}
 }
