@@ -111,7 +111,7 @@ func TestLearnCPU(t *testing.T) {
 			t.Logf("  kha rule %q β %v gain %q dictionary %q: %v CPU/op, %.2f × gha", r.rule, r.beta, r.gain, r.dict, d, float64(d)/float64(per[1]))
 			if r.dict == DictKMeans {
 				kl := l.(*KHA)
-				rb := median(1, func(int) { kl.rebase() })
+				rb := median(max(1, 4096/c.b), func(int) { kl.rebase() }) // thread CPU ticks are coarse: several rebases per round
 				t.Logf("  kha dictionary kmeans: one rebase %v CPU (%.0f plain Learns; amortised over 16B = %d Learns: %.3f × gha)",
 					rb, float64(rb)/float64(per[1]), 16*c.b, (float64(d)+float64(rb)/float64(16*c.b))/float64(per[1]))
 			}
