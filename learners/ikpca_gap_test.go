@@ -99,6 +99,11 @@ func TestIKPCAMoveScheduleImages(t *testing.T) {
 			if c.area > 0 {
 				learners.SetMoveGapArea(l, c.area)
 			}
+			if v := os.Getenv("KPCASTREAM_BURST"); v != "" && c.area == 0 {
+				var n int64
+				fmt.Sscan(v, &n)
+				learners.SetMoveBurst(l, n)
+			}
 			var took time.Duration
 			var early float64
 			var earlyChanges int64
