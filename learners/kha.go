@@ -106,7 +106,8 @@ const (
 // gonum's Dgemv), about 8Bk flops for y = Aᵀv, Rᵀv and the Sanger update
 // of A, O(k²) for the tracking, Bk(k+1)/R flops amortised for the
 // refreshes and O(Bk/R) for the exact recomputation. Transform costs
-// O(Bd + Bk). Neither allocates.
+// O(Bd + Bk). Neither allocates (with dictionary kmeans, the Learn that
+// rebases allocates what gonum's Cholesky allocates).
 //
 // The 2B² term cannot be avoided with an explicit A. The step adds
 // K_ε⁻¹v·eᵀ to A·T; from A before and after (T invertible, e ≠ 0) that
