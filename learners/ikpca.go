@@ -99,8 +99,11 @@ func init() {
 // √αᵢ·(zᵢ − μᵢ₋₁), the others zero; the scatter is scale·(S + EᵀE) with E
 // those n rows). Budget fit (optional: snapshots from before them lack
 // them): scalars dropped, swap_rate, move_rate, outside. Centroid eviction
-// only: ints absorb_clock, last_move; matrices weight_of 1×m, absorbed
-// m×d, absorbed_n 1×m, born 1×m, kself 1×m.
+// only: ints absorb_clock, last_move (the virtual time of the last move of
+// the rate limit, moveAllowed: Seen() at the last move unless a burst is
+// being spent, when it runs up to moveBurstSize gaps ahead; a snapshot from
+// before bursts holds Seen() at the last move, which reads the same);
+// matrices weight_of 1×m, absorbed m×d, absorbed_n 1×m, born 1×m, kself 1×m.
 type IKPCA struct {
 	cfg     Config
 	d, k, b int // input dimension, components, budget
