@@ -85,7 +85,7 @@
 //	checkpoint_bucket                     KV bucket of members, partition records, checkpoints  kpcastream-checkpoints
 //	checkpoint_every                      duration                   5s
 //	checkpoint_replicas                   replicas of the checkpoint bucket, 1..5  snapshots.replicas
-//	lease_ttl                             duration, ≥ 30ms (partition ownership, renewed every ttl/3)  10s
+//	lease_ttl                             duration, ≥ 30ms (partition ownership, records renewed every ttl/6)  10s
 //	on_lease_held                         deprecated: accepted, ignored  wait
 //	snapshot_timeout                      duration per store call    10s
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required

@@ -76,7 +76,7 @@ type Config struct {
 	// replicas (snapshots.replicas).
 	CheckpointReplicas int `yaml:"checkpoint_replicas"`
 	// LeaseTTL is how long a JetStream pipeline's consumer lease lasts
-	// without renewal; the holder renews it every LeaseTTL/3, and another
+	// without renewal; the holder renews it every LeaseTTL/6, and another
 	// instance takes it over when it has not changed for LeaseTTL. Default 10s.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// OnLeaseHeld is what Run does when another live instance holds a

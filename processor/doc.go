@@ -234,7 +234,7 @@
 // get balanced shares, owners keeping theirs (AssignTargets), and Decide
 // says whether to take, release or abandon each partition. Every change of
 // a record is a compare-and-set on it: the owner renews it with the current
-// checkpoint every min(lease_ttl/3, checkpoint_every); a member takes a
+// checkpoint every min(lease_ttl/6, checkpoint_every); a member takes a
 // released or missing partition, or one whose record has not moved for
 // lease_ttl, by writing epoch+1. Each take or abandon runs on a goroutine
 // of its own, one per record at a time, bounded by lease_ttl/4
