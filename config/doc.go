@@ -142,7 +142,8 @@
 //	pipelines[i].snapshot.every           duration (< 0 disables)    30s
 //	pipelines[i].snapshot.on_shutdown     bool                       true
 //	pipelines[i].snapshot.on_corrupt_snapshot  fail | reset          fail
-//	pipelines[i].max_keys                 live learners              1024
+//	pipelines[i].memory_budget            bytes of live learners on an instance (lint: keys that fit)  268435456 (256 MiB)
+//	pipelines[i].max_keys                 live learners, an optional cap below memory_budget (0 none)  0
 //	pipelines[i].max_batch                observations per message   1024
 //	pipelines[i].partitions               1..1024 (JetStream input; fixed with the stream's transform)  1
 //	pipelines[i].classifier.classes       ≥ 2 unique names (ikpca or kha)  none (no classifier stage)

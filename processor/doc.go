@@ -279,10 +279,16 @@
 //
 // # Bounded memory
 //
-// Each worker holds at most max(1, ⌈max_keys/partitions⌉/workers) learners;
+// Each worker holds at most max(1, memory_budget/partitions/workers/size)
+// learners, size being one key's fixed memory (keymodel.Model.Bytes:
+// learner, classifier stage, monitor, bookkeeping), and at most its share
+// ⌈max_keys/partitions⌉/workers of max_keys when that is set (memory.go);
 // the least recently used one is snapshotted and unloaded, and loaded again
-// on its next message. Per message, memory is bounded by max_batch and the
-// learner's dimension.
+// on its next message. A key brought back while its unloading save is in
+// flight unloads the next least recently used (machine.shrink), so the
+// keys whose save is in flight are the only excess (at most the snapshot
+// slots). Per message, memory is bounded by max_batch and the learner's
+// dimension.
 //
 // # Operations
 //

@@ -91,6 +91,7 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	cls    *stage         // the classifier stage, nil without one
 	spec   *keymodel.Spec // how the models of its keys are built
+	kb     int            // memory of one live key (keyBytes, memory.go)
 	outJS  bool
 	// outStream is the stream that captures the outputs ("" without one).
 	outStream string
@@ -136,6 +137,8 @@ func (pl *pipeline) minCheckpoint() uint64 {
 // pipelineStats are the counters reported by the stats endpoint.
 type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
+	// Evictions counts the keys unloaded to make room (memory_budget, max_keys).
+	Evictions atomic.Int64
 	// Budget advice of the loaded learners' last message.
 	AdviceOK, AdviceTight, AdviceTooSmall atomic.Int64
 }
@@ -212,6 +215,8 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		}
 		pl.cls = newStage(pc, met)
 		pl.spec = pl.modelSpec(p.newLearner)
+		pl.kb = pl.keyBytes()
+		pm.memoryBudget.Set(float64(pc.MemoryBudget))
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		p.pipes = append(p.pipes, pl)
 	}

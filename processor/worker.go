@@ -288,6 +288,11 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		}
 	case machine.ActLive:
 		w.live(a.Delta)
+		if a.Delta < 0 {
+			// Unloaded to make room (or, core NATS, after a conflicting save).
+			w.pipe.stats.Evictions.Add(1)
+			w.pipe.met.evictions.Inc()
+		}
 	case machine.ActServe:
 		w.serve(a)
 	case machine.ActGaveUp:
@@ -322,6 +327,7 @@ func (w *worker) finish(ctx context.Context) error {
 func (w *worker) live(d int) {
 	w.pipe.stats.Live.Add(int64(d))
 	w.pipe.met.activeLearners.Add(float64(d))
+	w.pipe.met.memoryUsed.Add(float64(d * w.pipe.kb))
 }
 
 // release takes the keys this worker still holds out of the live counts
