@@ -88,6 +88,7 @@
 //	lease_ttl                             duration, ≥ 30ms (partition ownership, renewed every ttl/3)  10s
 //	on_lease_held                         deprecated: accepted, ignored  wait
 //	snapshot_timeout                      duration per store call    10s
+//	local_dir                             directory of the local tier below memory_budget (none: off)  <data_dir>/local
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required
 //	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)
 //	pipelines[i].input.subject            subject filter             required

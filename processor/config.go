@@ -88,6 +88,16 @@ type Config struct {
 	OnLeaseHeld string `yaml:"on_lease_held"`
 	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
 	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
+	// LocalDir is the directory of the local tier (issue 30): the learners
+	// of a JetStream pipeline's keys beyond memory_budget go to a file per
+	// worker there (named after its pipeline, partition, epoch and worker,
+	// created empty and removed when the worker stops), so that they load
+	// again with a local read. A cache only: snapshots still go to
+	// JetStream on the snapshot policy. "" (the library's default): none,
+	// keys beyond memory_budget are snapshotted and unloaded. kpcastream
+	// run sets it to <data_dir>/local unless the file says "none". It must
+	// not be shared by two running instances.
+	LocalDir string `yaml:"local_dir"`
 	// Pipelines are the pipelines to run (at least one).
 	Pipelines []PipelineConfig `yaml:"-"`
 }
@@ -513,6 +523,9 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	return p
 }
+
+// LocalNone as Config.LocalDir in a file turns the local tier off.
+const LocalNone = "none"
 
 // Values of Config.OnLeaseHeld (deprecated: accepted and ignored).
 const (

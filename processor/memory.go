@@ -69,17 +69,38 @@ func workersPer(c Config, pc PipelineConfig) int {
 	return max(1, (c.Workers+pc.Partitions-1)/pc.Partitions)
 }
 
-// memoryQuota is the number of live keys of one of n workers of a
-// partition of pc whose keys take keyBytes each: its share of
-// memory_budget, at most its share of max_keys, at least one.
-func memoryQuota(pc PipelineConfig, n, keyBytes int) int {
-	share := pc.MemoryBudget / int64(pc.Partitions) / int64(n)
-	q := int(share / int64(max(keyBytes, 1)))
+// workerMemory is how one worker of a partition spends its share of
+// memory_budget.
+type workerMemory struct {
+	share    int64 // bytes: memory_budget/partitions/workers
+	capped   int   // the worker's share of max_keys (0: no cap)
+	resident int   // keys in memory without a local tier: share/size, at most capped, at least 1
+	// known is the keys the worker may hold with a local tier (in memory
+	// or on disk): each costs localKeyBytes in memory, and one in memory
+	// its full size (worker_local.go).
+	known int
+}
+
+// memoryOf is the memory of one of n workers of a partition of pc whose
+// keys take keyBytes each.
+func memoryOf(pc PipelineConfig, n, keyBytes int) workerMemory {
+	wm := workerMemory{share: pc.MemoryBudget / int64(pc.Partitions) / int64(n)}
+	q := int(wm.share / int64(max(keyBytes, 1)))
 	if pc.MaxKeys > 0 {
 		perPart := (pc.MaxKeys + pc.Partitions - 1) / pc.Partitions
-		q = min(q, perPart/n)
+		wm.capped = max(1, perPart/n)
+		q = min(q, wm.capped)
 	}
-	return max(1, q)
+	wm.resident = max(1, q)
+	wm.known = max(wm.resident, int((wm.share-int64(keyBytes))/localKeyBytes))
+	return wm
+}
+
+// memoryQuota is the number of live keys of one of n workers of a
+// partition of pc whose keys take keyBytes each, without a local tier:
+// its share of memory_budget, at most its share of max_keys, at least one.
+func memoryQuota(pc PipelineConfig, n, keyBytes int) int {
+	return memoryOf(pc, n, keyBytes).resident
 }
 
 // keyBytes is the memory of one live key of pl (keymodel.Spec.Bytes);

@@ -2,9 +2,14 @@ package processor
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestMemoryQuota checks how memory_budget and max_keys become a worker's
@@ -116,6 +121,105 @@ func TestMemoryBudget(t *testing.T) {
 	for k := range nkeys {
 		if st, _ := e.loadState(t, pc.Name, fmt.Sprintf("key%02d", k)); st.Seen != rounds {
 			t.Errorf("key%02d: seen %d, want %d (unloaded state lost?)", k, st.Seen, rounds)
+		}
+	}
+}
+
+// saves is the number of snapshot saves the pipeline's workers made.
+func saves(t *testing.T, r *running, name string) uint64 {
+	t.Helper()
+	var d dto.Metric
+	if err := r.p.met.snapSeconds.WithLabelValues(name).(prometheus.Metric).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Histogram.GetSampleCount()
+}
+
+// TestLocalTier runs far more keys than memory_budget holds with a local
+// tier: keys beyond memory go to disk and come back without a snapshot
+// save (none while the policy asks for none: KV writes follow the
+// schedule, not the evictions), memory stays within the budget, the final
+// snapshots hold every message once, and a restart (a new epoch, an empty
+// local tier) goes on from the snapshots.
+func TestLocalTier(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("tier")
+	pc.Snapshot = SnapshotPolicy{EveryMessages: -1, Every: -1}
+	dir := t.TempDir()
+	c := Config{Workers: 2, Pipelines: []PipelineConfig{pc}, LocalDir: dir}
+	plan, err := c.MemoryPlan(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nkeys, rounds = 40, 4
+	// Per worker: three keys in memory beside 20 on disk.
+	pc.MemoryBudget = 2 * (3*int64(plan.KeyBytes) + 23*localKeyBytes)
+	c.Pipelines[0] = pc
+	r := e.start(t, c)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if s := r.stats(pc.Name); s.MemoryUsed > pc.MemoryBudget {
+					t.Errorf("memory_used %d B over memory_budget %d B", s.MemoryUsed, pc.MemoryBudget)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	for round := range rounds {
+		for k := range nkeys {
+			e.publish(t, fmt.Sprintf("in.tier.key%02d", k), encodeObs(t, "msgpack", vectors(uint64(k), rounds)[round], ""), "")
+		}
+	}
+	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	close(stop)
+	<-done
+	spills, loads := metricValue(t, r.p.met.localSpills.WithLabelValues(pc.Name)), metricValue(t, r.p.met.localLoads.WithLabelValues(pc.Name))
+	if spills < nkeys || loads < nkeys {
+		t.Errorf("local tier: %v spills, %v loads; want at least %d each (each round passes every key through disk)", spills, loads, nkeys)
+	}
+	if n := saves(t, r, pc.Name); n != 0 {
+		t.Errorf("%d snapshot saves while running with snapshots only on shutdown: evictions to the local tier must not save", n)
+	}
+	if got := metricValue(t, r.p.met.localBytes.WithLabelValues(pc.Name)); got <= 0 {
+		t.Errorf("kpcastream_local_bytes %v, want the files' size", got)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := saves(t, r, pc.Name); n != nkeys {
+		t.Errorf("%d snapshot saves at shutdown, want one per key (%d)", n, nkeys)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("local tier files left after the stop: %v", left)
+	}
+	for k := range nkeys {
+		if st, _ := e.loadState(t, pc.Name, fmt.Sprintf("key%02d", k)); st.Seen != rounds {
+			t.Errorf("key%02d: seen %d, want %d", k, st.Seen, rounds)
+		}
+	}
+	// A restart goes on from the snapshots; a stale file of an earlier
+	// owner in the directory is not read.
+	if err := os.WriteFile(filepath.Join(dir, "tier-p0-e2-w0.db"), []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = e.start(t, c)
+	for k := range nkeys {
+		e.publish(t, fmt.Sprintf("in.tier.key%02d", k), encodeObs(t, "msgpack", vectors(uint64(k)+100, 1)[0], ""), "")
+	}
+	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range nkeys {
+		if st, _ := e.loadState(t, pc.Name, fmt.Sprintf("key%02d", k)); st.Seen != rounds+1 {
+			t.Errorf("after the restart key%02d: seen %d, want %d", k, st.Seen, rounds+1)
 		}
 	}
 }

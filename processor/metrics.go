@@ -45,6 +45,10 @@ type metrics struct {
 	memoryBudget    *prometheus.GaugeVec     // pipeline
 	memoryUsed      *prometheus.GaugeVec     // pipeline
 	evictions       *prometheus.CounterVec   // pipeline
+	localKeys       *prometheus.GaugeVec     // pipeline
+	localBytes      *prometheus.GaugeVec     // pipeline
+	localLoads      *prometheus.CounterVec   // pipeline
+	localSpills     *prometheus.CounterVec   // pipeline
 }
 
 // alarmStatistics are the statistic label values of kpcastream_alarms_total.
@@ -165,11 +169,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Bytes the pipeline's live learners take (active_learners × the fixed size of one key, learner, classifier stage and monitor)."}, []string{"pipeline"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "key_evictions_total",
 			Help: "Keys unloaded to make room for another (memory_budget, max_keys); their learners are loaded again on their next message."}, []string{"pipeline"}),
+		localKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "local_keys",
+			Help: "Live keys whose learner is in the local tier on disk (local_dir) rather than in memory."}, []string{"pipeline"}),
+		localBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "local_bytes",
+			Help: "Size of the local tier's files on disk."}, []string{"pipeline"}),
+		localLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "local_loads_total",
+			Help: "Learners read back from the local tier into memory."}, []string{"pipeline"}),
+		localSpills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "local_spills_total",
+			Help: "Learners moved from memory to the local tier (no snapshot save: their saves follow the snapshot policy)."}, []string{"pipeline"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.t2, m.activeLearners,
 		m.storedPoints, m.budgetPoints, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
 		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo,
-		m.clsAccuracy, m.clsLabels, m.clsPredictions, m.alarms, m.memoryBudget, m.memoryUsed, m.evictions} {
+		m.clsAccuracy, m.clsLabels, m.clsPredictions, m.alarms, m.memoryBudget, m.memoryUsed, m.evictions, m.localKeys, m.localBytes, m.localLoads, m.localSpills} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -197,6 +209,10 @@ type pipeMetrics struct {
 	memoryBudget         prometheus.Gauge
 	memoryUsed           prometheus.Gauge
 	evictions            prometheus.Counter
+	localKeys            prometheus.Gauge
+	localBytes           prometheus.Gauge
+	localLoads           prometheus.Counter
+	localSpills          prometheus.Counter
 }
 
 // forPipeline looks up the pipeline's children and creates every series
@@ -239,6 +255,10 @@ func (m *metrics) forPipeline(name string, budget int) (pipeMetrics, error) {
 		memoryBudget:   m.memoryBudget.WithLabelValues(name),
 		memoryUsed:     m.memoryUsed.WithLabelValues(name),
 		evictions:      m.evictions.WithLabelValues(name),
+		localKeys:      m.localKeys.WithLabelValues(name),
+		localBytes:     m.localBytes.WithLabelValues(name),
+		localLoads:     m.localLoads.WithLabelValues(name),
+		localSpills:    m.localSpills.WithLabelValues(name),
 	}
 	for _, a := range explainedAtMost {
 		pm.explainedBands = append(pm.explainedBands, m.explainedBands.WithLabelValues(name, a))

@@ -72,7 +72,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	n := p.workersPerPartition(pc)
 	for i := range n {
-		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, quota(pl, n)), i))
+		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, memoryOf(pl.cfg, n, pl.kb)), i))
 	}
 	return pt
 }
@@ -81,13 +81,6 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 // of pc: Workers spread over the partitions, at least one.
 func (p *Processor) workersPerPartition(pc PipelineConfig) int {
 	return workersPer(p.cfg, pc)
-}
-
-// quota is the number of learners one of n workers of a partition of pc
-// may hold: memory_budget (and max_keys, when set) spread over the
-// partitions and their workers (memory.go).
-func quota(pl *pipeline, n int) int {
-	return memoryQuota(pl.cfg, n, pl.kb)
 }
 
 // consumerName is the JetStream consumer of partition num at epoch.

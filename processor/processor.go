@@ -139,6 +139,8 @@ type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
 	// Evictions counts the keys unloaded to make room (memory_budget, max_keys).
 	Evictions atomic.Int64
+	// Memory is the bytes the live keys take (memory_used).
+	Memory atomic.Int64
 	// Budget advice of the loaded learners' last message.
 	AdviceOK, AdviceTight, AdviceTooSmall atomic.Int64
 }
@@ -252,6 +254,9 @@ func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected()
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
+	}
+	for _, pl := range p.pipes {
+		cleanLocal(p.cfg.LocalDir, pl, p.log)
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := p.setup(setupCtx)

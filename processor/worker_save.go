@@ -19,6 +19,7 @@ type snapJob struct {
 	snap *codec.Snapshot
 	rev  uint64
 	job  machine.Job
+	err  error // the state could not be copied (the local tier failed): the save fails
 }
 
 type snapResult struct {
@@ -41,11 +42,13 @@ type keyStore interface {
 
 // snapshot copies e's state for job.
 func (w *worker) snapshot(e *entry, job machine.Job) *snapJob {
+	snap, err := w.snapshotOf(e, job.LastSeq)
 	return &snapJob{
 		e:    e,
-		snap: e.snapshot(job.LastSeq, w.epoch),
+		snap: snap,
 		rev:  e.rev,
 		job:  job,
+		err:  err,
 	}
 }
 
@@ -92,6 +95,10 @@ func (w *worker) landed(r snapResult) {
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
+		if j.err != nil {
+			w.results <- snapResult{job: j, err: j.err}
+			continue
+		}
 		if !w.fence.OK() {
 			w.results <- snapResult{job: j, err: errFenced}
 			continue
