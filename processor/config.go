@@ -95,8 +95,9 @@ type Config struct {
 	// again with a local read. A cache only: snapshots still go to
 	// JetStream on the snapshot policy. "" (the library's default): none,
 	// keys beyond memory_budget are snapshotted and unloaded. kpcastream
-	// run sets it to <data_dir>/local unless the file says "none". It must
-	// not be shared by two running instances.
+	// run sets it to <data_dir>/local unless the file says "none". Files
+	// left by a crash are removed at start; a running worker's is locked,
+	// so instances may share the directory.
 	LocalDir string `yaml:"local_dir"`
 	// Pipelines are the pipelines to run (at least one).
 	Pipelines []PipelineConfig `yaml:"-"`

@@ -141,6 +141,9 @@ type pipelineStats struct {
 	Evictions atomic.Int64
 	// Memory is the bytes the live keys take (memory_used).
 	Memory atomic.Int64
+	// KVWrites counts snapshot writes (saves and claims); LocalKeys and
+	// LocalBytes are the keys in the local tier and its files' size.
+	KVWrites, LocalKeys, LocalBytes atomic.Int64
 	// Budget advice of the loaded learners' last message.
 	AdviceOK, AdviceTight, AdviceTooSmall atomic.Int64
 }

@@ -65,7 +65,8 @@ func (p *Processor) Stats() []PipelineStats {
 		s := &pl.stats
 		ps := PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
 			Skipped: s.Skipped.Load(), DeadLettered: s.DeadLettered.Load(), Naks: s.Naks.Load(), Learners: s.Live.Load(),
-			Instances: 1, MemoryUsed: s.Memory.Load(), Evictions: s.Evictions.Load()}
+			Instances: 1, MemoryUsed: s.Memory.Load(), Evictions: s.Evictions.Load(),
+			KVWrites: s.KVWrites.Load(), LocalKeys: s.LocalKeys.Load(), LocalBytes: s.LocalBytes.Load()}
 		for _, a := range []string{learners.AdviceOK, learners.AdviceTight, learners.AdviceTooSmall} {
 			if n := pl.adviceCount(a).Load(); n != 0 {
 				if ps.Budget == nil {

@@ -147,6 +147,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.epoch, err)
 	}
 	e.rev = rev
+	e.pipe.stats.KVWrites.Add(1)
 	return nil
 }
 

@@ -112,8 +112,7 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	if err != nil {
 		return nil, w.localFailed(e, "read", err)
 	}
-	t.onDisk--
-	w.pipe.met.localKeys.Dec()
+	w.localKeys(-1)
 	w.pipe.met.localLoads.Inc()
 	w.resident(e)
 	return e.m, nil
@@ -176,8 +175,7 @@ func (w *worker) resident(e *entry) {
 		v.seen = v.m.Learner().Seen()
 		v.elem, v.m = nil, nil
 	}
-	t.onDisk += len(out)
-	w.pipe.met.localKeys.Add(float64(len(out)))
+	w.localKeys(len(out))
 	w.pipe.met.localSpills.Add(float64(len(out)))
 	w.memory(-int64(len(out)) * int64(t.kb-localKeyBytes))
 	clear(t.items)
@@ -197,8 +195,7 @@ func (w *worker) forgetLocal(e *entry) {
 		return
 	}
 	if e.m == nil {
-		t.onDisk--
-		w.pipe.met.localKeys.Dec()
+		w.localKeys(-1)
 		if err := t.store.Delete(e.key); err != nil {
 			_ = w.localFailed(e, "delete", err)
 		}
@@ -236,16 +233,29 @@ func (w *worker) memory(d int64) {
 	w.pipe.met.memoryUsed.Add(float64(d))
 }
 
+// localKeys counts d more keys in the local tier.
+func (w *worker) localKeys(d int) {
+	w.tier.onDisk += d
+	w.pipe.stats.LocalKeys.Add(int64(d))
+	w.pipe.met.localKeys.Add(float64(d))
+}
+
+// localBytes counts d more bytes of local tier files.
+func (w *worker) localBytes(d int64) {
+	w.pipe.stats.LocalBytes.Add(d)
+	w.pipe.met.localBytes.Add(float64(d))
+}
+
 // closeTier closes the local tier and removes its file.
 func (w *worker) closeTier() {
 	t := w.tier
 	if t == nil {
 		return
 	}
-	w.pipe.met.localKeys.Sub(float64(t.onDisk))
-	w.pipe.met.localBytes.Sub(float64(t.fileLen))
+	w.localKeys(-t.onDisk)
+	w.localBytes(-t.fileLen)
 	w.memory(-int64(t.lru.Len()) * int64(t.kb-localKeyBytes))
-	t.onDisk, t.fileLen = 0, 0
+	t.fileLen = 0
 	t.lru.Init()
 	if err := t.store.Close(); err != nil {
 		w.log.Warn("local tier: close", zap.Error(err))
@@ -254,14 +264,15 @@ func (w *worker) closeTier() {
 
 // cleanLocal removes the local tier files of pl left in dir by a worker
 // that did not stop (a crash, a kill): their epochs never come back, so
-// nothing reads them, and they would pile up.
+// nothing reads them, and they would pile up. A file a running worker
+// holds (another instance sharing the directory) is locked and left.
 func cleanLocal(dir string, pl *pipeline, log *zap.Logger) {
 	if dir == "" || dir == LocalNone {
 		return
 	}
 	stale, _ := filepath.Glob(filepath.Join(dir, pl.cfg.Name+"-p*-e*-w*.db"))
 	for _, f := range stale {
-		if err := os.Remove(f); err == nil {
+		if localstore.Stale(f) {
 			log.Info("removed a stale local tier file", zap.String("path", f))
 		}
 	}
@@ -271,7 +282,7 @@ func cleanLocal(dir string, pl *pipeline, log *zap.Logger) {
 func (w *worker) reportLocal() {
 	if t := w.tier; t != nil {
 		n := t.store.FileBytes()
-		w.pipe.met.localBytes.Add(float64(n - t.fileLen))
+		w.localBytes(n - t.fileLen)
 		t.fileLen = n
 	}
 }

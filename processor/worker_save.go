@@ -62,6 +62,7 @@ func (w *worker) landed(r snapResult) {
 	switch {
 	case r.err == nil:
 		e.rev = r.rev
+		e.pipe.stats.KVWrites.Add(1)
 		w.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
 	case errors.Is(r.err, errFenced) || (w.owned && errors.Is(r.err, snapshot.ErrConflict)):
 		// This partition no longer owns the key (a newer epoch claimed it):

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 var bucket = []byte("keys")
@@ -133,6 +134,21 @@ func (s *Store) FileBytes() int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// Stale removes the store file at path unless a running Store holds it
+// (its lock), and reports whether it did: the file of a worker that
+// crashed, which nothing will read again.
+func Stale(path string) bool {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 50 * time.Millisecond, ReadOnly: true})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return false // held by a running worker
+	}
+	if err == nil {
+		_ = db.Close()
+	}
+	// Not a store (a torn file after a crash) or a free one: remove it.
+	return os.Remove(path) == nil
 }
 
 // Close closes the store and removes its file.

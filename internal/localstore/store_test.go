@@ -65,6 +65,17 @@ func TestStore(t *testing.T) {
 	if _, ok, _ := s.Get(nil, "k050"); ok {
 		t.Error("a reopened store holds a key of the closed one")
 	}
+	// Stale leaves a file a running store holds, removes a free or torn one.
+	if Stale(path) {
+		t.Error("Stale removed the file of an open store")
+	}
+	torn := filepath.Join(t.TempDir(), "torn.db")
+	if err := os.WriteFile(torn, []byte("half a page"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !Stale(torn) {
+		t.Error("Stale left a torn file")
+	}
 	if _, err := Open(filepath.Join(t.TempDir(), "no", "such", "dir", "w.db")); err == nil {
 		t.Error("open in a missing directory: no error")
 	}

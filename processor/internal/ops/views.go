@@ -45,6 +45,12 @@ type PipelineStats struct {
 	// the start (memory_budget, max_keys).
 	MemoryUsed int64 `json:"memory_used"`
 	Evictions  int64 `json:"evictions"`
+	// KVWrites counts the snapshot writes (saves and claims) since the
+	// start; LocalKeys and LocalBytes are the keys in the local tier on
+	// disk and its files' size.
+	KVWrites   int64 `json:"kv_writes"`
+	LocalKeys  int64 `json:"local_keys"`
+	LocalBytes int64 `json:"local_bytes"`
 }
 
 // PartitionStats describes one partition run by a member.
@@ -122,6 +128,9 @@ func mergeStats(a, b []PipelineStats) []PipelineStats {
 		x.Learners += y.Learners
 		x.MemoryUsed += y.MemoryUsed
 		x.Evictions += y.Evictions
+		x.KVWrites += y.KVWrites
+		x.LocalKeys += y.LocalKeys
+		x.LocalBytes += y.LocalBytes
 		x.Pending += y.Pending
 		x.Instances += y.Instances
 		if y.Checkpoint != 0 && (x.Checkpoint == 0 || y.Checkpoint < x.Checkpoint) {
