@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kpcastream/kpcastream/codec"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -221,5 +224,20 @@ func TestLocalTier(t *testing.T) {
 		if st, _ := e.loadState(t, pc.Name, fmt.Sprintf("key%02d", k)); st.Seen != rounds+1 {
 			t.Errorf("after the restart key%02d: seen %d, want %d", k, st.Seen, rounds+1)
 		}
+	}
+}
+
+// TestLocalFailureIsNoBadInput: a failure of the local tier — a malformed
+// local copy, say — is classified as the fence lost (nak: the partition
+// replays under a new epoch), never as bad input to dead-letter.
+func TestLocalFailureIsNoBadInput(t *testing.T) {
+	f := newFence(time.Minute, time.Now())
+	w := &worker{deps: deps{log: zaptest.NewLogger(t), fence: f}, tier: &tier{path: "x.db"}}
+	err := w.localFailed(&entry{key: "k"}, "read", fmt.Errorf("decode: %w", codec.ErrMalformed))
+	if f.OK() {
+		t.Error("the fence holds after a local tier failure")
+	}
+	if a, reason := classify(err); a != actNak {
+		t.Errorf("local tier failure classified %v (%s), want a nak", a, reason)
 	}
 }

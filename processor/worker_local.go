@@ -224,7 +224,9 @@ func (w *worker) localFailed(e *entry, op string, err error) error {
 	w.log.Error("local tier failed; stopping the partition (it replays from its checkpoint)", zap.String("key", e.key),
 		zap.String("op", op), zap.String("path", w.tier.path), zap.Error(err))
 	w.fence.Revoke()
-	return fmt.Errorf("%w: local tier: %s key %q: %w", errFenced, op, e.key, err)
+	// The cause is text only: a malformed local copy is no bad input (a
+	// dead letter), the message is nak'ed and its key replayed.
+	return fmt.Errorf("%w: local tier: %s key %q: %v", errFenced, op, e.key, err)
 }
 
 // memory adds d bytes to the pipeline's memory in use.
