@@ -26,6 +26,10 @@ type MemoryPlan struct {
 	Keys int
 	// Cap is max_keys (0: no cap beyond Budget).
 	Cap int
+	// Local is the live keys with the local tier (in memory or on disk;
+	// each costs 1 KiB of the budget, worker_local.go), 0 without one
+	// (no local_dir, or a core NATS input).
+	Local int
 }
 
 // Bytes is the memory the plan's live keys may take: Keys × KeyBytes
@@ -38,6 +42,9 @@ func (m MemoryPlan) String() string {
 	s := fmt.Sprintf("memory_budget %s: %s live keys of %s", sizeText(m.Budget), groupDigits(m.Keys), sizeText(int64(m.KeyBytes)))
 	if m.Cap > 0 {
 		s += fmt.Sprintf(" (max_keys %d)", m.Cap)
+	}
+	if m.Local > 0 {
+		s += fmt.Sprintf(", up to %s with the local tier", groupDigits(m.Local))
 	}
 	return s
 }
@@ -60,8 +67,12 @@ func (c Config) MemoryPlan(pc PipelineConfig) (MemoryPlan, error) {
 		return MemoryPlan{}, fmt.Errorf("processor: pipeline %s: size of a key: %w", pc.Name, err)
 	}
 	n := workersPer(c, pc)
-	per := memoryQuota(pc, n, kb)
-	return MemoryPlan{Budget: pc.MemoryBudget, KeyBytes: kb, PerWorker: per, Keys: per * n * pc.Partitions, Cap: pc.MaxKeys}, nil
+	wm := memoryOf(pc, n, kb)
+	plan := MemoryPlan{Budget: pc.MemoryBudget, KeyBytes: kb, PerWorker: wm.resident, Keys: wm.resident * n * pc.Partitions, Cap: pc.MaxKeys}
+	if c.LocalDir != "" && c.LocalDir != LocalNone && pc.Input.Stream != "" {
+		plan.Local = wm.known * n * pc.Partitions
+	}
+	return plan, nil
 }
 
 // workersPer is the number of worker goroutines of each partition of pc.
@@ -134,4 +145,17 @@ func groupDigits(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// liveMax is the live keys of pl that fit on an instance running all its
+// partitions: in memory, or in memory and the local tier when pl's
+// workers have one.
+func (p *Processor) liveMax(pl *pipeline) int {
+	n := p.workersPerPartition(pl.cfg)
+	wm := memoryOf(pl.cfg, n, pl.kb)
+	per := wm.resident
+	if p.cfg.LocalDir != "" && p.cfg.LocalDir != LocalNone && pl.cfg.Input.Stream != "" {
+		per = wm.known
+	}
+	return per * n * pl.cfg.Partitions
 }

@@ -54,6 +54,14 @@ func TestMemoryPlan(t *testing.T) {
 	if s := plan.String(); !strings.Contains(s, "64.0 MiB") || !strings.Contains(s, groupDigits(plan.Keys)+" live keys") {
 		t.Errorf("plan text %q", s)
 	}
+	if plan.Local != 0 {
+		t.Errorf("no local_dir: %d keys with a local tier, want 0", plan.Local)
+	}
+	c.LocalDir = t.TempDir()
+	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") {
+		t.Errorf("with local_dir: %+v (%q), %v; want 2 workers' (share − a key)/1 KiB", lp, lp.String(), err)
+	}
+	c.LocalDir = ""
 	pc.MaxKeys = 10
 	if plan, err := c.MemoryPlan(pc); err != nil || plan.Keys != 10 || !strings.Contains(plan.String(), "max_keys 10") {
 		t.Errorf("with max_keys 10: %+v, %v", plan, err)

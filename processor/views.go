@@ -101,7 +101,7 @@ func (p *Processor) Pipelines() []PipelineInfo {
 			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.outJS, DeadLetter: c.DeadLetter,
 			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
 			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys, MemoryBudget: c.MemoryBudget, KeyBytes: pl.kb,
-			LiveMax: memoryQuota(c, p.workersPerPartition(c), pl.kb) * p.workersPerPartition(c) * c.Partitions}
+			LiveMax: p.liveMax(pl)}
 		if c.Input.Stream != "" && p.coord != nil {
 			for n := range c.Partitions {
 				o, _ := p.coord.owner(c, n)
