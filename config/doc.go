@@ -121,6 +121,8 @@
 //	pipelines[i].learner.decay            kha t₀ (observations)      1000
 //	pipelines[i].learner.rule             kha: gha | oja | apex      gha (oja: refresh ≤ k)
 //	pipelines[i].learner.beta             kha gha β of eq. (12), > 0 1 (Sanger)
+//	pipelines[i].learner.gain             kha: et | smd (gha, β 1)   et
+//	pipelines[i].learner.dictionary       kha: first | kmeans        first
 //	pipelines[i].learner.refresh          observations               ikpca 2(k+max(k,8)), window max(2k, W/40), kha max(1, k/2)
 //	pipelines[i].learner.seed             uint64                     0
 //	pipelines[i].output.subject           template ({pipeline},{key}) kpca.out.{pipeline}.{key}
