@@ -13,8 +13,9 @@ const KeyOverhead = 4096
 
 // Bytes is the memory one loaded key of this model holds, in bytes: the
 // learner's fixed arrays (its MemoryBytes; a learner without one counts
-// 3·8·B·(B+d)), the classifier stage's, the monitor's (32·window for its
-// limit window, 8·(confirm + excursion)·(d + 3) for its queues,
+// 3·8·B·(B+d)), the classifier stage's, the monitor's (48·window for its
+// limit windows (each statistic's ring, its sorted copy and its newest half),
+// 8·(confirm + excursion)·(d + 3) for its queues,
 // 8·(d² + d·(k + 2)) for a linear residual, 8·d·warmup/2 held back while
 // standardising) and KeyOverhead. It depends on the configuration only,
 // never on the stream, so a memory budget divided by it is the number of
@@ -74,7 +75,7 @@ func memoryBytes(l learners.Learner) (int, bool) {
 // Config documents it.
 func monitorBytes(c monitor.Config) int {
 	d, k := c.Dim, c.LinearComponents
-	n := 32*c.Window + 8*(c.Confirm+max(c.Excursion, 0))*(d+3)
+	n := 48*c.Window + 8*(c.Confirm+max(c.Excursion, 0))*(d+3)
 	if c.Linear {
 		n += 8 * (d*d + d*(k+2))
 	}
