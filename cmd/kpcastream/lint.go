@@ -92,7 +92,8 @@ func summarize(cfg *config.Config) string {
 	if n != 1 {
 		b.WriteString("s")
 	}
-	for i, p := range cfg.ProcessorConfig().Pipelines {
+	pcfg := cfg.ProcessorConfig()
+	for i, p := range pcfg.Pipelines {
 		p = p.WithDefaults()
 		l := p.Learner.WithDefaults()
 		sep := ", "
@@ -109,6 +110,11 @@ func summarize(cfg *config.Config) string {
 			b.WriteString("s")
 		}
 		b.WriteString(")")
+		// What memory_budget holds (issue 30): the size of a key and how
+		// many stay loaded.
+		if plan, err := pcfg.MemoryPlan(p); err == nil {
+			b.WriteString("; " + plan.String())
+		}
 	}
 	if n > 0 {
 		b.WriteString(")")
