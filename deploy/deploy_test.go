@@ -510,11 +510,8 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %v ≤ the longest graceful leave %v", grace, need)
 	}
 
-	// Memory: base + live learners + snapshot copies in flight, for one pod
-	// owning every partition. Per partition the processor runs
-	// max(1, ⌈workers/N⌉) worker goroutines, each holding at most
-	// max(1, ⌈max_keys/N⌉ / goroutines) learners and 8 snapshot copies
-	// (processor.workersPerPartition, quota, jobSlots).
+	// Memory: base + live keys + snapshot copies in flight, for one pod
+	// owning every partition (podMemoryNeed).
 	limit := quantity(t, get(t, c, "resources", "limits", "memory").(string))
 	request := quantity(t, get(t, c, "resources", "requests", "memory").(string))
 	need := podMemoryNeed(t, pc)
@@ -598,10 +595,11 @@ func checkPinned(t *testing.T, where, img string) {
 }
 
 // podMemoryNeed is the memory of one pod owning every partition: base +
-// live learners + snapshot copies in flight. Per partition the processor
-// runs max(1, ⌈workers/N⌉) worker goroutines, each holding at most
-// max(1, ⌈max_keys/N⌉ / goroutines) learners and 8 snapshot copies
-// (processor.workersPerPartition, quota, jobSlots).
+// live keys + snapshot copies in flight. Per partition the processor
+// runs max(1, ⌈workers/N⌉) worker goroutines, each holding its share of
+// memory_budget in keys (in memory, and the local tier's bookkeeping of
+// those on disk), at least one, and 8 snapshot copies
+// (processor.workersPerPartition, memoryOf, jobSlots).
 func podMemoryNeed(t *testing.T, pc processor.Config) int64 {
 	t.Helper()
 	need := int64(64 << 20)
@@ -609,8 +607,11 @@ func podMemoryNeed(t *testing.T, pc processor.Config) int64 {
 		perKey := learnerBytes(t, p.Learner)
 		n := int64(p.Partitions)
 		wpp := max(1, (int64(pc.Workers)+n-1)/n)
-		quota := max(1, (int64(p.MaxKeys)+n-1)/n/wpp)
-		need += n*wpp*quota*perKey + n*wpp*8*perKey
+		// memory_budget bounds the keys in memory with the local tier's
+		// bookkeeping of the others (processor.MemoryPlan); a worker
+		// holds at least one key whatever the budget.
+		live := max(p.MemoryBudget, n*wpp*perKey)
+		need += live + n*wpp*8*perKey
 	}
 	return need
 }
