@@ -63,6 +63,7 @@ type benchOptions struct {
 	count      int
 	warmup     int
 	rate       float64
+	input      string // preload or concurrent (JetStream input at --rate 0)
 	workers    int
 	stream     string
 	storage    string
@@ -98,6 +99,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.count, "count", 100000, "measured messages (after the warm-up)")
 	fs.IntVar(&o.warmup, "warmup", 0, "warm-up messages per key before the measured ones (default 2·budget)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish rate of the measured messages in msgs/s; 0 preloads the JetStream input (throughput) or publishes as fast as possible (core)")
+	fs.StringVar(&o.input, "input", "preload", "at --rate 0, how a JetStream input arrives: preload (every message stored before the relay or processor starts) or concurrent (published as fast as possible after the warm-up while the relay or processor consumes: the deployed shape, where the stream leader serves publishes and consumers at once)")
 	fs.IntVar(&o.workers, "workers", 0, "worker goroutines of both pipelines (default GOMAXPROCS)")
 	fs.StringVar(&o.stream, "stream", "ellipse", "synthetic data: ellipse (stationary: noisy ellipse in the first two coordinates) or gaussian (isotropic, every vector novel)")
 	fs.StringVar(&o.storage, "storage", "file", "JetStream storage of the input stream: file or memory")
@@ -168,6 +170,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		transport += "core nats out"
 	}
 	rate := "max"
+	if o.rate == 0 && !o.core {
+		rate = "max, input " + map[string]string{"preload": "preloaded", "concurrent": "arriving concurrently"}[o.input]
+	}
 	if o.rate > 0 {
 		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
 	}
@@ -282,6 +287,15 @@ func (o *benchOptions) check(nargs int) error {
 	}
 	if o.pace < 0 {
 		bad("--pace must be ≥ 0")
+	}
+	switch o.input {
+	case "preload":
+	case "concurrent":
+		if o.rate > 0 || o.core {
+			bad("--input concurrent is for a JetStream input at --rate 0 (a paced or core input already arrives while it is consumed)")
+		}
+	default:
+		bad("--input: want preload or concurrent, got %q", o.input)
 	}
 	if o.workers < 0 {
 		bad("--workers must be ≥ 0")
@@ -537,7 +551,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		return nil, err
 	}
 	res := &phaseResult{name: ph.label, phase: name, rtt: rtt, expected: o.count}
-	preload := !o.core && o.rate == 0
+	preload := !o.core && o.rate == 0 && o.input != "concurrent"
 	if preload {
 		if err := ph.preload(ctx, res); err != nil {
 			return nil, err
@@ -1316,7 +1330,7 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 		fmt.Fprintln(w, "stored: messages in the phase's deduplicating output stream at its end (warm-up outputs included; each output once)")
 	}
 	if o.rate == 0 && !o.core {
-		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
+		fmt.Fprintln(w, "latency: publish time to output receipt; at --rate 0 (preloaded, or published as fast as possible with --input concurrent) it includes the time spent queued in the stream")
 	}
 	var a, b *phaseResult
 	for _, r := range rs {
