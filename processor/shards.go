@@ -98,6 +98,17 @@ func (p PipelineConfig) ShardMapping() (string, string) {
 	return t.Source, t.Destination
 }
 
+// InputStreamConfigs returns the configuration of each input stream (by
+// shard) as create_stream creates it: for tools that create the streams
+// themselves (the bench), so they match what the processor checks.
+func (p PipelineConfig) InputStreamConfigs() []jetstream.StreamConfig {
+	out := make([]jetstream.StreamConfig, max(1, p.Input.Shards))
+	for s := range out {
+		out[s] = p.inputStreamConfig(s)
+	}
+	return out
+}
+
 // inputStreamConfig returns the configuration of shard s's stream as
 // create_stream creates it.
 func (p PipelineConfig) inputStreamConfig(s int) jetstream.StreamConfig {

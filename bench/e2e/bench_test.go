@@ -39,6 +39,10 @@ func TestBench(t *testing.T) {
 		// Input published as fast as possible while the relay or the
 		// processor consumes it (issue 29: the relay in the processor's shape).
 		{"concurrent", []string{"--input", "concurrent", "--rtt", "0"}, []string{"raw", "bare", "ikpca"}, true},
+		// Three shard streams (the embedded server gets the mapping): the
+		// raw relay with a consumer per shard, the processor with
+		// input.shards 3, outputs per shard; stored counts them all.
+		{"shards", []string{"--shards", "3", "--partitions", "6", "--input", "concurrent", "--rtt", "0"}, []string{"raw", "bare", "ikpca"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--count", "300", "--keys", "2", "--budget", "16", "--dim", "4",
@@ -50,7 +54,7 @@ func TestBench(t *testing.T) {
 				t.Fatalf("Run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			out := stdout.String()
-			if want := map[string]string{"default": "rate=max, input preloaded", "concurrent": "rate=max, input arriving concurrently"}[tc.name]; want != "" && !strings.Contains(out, want) {
+			if want := map[string]string{"default": "rate=max, input preloaded", "concurrent": "rate=max, input arriving concurrently", "shards": "partitions=6 shards=3 replicas=1"}[tc.name]; want != "" && !strings.Contains(out, want) {
 				t.Errorf("the header does not say %q:\n%s", want, out)
 			}
 			sum := summaryRows(out)
@@ -217,6 +221,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--max-ack-pending", "0"}, "--max-ack-pending"},
 		{[]string{"--queue-size", "-1"}, "--queue-size"},
 		{[]string{"--input", "trickle"}, "--input"},
+		{[]string{"--shards", "4", "--partitions", "3"}, "--shards"},
+		{[]string{"--shards", "2", "--core"}, "--shards"},
+		{[]string{"--replicas", "6"}, "--replicas"},
 		{[]string{"--input", "concurrent", "--rate", "1000"}, "--input concurrent"},
 	} {
 		var stdout, stderr bytes.Buffer
