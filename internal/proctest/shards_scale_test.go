@@ -42,7 +42,8 @@ import (
 // ["3,16,2", light; "64,400,16" is CPU-bound], KPCASTREAM_SCALE_MSGS
 // [20000], KPCASTREAM_SCALE_KEYS [64], KPCASTREAM_SCALE_PROCS GOMAXPROCS
 // and workers of each process [2], KPCASTREAM_SCALE_KEY_IN_FLIGHT
-// output.key_in_flight [the default, through a lane]. An external server
+// output.key_in_flight [the default, through a lane], KPCASTREAM_SCALE_TAGS
+// server tags, shard s placed on tags[s mod n] [none]. An external server
 // is wiped (every stream deleted) before each iteration.
 func BenchmarkScaleOutShards(b *testing.B) {
 	shardsList := envInts(b, "KPCASTREAM_SCALE_SHARDS", []int{1, 3})
@@ -54,6 +55,10 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	nkeys := envInts(b, "KPCASTREAM_SCALE_KEYS", []int{64})[0]
 	procs := envInts(b, "KPCASTREAM_SCALE_PROCS", []int{2})[0]
 	kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT")
+	var tags []string
+	if t := os.Getenv("KPCASTREAM_SCALE_TAGS"); t != "" {
+		tags = strings.Split(t, ",")
+	}
 	external := os.Getenv("KPCASTREAM_SCALE_URL")
 	if len(lc) != 3 {
 		b.Fatalf("KPCASTREAM_SCALE_LEARNER: want dim,budget,components, got %v", lc)
@@ -85,7 +90,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 						wipe(b, js)
 					}
 					cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif)), 0o644); err != nil {
+					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif, tags)), 0o644); err != nil {
 						b.Fatal(err)
 					}
 					w := &world{t: b, js: js, cfg: cfg, parts: parts}
@@ -142,10 +147,18 @@ func BenchmarkScaleOutShards(b *testing.B) {
 // configShards is the benchmark's worker config: P partitions over S
 // shard streams of the given replicas, outputs per shard, an ikpca
 // learner of lc = dim, budget, components, procs workers.
-func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight string) string {
+func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight string, tags []string) string {
 	kif := ""
 	if keyInFlight != "" {
 		kif = ", key_in_flight: " + keyInFlight
+	}
+	place := ""
+	if len(tags) > 0 {
+		var ts []string
+		for s := range shards {
+			ts = append(ts, fmt.Sprintf("[%q]", tags[s%len(tags)]))
+		}
+		place = ", shard_tags: [" + strings.Join(ts, ", ") + "]"
 	}
 	return fmt.Sprintf(`
 nats: {url: %q}
@@ -158,13 +171,13 @@ shutdown_timeout: 5s
 pipelines:
   - name: proc
     partitions: %d
-    input: {stream: PIN, subject: "pin.*", shards: %d, create_stream: true, replicas: %d, nak_delay: 100ms, ack_wait: 10s}
+    input: {stream: PIN, subject: "pin.*", shards: %d, create_stream: true, replicas: %d, nak_delay: 100ms, ack_wait: 10s%s}
     learner: {kind: ikpca, dim: %d, budget: %d, components: %d, kernel: {name: rbf}, forget: 0.99, seed: 3}
     output: {subject: "pout.{shard}.{key}", stream: POUT, create_stream: true, replicas: %d, encoding: json%s}
     dead_letter: "pdlq.{shard}"
     dead_letters: {create_stream: true, replicas: %d}
     snapshot: {every_messages: 1000, every: 30s}
-`, url, procs, parts, shards, replicas, lc[0], lc[1], lc[2], replicas, kif, replicas)
+`, url, procs, parts, shards, replicas, place, lc[0], lc[1], lc[2], replicas, kif, replicas)
 }
 
 // drainedShards reports whether every partition's consumer, on its shard's
