@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -15,18 +16,16 @@ import (
 // dead letter is published with JetStream when a stream stores the
 // dead-letter subject (retried like an output, deduplicated by the input
 // sequence), else with core NATS; a failure to publish it is logged and
-// the input is terminated all the same.
+// the input is terminated all the same — unless the fence was lost
+// (lastMoment, read before each attempt): dead letters are fenced like
+// outputs, and the message is left to the new owner.
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
-	_, reason := classify(err)
-	pc := m.pipe.cfg
-	if !w.fence.OK() {
-		// Dead letters are fenced like outputs: a partition that may no
-		// longer own the message leaves it to the new owner.
-		if m.js != nil {
-			_ = m.js.Nak()
-		}
+	if w.lastMoment() != nil {
+		w.fencedNak(m)
 		return
 	}
+	_, reason := classify(err)
+	pc := m.pipe.cfg
 	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
 	dl := nats.NewMsg(expandShard(pc.DeadLetter, pc.Name, m.key, w.shard))
 	dl.Data = m.data
@@ -48,7 +47,12 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	// With JetStream: attempts of publishAttempt, retried while the
 	// failure is transient (deduplicated by the id), until the stream
 	// acknowledges it, snapshot_timeout has passed, or the fence is lost.
-	if perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.fenceErr); perr != nil {
+	perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.lastMoment)
+	if errors.Is(perr, errFenced) {
+		w.fencedNak(m)
+		return
+	}
+	if perr != nil {
 		w.log.Error("publish dead letter", zap.String("pipeline", pc.Name), zap.Uint64("seq", m.seq), zap.Error(perr))
 	}
 	if m.js != nil {
@@ -61,12 +65,13 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	w.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
 }
 
-// fenceErr is errFenced once the partition may no longer write.
-func (w *worker) fenceErr() error {
-	if !w.fence.OK() {
-		return errFenced
+// fencedNak gives back a message whose dead letter the fence stopped: its
+// new owner dead-letters it (the letter's Nats-Msg-Id drops a second
+// copy of one that landed).
+func (w *worker) fencedNak(m *inMsg) {
+	if m.js != nil {
+		_ = m.js.Nak()
 	}
-	return nil
 }
 
 // inputSubject is the subject a message stored as subject was published

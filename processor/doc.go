@@ -253,11 +253,46 @@
 // without a delivery, revokes the fence and the partition is taken again
 // under a new epoch.
 //
-// Every state write is fenced. A partition's fence is ok while its last
-// successful renewal was sent less than lease_ttl/2 ago (monotonic clock)
-// and no newer epoch was seen; publishes, snapshot saves and renewals
-// check it, and a failed check stops the partition without further
-// writes. Snapshots carry the writer's epoch: a worker loading a key
+// Every state write is fenced. A partition's fence (fence.go: the pure
+// ownership.Lease on this process's monotonic clock) is ok while its last
+// successful renewal was sent less than lease_ttl/2 ago and no newer
+// epoch was seen; a reading that finds it expired revokes it, and a
+// revoked fence stops the partition without further writes. Where it is
+// decided:
+//
+//   - What a partition may still do is the worker machine's policy
+//     (internal/machine): told FenceLost (the worker's loop sees the
+//     fence's Lost channel close) or a save that landed Fenced, it emits
+//     no effect — no load (a claim), apply, publish, ack, dead letter or
+//     save — and naks every message it would have applied or settled. The
+//     worker executes its Ready without asking.
+//   - The worker reads the fence's clock once, on its publish path, at the
+//     last moment before a message goes out (lastMoment: before each
+//     output is sent, before and between a dead letter's attempts), since
+//     a lease can expire between the machine's decision and the send with
+//     nothing yet revoked. A failed reading revokes the fence and tells
+//     the machine. Outputs and dead letters carry Nats-Msg-Ids, so one
+//     sent just before the expiry is dropped as a duplicate when the next
+//     owner sends it again.
+//   - Saves and claims read no fence: their compare-and-set on the key's
+//     revision is their fence. The next owner claims a key (writes it
+//     back with its epoch) before applying anything, so a stale owner's
+//     save or claim that comes later conflicts, and one that lands
+//     earlier holds only messages whose outputs were acknowledged — the
+//     next owner loads it and skips what it holds. (The simulation,
+//     internal/sim, checks that no snapshot of an ended epoch lands over
+//     a newer epoch's, and counts those that land before.)
+//   - The rest is the partition's lifecycle, in the lease's own code: the
+//     renewal loop reads the fence when each renewal is due and revokes an
+//     expired one (this turns an expiry into Lost for everyone);
+//     a renewal and the final release read it after the checkpoint they
+//     write, so a checkpoint read after a revocation is never written
+//     (partition_lease.go); a new epoch's consumer is created, and earlier
+//     epochs' consumers deleted, only while it holds (partition_consume.go);
+//     and a stop whose lease expired meanwhile is a fenced stop — no drain,
+//     no final snapshots (partition.go).
+//
+// Snapshots carry the writer's epoch: a worker loading a key
 // refuses a snapshot of a newer epoch (the partition stops) or one naming
 // another pipeline or key (corrupt), and claims a missing one or one of an
 // older epoch by writing it back with its own epoch (compare-and-set)

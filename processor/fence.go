@@ -8,11 +8,14 @@ import (
 )
 
 // fence is a JetStream partition's ownership.Lease on this process's
-// monotonic clock, shared by the renewing goroutine, the workers and their
-// snapshotters, with a channel closed when it is revoked. Every output
-// publish, snapshot save and checkpoint checks it; the compare-and-set of
-// each write is the fence proper, this check keeps a stale owner from even
-// trying. A nil fence (core NATS input) is always ok.
+// monotonic clock, shared by the renewing goroutine and the workers, with
+// a channel closed when it is revoked. Its clock is read by the
+// partition's lifecycle (renewals, which revoke an expired lease; the
+// release; starting the consumer) and by each worker once, at the last
+// moment before a message goes out (worker.lastMoment); the workers'
+// machines learn of a revocation from Lost and decide the rest. Saves and
+// claims are fenced by their own compare-and-set (doc.go, Fenced
+// ownership). A nil fence (core NATS input) is always ok.
 type fence struct {
 	mu    sync.Mutex
 	base  time.Time // the monotonic origin of the lease's times

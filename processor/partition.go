@@ -255,11 +255,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		// stop that cancelled the consume leaves nothing owned.
 		stopRenew()
 		_ = pt.waitWorkers(g, cancel)
-		if pt.fence.OK() {
-			pt.release()
-		} else {
-			pt.deleteConsumer()
-		}
+		pt.release()
 		pt.fence.Revoke()
 		return err
 	}
@@ -305,7 +301,7 @@ func (pt *partition) run(ctx context.Context) (err error) {
 	}
 	werr := pt.waitWorkers(g, cancel)
 	stopRenew()
-	if werr == nil && pt.fence.OK() {
+	if werr == nil {
 		pt.release()
 	}
 	return errors.Join(err, werr)

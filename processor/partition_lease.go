@@ -129,12 +129,18 @@ func (pt *partition) renew(ctx context.Context) bool {
 
 // release writes the final checkpoint with no owner, so the member the
 // partition is assigned to takes it at once, and deletes this epoch's
+// consumer — if the fence still holds; else it only deletes the
 // consumer. Called after the workers stopped, with the renewals stopped.
 func (pt *partition) release() {
 	p := pt.p
 	c := pt.track.Checkpoint()
 	if c == 0 {
 		c = pt.checkpoint.Load()
+	}
+	// Read after the checkpoint, as in renew.
+	if !pt.fence.OK() {
+		pt.deleteConsumer()
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
 	defer cancel()

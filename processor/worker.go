@@ -56,7 +56,7 @@ type worker struct {
 	acks    chan pubDone   // from the acker; same capacity, so it never blocks
 	wake    *time.Timer
 	wakeAt  time.Time // when wake fires; zero: stopped
-	fenced  bool      // the machine was told
+	fenced  bool      // the machine knows the fence is lost (FenceLost, or a save landed Fenced)
 	fatal   error
 }
 
@@ -167,9 +167,6 @@ func (w *worker) run(ctx context.Context) error {
 			switch {
 			case !ok:
 				in = nil
-				if !w.fence.OK() {
-					w.fenceLost() // fenced: no final outputs or snapshots
-				}
 				deadline := time.Now().Add(w.shutdownTimeout)
 				if done == nil {
 					deadline = time.Now()
@@ -200,8 +197,19 @@ func (w *worker) run(ctx context.Context) error {
 }
 
 // step steps the machine; a protocol error is a bug of the worker, which
-// stops.
+// stops. A revocation of the fence is stepped first (FenceLost), so that
+// nothing the machine decides after it — the input closing, an answer of
+// an earlier action — is decided as if the fence held (the loop's select
+// may pick another ready case before Lost). It reads the channel, not
+// the clock.
 func (w *worker) step(ev machine.Event) {
+	if !w.fenced {
+		select {
+		case <-w.fence.Lost():
+			w.fenceLost()
+		default:
+		}
+	}
 	if err := w.m.Step(time.Now(), ev); err != nil && w.fatal == nil {
 		w.log.Error("worker broke its machine's protocol", zap.Error(err))
 		w.fatal = err
@@ -294,7 +302,7 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		w.log.Error("gave up waiting for a message of a key; later messages go on without it",
 			zap.String("key", a.Key), zap.Uint64("seq", a.Seq), zap.Duration("waited", a.Waited))
 	case machine.ActFinished:
-		if a.Pending > 0 && w.fence.OK() {
+		if a.Pending > 0 && !w.fenced {
 			w.log.Warn("outputs not acknowledged at shutdown; their keys will be replayed from their last snapshot",
 				zap.Int("outputs", a.Pending))
 		}

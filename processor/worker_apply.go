@@ -32,15 +32,12 @@ func dispOf(err error) *machine.Fail {
 
 // deliver decodes and checks m — bad input is refused before its key is
 // loaded, claimed or created: it costs no learner, no claim, no snapshot,
-// and evicts nothing — and steps the machine with it.
+// and evicts nothing — and steps the machine with it (a fenced machine
+// naks it: its new owner applies it).
 func (w *worker) deliver(m *inMsg) {
 	m.pipe.stats.In.Add(1)
 	var f *machine.Fail
-	if !w.fence.OK() {
-		// The partition is stopping: its new owner applies m.
-		w.fenceLost()
-		f = dispOf(errFenced)
-	} else if enc, err := w.decodeSafe(m); err != nil {
+	if enc, err := w.decodeSafe(m); err != nil {
 		f = dispOf(err)
 	} else {
 		w.enc = enc

@@ -129,11 +129,9 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 }
 
 // claim writes e's state back with this partition's epoch, by
-// compare-and-set on e.rev.
+// compare-and-set on e.rev: that is its fence (no reading of the lease;
+// the machine asks for no load once it knows the fence is lost).
 func (w *worker) claim(ctx context.Context, e *entry) error {
-	if !w.fence.OK() {
-		return errFenced
-	}
 	cctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 	defer cancel()
 	snap := e.snapshot(e.lastSeq, w.epoch)

@@ -31,24 +31,21 @@ type asyncPublisher = publish.Async
 // publish publishes key's next output through the pipeline's output port:
 // with JetStream when a stream captures the output subject — through the
 // lane, or asynchronously with the acker waiting for the PubAck — else on
-// core NATS (done when written to the connection). A JetStream output is
-// fenced: a partition that may no longer write publishes nothing more.
+// core NATS (done when written to the connection). It is the last moment
+// before the output goes out: the fence is read here (lastMoment).
 func (w *worker) publish(key string, ord uint64, m *nats.Msg) {
-	if w.out.JetStream {
-		if !w.fence.OK() {
-			// Nothing more is published: the partition stops and its new
-			// owner replays what is not acknowledged.
-			w.fenceLost()
-			w.step(machine.Published{Key: key, Err: errFenced, Refused: true})
-			return
-		}
-		if w.lane != nil {
-			// Answered now when the lane refuses it: before anything else
-			// reaches the lane (lane.go).
-			w.lane.publish(key, ord, m, time.Now())
-			w.laneResults()
-			return
-		}
+	if err := w.lastMoment(); err != nil {
+		// Nothing more is published: the partition stops and its new
+		// owner replays what is not acknowledged.
+		w.step(machine.Published{Key: key, Err: err, Refused: true})
+		return
+	}
+	if w.out.JetStream && w.lane != nil {
+		// Answered now when the lane refuses it: before anything else
+		// reaches the lane (lane.go).
+		w.lane.publish(key, ord, m, time.Now())
+		w.laneResults()
+		return
 	}
 	f, err := w.out.Send(m)
 	switch {
@@ -60,6 +57,23 @@ func (w *worker) publish(key string, ord uint64, m *nats.Msg) {
 	default:
 		w.pubq <- pubWait{key: key, f: f} // at most Window in flight: never blocks
 	}
+}
+
+// lastMoment is the worker's one reading of the fence's clock: the last
+// check before a message goes out (an output in publish, a dead letter's
+// attempts in reject). It is errFenced once the partition may no longer
+// write — its lease expired (the reading revokes it) or was revoked —
+// and then tells the machine, which decides everything else about the
+// fence (internal/machine: a fenced machine emits no effect). Saves and
+// claims need no reading: their compare-and-set on the key's revision,
+// which the next owner moves by claiming the key before it applies
+// anything, is their fence (see doc.go, Fenced ownership).
+func (w *worker) lastMoment() error {
+	if w.fence.OK() {
+		return nil
+	}
+	w.fenceLost()
+	return errFenced
 }
 
 // laneResults steps the machine with the lane's answers, in order, one at

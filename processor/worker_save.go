@@ -88,14 +88,13 @@ func (w *worker) landed(r snapResult) {
 	w.step(machine.SaveLanded{Key: e.key, Job: j.job, Outcome: o})
 }
 
-// snapshotter saves the jobs handed over by the worker until jobs is closed.
+// snapshotter saves the jobs handed over by the worker until jobs is
+// closed. It reads no fence: a save is a compare-and-set on the key's
+// revision, which a newer owner moves when it claims the key (doc.go,
+// Fenced ownership); a conflict fences the partition (landed).
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
-		if !w.fence.OK() {
-			w.results <- snapResult{job: j, err: errFenced}
-			continue
-		}
 		sctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 		start := time.Now()
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)

@@ -17,6 +17,8 @@
 #   BUSY    busy loops beside them [2]
 #   TIMEOUT go test -timeout of one run [15m]
 #   LOGDIR  where each failing run's output is kept [a temporary directory, printed]
+#   KEEP    1: keep every run's output, passing runs' too (to count what a
+#           passing run logs, e.g. TestClusterElastic's unanswered requests) [0]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,7 @@ PROCS=${PROCS:-2}
 BUSY=${BUSY:-2}
 TIMEOUT=${TIMEOUT:-15m}
 LOGDIR=${LOGDIR:-$(mktemp -d)}
+KEEP=${KEEP:-0}
 bindir=$(mktemp -d)
 
 busy=()
@@ -58,13 +61,13 @@ for i in $(seq "$N"); do
     # Each test binary runs in its package directory, as go test does.
     if (cd "$pkg" && GOMAXPROCS=$PROCS "$bindir/$name.test" -test.run "$RUN" -test.count=1 -test.timeout "$TIMEOUT" -test.v >"$log" 2>&1); then
       status=ok
-      rm -f "$log"
+      [ "$KEEP" = 1 ] || rm -f "$log"
     else
       status=FAIL
       fails=$((fails + 1))
     fi
     runs=$((runs + 1))
-    line="run $i $pkg: $status ($(( $(date +%s) - start ))s)"
+    line="run $i $pkg: $status ($(( $(date +%s) - start ))s, load average $(cut -d' ' -f1-3 /proc/loadavg))"
     if [ "$status" = FAIL ]; then
       line="$line; $(grep -m3 -- '--- FAIL' "$log" | tr '\n' ' ')log $log"
     fi

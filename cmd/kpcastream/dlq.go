@@ -94,16 +94,10 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, `usage: kpcastream dlq ls        --config FILE [--pipeline P] | --stream S  [--seq 5,7-9] [--reason R] [--key K] [--since D] [--limit N] [--json]
        kpcastream dlq republish --config FILE [--pipeline P] | --stream S  (--seq … | --reason R | --key K | --since D | --all) [--to SUBJECT] [--delete] [--dry-run]`)
 	}
-	if len(args) == 0 || (args[0] != "ls" && args[0] != "republish") {
-		if len(args) > 0 && isHelpFlag(args[0]) {
-			usage()
-			fmt.Fprintln(stderr, "\nrun 'kpcastream dlq ls -h' or 'kpcastream dlq republish -h' for every flag")
-			return flag.ErrHelp
-		}
-		usage()
-		return errUsage
+	op, err := subcommand(args, stderr, usage, "dlq", "ls", "republish")
+	if err != nil {
+		return err
 	}
-	op := args[0]
 	fs := flag.NewFlagSet("dlq "+op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerClient(fs)
@@ -133,7 +127,6 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errUsage
 	}
-	var err error
 	if f.seqs, err = parseSeqs(*seqs); err != nil {
 		return err
 	}

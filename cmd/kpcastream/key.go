@@ -42,15 +42,10 @@ func runKey(ctx context.Context, args []string, stdout, stderr io.Writer) error 
        kpcastream key reset  [--config FILE] [--pipeline P] --key K
        (or the pipeline and the key as arguments: kpcastream key accept sensors s1)`)
 	}
-	if len(args) == 0 || keyOps[args[0]].endpoint == "" {
-		usage()
-		if len(args) > 0 && isHelpFlag(args[0]) {
-			fmt.Fprintln(stderr, "\nrun 'kpcastream key show -h' (accept, reset) for every flag")
-			return flag.ErrHelp
-		}
-		return errUsage
+	op, err := subcommand(args, stderr, usage, "key", "show", "accept", "reset")
+	if err != nil {
+		return err
 	}
-	op := args[0]
 	fs := flag.NewFlagSet("key "+op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerClient(fs)

@@ -49,15 +49,10 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
        kpcastream snapshot show --config FILE [--pipeline P] --key K
        kpcastream snapshot rm   --config FILE [--pipeline P] --key K [--force]`)
 	}
-	if len(args) == 0 || (args[0] != "ls" && args[0] != "show" && args[0] != "rm") {
-		usage()
-		if len(args) > 0 && isHelpFlag(args[0]) {
-			fmt.Fprintln(stderr, "\nrun 'kpcastream snapshot ls -h' (show, rm) for every flag")
-			return flag.ErrHelp
-		}
-		return errUsage
+	op, err := subcommand(args, stderr, usage, "snapshot", "ls", "show", "rm")
+	if err != nil {
+		return err
 	}
-	op := args[0]
 	fs := flag.NewFlagSet("snapshot "+op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := registerClient(fs)

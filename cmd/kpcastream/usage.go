@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -62,6 +63,22 @@ func printExamples(w io.Writer, name string) {
 	if ex, ok := examples[name]; ok {
 		fmt.Fprintf(w, "\nexamples:\n%s\n", ex)
 	}
+}
+
+// subcommand is the operation given in args[0] to a command of several
+// (key show|accept|reset). Without one of ops it prints usage and returns
+// errUsage; asked for help instead, it also says where each operation's
+// flags are and returns flag.ErrHelp.
+func subcommand(args []string, stderr io.Writer, usage func(), name string, ops ...string) (string, error) {
+	if len(args) > 0 && slices.Contains(ops, args[0]) {
+		return args[0], nil
+	}
+	usage()
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		fmt.Fprintf(stderr, "\nrun 'kpcastream %s %s -h' (%s) for every flag\n", name, ops[0], strings.Join(ops[1:], ", "))
+		return "", flag.ErrHelp
+	}
+	return "", errUsage
 }
 
 // missingFlags reports the required flags of fs that were not given (an

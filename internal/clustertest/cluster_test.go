@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +160,34 @@ func (c *cluster) index(name string) int {
 	return -1
 }
 
+// requestTimeout bounds each JetStream request of the test. A request is
+// at most once: one lost with a server, or dropped by a server whose
+// assets are changing leader, is never answered, and a request waiting on
+// the test's own four-minute context would hold the test that long (it
+// did: a consumer info sent while the restarted cluster settled held the
+// drain check until the test's context ended, and the test reported
+// partitions not drained that had drained long before). The test sends
+// such a request again, as nats.go's own default timeout would have it.
+const requestTimeout = 5 * time.Second
+
+// request returns ctx bounded by requestTimeout.
+func request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
+
+// call runs f, one JetStream call, each attempt bounded by requestTimeout,
+// until it succeeds; it fails the test after 30 s of failures.
+func call(ctx context.Context, t *testing.T, what string, f func(context.Context) error) {
+	t.Helper()
+	var err error
+	waitFor(t, 30*time.Second, what, func() bool {
+		rctx, cancel := request(ctx)
+		defer cancel()
+		err = f(rctx)
+		return err == nil
+	})
+}
+
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -210,7 +239,9 @@ func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, nam
 	var s jetstream.Stream
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		s, err = js.CreateStream(ctx, sc)
+		rctx, cancel := request(ctx)
+		s, err = js.CreateStream(rctx, sc)
+		cancel()
 		if err == nil {
 			return s
 		}
@@ -221,8 +252,12 @@ func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, nam
 	}
 }
 
+// workers counts the workers started, to name each one's log.
+var workers atomic.Int32
+
 // worker is one kpcastream process of the compose deployment.
 type worker struct {
+	name string
 	cfg  *config.Config
 	nc   *nats.Conn
 	p    *processor.Processor
@@ -276,6 +311,8 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewTee(c, seen)
 	}))).Named(cfg.NATS.Name)
+	name := fmt.Sprintf("w%d", workers.Add(1))
+	log = log.With(zap.String("proc", name))
 	p, err := processor.New(cfg.ProcessorConfig(), processor.Deps{Conn: nc, JS: js, Snapshots: store, Logger: log})
 	if err != nil {
 		t.Fatalf("processor.New: %v", err)
@@ -285,7 +322,7 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 	go func() { done <- p.Run(rctx) }()
 	var once sync.Once
 	var runErr error
-	w := &worker{cfg: cfg, nc: nc, p: p, logs: observed}
+	w := &worker{name: name, cfg: cfg, nc: nc, p: p, logs: observed}
 	w.stop = func() error {
 		once.Do(func() {
 			rcancel()
@@ -364,6 +401,8 @@ func streamLeader(ctx context.Context, t *testing.T, c *cluster, js jetstream.Je
 	t.Helper()
 	var leader string
 	waitFor(t, 20*time.Second, "leader of "+name, func() bool {
+		ctx, cancel := request(ctx)
+		defer cancel()
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			return false
@@ -434,10 +473,12 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	lane := keyInFlight > 1
 	start := time.Now()
 	c := newCluster(t)
-	_, adminJS := connect(t, c.urls(0), "admin", 100*time.Millisecond)
+	adminNC, adminJS := connect(t, c.urls(0), "admin", 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // the test's own waits bound it; under CPU stress it ran past 80 s
 	defer cancel()
 	waitFor(t, 15*time.Second, "JetStream account info", func() bool {
+		ctx, cancel := request(ctx)
+		defer cancel()
 		_, err := adminJS.AccountInfo(ctx)
 		return err == nil
 	})
@@ -456,14 +497,14 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 		return sum(o) == pc.Partitions && o[0] > 0 && o[1] > 0
 	})
 	for _, b := range []string{w1.cfg.Snapshots.Bucket, processor.DefaultCheckpointBucket} {
-		kv, err := adminJS.KeyValue(ctx, b)
-		if err != nil {
-			t.Fatalf("bucket %s: %v", b, err)
-		}
-		st, err := kv.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		var st jetstream.KeyValueStatus
+		call(ctx, t, "status of bucket "+b, func(ctx context.Context) error {
+			kv, err := adminJS.KeyValue(ctx, b)
+			if err == nil {
+				st, err = kv.Status(ctx)
+			}
+			return err
+		})
 		// The checkpoint bucket follows snapshots.replicas (3 in the compose config).
 		if got := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas; got != w1.cfg.Snapshots.Replicas {
 			t.Errorf("KV bucket %s: %d replicas, want snapshots.replicas = %d", b, got, w1.cfg.Snapshots.Replicas)
@@ -471,7 +512,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	}
 
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}
-	_, prodJS := connect(t, c.urls(first+2), "producer", 100*time.Millisecond)
+	prodNC, prodJS := connect(t, c.urls(first+2), "producer", 100*time.Millisecond)
 	pb := &publisher{js: prodJS, rng: rand.New(rand.NewPCG(4, 2)), keyOf: map[uint64]string{}, per: map[string][]uint64{}}
 	pb.publish(t, keys, 200)
 
@@ -522,49 +563,74 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	// unacknowledged and has acknowledged its partition's last message.
 	// (NumPending alone is computed on the consumer leader's replica of the
 	// stream, which may lag behind after a restart.)
-	ckpt, err := adminJS.KeyValue(ctx, processor.DefaultCheckpointBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var ckpt jetstream.KeyValue
+	call(ctx, t, "the checkpoint bucket", func(ctx context.Context) (err error) {
+		ckpt, err = adminJS.KeyValue(ctx, processor.DefaultCheckpointBucket)
+		return err
+	})
 	var why []string // the last check's reason per partition, logged on a timeout
 	t.Cleanup(func() {
 		if t.Failed() && len(why) > 0 {
 			t.Logf("partitions not drained at the last check:\n%s", strings.Join(why, "\n"))
 		}
+		if t.Failed() {
+			diagnose(t, c, map[string]*nats.Conn{"admin": adminNC, "producer": prodNC}, []*worker{w1, w2, w3}, crashed.Add(-5*time.Second))
+		}
 	})
+	told, waited := time.Now(), time.Now()
+	checks, unanswered := 0, 0
 	waitFor(t, 60*time.Second, "every partition drained", func() bool {
 		why = why[:0]
 		ok := true
+		checks++
 		for n := range pc.Partitions {
 			if r := partitionDrained(ctx, ckpt, in, pc.Name, pc.Input.Durable, n); r != "" {
 				why = append(why, fmt.Sprintf("partition %d: %s", n, r))
 				ok = false
+				if strings.Contains(r, context.DeadlineExceeded.Error()) {
+					unanswered++
+				}
 			}
+		}
+		if !ok && time.Since(told) > 10*time.Second {
+			told = time.Now()
+			t.Logf("partitions not drained yet:\n%s", strings.Join(why, "\n"))
 		}
 		return ok
 	})
+	t.Logf("drained %v after the wait began: %d checks; %d requests unanswered within %v, each sent again at the next check",
+		time.Since(waited).Round(time.Millisecond), checks, unanswered, requestTimeout)
 	if err := w3.stop(); err != nil {
 		t.Fatalf("w3: Run: %v", err)
 	}
 	t.Logf("w3 stats: %+v", w3.p.Stats()[0])
 
 	// Inputs: exactly total messages, sequences 1..total.
-	info, err := in.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var info *jetstream.StreamInfo
+	call(ctx, t, "SENSORS info", func(ctx context.Context) (err error) {
+		info, err = in.Info(ctx)
+		return err
+	})
 	if int(info.State.Msgs) != total || int(info.State.LastSeq) != total || len(pb.keyOf) != total {
 		t.Fatalf("SENSORS holds %d messages (last seq %d), %d distinct acks; want %d", info.State.Msgs, info.State.LastSeq, len(pb.keyOf), total)
 	}
 
 	// Learner state: each key's final snapshot has Seen equal to its
 	// message count and LastSeq its last sequence.
-	store, err := snapshot.Open(ctx, adminJS, w1.cfg.Snapshots)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var store *snapshot.Store
+	call(ctx, t, "the snapshot store", func(ctx context.Context) (err error) {
+		store, err = snapshot.Open(ctx, adminJS, w1.cfg.Snapshots)
+		return err
+	})
 	for _, key := range keys {
-		snap, _, err := store.Load(ctx, snapshot.JoinKey(pc.Name, key))
+		var snap *codec.Snapshot
+		var err error
+		waitFor(t, 30*time.Second, "snapshot of "+key, func() bool {
+			ctx, cancel := request(ctx)
+			defer cancel()
+			snap, _, err = store.Load(ctx, snapshot.JoinKey(pc.Name, key))
+			return !errors.Is(err, context.DeadlineExceeded)
+		})
 		if err != nil {
 			t.Errorf("load snapshot %s/%s: %v", pc.Name, key, err)
 			continue
@@ -601,6 +667,10 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 // partitionDrained says why partition n is not drained ("" when it is):
 // its record, its consumer's pending, unacknowledged and ack floor.
 func partitionDrained(ctx context.Context, ckpt jetstream.KeyValue, in jetstream.Stream, pipeline, durable string, n int) string {
+	// A request that no server answers costs this check, not the test's
+	// whole context (requestTimeout).
+	ctx, cancel := request(ctx)
+	defer cancel()
 	e, err := ckpt.Get(ctx, fmt.Sprintf("partitions.%s.%d", pipeline, n))
 	if err != nil {
 		return "record: " + err.Error()
@@ -638,21 +708,24 @@ func partitionDrained(ctx context.Context, ckpt jetstream.KeyValue, in jetstream
 // the projections in stream order.
 func readOutputs(ctx context.Context, t *testing.T, js jetstream.JetStream) map[string][]uint64 {
 	t.Helper()
-	s, err := js.Stream(ctx, "KPCA_OUT")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	call(ctx, t, "KPCA_OUT info", func(ctx context.Context) (err error) {
+		if s, err = js.Stream(ctx, "KPCA_OUT"); err == nil {
+			info, err = s.Info(ctx)
+		}
+		return err
+	})
 	if info.State.Msgs != info.State.LastSeq-info.State.FirstSeq+1 {
 		t.Fatalf("KPCA_OUT has %d messages in sequences %d..%d", info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
 	}
 	outs := map[string][]uint64{}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		var m *jetstream.RawStreamMsg
+		var err error
 		waitFor(t, 10*time.Second, fmt.Sprint("output ", seq), func() bool {
+			ctx, cancel := request(ctx)
+			defer cancel()
 			m, err = s.GetMsg(ctx, seq)
 			return err == nil
 		})

@@ -13,6 +13,16 @@
 // results of actions come back as events; a Step while a Ready is being
 // executed is allowed (its actions go to the next Ready).
 //
+// The fence policy lives here. The shell tells the machine the fence is
+// lost (FenceLost; or a save lands Fenced); from then on the machine
+// emits no effect — no Load (a load claims its key, a write), Apply,
+// Publish, Ack, Reject, Snapshot or SaveHeld — and gives back (Nak) every
+// message it would have applied, settled or dead-lettered, so the
+// partition's next owner replays it from the checkpoint. The shell
+// executes Ready without asking the fence, except for one last-moment
+// reading on its publish path (processor/worker_output.go, lastMoment).
+// fence_test.go pins this for every kind of effect.
+//
 // One message is in progress at a time: from its delivery until it is
 // applied (or refused), the machine takes no other input (Accepting), so
 // a key's messages are applied in delivery order. Outputs are pipelined:

@@ -44,9 +44,8 @@ type keyState struct {
 // block is an unapplied sequence of a key that later messages of the key
 // must wait for.
 type block struct {
-	seq     uint64
-	since   time.Time
-	missing bool // registered from a delivery gap (holds the tracker)
+	seq   uint64
+	since time.Time
 	// unsure: registered when the key could not be loaded for seq, so
 	// whether seq is applied already (a stale duplicate delivery of a
 	// message acknowledged long ago, which never comes back) is unknown
@@ -76,7 +75,7 @@ func (c *keyCore) waits(key string, seq uint64, now time.Time) (bool, uint64) {
 		return false, 0
 	}
 	if bs := c.blocked[key]; len(bs) > 0 && seq > bs[0].seq {
-		c.block(key, seq, false, now)
+		c.block(key, seq, now)
 		return true, bs[0].seq
 	}
 	return false, 0
@@ -117,7 +116,6 @@ func (c *keyCore) unsure(key string, seq uint64) bool {
 
 // stale forgets key's blocks at or below lastSeq, the last sequence its
 // loaded state holds: those messages are applied, nothing waits for them.
-// A block of a missing delivery drops its tracker hold.
 func (c *keyCore) stale(key string, lastSeq uint64) {
 	if c.track == nil {
 		return
@@ -126,9 +124,6 @@ func (c *keyCore) stale(key string, lastSeq uint64) {
 	for _, b := range slices.Clone(c.blocked[key]) {
 		if b.seq > lastSeq {
 			break
-		}
-		if b.missing {
-			c.track.Forget(b.seq)
 		}
 		c.unblock(key, b.seq)
 	}
@@ -331,13 +326,13 @@ func (c *keyCore) landed(k *keyState, j job, o Outcome, now time.Time) next {
 }
 
 // block makes later messages of key wait for seq.
-func (c *keyCore) block(key string, seq uint64, missing bool, now time.Time) {
-	c.blockAs(key, block{seq: seq, since: now, missing: missing})
+func (c *keyCore) block(key string, seq uint64, now time.Time) {
+	c.blockAs(key, block{seq: seq, since: now})
 }
 
 // blockAs makes later messages of key wait for b.seq; a block already
-// there keeps its time, is missing if either is, and unsure only if both
-// are (a refused later message or a nak makes it certain).
+// there keeps its time, and is unsure only if both are (a refused later
+// message or a nak makes it certain).
 func (c *keyCore) blockAs(key string, b block) {
 	bs := c.blocked[key]
 	i := 0
@@ -345,7 +340,6 @@ func (c *keyCore) blockAs(key string, b block) {
 		i++
 	}
 	if i < len(bs) && bs[i].seq == b.seq {
-		bs[i].missing = bs[i].missing || b.missing
 		bs[i].unsure = bs[i].unsure && b.unsure
 		return
 	}
@@ -377,7 +371,7 @@ type expired struct {
 
 // expire forgets blocks older than ttl: their message did not come back
 // (deleted from the stream by its limits, say), and the key must not wait
-// forever. A missing delivery's hold is dropped from the tracker.
+// forever.
 func (c *keyCore) expire(now time.Time, ttl time.Duration) []expired {
 	var out []expired
 	for key, bs := range c.blocked {
@@ -387,9 +381,6 @@ func (c *keyCore) expire(now time.Time, ttl time.Duration) []expired {
 				continue
 			}
 			out = append(out, expired{key: key, seq: b.seq, waited: now.Sub(b.since)})
-			if b.missing {
-				c.track.Forget(b.seq)
-			}
 			c.unblock(key, b.seq)
 		}
 	}

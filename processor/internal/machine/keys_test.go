@@ -255,11 +255,11 @@ func TestCoreResetAndExpire(t *testing.T) {
 	if cp := c.track.Checkpoint(); cp != 4 {
 		t.Errorf("checkpoint %d after a reset, want 4 (the reset state is not saved yet)", cp)
 	}
-	// A missing delivery (6) blocks the key and holds the checkpoint until it expires.
-	c.track.Missing(7)
-	c.block("a", 7, true, t0)
+	// A block of 7 (a message that never comes back) makes 8 wait until
+	// it expires.
+	c.block("a", 7, t0)
 	if w, _ := c.waits("a", 8, t0.Add(time.Second)); !w {
-		t.Fatal("8 must wait for the missing 7")
+		t.Fatal("8 must wait for the unapplied 7")
 	}
 	if x := c.expire(t0.Add(30*time.Second), time.Minute); len(x) != 0 {
 		t.Errorf("expired too early: %v", x)
@@ -282,8 +282,7 @@ func TestCoreResetAndExpire(t *testing.T) {
 func TestCoreExpireMany(t *testing.T) {
 	c := newTestCore(Policy{EveryMessages: -1, Every: -1})
 	for _, s := range []uint64{3, 5, 9} {
-		c.track.Missing(s)
-		c.block("a", s, true, t0)
+		c.block("a", s, t0)
 	}
 	x := c.expire(t0.Add(2*time.Minute), time.Minute)
 	var seqs []uint64

@@ -103,12 +103,6 @@ type (
 		ReplaceCorrupt bool
 		Ref            any
 	}
-	// Missing is a message of Key delivered to nobody: later messages of
-	// Key wait for it.
-	Missing struct {
-		Key string
-		Seq uint64
-	}
 	// Loaded answers a Load action: the key's snapshot (or fresh learner)
 	// holds everything up to LastSeq; Fail set when it could not be loaded.
 	Loaded struct {
@@ -165,7 +159,6 @@ type (
 
 func (Delivered[M]) event() {}
 func (Request) event()      {}
-func (Missing) event()      {}
 func (Loaded) event()       {}
 func (Applied[O]) event()   {}
 func (Published) event()    {}
@@ -287,7 +280,7 @@ func New[M, O any](cfg Config, track *Tracker) *Machine[M, O] {
 }
 
 // Accepting reports whether the worker may Step the next input (a
-// delivered message, a request, a missing delivery): nothing is in
+// delivered message, a request): nothing is in
 // progress, and the window has room — or the partition is fenced (what
 // comes is nak'ed) or stopping (take the queued input, then finish).
 func (m *Machine[M, O]) Accepting() bool {
@@ -392,8 +385,6 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 		err = m.deliver(e)
 	case Request:
 		err = m.request(e)
-	case Missing:
-		m.core.block(e.Key, e.Seq, true, now)
 	case Loaded:
 		err = m.loaded(e)
 	case Applied[O]:
@@ -414,7 +405,7 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	case Tick:
 		m.tick()
 	case FenceLost:
-		m.fenced = true
+		m.fence()
 	case Stopping:
 		m.stopping = true
 	case Close:
@@ -432,8 +423,8 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 }
 
 // emit queues an action. The replay tracker is the machine's: every
-// change of it besides the deliveries (the consume callback's Deliver and
-// Missing) is made here or in keyCore, as the machine decides it — an ack
+// change of it besides the deliveries (the consume callback's Deliver) is
+// made here or in keyCore, as the machine decides it — an ack
 // or a dead letter settles its delivery's hold, a nak (or a fatal stop,
 // which naks) keeps it until the redelivery — never by the worker that
 // executes the action. So the checkpoint has one writer per role, and a
@@ -448,6 +439,25 @@ func (m *Machine[M, O]) emit(a Action[M, O]) {
 		}
 	}
 	m.acts = append(m.acts, a)
+}
+
+// fence records that the partition may no longer write (FenceLost, or a
+// save that landed Fenced). From then on the machine emits no effect —
+// no Load (a load claims its key), Apply, Publish, Ack, Reject, Snapshot
+// or SaveHeld — only what gives messages back (Nak, Fatal) or concerns
+// the worker alone (Retry, Unload, Live, Serve, GaveUp, Finished): the
+// partition's next owner replays from the checkpoint what this one did
+// not settle. A message waiting for a snapshot slot goes back at once.
+func (m *Machine[M, O]) fence() {
+	m.fenced = true
+	if c := m.cur; c != nil && c.stage == waitSlot {
+		m.cur = nil
+		if c.req != nil {
+			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: ErrFenced})
+		} else {
+			m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: ErrFenced})
+		}
+	}
 }
 
 // deliver starts on an input message.
@@ -505,6 +515,11 @@ func (m *Machine[M, O]) request(r Request) error {
 	if s, ok := m.keys[r.Key]; ok {
 		m.use(s)
 		m.emit(Action[M, O]{Kind: ActServe, Key: r.Key, Ref: r.Ref})
+		return nil
+	}
+	if m.fenced {
+		// Loading would claim the key (a write): refused.
+		m.emit(Action[M, O]{Kind: ActServe, Key: r.Key, Ref: r.Ref, Err: ErrFenced})
 		return nil
 	}
 	m.cur = &current[M]{req: &r, key: r.Key, opts: LoadOpts{ReplaceCorrupt: r.ReplaceCorrupt}}
@@ -591,6 +606,12 @@ func (m *Machine[M, O]) loaded(l Loaded) error {
 		m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref})
 		return nil
 	}
+	if m.fenced {
+		// Fenced while the key loaded: the message goes back, unapplied.
+		m.cur = nil
+		m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: ErrFenced})
+		return nil
+	}
 	m.admit(s)
 	return nil
 }
@@ -602,8 +623,7 @@ func (m *Machine[M, O]) admit(s *slot[M, O]) {
 	c := m.cur
 	if m.core.admit(s.keyState, c.seq) == vSkip {
 		m.cur = nil
-		m.core.settled(c.key, c.seq)
-		m.emit(Action[M, O]{Kind: ActAck, Key: c.key, Msg: c.msg, Seq: c.seq, Result: ResultSkipped})
+		m.ack(c.key, c.msg, c.seq, ResultSkipped)
 		return
 	}
 	c.stage = applying
@@ -634,11 +654,23 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 			m.pump(s)
 		}
 	} else {
-		m.core.settled(c.key, c.seq)
-		m.emit(Action[M, O]{Kind: ActAck, Key: c.key, Msg: c.msg, Seq: c.seq, Result: a.Result})
+		m.ack(c.key, c.msg, c.seq, a.Result)
 	}
 	m.maybeSnapshot(s)
 	return nil
+}
+
+// ack settles message seq of key whose effects are done (applied, its
+// outputs acknowledged, or skipped) — unless the partition is fenced: a
+// fenced machine settles nothing, it gives the message back (nak), and
+// its next owner, replaying from the checkpoint, settles it.
+func (m *Machine[M, O]) ack(key string, msg M, seq uint64, result string) {
+	if m.fenced {
+		m.emit(Action[M, O]{Kind: ActNak, Key: key, Msg: msg, Seq: seq, Err: ErrFenced})
+		return
+	}
+	m.core.settled(key, seq)
+	m.emit(Action[M, O]{Kind: ActAck, Key: key, Msg: msg, Seq: seq, Result: result})
 }
 
 // refuse naks, dead-letters or stops on a message, as f says.
@@ -698,10 +730,15 @@ func (m *Machine[M, O]) published(p Published) error {
 	if p.Err == nil && (s.out.perKey <= 1 || p.Ord == s.out.ord) {
 		done, saves := acked(&m.win, &s.out)
 		if done != nil {
-			m.core.settled(s.key, done.seq)
-			m.emit(Action[M, O]{Kind: ActAck, Key: s.key, Msg: done.in, Seq: done.seq, Result: done.result})
+			m.ack(s.key, done.in, done.seq, done.result)
 		}
 		for _, j := range saves {
+			if m.fenced {
+				// Saved nowhere: the job ends as a fenced save does (its
+				// hold stays); the worker's copy goes with the worker.
+				m.core.landed(s.keyState, job{lastSeq: j.LastSeq, dirtySeq: j.DirtySeq}, Fenced, m.now)
+				continue
+			}
 			m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})
 		}
 		m.endRound(s)
@@ -769,12 +806,12 @@ func (m *Machine[M, O]) handoff(s *slot[M, O]) {
 
 // landed applies the outcome of a save.
 func (m *Machine[M, O]) landed(l SaveLanded) {
+	if l.Outcome == Fenced {
+		m.fence()
+	}
 	s, ok := m.keys[l.Key]
 	if !ok {
 		return
-	}
-	if l.Outcome == Fenced {
-		m.fenced = true
 	}
 	switch m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now) {
 	case nextSave:

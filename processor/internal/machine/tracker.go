@@ -53,27 +53,6 @@ func (t *Tracker) Nak(seq uint64) {
 	t.mu.Unlock()
 }
 
-// Missing holds seq, delivered to nobody (lost in transit), like a nak'd
-// delivery: until its redelivery is settled.
-func (t *Tracker) Missing(seq uint64) {
-	t.mu.Lock()
-	if !t.naked[seq] {
-		t.naked[seq] = true
-		t.held[seq]++
-	}
-	t.mu.Unlock()
-}
-
-// Forget drops the hold of a missing or nak'd seq that will not come back.
-func (t *Tracker) Forget(seq uint64) {
-	t.mu.Lock()
-	if t.naked[seq] {
-		delete(t.naked, seq)
-		t.release0(seq)
-	}
-	t.mu.Unlock()
-}
-
 // Max returns the highest delivered sequence.
 func (t *Tracker) Max() uint64 {
 	t.mu.Lock()

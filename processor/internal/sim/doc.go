@@ -13,8 +13,10 @@
 // coordinator, partition and worker) is modelled here action for action
 // on fakes of its ports: where the shell decides something (the order of
 // a renewal's checkpoint read and its fence check, what a failed look-up
-// of lost deliveries does, how takes are scheduled), the model follows
-// the shell's code, and a change of one is made in the other.
+// of lost deliveries does, how takes are scheduled, where the fence's
+// clock is read: by the renewals and, in a worker, only at the last
+// moment before an output goes out), the model follows the shell's code,
+// and a change of one is made in the other.
 //
 // Faults: member crash and restart, pauses past the lease (zombies),
 // delay and loss on every link (deliveries, acks, naks, publishes and
@@ -24,8 +26,11 @@
 // every run it checks: each input applied exactly once per key, in order
 // (every output carries the key's state after its input; the final
 // snapshots equal a fault-free run); outputs once and in per-key order;
-// no output or snapshot sent under an ended epoch; and every partition
-// owned and drained within a bound after the last fault.
+// no output sent under an ended epoch, and no snapshot of an ended epoch
+// landing over a newer epoch's (saves and claims are fenced by their
+// compare-and-set, not by a reading of the lease: one that lands before
+// the newer owner claims its key is allowed, and counted); and every
+// partition owned and drained within a bound after the last fault.
 //
 // Its one reason to change is what the fleet is checked against: the
 // faults it simulates, the invariants, and the model of the shell (which

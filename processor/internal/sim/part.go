@@ -45,8 +45,7 @@ type part struct {
 }
 
 type item struct {
-	msg     inMsg
-	missing bool
+	msg inMsg
 }
 
 type delivery struct {
@@ -227,9 +226,7 @@ func (pt *part) handOver(d delivery) {
 // message is nak'ed for redelivery.
 func (pt *part) dispatch(it item) {
 	if pt.inputClosed {
-		if !it.missing {
-			pt.settle(it.msg.seq, true)
-		}
+		pt.settle(it.msg.seq, true)
 		return
 	}
 	pt.queue = append(pt.queue, it)
@@ -246,8 +243,15 @@ func (pt *part) settle(seq uint64, nak bool) {
 	w.at(pt.m.fifo(&pt.m.outNext, w.latency()), func() { w.ackArrives(name, seq, nak) })
 }
 
-// step steps the machine at the member's clock.
+// step steps the machine at the member's clock, a revocation first
+// (worker.step: FenceLost before any event that follows it).
 func (pt *part) step(ev machine.Event) {
+	if pt.fenced && !pt.lostSeen {
+		pt.lostSeen = true
+		if err := pt.mach.Step(pt.m.clock(), machine.FenceLost{}); err != nil {
+			pt.w().violate("%s p%d: the worker broke its machine's protocol: %v", pt.m.id, pt.num, err)
+		}
+	}
 	if err := pt.mach.Step(pt.m.clock(), ev); err != nil {
 		pt.w().violate("%s p%d: the worker broke its machine's protocol: %v", pt.m.id, pt.num, err)
 	}
@@ -282,11 +286,7 @@ func (pt *part) work() {
 		if len(pt.queue) > 0 {
 			it := pt.queue[0]
 			pt.queue = pt.queue[1:]
-			if it.missing {
-				pt.step(machine.Missing{Key: it.msg.key, Seq: it.msg.seq})
-			} else {
-				pt.deliver(it.msg)
-			}
+			pt.deliver(it.msg)
 			continue
 		}
 		if pt.inputClosed && !pt.closeSent {
@@ -327,15 +327,10 @@ func (pt *part) tickLoop() {
 	pt.m.after(500*time.Millisecond, pt.tickLoop)
 }
 
-// deliver checks the fence and steps the machine with a message.
+// deliver steps the machine with a message (worker.deliver: the fence is
+// the machine's to apply, told by FenceLost in work).
 func (pt *part) deliver(msg inMsg) {
-	var f *machine.Fail
-	if !pt.ok() {
-		pt.tr("fence expired")
-		pt.fencedStop()
-		f = &machine.Fail{Disp: machine.Nak, Err: errFenced}
-	}
-	pt.step(machine.Delivered[inMsg]{Msg: msg, Key: msg.key, Seq: msg.seq, Fail: f})
+	pt.step(machine.Delivered[inMsg]{Msg: msg, Key: msg.key, Seq: msg.seq})
 }
 
 // exec executes one action (worker.exec).
@@ -420,12 +415,8 @@ func (pt *part) load(key string) {
 			pt.work()
 			return
 		}
-		if !pt.ok() {
-			pt.fencedStop()
-			fail(errFenced)
-			return
-		}
-		pt.checkEpoch("claim")
+		// No reading of the fence: the claim's compare-and-set is its
+		// fence (worker.claim; checked where it lands, world.snapSave).
 		claim := snapEntry{st: s.st, last: s.last, epoch: pt.epoch}
 		w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
 			return w.snapSave(key, claim, s.rev)
@@ -445,8 +436,9 @@ func (pt *part) load(key string) {
 	})
 }
 
-// checkEpoch checks that a write is sent under the partition's current
-// epoch: no write of an ended epoch.
+// checkEpoch checks that an output is sent under the partition's current
+// epoch: no output of an ended epoch. (Snapshot writes are checked where
+// they land, world.snapSave: their compare-and-set is their fence.)
 func (pt *part) checkEpoch(what string) {
 	w := pt.w()
 	if e := w.kv[recordKey(pt.num)]; e != nil && (e.rec.Epoch != pt.epoch || e.rec.Owner != pt.m.id) {
@@ -454,11 +446,13 @@ func (pt *part) checkEpoch(what string) {
 	}
 }
 
-// publish publishes an output after the last-moment fence check.
+// publish publishes an output after the last-moment fence check
+// (worker.publish and lastMoment: the shell's one reading of the fence).
 func (pt *part) publish(key string, o output) {
 	w := pt.w()
 	if !pt.ok() {
-		pt.fencedStop()
+		pt.tr("fence expired at publish")
+		pt.fencedStop() // revokes: the step below is preceded by FenceLost
 		pt.step(machine.Published{Key: key, Err: errFenced, Refused: true})
 		return
 	}
@@ -492,13 +486,8 @@ func (pt *part) save(j snapJob) {
 		pt.step(machine.SaveLanded{Key: j.key, Job: j.job, Outcome: o})
 		pt.work()
 	}
-	if !pt.ok() {
-		pt.fencedStop()
-		inc := pt.m.inc
-		w.at(0, func() { pt.m.deliver(inc, func() { landed(machine.Fenced) }) })
-		return
-	}
-	pt.checkEpoch("snapshot")
+	// No reading of the fence: the save's compare-and-set is its fence
+	// (worker.snapshotter; checked where it lands, world.snapSave).
 	slow := time.Duration(0)
 	if w.lossy && w.chance(0.1) {
 		slow = w.between(100*time.Millisecond, 3*time.Second) // a slow disk

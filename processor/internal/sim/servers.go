@@ -94,10 +94,31 @@ func (s keyState) apply(seq, val uint64) keyState {
 }
 
 // snapSave writes key's snapshot by compare-and-set on rev (0: none).
+//
+// The processor reads no fence before a save or a claim: the
+// compare-and-set is their fence. So a write of an ended epoch may be
+// sent (a zombie's, a save handed over just before the lease expired);
+// what must hold is checked here, where it lands: it never lands over a
+// snapshot of a newer epoch (the newer owner claims a key, moving its
+// revision, before it applies anything). One that lands before the newer
+// owner touched the key is harmless — its state holds only messages
+// whose outputs are acknowledged — and the end-of-run checks of states
+// and outputs see to that; such writes are counted (Result.StaleLanded).
 func (w *world) snapSave(key string, s snapEntry, rev uint64) (uint64, error) {
 	cur := w.snaps[key]
+	stale := false
+	if e := w.kv[recordKey(ownership.PartitionOf(key, w.parts))]; e != nil && e.rec.Epoch > s.epoch {
+		stale = true
+		w.res.StaleSent++
+	}
 	if (cur == nil && rev != 0) || (cur != nil && cur.rev != rev) {
 		return 0, errConflict
+	}
+	if cur != nil && cur.epoch > s.epoch {
+		w.violate("snapshot of key %s by epoch %d landed over epoch %d's (rev %d)", key, s.epoch, cur.epoch, rev)
+	}
+	if stale {
+		w.res.StaleLanded++
 	}
 	w.snapRev++
 	s.rev = w.snapRev

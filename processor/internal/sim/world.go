@@ -79,6 +79,10 @@ type Result struct {
 	LastFault  time.Duration
 	Events     int
 	Notes      []string // notable shell log lines (gave up waiting, lookups failed, …)
+	// StaleSent counts snapshot writes (saves and claims) that reached
+	// the store after a newer epoch took their partition; StaleLanded
+	// those of them that its compare-and-set let through (world.snapSave).
+	StaleSent, StaleLanded int
 }
 
 // world is the simulated fleet and its servers.
