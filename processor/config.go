@@ -366,9 +366,9 @@ type DeadLetterConfig struct {
 }
 
 // DeadLetterSubjects returns the subject filter of p's dead letters: its
-// DeadLetter template for every key ({key} as '*').
+// DeadLetter template for every key and shard ({key} and {shard} as '*').
 func (p PipelineConfig) DeadLetterSubjects() string {
-	return expand(p.DeadLetter, p.Name, "*")
+	return strings.ReplaceAll(expand(p.DeadLetter, p.Name, "*"), shardToken, "*")
 }
 
 // StreamName returns the dead-letter stream's name for pipeline.

@@ -107,6 +107,9 @@ func TestShardLayout(t *testing.T) {
 	if pc.outputStreamName(2) != "OUT-2" || pc.deadLetterStreamName(1) != "KPCA_DLQ_sensors-1" || pc.outputShards(pc.Output.Subject) != 3 {
 		t.Errorf("per-shard streams: %s %s %d", pc.outputStreamName(2), pc.deadLetterStreamName(1), pc.outputShards(pc.Output.Subject))
 	}
+	if got := pc.DeadLetterSubjects(); got != "kpca.dlq.sensors.*" {
+		t.Errorf("dead-letter subjects %s, want every shard's (kpca.dlq.sensors.*)", got)
+	}
 	if got := pc.deadLetterID(2, 42); got != "dlq/sensors/s2/42" {
 		t.Errorf("dead-letter id %s: several shards' sequences overlap, the id must name the shard", got)
 	}
