@@ -260,6 +260,9 @@ func TestShardsExactlyOnce(t *testing.T) {
 	pc.Snapshot = SnapshotPolicy{EveryMessages: 7, Every: -1, OnShutdown: &no}
 	e.mapShards(t, pc)
 	r = e.start(t, Config{Pipelines: []PipelineConfig{pc}, QueueSize: 4})
+	if infos := r.p.Pipelines(); len(infos) != 1 || !slices.Equal(infos[0].Streams, []string{"shd_IN-0", "shd_IN-1", "shd_IN-2"}) {
+		t.Errorf("pipeline info: %+v, want the three shard streams", infos)
+	}
 	publish(pc, 0, total/2)
 	// A malformed message of key k1 goes to its shard's dead letters.
 	e.publish(t, "in.shd.k1", []byte("not msgpack"), "")

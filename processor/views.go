@@ -100,6 +100,9 @@ func (p *Processor) Pipelines() []PipelineInfo {
 			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.io[0].outJS, DeadLetter: c.DeadLetter,
 			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
 			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys}
+		if c.Input.Shards > 1 {
+			out[i].Streams = c.InputStreams()
+		}
 		if c.Input.Stream != "" && p.coord != nil {
 			for n := range c.Partitions {
 				o, _ := p.coord.owner(c, n)
