@@ -28,8 +28,12 @@
 #      d 64 B 400 k 16, KEYS_CPU keys).
 # The cluster is restarted empty for every (R, S). Figures go to stdout and
 # OUTDIR/results.tsv (kind, R, S, W, learner, msgs/s, in-msgs/s); raw outputs
-# and server logs to OUTDIR. Defaults are the 16-core run; for a small
-# machine, e.g.:
+# and server logs to OUTDIR. Defaults are the 16-core run, about 15 minutes
+# in all: a device command is limited to 10, so run it in parts, one call
+# each, e.g.
+#   REPLICAS=1 SHARDS=1,3 bench/device/cluster.sh $OUT/r1   (then SHARDS=6 if S=3 grew)
+#   REPLICAS=3 SHARDS=1,3 bench/device/cluster.sh $OUT/r3
+# (LEARNERS=light or cpu halves a part again). For a small machine, e.g.:
 #   PARTS=6 SHARDS=1,3 WORKERS=1,2 MSGS=10000 BENCH_COUNT=10000 NATS_MSGS=50000 LEARNERS=light bench/device/cluster.sh
 set -euo pipefail
 BIN=${BIN:-.devbin}
@@ -39,7 +43,8 @@ REPLICAS=${REPLICAS:-1,3}
 WORKERS=${WORKERS:-1,2,4,8}
 PARTS=${PARTS:-12}           # divisible by every S
 PROCS=${PROCS:-2}
-MSGS=${MSGS:-200000}         # per BenchmarkScaleOutShards run
+MSGS=${MSGS:-200000}         # per BenchmarkScaleOutShards run, light learner
+MSGS_CPU=${MSGS_CPU:-50000}  # per run, CPU-bound learner
 BENCH_COUNT=${BENCH_COUNT:-200000}
 NATS_MSGS=${NATS_MSGS:-500000}  # per natscli stream
 LEARNERS=${LEARNERS:-light,cpu}
@@ -164,15 +169,15 @@ for R in "${Rs[@]}"; do
 
     for L in "${Ls[@]}"; do
       case $L in
-        light) lc=3,16,2 keys=$KEYS_LIGHT ;;
-        cpu) lc=64,400,16 keys=$KEYS_CPU ;;
+        light) lc=3,16,2 keys=$KEYS_LIGHT msgs=$MSGS ;;
+        cpu) lc=64,400,16 keys=$KEYS_CPU msgs=$MSGS_CPU ;;
         *) echo "LEARNERS: light or cpu, got $L" >&2; exit 2 ;;
       esac
       echo "== R$R S=$S: $L learner, W kpcastream run processes ($WORKERS)"
       (sleep 20; "$BIN/nats" -s "$urls" stream report >"$OUT/streams-R$R-S$S-$L.txt" 2>&1 || true) &
       KPCASTREAM_BIN="$BIN/kpcastream" KPCASTREAM_SCALE_URL="$urls" KPCASTREAM_SCALE_SHARDS="$S" \
       KPCASTREAM_SCALE_WORKERS="$WORKERS" KPCASTREAM_SCALE_PARTITIONS="$PARTS" KPCASTREAM_SCALE_REPLICAS="$R" \
-      KPCASTREAM_SCALE_LEARNER="$lc" KPCASTREAM_SCALE_KEYS="$keys" KPCASTREAM_SCALE_MSGS="$MSGS" \
+      KPCASTREAM_SCALE_LEARNER="$lc" KPCASTREAM_SCALE_KEYS="$keys" KPCASTREAM_SCALE_MSGS="$msgs" \
       KPCASTREAM_SCALE_PROCS="$PROCS" KPCASTREAM_SCALE_TAGS="$tags" \
         "$BIN/proctest.test" -test.run '^$' -test.bench ScaleOutShards -test.benchtime 1x 2>&1 |
         tee "$OUT/run-R$R-S$S-$L.txt" | grep -E '^Benchmark|FAIL|---' || true
