@@ -148,6 +148,14 @@ func (p *Processor) checkLayout(ctx context.Context, pc PipelineConfig) (prev *l
 	}
 	for _, name := range old.Streams {
 		st, err := p.js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && prev == nil {
+			// No record: the old layout was only presumed (one stream,
+			// input.stream), or its record was deleted by hand — the
+			// documented override when the old streams are gone.
+			p.log.Warn("no recorded input layout and no stream "+name+" to check the new streams against; taking the layout as it is",
+				zap.String("pipeline", pc.Name), zap.Strings("streams", streams))
+			continue
+		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, 0, 0, p.layoutRefusal(pc, old, fmt.Sprintf("the old stream %s is gone, so the new streams' sequences cannot be checked against it "+
 				"(if every new stream starts above its last sequence, delete the key %s of bucket %s)", name, layoutKey(pc.Name), p.cfg.CheckpointBucket))

@@ -507,4 +507,27 @@ func TestShardsChange(t *testing.T) {
 	if !errors.Is(err, errLayoutChanged) || !strings.Contains(err.Error(), "belonged to the old layout too") {
 		t.Fatalf("2 shards after 3: %v; want a refusal", err)
 	}
+	// Another stream name while the old shard streams are gone: refused,
+	// naming the override (delete the layout key), which then lets it start.
+	for _, name := range three.WithDefaults().InputStreams() {
+		if err := e.js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := one
+	other.Input.Stream = "mig2_IN"
+	err = e.runErr(t, Config{Pipelines: []PipelineConfig{other}})
+	if !errors.Is(err, errLayoutChanged) || !strings.Contains(err.Error(), "is gone") || !strings.Contains(err.Error(), "delete the key layouts.mig") {
+		t.Fatalf("a new stream after the old ones were deleted: %v; want a refusal naming the override", err)
+	}
+	kv, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, layoutKey("mig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runErr(t, Config{Pipelines: []PipelineConfig{other}}); err != nil {
+		t.Fatalf("after the layout key was deleted: %v", err)
+	}
 }
