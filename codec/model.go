@@ -38,6 +38,14 @@ type wireModelMonitor struct {
 	Learn    string  `json:"learn"`
 	SPELimit float64 `json:"spe_limit"`
 	T2Limit  float64 `json:"t2_limit"`
+	// Linear is the optional linear residual (monitor.linear).
+	Linear *wireModelLinear `json:"linear,omitempty"`
+}
+
+type wireModelLinear struct {
+	Mean       []float64   `json:"mean"`
+	Components [][]float64 `json:"components"`
+	LSPELimit  float64     `json:"lspe_limit"`
 }
 
 type wireModelClassifier struct {
@@ -65,7 +73,9 @@ type wireModelKernel struct {
 // for a model with preprocessing by
 // "preprocess":{"standardize":{"mean":[…d…],"scale":[…d…]}} (the model
 // applies to (x − mean)/scale), and for a model with monitoring by
-// "monitor":{"level":0.99,"learn":"normal","spe_limit":…,"t2_limit":…}.
+// "monitor":{"level":0.99,"learn":"normal","spe_limit":…,"t2_limit":…},
+// whose optional last member, with monitor.linear, is
+// "linear":{"mean":[…d…],"components":[[…d…],…k rows],"lspe_limit":…}.
 // A model without these sections has exactly the bytes it had before
 // they existed.
 //
@@ -102,6 +112,9 @@ func EncodeModel(m *learners.Model) ([]byte, error) {
 	}
 	if mo := m.Monitor; mo != nil {
 		w.Monitor = &wireModelMonitor{Level: mo.Level, Learn: mo.Learn, SPELimit: mo.SPELimit, T2Limit: mo.T2Limit}
+		if l := mo.Linear; l != nil {
+			w.Monitor.Linear = &wireModelLinear{Mean: l.Mean, Components: l.Components, LSPELimit: l.LSPELimit}
+		}
 	}
 	b, err := json.Marshal(&w)
 	if err != nil {
@@ -154,6 +167,9 @@ func DecodeModel(data []byte) (*learners.Model, error) {
 	}
 	if mo := w.Monitor; mo != nil {
 		m.Monitor = &learners.ModelMonitor{Level: mo.Level, Learn: mo.Learn, SPELimit: mo.SPELimit, T2Limit: mo.T2Limit}
+		if l := mo.Linear; l != nil {
+			m.Monitor.Linear = &learners.ModelLinear{Mean: l.Mean, Components: l.Components, LSPELimit: l.LSPELimit}
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)

@@ -54,6 +54,21 @@ type ModelMonitor struct {
 	Level             float64
 	Learn             string
 	SPELimit, T2Limit float64
+	// Linear is the linear residual (monitor.linear), nil without one or
+	// before its model is ready.
+	Linear *ModelLinear
+}
+
+// ModelLinear is the monitor's linear residual, in the frame the learner
+// sees (after Preprocess): r = (I − PPᵀ)(x − Mean) with P the Components
+// (k unit vectors of d values, orthonormal), and its statistic
+// max_j r_j²/(1 − Σᵢ Components[i][j]²) over the variables j whose
+// share 1 − Σᵢ Components[i][j]² exceeds 10⁻⁶, judged by LSPELimit (0:
+// not yet in force). See learners/monitor's linear.go.
+type ModelLinear struct {
+	Mean       []float64
+	Components [][]float64
+	LSPELimit  float64
 }
 
 // Apply writes the preprocessed x into dst (allocated when nil) and
@@ -177,6 +192,22 @@ func (m *Model) Validate() error {
 		}
 		if mo.SPELimit < 0 || mo.T2Limit < 0 {
 			return fmt.Errorf("%w: model monitor limits %v and %v, want ≥ 0", ErrState, mo.SPELimit, mo.T2Limit)
+		}
+		if l := mo.Linear; l != nil {
+			if err := finite("monitor linear mean", l.Mean, d); err != nil {
+				return err
+			}
+			if len(l.Components) < 1 || len(l.Components) >= d {
+				return fmt.Errorf("%w: model monitor linear has %d components, want 1 ≤ k < d = %d", ErrState, len(l.Components), d)
+			}
+			for i, c := range l.Components {
+				if err := finite(fmt.Sprintf("monitor linear component %d", i), c, d); err != nil {
+					return err
+				}
+			}
+			if !(l.LSPELimit >= 0) || math.IsInf(l.LSPELimit, 0) {
+				return fmt.Errorf("%w: model monitor linear limit %v, want finite ≥ 0", ErrState, l.LSPELimit)
+			}
 		}
 	}
 	if c := m.Classifier; c != nil {

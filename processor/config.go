@@ -186,9 +186,10 @@ type MonitorConfig struct {
 	// without alarm follow it; a longer run is a fault and is not learned.
 	// Default 50; negative: none (every alarm discards what is pending).
 	Excursion int `yaml:"excursion"`
-	// Linear also monitors a linear residual: the SPE of a running linear
-	// PCA (learner.components components, at most dim − 1) of the learned
-	// inputs, with its own limit at level; above it, the output has an
+	// Linear also monitors a linear residual: the residual of a running
+	// linear PCA (learner.components components, at most dim − 1) of the
+	// learned inputs, judged by its largest variable's reconstruction-based
+	// contribution ("lspe"), with its own limit at level; above it, the output has an
 	// "spe" alarm and carries "lspe" and "lspe_limit". It sees a fault in
 	// one variable among many, which barely moves an RBF kernel. Needs
 	// dim ≥ 2, at most 512; memory 8·dim² bytes per key. Default false.

@@ -130,6 +130,18 @@ func TestReportChromium(t *testing.T) {
 			t.Errorf("monitored report: no %q on the page", want)
 		}
 	}
+	// The contributions panel (issue 31): shown, with the variables the
+	// alarms ranked first and the newest alarm's list, as drawn by the
+	// page's own script (the live page runs the same app.js).
+	card := regexp.MustCompile(`<div class="card" id="card-contrib"[^>]*>`).FindString(dom)
+	rows := regexp.MustCompile(`<tr><th>x\d+</th><td>\d+ \(\d+\.\d%\)</td><td>\d+ \(\d+\.\d%\)</td></tr>`).FindAllString(dom, -1)
+	note := regexp.MustCompile(`over (\d+) alarms \(x0 is the first variable`).FindStringSubmatch(dom)
+	if card == "" || strings.Contains(card, "hidden") || len(rows) == 0 || note == nil || note[1] == "0" ||
+		!regexp.MustCompile(`newest alarm, at row \d+: x\d+ `).MatchString(dom) {
+		t.Errorf("monitored report: contributions panel %q with %d variable rows, note %q: want it shown, filled, with the newest alarm", card, len(rows), note)
+	} else {
+		t.Logf("monitored report: contributions panel with %d variables over %s alarms (%s)", len(rows), note[1], rows[0])
+	}
 
 	// A classifier's report: 3 classes, predictions right 2 times in 3.
 	s := kpcaview.NewSeries(kpcaview.Options{Samples: 4000, ZDims: 2, EigDims: 2, Buckets: 50, Width: 100, Thin: true})

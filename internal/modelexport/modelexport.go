@@ -30,6 +30,19 @@ type Model struct {
 			Scale []float64 `json:"scale"`
 		} `json:"standardize"`
 	} `json:"preprocess"`
+	// Monitor, when present, is the key's monitoring section: its limits
+	// and, with monitor.linear, the linear residual (Model.LinearIndex).
+	Monitor *struct {
+		Level    float64 `json:"level"`
+		Learn    string  `json:"learn"`
+		SPELimit float64 `json:"spe_limit"`
+		T2Limit  float64 `json:"t2_limit"`
+		Linear   *struct {
+			Mean       []float64   `json:"mean"`
+			Components [][]float64 `json:"components"`
+			LSPELimit  float64     `json:"lspe_limit"`
+		} `json:"linear"`
+	} `json:"monitor"`
 	// Classifier, when present: score of class c is
 	// Σⱼ alpha[j][c]·k(points[j], x') + bias[c]; the prediction is the
 	// class of the largest score (the first on ties).
@@ -73,6 +86,17 @@ func Read(path string) (*Model, error) {
 		for j, v := range st.Scale {
 			if !(v > 0) || math.IsInf(v, 0) {
 				return nil, fmt.Errorf("%s: preprocess.standardize.scale[%d] is %v, want > 0", path, j, v)
+			}
+		}
+	}
+	if mo := m.Monitor; mo != nil && mo.Linear != nil {
+		l := mo.Linear
+		if len(l.Mean) != d || len(l.Components) < 1 || len(l.Components) >= d {
+			return nil, fmt.Errorf("%s: monitor.linear has %d means and %d components, want %d and 1 to %d", path, len(l.Mean), len(l.Components), d, d-1)
+		}
+		for i, c := range l.Components {
+			if len(c) != d {
+				return nil, fmt.Errorf("%s: monitor.linear component %d has %d values, want %d", path, i, len(c), d)
 			}
 		}
 	}
@@ -177,4 +201,40 @@ func (m *Model) Project(z, x []float64) {
 			z[i] += c * kv
 		}
 	}
+}
+
+// HasLinear tells whether the export has a linear residual (monitor.linear).
+func (m *Model) HasLinear() bool { return m.Monitor != nil && m.Monitor.Linear != nil }
+
+// LinearIndex returns the linear residual's statistic of the preprocessed
+// x (the output's lspe; HasLinear must hold): with r = x − mean minus its
+// projection on the components, the largest r_j²/(1 − Σᵢ components[i][j]²)
+// over the variables whose share exceeds 10⁻⁶.
+func (m *Model) LinearIndex(x []float64) float64 {
+	l := m.Monitor.Linear
+	r := make([]float64, len(x))
+	for j, v := range x {
+		r[j] = v - l.Mean[j]
+	}
+	dx := append([]float64(nil), r...)
+	for _, c := range l.Components {
+		var s float64
+		for j, v := range c {
+			s += v * dx[j]
+		}
+		for j, v := range c {
+			r[j] -= s * v
+		}
+	}
+	var best float64
+	for j := range r {
+		share := 1.0
+		for _, c := range l.Components {
+			share -= c[j] * c[j]
+		}
+		if share > 1e-6 {
+			best = max(best, r[j]*r[j]/share)
+		}
+	}
+	return best
 }

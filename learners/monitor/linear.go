@@ -8,11 +8,18 @@ import (
 
 // linear is the linear residual monitored beside the kernel one
 // (Config.Linear): a linear PCA of the vectors the learner learned (the
-// standardised ones with Standardize), whose squared residual
-// ‖(I − PPᵀ)(x − μ)‖² is a second SPE. The mean and the co-moment are
-// updated with every learned vector, weighted with the learner's
-// forgetting (O(d²)); the k leading eigenvectors P are recomputed every
-// refreshEvery additions (O(d³)). Memory: (d² + d·(k + 2))·8 bytes.
+// standardised ones with Standardize). Its residual is r = C̃(x − μ) with
+// C̃ = I − PPᵀ, and its statistic (index) is the largest of the
+// variables' reconstruction-based contributions to ‖r‖²,
+// max_j rⱼ²/c̃ⱼ with c̃ⱼ = ξⱼᵀC̃ξⱼ = 1 − ‖Pⱼ‖², the squared residual along
+// ξⱼ that a fault of variable j alone explains (Alcala & Qin 2009): the
+// generalised likelihood ratio of a fault in one variable (Dunia & Qin's
+// sensor validity index, 1996), where the SPE ‖r‖² spreads that one
+// variable's deviation over the d − k residual dimensions' noise. With
+// d − k = 1 the two are equal. The mean and the co-moment are updated
+// with every learned vector, weighted with the learner's forgetting
+// (O(d²)); the k leading eigenvectors P are recomputed every refreshEvery
+// additions (O(d³)). Memory: (d² + d·(k + 4))·8 bytes.
 type linear struct {
 	d, k   int
 	forget float64
@@ -20,8 +27,9 @@ type linear struct {
 	mean   []float64
 	m2     []float64 // d×d co-moment Σ w(x − μ)(x − μ)ᵀ, row-major
 	p      []float64 // d×k leading eigenvectors, row-major; nil before the first refresh
+	c      []float64 // c̃ⱼ = 1 − ‖Pⱼ‖², the residual's share of each variable's direction
 	since  int       // additions since the last refresh
-	dx     []float64 // scratch
+	dx, r  []float64 // scratch
 	sym    *mat.SymDense
 	eig    mat.EigenSym
 	vecs   mat.Dense
@@ -33,7 +41,7 @@ func (l *linear) refreshEvery() int { return max(l.d, 25) }
 func newLinear(d, k int, forget float64) *linear {
 	k = min(k, d-1)
 	return &linear{d: d, k: k, forget: forget, mean: make([]float64, d), m2: make([]float64, d*d),
-		dx: make([]float64, d), sym: mat.NewSymDense(d, nil)}
+		dx: make([]float64, d), r: make([]float64, d), c: make([]float64, d), sym: mat.NewSymDense(d, nil)}
 }
 
 // add updates the mean and co-moment with x (West's weighted update).
@@ -84,30 +92,73 @@ func (l *linear) refresh() {
 			l.p[i*l.k+c] = l.vecs.At(i, l.d-1-c)
 		}
 	}
+	l.shares()
 }
+
+// shares sets c̃ⱼ = 1 − ‖Pⱼ‖² from P.
+func (l *linear) shares() {
+	for j := range l.d {
+		c := 1.0
+		for _, v := range l.p[j*l.k : (j+1)*l.k] {
+			c -= v * v
+		}
+		l.c[j] = c
+	}
+}
+
+// minShare is the smallest c̃ⱼ for which variable j enters the index: a
+// variable (almost) inside the principal subspace has no residual of its
+// own to judge, and dividing by its c̃ⱼ would only amplify rounding.
+const minShare = 1e-6
 
 // ready tells whether the residual can be scored.
 func (l *linear) ready() bool { return l.p != nil }
 
-// spe returns ‖(I − PPᵀ)(x − μ)‖² (0 before the first refresh). O(d·k).
-func (l *linear) spe(x []float64) float64 {
+// residual writes r = C̃(x − μ) into l.r and returns ‖r‖² (0 and false
+// before the first refresh). O(d·k).
+func (l *linear) residual(x []float64) (float64, bool) {
 	if l.p == nil {
-		return 0
+		return 0, false
 	}
-	var all float64
 	for j, v := range x {
 		l.dx[j] = v - l.mean[j]
-		all += l.dx[j] * l.dx[j]
 	}
-	var in float64
+	copy(l.r, l.dx)
 	for c := range l.k {
 		var s float64
 		for i := range l.d {
 			s += l.p[i*l.k+c] * l.dx[i]
 		}
-		in += s * s
+		for i := range l.d {
+			l.r[i] -= s * l.p[i*l.k+c]
+		}
 	}
-	return max(all-in, 0)
+	var ss float64
+	for _, v := range l.r {
+		ss += v * v
+	}
+	return ss, true
+}
+
+// index returns the statistic max_j rⱼ²/c̃ⱼ (0 before the first
+// refresh). O(d·k).
+func (l *linear) index(x []float64) float64 {
+	if _, ok := l.residual(x); !ok {
+		return 0
+	}
+	var best float64
+	for j, v := range l.r {
+		if c := l.c[j]; c > minShare {
+			best = max(best, v*v/c)
+		}
+	}
+	return best
+}
+
+// spe returns ‖(I − PPᵀ)(x − μ)‖² (0 before the first refresh). O(d·k).
+func (l *linear) spe(x []float64) float64 {
+	ss, _ := l.residual(x)
+	return ss
 }
 
 // checkLinear reports the problems of s's linear residual against the
@@ -154,6 +205,7 @@ func (m *Monitor) restoreLinear(s *State) {
 		case len(s.Linear.P) > 0:
 			l.p = append([]float64(nil), s.Linear.P...)
 			l.since = s.Linear.Since
+			l.shares()
 		case l.w >= float64(l.d+1):
 			l.refresh()
 		}

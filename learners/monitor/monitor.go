@@ -173,14 +173,16 @@ type Config struct {
 	Freeze bool
 	// Dim is the input dimension d (needed with Standardize and Linear).
 	Dim int
-	// Linear monitors a linear residual beside the kernel one: the SPE of
-	// a linear PCA with LinearComponents components of the vectors the
-	// learner learned (see linear.go), judged by its own limit; an
+	// Linear monitors a linear residual beside the kernel one: the
+	// residual of a linear PCA with LinearComponents components of the
+	// vectors the learner learned, its statistic the largest variable's
+	// reconstruction-based contribution (see linear.go), judged by its
+	// own limit; an
 	// observation above either residual's limit has an SPE alarm, each
 	// limit at level 1 − (1 − Level)/2 so that the two together keep about
 	// 1 − Level false alarms (with both at Level, bench/monitor measured
 	// 2.3–2.8 % own false alarms of either limit on its normal processes
-	// instead of 1.6–2.0 %). Memory: 8·(d² + d·(k + 2)) bytes.
+	// instead of 1.6–2.0 %). Memory: 8·(d² + d·(k + 4)) bytes.
 	Linear bool
 	// LinearComponents is the number of linear components (callers
 	// default it to the learner's components); at most Dim − 1.
@@ -715,14 +717,14 @@ func (m *Monitor) refreshLimits() {
 		m.speLim, m.t2Lim, m.lspeLim = 0, 0, 0
 		return
 	}
-	m.t2Lim = m.t2.quantile(m.cfg.Level)
-	m.speLim = m.spe.quantile(m.cfg.Level)
+	m.t2Lim = m.t2.limit(m.cfg.Level)
+	m.speLim = m.spe.limit(m.cfg.Level)
 	m.lspeLim = 0
 	if m.lspe.len() >= 2 {
 		// Two residuals, each at level 1 − (1 − Level)/2 (Bonferroni).
 		l := 1 - (1-m.cfg.Level)/2
-		m.speLim = m.spe.quantile(l)
-		m.lspeLim = m.lspe.quantile(l)
+		m.speLim = m.spe.limit(l)
+		m.lspeLim = m.lspe.limit(l)
 	}
 }
 
@@ -855,7 +857,9 @@ func allFinite(v []float64) bool {
 }
 
 // Export sets the model export's preprocess section (with standardisation)
-// and its monitor section (the limits in force, 0 before they are) from m.
+// and its monitor section (the limits in force, 0 before they are; with
+// Config.Linear the linear residual's mean, components and limit once its
+// model is ready) from m.
 func (m *Monitor) Export(model *learners.Model) {
 	if mean, scale := m.Standardization(); mean != nil {
 		model.Preprocess = &learners.ModelPreprocess{Mean: mean, Scale: scale}
@@ -863,4 +867,14 @@ func (m *Monitor) Export(model *learners.Model) {
 	spe, t2, _ := m.Limits()
 	c := m.Config()
 	model.Monitor = &learners.ModelMonitor{Level: c.Level, Learn: c.Learn, SPELimit: spe, T2Limit: t2}
+	if l := m.lin; l != nil && l.ready() {
+		ml := &learners.ModelLinear{Mean: append([]float64(nil), l.mean...), Components: make([][]float64, l.k), LSPELimit: m.lspeLim}
+		for i := range l.k {
+			ml.Components[i] = make([]float64, l.d)
+			for j := range l.d {
+				ml.Components[i][j] = l.p[j*l.k+i]
+			}
+		}
+		model.Monitor.Linear = ml
+	}
 }

@@ -65,7 +65,7 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 		r.Z, r.Novelty, r.Ready = zz, nov, true
 		var lspe float64
 		if m.lin != nil {
-			lspe = m.lin.spe(xi)
+			lspe = m.lin.index(xi)
 		}
 		r.Verdict = m.judge(nov.SPE, nov.T2, lspe)
 		return nil

@@ -101,6 +101,44 @@ func TestWindowQuantile(t *testing.T) {
 	if got := w.quantile(0.25); got != 1.5 {
 		t.Errorf("q25: got %v, want 1.5", got)
 	}
+	// The newest ⌈5/2⌉ = 3 values are 2, 3, 10.
+	if got, want := w.recent, []float64{2, 3, 10}; !reflect.DeepEqual(got, want) {
+		t.Errorf("recent: got %v, want %v", got, want)
+	}
+}
+
+// TestWindowLimit checks the limit rule: the larger of the whole window's
+// quantile and its newest half's, so that a statistic that moved up
+// within half a window raises the limit at once and one that moved down
+// keeps the whole window's; the recent half is rebuilt by load.
+func TestWindowLimit(t *testing.T) {
+	w := newWindow(8)
+	for _, v := range []float64{1, 2, 3, 4} {
+		w.add(v)
+	}
+	// Four values: the newest half is all of them, one quantile.
+	if got, q := w.limit(0.5), w.quantile(0.5); got != q || q != 2.5 {
+		t.Errorf("four values: limit %v, quantile %v, want both 2.5", got, q)
+	}
+	for _, v := range []float64{10, 11, 12, 13} { // moved up
+		w.add(v)
+	}
+	// Whole: 1 2 3 4 10 11 12 13, median rank 3.5 → 7; newest half 10–13 → 11.5.
+	if got := w.limit(0.5); got != 11.5 || w.quantile(0.5) != 7 {
+		t.Errorf("moved up: limit %v (quantile %v), want the newest half's 11.5 (whole 7)", got, w.quantile(0.5))
+	}
+	for _, v := range []float64{0, 0, 0, 0} { // moved down
+		w.add(v)
+	}
+	// Whole: 10–13 and four 0s → 5; newest half the 0s → 0.
+	if got := w.limit(0.5); got != 5 {
+		t.Errorf("moved down: limit %v, want the whole window's 5", got)
+	}
+	r := newWindow(8)
+	r.load(w.values())
+	if !reflect.DeepEqual(r.recent, w.recent) || r.limit(0.5) != w.limit(0.5) {
+		t.Errorf("load: recent %v, want %v", r.recent, w.recent)
+	}
 }
 
 // TestWindowRank checks the rank of a value among a window's: the share
@@ -305,8 +343,8 @@ func stateRoundTrip(t *testing.T, c Config) {
 		var rs []Result
 		for i := range n {
 			process(rng, x)
-			if i%7 == 0 {
-				x[0] += 1
+			if i%50 == 0 { // a rare spike: alarms to compare
+				x[0] += 2
 			}
 			r, err := m.Step(l, nil, in, z, x)
 			if err != nil {
@@ -413,5 +451,37 @@ func TestStepLearnErrorUndoes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(m.State(), before) {
 		t.Fatalf("state changed by a failed learn: %+v, want %+v", m.State(), before)
+	}
+}
+
+// TestLinearIndex checks the linear residual's statistic against its
+// closed form: with P the first axis of three, r = (0, x₂, x₃) − μ's and
+// c̃ = (0, 1, 1), the index is max(r₂², r₃²) and the SPE r₂² + r₃²; with
+// two residual dimensions of equal share it is the larger one, and a
+// fault along one variable moves only that variable's term.
+func TestLinearIndex(t *testing.T) {
+	l := newLinear(3, 1, 1)
+	l.p = []float64{1, 0, 0}
+	l.shares()
+	if want := []float64{0, 1, 1}; !reflect.DeepEqual(l.c, want) {
+		t.Fatalf("shares %v, want %v", l.c, want)
+	}
+	x := []float64{5, 0.3, -0.4}
+	if got := l.index(x); math.Abs(got-0.16) > 1e-15 {
+		t.Errorf("index %v, want max(0.09, 0.16) = 0.16", got)
+	}
+	if got := l.spe(x); math.Abs(got-0.25) > 1e-15 {
+		t.Errorf("spe %v, want 0.25", got)
+	}
+	// A tilted subspace: P = (1, 1, 0)/√2, so c̃ = (½, ½, 1); the residual
+	// of x = (1, 0, 0) is (½, −½, 0), each variable's term (¼)/(½) = ½ —
+	// the fault along ξ₁ explains all of the SPE (½) once reconstructed.
+	l.p = []float64{math.Sqrt(0.5), math.Sqrt(0.5), 0}
+	l.shares()
+	if got := l.index([]float64{1, 0, 0}); math.Abs(got-0.5) > 1e-15 {
+		t.Errorf("tilted index %v, want 0.5", got)
+	}
+	if got := l.spe([]float64{1, 0, 0}); math.Abs(got-0.5) > 1e-15 {
+		t.Errorf("tilted spe %v, want 0.5", got)
 	}
 }

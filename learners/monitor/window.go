@@ -1,24 +1,29 @@
 package monitor
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // window holds the last (at most cap) values of a statistic in arrival
-// order and sorted, for its empirical quantile. add costs O(cap) (two
-// memmoves), quantile O(1); no allocation after construction.
+// order and sorted, for its empirical quantile, and the newest half of
+// them sorted as well (recentQuantile). add costs O(cap) (memmoves), the
+// quantiles O(1); no allocation after construction.
 type window struct {
 	ring   []float64 // arrival order; when full, ring[start] is the oldest
 	start  int
 	sorted []float64
+	recent []float64 // the newest ⌈cap/2⌉ values (fewer until that many arrived), sorted
 }
 
 func newWindow(n int) window {
-	return window{ring: make([]float64, 0, n), sorted: make([]float64, 0, n)}
+	return window{ring: make([]float64, 0, n), sorted: make([]float64, 0, n), recent: make([]float64, 0, (n+1)/2)}
 }
 
 func (w *window) len() int { return len(w.ring) }
 
 func (w *window) reset() {
-	w.ring, w.start, w.sorted = w.ring[:0], 0, w.sorted[:0]
+	w.ring, w.start, w.sorted, w.recent = w.ring[:0], 0, w.sorted[:0], w.recent[:0]
 }
 
 // add appends v, dropping the oldest value when full.
@@ -29,32 +34,87 @@ func (w *window) add(v float64) {
 		old := w.ring[w.start]
 		w.ring[w.start] = v
 		w.start = (w.start + 1) % len(w.ring)
-		i := sort.SearchFloat64s(w.sorted, old)
-		copy(w.sorted[i:], w.sorted[i+1:])
-		w.sorted = w.sorted[:len(w.sorted)-1]
+		w.sorted = remove(w.sorted, old)
 	}
-	i := sort.SearchFloat64s(w.sorted, v)
-	w.sorted = w.sorted[:len(w.sorted)+1]
-	copy(w.sorted[i+1:], w.sorted[i:])
-	w.sorted[i] = v
+	w.sorted = insert(w.sorted, v)
+	if len(w.recent) == cap(w.recent) {
+		// The value ⌈cap/2⌉ arrivals back leaves the newest half.
+		w.recent = remove(w.recent, w.at(len(w.ring)-1-cap(w.recent)))
+	}
+	w.recent = insert(w.recent, v)
+}
+
+// at returns the value of arrival index k (0 the oldest held).
+func (w *window) at(k int) float64 {
+	return w.ring[(w.start+k)%len(w.ring)]
+}
+
+// insert inserts v into the sorted s (len(s) < cap(s)).
+func insert(s []float64, v float64) []float64 {
+	i := sort.SearchFloat64s(s, v)
+	s = s[:len(s)+1]
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+// remove removes one value v from the sorted s (v is in s).
+func remove(s []float64, v float64) []float64 {
+	i := sort.SearchFloat64s(s, v)
+	copy(s[i:], s[i+1:])
+	return s[:len(s)-1]
 }
 
 // quantile returns the empirical p-quantile: the value at 0-based rank
 // (n + 1)·p − 1, linearly interpolated, so that a new value from the same
 // distribution exceeds it with probability about 1 − p; the largest value
 // when that rank is beyond it.
-func (w *window) quantile(p float64) float64 {
-	n := len(w.sorted)
+func (w *window) quantile(p float64) float64 { return quantileOf(w.sorted, p) }
+
+// recentQuantile is quantile over the newest ⌈cap/2⌉ values (all of
+// them while the window holds fewer).
+func (w *window) recentQuantile(p float64) float64 { return quantileOf(w.recent, p) }
+
+// limit is the limit rule of the package comment ("Limits"): the
+// whole window's p-quantile q, or the newest half's when that is larger
+// and more of the newest half's h values lie above q than chance allows
+// — more than h·(1 − p) + shiftZ·√(h·p·(1 − p)), the count expected when
+// nothing moved plus shiftZ standard deviations. So a statistic whose
+// distribution moved up within half a window raises the limit at once,
+// one that moved down keeps the whole window's, and on a stationary
+// process the noisier half-window estimate is rarely taken.
+func (w *window) limit(p float64) float64 {
+	q := w.quantile(p)
+	h := float64(len(w.recent))
+	if len(w.recent) == len(w.sorted) {
+		return q
+	}
+	above := h - float64(sort.Search(len(w.recent), func(i int) bool { return w.recent[i] > q }))
+	if above > h*(1-p)+shiftZ*math.Sqrt(h*p*(1-p)) {
+		return max(q, w.recentQuantile(p))
+	}
+	return q
+}
+
+// shiftZ is the margin, in standard deviations of the count, by which
+// the newest half must exceed its expected count above the whole
+// window's quantile before its own quantile is taken (see the package
+// comment, "Limits", for the measured choice).
+const shiftZ = 0.5
+
+// quantileOf is the empirical p-quantile of the sorted, non-empty s.
+func quantileOf(s []float64, p float64) float64 {
+	n := len(s)
 	r := float64(n+1)*p - 1
 	if r >= float64(n-1) {
-		return w.sorted[n-1]
+		return s[n-1]
 	}
 	if r <= 0 {
-		return w.sorted[0]
+		return s[0]
 	}
 	i := int(r)
 	f := r - float64(i)
-	return w.sorted[i] + f*(w.sorted[i+1]-w.sorted[i])
+	return s[i] + f*(s[i+1]-s[i])
 }
 
 // rank returns the position of v among the values as a fraction in
