@@ -268,8 +268,10 @@ type wireConfig struct {
 	Jitter       float64    `msgpack:"jitter"`
 	LearningRate float64    `msgpack:"learning_rate"`
 	Decay        float64    `msgpack:"decay"`
-	Rule         string     `msgpack:"rule,omitempty"` // kha; "" is the default (gha)
-	Beta         float64    `msgpack:"beta,omitempty"` // kha gha β; 0 is the default (1)
+	Rule         string     `msgpack:"rule,omitempty"`       // kha; "" is the default (gha)
+	Beta         float64    `msgpack:"beta,omitempty"`       // kha gha β; 0 is the default (1)
+	Gain         string     `msgpack:"gain,omitempty"`       // kha gain schedule; "" is the default (et)
+	Dictionary   string     `msgpack:"dictionary,omitempty"` // kha memorised set; "" is the default (first)
 	Refresh      int        `msgpack:"refresh"`
 	Seed         uint64     `msgpack:"seed"`
 }
@@ -392,7 +394,7 @@ func toWireState(s *learners.State) wireState {
 			Kernel: wireKernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
 			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance, SwapRatio: c.SwapRatio,
 			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
-			Rule: c.Rule, Beta: c.Beta, Refresh: c.Refresh, Seed: c.Seed,
+			Rule: c.Rule, Beta: c.Beta, Gain: c.Gain, Dictionary: c.Dictionary, Refresh: c.Refresh, Seed: c.Seed,
 		},
 		Seen:    s.Seen,
 		Ints:    s.Ints,
@@ -417,7 +419,7 @@ func fromWireState(w *wireState) (*learners.State, error) {
 			Kernel: learners.Kernel{Name: c.Kernel.Name, Gamma: c.Kernel.Gamma, Coef0: c.Kernel.Coef0, Degree: c.Kernel.Degree},
 			Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance, SwapRatio: c.SwapRatio,
 			Coherence: c.Coherence, Jitter: c.Jitter, LearningRate: c.LearningRate, Decay: c.Decay,
-			Rule: c.Rule, Beta: c.Beta, Refresh: c.Refresh, Seed: c.Seed,
+			Rule: c.Rule, Beta: c.Beta, Gain: c.Gain, Dictionary: c.Dictionary, Refresh: c.Refresh, Seed: c.Seed,
 		},
 		Seen:    w.Seen,
 		Ints:    w.Ints,

@@ -2,10 +2,12 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -288,6 +290,14 @@ func (c Config) WithDefaults() Config {
 func (c *Config) ProcessorConfig() processor.Config {
 	pc := c.Processor
 	pc.Pipelines = slices.Clone(c.Pipelines)
+	// The local tier (issue 30) lives under data_dir unless the file says
+	// local_dir: none.
+	switch pc.LocalDir {
+	case "":
+		pc.LocalDir = filepath.Join(cmp.Or(c.DataDir, DefaultDataDir), "local")
+	case processor.LocalNone:
+		pc.LocalDir = ""
+	}
 	return pc
 }
 

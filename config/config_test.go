@@ -226,7 +226,7 @@ func TestYAMLErrorsNameTheField(t *testing.T) {
 		{"list for a number", "pipelines:\n  - name: p\n    learner:\n      dim: [1]\n", "config: pipelines[0].learner.dim: line 4: a list, want an integer"},
 		{"bool", "pipelines:\n  - name: p\n    input: {create_stream: maybe}\n", `config: pipelines[0].input.create_stream: line 3: "maybe" is not true or false`},
 		{"unknown nested field", "pipelines:\n  - name: p\n    learner:\n      dimm: 3\n",
-			`config: pipelines[0].learner.dimm: line 4: unknown field "dimm"; did you mean "dim"? (pipelines[0].learner has kind, dim, components, budget, kernel, forget, admission, eviction, swap_ratio, tolerance, coherence, jitter, learning_rate, decay, rule, beta, refresh, seed)`},
+			`config: pipelines[0].learner.dimm: line 4: unknown field "dimm"; did you mean "dim"? (pipelines[0].learner has kind, dim, components, budget, kernel, forget, admission, eviction, swap_ratio, tolerance, coherence, jitter, learning_rate, decay, rule, beta, gain, dictionary, refresh, seed)`},
 		{"second key on a line", "nats: {url: x, bogus: 1}\n", `config: nats.bogus: line 1: unknown field "bogus" (nats has url, name, creds, nkey, user, password, token, tls, reconnect_wait)`},
 		{"duplicate key", "workers: 1\nworkers: 2\n", `config: workers: line 2: mapping key "workers" already defined at line 1`},
 		{"odd key", "nats: {\"a.b\": 1}\n", `config: nats["a.b"]: line 1: unknown field "a.b" (nats has url, name, creds, nkey, user, password, token, tls, reconnect_wait)`},

@@ -85,9 +85,10 @@
 //	checkpoint_bucket                     KV bucket of members, partition records, checkpoints  kpcastream-checkpoints
 //	checkpoint_every                      duration                   5s
 //	checkpoint_replicas                   replicas of the checkpoint bucket, 1..5  snapshots.replicas
-//	lease_ttl                             duration, ≥ 30ms (partition ownership, renewed every ttl/3)  10s
+//	lease_ttl                             duration, ≥ 30ms (partition ownership, records renewed every ttl/6)  10s
 //	on_lease_held                         deprecated: accepted, ignored  wait
 //	snapshot_timeout                      duration per store call    10s
+//	local_dir                             directory of the local tier below memory_budget (none: off)  <data_dir>/local
 //	pipelines[i].name                     [A-Za-z0-9_-]+             required
 //	pipelines[i].input.stream             JetStream stream name      "" (core NATS input)
 //	pipelines[i].input.subject            subject filter             required
@@ -122,6 +123,8 @@
 //	pipelines[i].learner.decay            kha t₀ (observations)      1000
 //	pipelines[i].learner.rule             kha: gha | oja | apex      gha (oja: refresh ≤ k)
 //	pipelines[i].learner.beta             kha gha β of eq. (12), > 0 1 (Sanger)
+//	pipelines[i].learner.gain             kha: et | smd (gha, β 1)   et
+//	pipelines[i].learner.dictionary       kha: first | kmeans        first
 //	pipelines[i].learner.refresh          observations               ikpca 2(k+max(k,8)), window max(2k, W/40), kha max(1, k/2)
 //	pipelines[i].learner.seed             uint64                     0
 //	pipelines[i].output.subject           template ({pipeline},{key},{shard}: a stream per shard) kpca.out.{pipeline}.{key}
@@ -144,7 +147,8 @@
 //	pipelines[i].snapshot.every           duration (< 0 disables)    30s
 //	pipelines[i].snapshot.on_shutdown     bool                       true
 //	pipelines[i].snapshot.on_corrupt_snapshot  fail | reset          fail
-//	pipelines[i].max_keys                 live learners              1024
+//	pipelines[i].memory_budget            bytes of live learners on an instance (lint: keys that fit)  268435456 (256 MiB)
+//	pipelines[i].max_keys                 live learners, an optional cap below memory_budget (0 none)  0
 //	pipelines[i].max_batch                observations per message   1024
 //	pipelines[i].partitions               1..1024 (JetStream input; fixed with the stream's transform)  1
 //	pipelines[i].classifier.classes       ≥ 2 unique names (ikpca or kha)  none (no classifier stage)

@@ -10,3 +10,6 @@ type LanczosOptions = lanczosOptions
 // default; a huge value gives the gap of 2 at every size, the schedule
 // before the gap grew with m²).
 func SetMoveGapArea(l *IKPCA, a int64) { l.gapArea = a }
+
+// SetMoveBurst sets the centroid policy's burst of moves (moveBurstSize by default).
+func SetMoveBurst(l *IKPCA, n int64) { l.moveBurst = n }

@@ -89,10 +89,11 @@ func TestLearnCPU(t *testing.T) {
 		t.Logf("Learn (%d, %d, %d): ikpca %v, kha %v CPU/op, ratio %.2f", c.b, c.d, c.k, per[0], per[1], float64(per[0])/float64(per[1]))
 		// kha's other rules, against GHA (per[1]).
 		for _, r := range []struct {
-			rule string
-			beta float64
-		}{{"", 2}, {RuleOja, 0}, {RuleAPEX, 0}} {
-			cfg.Learner, cfg.Rule, cfg.Beta = KindKHA, r.rule, r.beta
+			rule       string
+			beta       float64
+			gain, dict string
+		}{{"", 2, "", ""}, {RuleOja, 0, "", ""}, {RuleAPEX, 0, "", ""}, {"", 0, GainSMD, ""}, {"", 0, "", DictKMeans}} {
+			cfg.Learner, cfg.Rule, cfg.Beta, cfg.Gain, cfg.Dictionary = KindKHA, r.rule, r.beta, r.gain, r.dict
 			l, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -107,9 +108,15 @@ func TestLearnCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			t.Logf("  kha rule %q β %v: %v CPU/op, %.2f × gha", r.rule, r.beta, d, float64(d)/float64(per[1]))
+			t.Logf("  kha rule %q β %v gain %q dictionary %q: %v CPU/op, %.2f × gha", r.rule, r.beta, r.gain, r.dict, d, float64(d)/float64(per[1]))
+			if r.dict == DictKMeans {
+				kl := l.(*KHA)
+				rb := median(max(1, 4096/c.b), func(int) { kl.rebase() }) // thread CPU ticks are coarse: several rebases per round
+				t.Logf("  kha dictionary kmeans: one rebase %v CPU (%.0f plain Learns; amortised over 16B = %d Learns: %.3f × gha)",
+					rb, float64(rb)/float64(per[1]), 16*c.b, (float64(d)+float64(rb)/float64(16*c.b))/float64(per[1]))
+			}
 		}
-		cfg.Rule, cfg.Beta = "", 0
+		cfg.Rule, cfg.Beta, cfg.Gain, cfg.Dictionary = "", 0, "", ""
 	}
 	for _, c := range []struct{ b, d, k, n int }{{512, 64, 16, 100}, {500, 784, 16, 100}} {
 		xs := pool(c.d)

@@ -24,6 +24,16 @@ const (
 	// khaLambdaFloor floors the eigenvalue estimates, relative to the mean
 	// diagonal of K_DD, so that the gains ‖λ̂‖/λ̂ᵢ and T² stay finite.
 	khaLambdaFloor = 1e-9
+	// khaSMDMu is SMD's meta-gain μ (Config.Gain "smd"): the gain factor
+	// of component i is multiplied by max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢ·V)) per
+	// observation (⟨·,·⟩ the RKHS product, V the total variance).
+	khaSMDMu = 0.1
+	// khaSMDXi is SMD's decay ξ of the gain trace.
+	khaSMDXi = 0.99
+	// khaSMDMin and khaSMDMax bound the gain factors ρᵢ: without a floor a
+	// few anti-correlated steps early in the warm-up replay drove a
+	// component's factor to 6·10⁻⁴ on wine, and that component stalled.
+	khaSMDMin, khaSMDMax = 0.5, 16
 	// khaSeedStream is the second word of the PCG seed (the first is Config.Seed).
 	khaSeedStream = 0x6b6861 // "kha"
 )
@@ -36,7 +46,8 @@ const (
 // # Model
 //
 // The memorised set D = {d₁ … d_B} is the first B = Config.Budget
-// observations; it never changes afterwards. The k directions live in its
+// observations; with the default Config.Dictionary ("first") it never
+// changes afterwards (with "kmeans" see below). The k directions live in its
 // span, wᵢ = Σⱼ Aⱼᵢ φ(dⱼ) with A of shape B×k (the uncentred form of the
 // centred expansion Σⱼ αⱼᵢ (φ(dⱼ) − m̂): A = α − c 1ᵀα), and
 //
@@ -61,7 +72,8 @@ const (
 //	wᵢ ← wᵢ + ηₜᵢ yᵢ (Pφ̃(x) − Σ_{l≤i} y_l w_l),   i.e.  A ← A + (p yᵀ − A·LT[y yᵀ])·diag(ηₜ)
 //
 // with ηₜ = η₀·t₀/(t + t₀) (η₀ = Config.LearningRate, t₀ = Config.Decay,
-// t the number of observations before this one) and the KHA/et gains
+// t the number of observations before this one) and (Config.Gain "et",
+// the default; "smd" below) the KHA/et gains
 // ηₜᵢ = ηₜ·‖λ̂‖/λ̂ᵢ, where λ̂ᵢ is an exponential average of yᵢ² over about B
 // observations (weight max(1/t, 1/B)), floored at 1e-9 × the mean diagonal
 // of K_DD. As a safeguard against outliers each gain is capped so that
@@ -94,7 +106,8 @@ const (
 // gonum's Dgemv), about 8Bk flops for y = Aᵀv, Rᵀv and the Sanger update
 // of A, O(k²) for the tracking, Bk(k+1)/R flops amortised for the
 // refreshes and O(Bk/R) for the exact recomputation. Transform costs
-// O(Bd + Bk). Neither allocates.
+// O(Bd + Bk). Neither allocates (with dictionary kmeans, the Learn that
+// rebases allocates what gonum's Cholesky allocates).
 //
 // The 2B² term cannot be avoided with an explicit A. The step adds
 // K_ε⁻¹v·eᵀ to A·T; from A before and after (T invertible, e ≠ 0) that
@@ -159,6 +172,48 @@ const (
 // terms (APEX: the lateral weights), plus, for APEX, O(Bk²) per refresh
 // for the fold.
 //
+// # Gain smd
+//
+// With Config.Gain "smd" (rule gha with β = 1 only) the gains are
+// ηₜᵢ = ρᵢ·ηₜ‖λ̂‖/(λ̂ᵢV), V = the running mean of k(x,x) minus ‖m̂‖² (the
+// total variance, which makes the base gain free of the kernel's scale), and
+// the factors ρᵢ (1 at the start) are adapted by stochastic meta-descent in
+// the RKHS (Günter, Schraudolph & Vishwanathan 2007, §4; Schraudolph 1999):
+// with Γ the GHA direction of the step (A' = A + Γ·diag(η)) and the gain
+// trace V ≈ ∂A/∂ln ρ (B×k, zero at the start),
+//
+//	ρᵢ ← clamp(ρᵢ·max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢV)), ½, 16),   V ← ξV + (Γ + ξ·dΓ(V))·diag(η),
+//
+// μ = 0.1, ξ = 0.99, dΓ(V) the derivative of Γ along V (the Hessian–vector
+// product of SMD). ⟨Γᵢ, Vᵢ⟩ = ΓᵢᵀK_εVᵢ needs AᵀK_εV: the learner tracks
+// M = AᵀK_εV in k-space like G (O(k³) per step; rotated with A at each
+// refresh, recomputed exactly with G), so a step costs O(Bk) more for V
+// and no extra B² term (see smdStep). The floor ½ of ρ is not in the
+// paper: without it, anti-correlated steps early in the warm-up replay
+// drove a component's factor to 6·10⁻⁴ on wine and it stalled. μ is
+// divided by λ̂ᵢV to make it dimensionless.
+//
+// # Dictionary kmeans
+//
+// A first-B memorised set bounds what any gain can reach: on satellite
+// (B 200, k 8) the in-span optimum of the first 200 shuffled rows is about
+// 0.977–0.988 in similarity to batch KPCA, where 200 online k-means
+// centroids give 0.998. With Config.Dictionary "kmeans" the learner keeps
+// B centroids (B×d, starting as the memorised points, count 1 each) and,
+// after each step, moves the centroid of the member nearest to x in the
+// feature space, argminⱼ k(dⱼ,dⱼ) − 2k(dⱼ,x) (read off the step's kernel
+// row, O(B + d)), to the running mean of its observations (MacQueen). At
+// 2B, 4B, 8B, 16B observations and then every 16B, rebase installs the
+// centroids as the memorised set D' and projects the state on their span:
+// every coefficient vector a (the columns of A, of the reference R and of
+// smd's trace V) becomes K'_ε⁻¹K(D',D)a, the mean row u' = K(D',D)c (the
+// kernel row of the projected mean: the true running mean row over D' is
+// not known) and c' = K'_ε⁻¹u'; G, H and M are recomputed exactly and the
+// next refresh re-orthonormalises. A rebase costs O(B²(d + 2k) + B³/3)
+// (the cross kernel, the factor of K'_ε, two triangular solves per
+// column) and allocates what gonum's Cholesky allocates; if K'_ε is not
+// positive definite the old set is kept.
+//
 // # Warm-up
 //
 // The first B observations are only stored. When the set is complete the
@@ -191,9 +246,12 @@ const (
 //   - "points": the stored points, n×d (n = min(Seen, B));
 //
 // and once the set is complete (Seen ≥ B) the names below, plus, with rule
-// apex, Matrices "lateral" (C, k×k, strictly lower triangular). The rule
-// and β are part of State.Config, so a learner with another rule refuses
-// the state:
+// apex, Matrices "lateral" (C, k×k, strictly lower triangular), and with
+// gain smd Matrices "gain_scale" (ρ, 1×k, in [½, 16]), "gain_trace" (V,
+// B×k) and "trace_gram" (M = AᵀK_εV, k×k). The rule, β and the gain are
+// part of State.Config, so a learner with another rule or gain refuses the
+// state (a snapshot from before Config.Gain has the default gain et and
+// loads unchanged):
 //
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
@@ -248,6 +306,25 @@ type KHA struct {
 	apex     bool
 	lat      []float64 // k×k, apex only: lateral weights C (strictly lower)
 	lat2, yo []float64 // apex only: the next C, and the outputs ŷ with the lateral terms
+
+	// gain smd (Config.Gain): gain factors ρ, the gain trace V (b×k,
+	// ∂A/∂ln ρ) and M = AᵀK_εV (k×k), each with its next value, and k×k
+	// scratch for M's update; nil otherwise
+	smd        bool
+	rho, rho2  []float64
+	vt, vt2    []float64
+	mt, mt2    []float64
+	dy         []float64 // k: Vᵀv
+	sm, qm, zm []float64 // k×k
+	totalVar   float64   // total variance of the current step (smd's base gain)
+
+	// dictionary kmeans (Config.Dictionary): the centroids (b×d) and their
+	// counts, k(dⱼ,dⱼ) of the members, the points before a rebase (b×d),
+	// and the rebase schedule; nil otherwise
+	km                    bool
+	cent, cnt, selfK      []float64
+	oldPts                []float64
+	nextRebase, rebaseGap int64
 
 	// scratch
 	kr, s, v []float64 // b
@@ -323,6 +400,19 @@ func NewKHA(cfg Config) (*KHA, error) {
 		l.lat = make([]float64, k*k)
 		l.lat2 = make([]float64, k*k)
 	}
+	if cfg.Dictionary == DictKMeans {
+		l.km = true
+		l.cent, l.oldPts = make([]float64, b*d), make([]float64, b*d)
+		l.cnt, l.selfK = make([]float64, b), make([]float64, b)
+	}
+	if cfg.Gain == GainSMD {
+		l.smd = true
+		l.rho, l.rho2 = make([]float64, k), make([]float64, k)
+		l.vt, l.vt2 = make([]float64, b*k), make([]float64, b*k)
+		l.mt, l.mt2 = make([]float64, k*k), make([]float64, k*k)
+		l.dy = make([]float64, k)
+		l.sm, l.qm, l.zm = make([]float64, k*k), make([]float64, k*k), make([]float64, k*k)
+	}
 	return l, nil
 }
 
@@ -343,7 +433,9 @@ func (l *KHA) Rule() string {
 // and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
 // values and a k×k scratch; the k-sized vectors), plus 8·k for rule oja or
 // a β other than 1, 8·(2k² + 2k) for rule apex (the lateral weights, their
-// next value, the outputs and a coefficient vector), plus a fixed overhead
+// next value, the outputs and a coefficient vector), 8·(2Bk + 5k² + 3k) for
+// gain smd (the gain trace and its next value, M, its next value and three
+// k×k scratch matrices, ρ, its next value, Vᵀv), plus a fixed overhead
 // of a few hundred bytes. It does not depend on the length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
@@ -353,6 +445,12 @@ func (l *KHA) MemoryBytes() int {
 		n += 2*k*k + 2*k
 	case l.cfg.Beta != 0 || l.cfg.Rule == RuleOja:
 		n += k
+	}
+	if l.smd {
+		n += 2*b*k + 5*k*k + 3*k
+	}
+	if l.km {
+		n += 2*b*d + 2*b
 	}
 	return 8 * n
 }
@@ -398,7 +496,92 @@ func (l *KHA) Learn(x []float64) error {
 		return err
 	}
 	l.seen++
+	if l.km {
+		l.moveCentroid(x)
+		if l.seen >= l.nextRebase {
+			l.rebase()
+		}
+	}
 	return nil
+}
+
+// moveCentroid moves the centroid of the member nearest to x in the
+// feature space, argminⱼ k(dⱼ,dⱼ) − 2k(dⱼ,x) (from the kernel row of the
+// step, still in l.kr), to the running mean of its observations.
+func (l *KHA) moveCentroid(x []float64) {
+	best, bj := math.Inf(1), 0
+	for j, kv := range l.kr[:l.b] {
+		if dist := l.selfK[j] - 2*kv; dist < best {
+			best, bj = dist, j
+		}
+	}
+	l.cnt[bj]++
+	c := l.cent[bj*l.d : (bj+1)*l.d]
+	w := 1 / l.cnt[bj]
+	for i, xv := range x {
+		c[i] += (xv - c[i]) * w
+	}
+}
+
+// rebase makes the centroids the memorised set and re-expresses the state
+// in their span: with D the old and D' the new set, every coefficient
+// vector a of a direction in span(D) becomes K'_ε⁻¹K(D',D)a, the RKHS
+// projection of Φ_D a on span(D') (A, the reference basis R, the gain
+// trace V), the mean row becomes u' = K(D',D)c (the kernel row of the
+// projected mean, as the true running mean row over D' is unknown) and
+// c' = K'_ε⁻¹u'; G, H and M are recomputed exactly. O(B²(d + 2k) + B³/3).
+// When K'_ε is not positive definite (coinciding centroids) the set is
+// kept. It then schedules the next rebase (at 2B, 4B, 8B, 16B
+// observations, then every 16B).
+func (l *KHA) rebase() {
+	b, k, d := l.b, l.k, l.d
+	l.nextRebase = l.seen + l.rebaseGap
+	l.rebaseGap = min(2*l.rebaseGap, 16*int64(b))
+	bl := blas64.Implementation()
+	// X = K(D',D)·[A R V], u' = K(D',D)c, row by row from the old set.
+	for i := range b {
+		x := l.cent[i*d : (i+1)*d]
+		kr := l.rows.Row(l.kr, x, norm2(x))
+		bl.Dgemv(blas.Trans, b, k, 1, l.a, k, kr, 1, 0, l.ka[i*k:(i+1)*k], 1)
+		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, kr, 1, 0, l.a2[i*k:(i+1)*k], 1)
+		if l.smd {
+			bl.Dgemv(blas.Trans, b, k, 1, l.vt, k, kr, 1, 0, l.vt2[i*k:(i+1)*k], 1)
+		}
+		var u float64
+		for j, kv := range kr {
+			u += kv * l.c[j]
+		}
+		l.u2[i] = u
+	}
+	copy(l.oldPts, l.rows.Data())
+	l.rows.Reset(l.cent, b)
+	if err := l.factor(); err != nil {
+		// Back to the old set: the same operations on the same points as
+		// the factor that succeeded before, so this one succeeds too.
+		l.rows.Reset(l.oldPts, b)
+		_ = l.factor()
+		return
+	}
+	solve := func(m []float64) {
+		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, k, 1, l.chol, b, m, k)
+		bl.Dtrsm(blas.Left, blas.Lower, blas.Trans, blas.NonUnit, b, k, 1, l.chol, b, m, k)
+	}
+	solve(l.ka)
+	solve(l.a2)
+	l.a, l.ka = l.ka, l.a
+	l.ref, l.a2 = l.a2, l.ref
+	copy(l.u, l.u2)
+	copy(l.c, l.u2)
+	l.solve(l.c)
+	l.exactGram(l.g, l.h, l.a)
+	if l.smd {
+		solve(l.vt2)
+		l.vt, l.vt2 = l.vt2, l.vt
+		blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+			blas64.General{Rows: b, Cols: k, Stride: k, Data: l.ka},
+			blas64.General{Rows: b, Cols: k, Stride: k, Data: l.vt}, 0,
+			blas64.General{Rows: k, Cols: k, Stride: k, Data: l.mt})
+	}
 }
 
 // complete factors K_ε, draws the initial directions and replays the stored
@@ -422,6 +605,13 @@ func (l *KHA) complete() error {
 	clear(l.u)
 	clear(l.lam)
 	clear(l.lat)
+	if l.smd {
+		for i := range l.rho {
+			l.rho[i] = 1
+		}
+		clear(l.vt)
+		clear(l.mt)
+	}
 	l.kxx = 0
 	l.sinceRefresh, l.sinceSync = 0, 0
 	l.version = 0
@@ -430,6 +620,13 @@ func (l *KHA) complete() error {
 		l.sign[i] = 1
 	}
 	l.full = true
+	if l.km {
+		copy(l.cent, l.rows.Data())
+		for j := range b {
+			l.cnt[j] = 1
+		}
+		l.nextRebase, l.rebaseGap = 2*int64(b), 2*int64(b)
+	}
 	for j := range b {
 		if err := l.step(l.rows.Point(j), int64(j)); err != nil {
 			return err
@@ -441,6 +638,11 @@ func (l *KHA) complete() error {
 			return fmt.Errorf("%w: kha: directions collapsed during warm-up", ErrNumerical)
 		}
 		l.a, l.a2 = l.a2, l.a
+		if l.smd {
+			l.rotateTrace(l.vt, l.mt, l.vt2, l.mt2)
+			l.vt, l.vt2 = l.vt2, l.vt
+			l.mt, l.mt2 = l.mt2, l.mt
+		}
 		l.publish()
 	}
 	return nil
@@ -455,6 +657,9 @@ func (l *KHA) factor() error {
 		copy(l.chol[j*b:j*b+j+1], row[:j+1])
 		clear(l.chol[j*b+j+1 : (j+1)*b])
 		diag += row[j]
+		if l.km {
+			l.selfK[j] = row[j]
+		}
 	}
 	diag /= float64(b)
 	if !(diag > 0) || math.IsInf(diag, 0) {
@@ -685,6 +890,9 @@ func (l *KHA) step(x []float64, t int64) error {
 	if l.apex {
 		check += l.lateral(out)
 	}
+	if l.smd {
+		check += l.smdStep(pv)
+	}
 	check += l.update(l.s)
 	// The next G and H in k-space (see the type's documentation).
 	check += l.track(pv)
@@ -709,15 +917,20 @@ func (l *KHA) observe(x []float64, t int64) (pv, nkxx float64) {
 
 	n := float64(t + 1)
 	// Next means; s becomes p = s − c', v = k_D(x) − u'.
+	var cu float64
 	for j := range b {
 		c := l.c[j] + (s[j]-l.c[j])/n
 		u := l.u[j] + (kr[j]-l.u[j])/n
 		l.c2[j], l.u2[j] = c, u
+		cu += c * u
 		s[j] -= c
 		l.v[j] = kr[j] - u
 		pv += s[j] * l.v[j]
 	}
 	nkxx = l.kxx + (kxx-l.kxx)/n
+	// The running total variance (smd's base gain is ∝ 1/V): k(x,x)'s
+	// mean minus ‖m̂‖², floored at the mean diagonal's 10⁻⁹.
+	l.totalVar = max(nkxx-cu, l.floor)
 
 	y := l.y
 	bl.Dgemv(blas.Trans, b, k, 1, l.a, k, l.v, 1, 0, y, 1)
@@ -770,8 +983,15 @@ func (l *KHA) gains(out []float64, pv float64, t int64) {
 	if l.beta > 1 {
 		capv = pv * l.beta
 	}
+	if l.smd {
+		// smd: the scale-free base gain ηₜ‖λ̂‖/(λ̂ᵢV) times SMD's factor ρᵢ.
+		etaT /= l.totalVar
+	}
 	for i := range k {
 		e := etaT * norm / max(l.lam2[i], l.floor)
+		if l.smd {
+			e *= l.rho[i]
+		}
 		if capv > 0 && e*capv > 1 {
 			e = 1 / capv
 		}
@@ -782,6 +1002,132 @@ func (l *KHA) gains(out []float64, pv float64, t int64) {
 			e = 1 / o2
 		}
 		l.eta[i] = e * out[i]
+		if l.smd {
+			l.dy[i] = e // the gain ηₜᵢ, read (and replaced by Vᵀv) in smdStep
+		}
+	}
+}
+
+// smdStep computes the next gain factors ρ (rho2), gain trace V (vt2) and
+// M = AᵀK_εV (mt2) of stochastic meta-descent for GHA (β = 1), from the
+// current A, G, V, M, the step's p (l.s), v, y, the gains ηₜᵢ (in l.dy on
+// entry) and pv = pᵀv, and returns the sum of the new values (an overflow
+// check). With Γ = p yᵀ − A·N the GHA direction (N_{li} = y_l yᵢ for
+// l ≤ i, so A' = A + Γ·diag(η)), dy = Vᵀv the derivative of y along V and
+// dΓ = p dyᵀ − A·N₂ − V·N (N₂_{li} = y_l dyᵢ + dy_l yᵢ, l ≤ i) that of Γ:
+//
+//	ρᵢ ← clamp(ρᵢ·max(½, 1 + μ⟨Γᵢ, Vᵢ⟩/(λ̂ᵢV)), ½, 16),  ⟨Γᵢ, Vᵢ⟩ = yᵢdyᵢ − yᵢΣ_{l≤i} y_l M_{li}
+//	V ← ξV + (Γ + ξ dΓ)·diag(η) = V·S + A·Q + p rᵀ
+//
+// with S = ξT, T = I − N·diag(η), Q = −(N + ξN₂)·diag(η), r = η∘(y + ξdy),
+// so that M' = A'ᵀK_εV' = Tᵀ(M S + G Q + y rᵀ) + e (Sᵀdy + Qᵀy + pv·r)ᵀ
+// (e = η∘y; AᵀK_εp = y, VᵀK_εp = dy, pᵀK_εp = pv). O(Bk) for dy and V',
+// O(k³) for M'.
+func (l *KHA) smdStep(pv float64) float64 {
+	b, k := l.b, l.k
+	y, e, eta, dy := l.y[:k], l.eta[:k], l.acc[:k], l.dy[:k]
+	copy(eta, dy)
+	bl := blas64.Implementation()
+	bl.Dgemv(blas.Trans, b, k, 1, l.vt, k, l.v, 1, 0, dy, 1)
+	var check float64
+	// Gain factors from ⟨Γᵢ, Vᵢ⟩ (the previous trace, the current step).
+	for i := range k {
+		var s float64
+		for lj := 0; lj <= i; lj++ {
+			s += y[lj] * l.mt[lj*k+i]
+		}
+		gv := y[i]*dy[i] - y[i]*s
+		f := 1 + khaSMDMu*gv/(max(l.lam2[i], l.floor)*l.totalVar)
+		r := min(khaSMDMax, max(khaSMDMin, l.rho[i]*max(0.5, f)))
+		l.rho2[i] = r
+		check += r
+	}
+	// V' row by row: prefix sums over the components.
+	xi := khaSMDXi
+	for j := range b {
+		vr, ar, nr := l.vt[j*k:(j+1)*k], l.a[j*k:(j+1)*k], l.vt2[j*k:(j+1)*k]
+		vr, ar, nr = vr[:k], ar[:k], nr[:k]
+		pj := l.s[j]
+		var sv, say, sady float64
+		for i, yi := range y {
+			sv += vr[i] * yi
+			say += ar[i] * yi
+			sady += ar[i] * dy[i]
+			ei := eta[i]
+			v := xi*vr[i] - xi*ei*yi*sv + ei*(yi+xi*dy[i])*(pj-say) - xi*ei*yi*sady
+			nr[i] = v
+			check += v
+		}
+	}
+	// T (sm), Q (qm), r (into l.zr: free after track? no — track needs it;
+	// r is recomputed on the fly).
+	tm, qm, zm := l.sm, l.qm, l.zm
+	for lj := range k {
+		for i := range k {
+			var t, q float64
+			if lj <= i {
+				t = -y[lj] * y[i] * eta[i]
+				q = -eta[i] * (y[lj]*y[i] + xi*(y[lj]*dy[i]+dy[lj]*y[i]))
+			}
+			if lj == i {
+				t++
+			}
+			tm[lj*k+i], qm[lj*k+i] = t, q
+		}
+	}
+	// Z = ξ M T + G Q + y rᵀ.
+	for lj := range k {
+		for i := range k {
+			zm[lj*k+i] = y[lj] * eta[i] * (y[i] + xi*dy[i])
+		}
+	}
+	g64 := func(data []float64) blas64.General { return blas64.General{Rows: k, Cols: k, Stride: k, Data: data} }
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, xi, g64(l.mt), g64(tm), 1, g64(zm))
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, g64(l.g), g64(qm), 1, g64(zm))
+	// M' = Tᵀ Z + e wᵀ, w = ξTᵀdy + Qᵀy + pv·r.
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1, g64(tm), g64(zm), 0, g64(l.mt2))
+	for c := range k {
+		var w float64
+		for lj := range k {
+			w += xi*tm[lj*k+c]*dy[lj] + qm[lj*k+c]*y[lj]
+		}
+		w += pv * eta[c] * (y[c] + xi*dy[c])
+		for i := range k {
+			v := l.mt2[i*k+c] + e[i]*w
+			l.mt2[i*k+c] = v
+			check += v
+		}
+	}
+	return check
+}
+
+// rotateTrace applies a refresh's W = L⁻¹ (lower triangular, in l.w, as
+// left by orthonormalise) to smd's gain trace and M: V' = V Wᵀ (as A) into
+// vdst, M' = W M Wᵀ into mdst. O(Bk² + k³).
+func (l *KHA) rotateTrace(vsrc, msrc, vdst, mdst []float64) {
+	b, k, w := l.b, l.k, l.w
+	bl := blas64.Implementation()
+	for i := range k {
+		bl.Dgemv(blas.NoTrans, b, i+1, 1, vsrc, k, w[i*k:i*k+i+1], 1, 0, vdst[i:], k)
+	}
+	x := l.zm
+	for i := range k {
+		for c := range k {
+			var s float64
+			for j := 0; j <= i; j++ {
+				s += w[i*k+j] * msrc[j*k+c]
+			}
+			x[i*k+c] = s
+		}
+	}
+	for i := range k {
+		for r := range k {
+			var s float64
+			for j := 0; j <= r; j++ {
+				s += x[i*k+j] * w[r*k+j]
+			}
+			mdst[i*k+r] = s
+		}
 	}
 }
 
@@ -810,6 +1156,13 @@ func (l *KHA) commit(nkxx float64) error {
 	sync := refresh && l.sinceSync+1 >= l.syncPeriod()
 	if sync {
 		l.exactGram(l.g2, l.h2, l.a2)
+		if l.smd {
+			// M = AᵀK_εV exactly, with K_εA' from exactGram (in l.ka).
+			blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.ka},
+				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.vt2}, 0,
+				blas64.General{Rows: l.k, Cols: l.k, Stride: l.k, Data: l.mt2})
+		}
 	}
 	if refresh {
 		next := l.a2
@@ -825,8 +1178,19 @@ func (l *KHA) commit(nkxx float64) error {
 		if !l.orthonormalise(l.g2, l.h2, next, l.a) {
 			return fmt.Errorf("%w: kha: directions are not independent in the RKHS", ErrNumerical)
 		}
+		if l.smd {
+			// The gain trace follows A (the old V and M are free now).
+			l.rotateTrace(l.vt2, l.mt2, l.vt, l.mt)
+		}
 	} else {
 		l.a, l.a2 = l.a2, l.a
+		if l.smd {
+			l.vt, l.vt2 = l.vt2, l.vt
+			l.mt, l.mt2 = l.mt2, l.mt
+		}
+	}
+	if l.smd {
+		l.rho, l.rho2 = l.rho2, l.rho
 	}
 
 	// Commit.
@@ -1164,6 +1528,17 @@ func (l *KHA) State() *State {
 	if l.apex {
 		s.putMatrix("lateral", k, k, l.lat)
 	}
+	if l.km {
+		s.putMatrix("centroids", b, l.d, l.cent)
+		s.putMatrix("counts", 1, b, l.cnt)
+		s.Ints["next_rebase"] = l.nextRebase
+		s.Ints["rebase_gap"] = l.rebaseGap
+	}
+	if l.smd {
+		s.putMatrix("gain_scale", 1, k, l.rho)
+		s.putMatrix("gain_trace", b, k, l.vt)
+		s.putMatrix("trace_gram", k, k, l.mt)
+	}
 	return s
 }
 
@@ -1217,6 +1592,9 @@ type khaSaved struct {
 	gramCoef                               []float64 // K_εA of an earlier version, else nil
 	lam, eig, sign, refSign, perm, refPerm []float64
 	lat                                    []float64 // apex only
+	rho, vt, mt                            []float64 // gain smd only
+	cent, cnt                              []float64 // dictionary kmeans only
+	nextRebase, rebaseGap                  int64
 }
 
 // readSaved reads the named values of a complete state (Seen ≥ B) with
@@ -1250,6 +1628,17 @@ func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
 	if l.apex {
 		sv.lat = r.matrix("lateral", k, k)
 	}
+	if l.km {
+		sv.cent = r.matrix("centroids", b, d)
+		sv.cnt = r.matrix("counts", 1, b)
+		sv.rebaseGap = r.int("rebase_gap", 2*int64(b), 16*int64(b))
+		sv.nextRebase = r.int("next_rebase", s.Seen+1, s.Seen+16*int64(b))
+	}
+	if l.smd {
+		sv.rho = r.matrix("gain_scale", 1, k)
+		sv.vt = r.matrix("gain_trace", b, k)
+		sv.mt = r.matrix("trace_gram", k, k)
+	}
 	return sv
 }
 
@@ -1275,6 +1664,16 @@ func (sv *khaSaved) check(r *stateReader, l *KHA) {
 		}
 		if (sv.sign[i] != 1 && sv.sign[i] != -1) || (sv.refSign[i] != 1 && sv.refSign[i] != -1) {
 			r.fail("sign %v or ref_sign %v holds a value other than ±1", sv.sign, sv.refSign)
+		}
+	}
+	for j, c := range sv.cnt {
+		if !(c >= 1) {
+			r.fail("counts[%d] = %v: every centroid stands for at least its first point", j, c)
+		}
+	}
+	for i, r0 := range sv.rho {
+		if !(r0 >= khaSMDMin && r0 <= khaSMDMax) {
+			r.fail("gain_scale[%d] = %v is outside [%v, %v]", i, r0, khaSMDMin, khaSMDMax)
 		}
 	}
 	if !isPerm(sv.perm, l.perm) || !isPerm(sv.refPerm, l.refPerm) {
@@ -1328,6 +1727,16 @@ func (l *KHA) install(sv *khaSaved) error {
 	copy(l.refSign, sv.refSign)
 	if sv.lat != nil {
 		copy(l.lat, sv.lat)
+	}
+	if l.km {
+		copy(l.cent, sv.cent)
+		copy(l.cnt, sv.cnt)
+		l.nextRebase, l.rebaseGap = sv.nextRebase, sv.rebaseGap
+	}
+	if l.smd {
+		copy(l.rho, sv.rho)
+		copy(l.vt, sv.vt)
+		copy(l.mt, sv.mt)
 	}
 	return nil
 }

@@ -22,6 +22,14 @@ func TestKHAConformance(t *testing.T) {
 		{"apex_poly_d2_k3_b30_r1", learners.Config{Learner: learners.KindKHA, Rule: learners.RuleAPEX, Dim: 2, Components: 3, Budget: 30, Refresh: 1, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 2}, Jitter: 1e-8}},
 		{"oja_rbf_d3_k2_b40", learners.Config{Learner: learners.KindKHA, Rule: learners.RuleOja, Dim: 3, Components: 2, Budget: 40, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
 		{"oja_linear_d1_k1_b8", learners.Config{Learner: learners.KindKHA, Rule: learners.RuleOja, Dim: 1, Components: 1, Budget: 8, Kernel: learners.Kernel{Name: learners.KernelLinear}}},
+		// Gain smd (stochastic meta-descent, Config.Gain).
+		{"smd_rbf_d3_k3_b40", learners.Config{Learner: learners.KindKHA, Gain: learners.GainSMD, Dim: 3, Components: 3, Budget: 40, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
+		{"smd_poly_d2_k3_b30_r1", learners.Config{Learner: learners.KindKHA, Gain: learners.GainSMD, Dim: 2, Components: 3, Budget: 30, Refresh: 1, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 2}, Jitter: 1e-8}},
+		{"smd_linear_d1_k1_b8", learners.Config{Learner: learners.KindKHA, Gain: learners.GainSMD, Dim: 1, Components: 1, Budget: 8, Kernel: learners.Kernel{Name: learners.KernelLinear}}},
+		// Dictionary kmeans (Config.Dictionary), alone and with gain smd.
+		{"kmeans_rbf_d3_k2_b20", learners.Config{Learner: learners.KindKHA, Dictionary: learners.DictKMeans, Dim: 3, Components: 2, Budget: 20, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
+		{"kmeans_smd_rbf_d3_k3_b20", learners.Config{Learner: learners.KindKHA, Dictionary: learners.DictKMeans, Gain: learners.GainSMD, Dim: 3, Components: 3, Budget: 20, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
+		{"kmeans_poly_d2_k3_b30_r1", learners.Config{Learner: learners.KindKHA, Dictionary: learners.DictKMeans, Dim: 2, Components: 3, Budget: 30, Refresh: 1, Kernel: learners.Kernel{Name: learners.KernelPoly, Gamma: 1, Coef0: 1, Degree: 2}, Jitter: 1e-8}},
 		{"gha_beta2_rbf_d3_k3_b40", learners.Config{Learner: learners.KindKHA, Beta: 2, Dim: 3, Components: 3, Budget: 40, Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 1}, Seed: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -240,6 +240,24 @@ type Config struct {
 	// ascent. 0 means 1 (and 1 is normalised to 0); must be finite and
 	// > 0 when set. kha with rule gha only.
 	Beta float64 `yaml:"beta"`
+	// Gain is kha's gain schedule: "et" (default) is KHA/et of Günter,
+	// Schraudolph & Vishwanathan (2007), ηₜᵢ = η₀·t₀/(t+t₀)·‖λ̂‖/λ̂ᵢ; "smd"
+	// scales it by 1/V (V the running total variance, which makes it free
+	// of the kernel's scale) and adapts one gain factor per component by
+	// stochastic meta-descent in the RKHS (the same paper, §4). "smd"
+	// needs rule gha with β = 1. The default is kept as "" ("et" is
+	// normalised to it), so that configurations and snapshots from before
+	// the field compare and encode as before. kha only.
+	Gain string `yaml:"gain"`
+	// Dictionary is kha's memorised set: "first" (default) keeps the first
+	// Budget observations for good; "kmeans" starts from them and moves
+	// each member to the running mean of the observations nearest to it in
+	// the feature space (MacQueen's online k-means), and makes the
+	// centroids the memorised set, the directions projected on their span,
+	// at 2B, 4B, 8B and 16B observations and then every 16B. The default is kept as "" ("first" is
+	// normalised to it), so that configurations and snapshots from before
+	// the field compare and encode as before. kha only.
+	Dictionary string `yaml:"dictionary"`
 	// Refresh is the number of observations between refreshes of the
 	// published components: one warm-started subspace iteration for ikpca
 	// (default 2p with the block size p = k + max(k, 8)) and window
@@ -266,6 +284,12 @@ const (
 	RuleGHA  = "gha"
 	RuleOja  = "oja"
 	RuleAPEX = "apex"
+	// kha's gain schedules (Config.Gain).
+	GainET  = "et"
+	GainSMD = "smd"
+	// kha's memorised sets (Config.Dictionary).
+	DictFirst  = "first"
+	DictKMeans = "kmeans"
 )
 
 // Defaults.
@@ -320,6 +344,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Beta == 1 {
 		c.Beta = 0
+	}
+	if c.Gain == GainET {
+		c.Gain = ""
+	}
+	if c.Dictionary == DictFirst {
+		c.Dictionary = ""
 	}
 	if c.Refresh == 0 {
 		switch c.Learner {
@@ -427,6 +457,22 @@ func (c Config) Validate() error {
 		bad("beta", "applies to kha rule gha only, got %v with rule %s", c.Beta, c.Rule)
 	case c.Learner != KindKHA:
 		bad("beta", "applies to learner kha only, got %v for %s", c.Beta, c.Learner)
+	}
+	switch {
+	case c.Gain == "":
+	case c.Gain != GainSMD:
+		bad("gain", "unknown kha gain %q (want et or smd)", c.Gain)
+	case c.Learner != KindKHA:
+		bad("gain", "applies to learner kha only, got %q for %s", c.Gain, c.Learner)
+	case c.Rule != "" || c.Beta != 0:
+		bad("gain", "smd needs kha rule gha with beta 1, got rule %q beta %v", c.Rule, c.Beta)
+	}
+	switch {
+	case c.Dictionary == "":
+	case c.Dictionary != DictKMeans:
+		bad("dictionary", "unknown kha dictionary %q (want first or kmeans)", c.Dictionary)
+	case c.Learner != KindKHA:
+		bad("dictionary", "applies to learner kha only, got %q for %s", c.Dictionary, c.Learner)
 	}
 	return errors.Join(errs...)
 }

@@ -34,8 +34,10 @@ const (
 	MaxOutputWindow      = 1 << 16
 	DefaultEveryMessages = 1000
 	DefaultSnapshotEvery = 30 * time.Second
-	DefaultMaxKeys       = 1024
-	DefaultMaxBatch      = 1024
+	// DefaultMemoryBudget is PipelineConfig.MemoryBudget when the file
+	// leaves it out: 256 MiB of live learners per pipeline.
+	DefaultMemoryBudget = 256 << 20
+	DefaultMaxBatch     = 1024
 	// MaxPartitions bounds PipelineConfig.Partitions.
 	MaxPartitions = 1024
 	// SingleKey is the partition key of a pipeline whose subject has no key token.
@@ -76,7 +78,7 @@ type Config struct {
 	// replicas (snapshots.replicas).
 	CheckpointReplicas int `yaml:"checkpoint_replicas"`
 	// LeaseTTL is how long a JetStream pipeline's consumer lease lasts
-	// without renewal; the holder renews it every LeaseTTL/3, and another
+	// without renewal; the holder renews it every LeaseTTL/6, and another
 	// instance takes it over when it has not changed for LeaseTTL. Default 10s.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// OnLeaseHeld is what Run does when another live instance holds a
@@ -86,6 +88,17 @@ type Config struct {
 	OnLeaseHeld string `yaml:"on_lease_held"`
 	// SnapshotTimeout bounds each snapshot load or save. Default 10s.
 	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
+	// LocalDir is the directory of the local tier (issue 30): the learners
+	// of a JetStream pipeline's keys beyond memory_budget go to a file per
+	// worker there (named after its pipeline, partition, epoch and worker,
+	// created empty and removed when the worker stops), so that they load
+	// again with a local read. A cache only: snapshots still go to
+	// JetStream on the snapshot policy. "" (the library's default): none,
+	// keys beyond memory_budget are snapshotted and unloaded. kpcastream
+	// run sets it to <data_dir>/local unless the file says "none". Files
+	// left by a crash are removed at start; a running worker's is locked,
+	// so instances may share the directory.
+	LocalDir string `yaml:"local_dir"`
 	// Pipelines are the pipelines to run (at least one).
 	Pipelines []PipelineConfig `yaml:"-"`
 }
@@ -115,8 +128,18 @@ type PipelineConfig struct {
 	DeadLetters DeadLetterConfig `yaml:"dead_letters"`
 	// Snapshot is the snapshot policy.
 	Snapshot SnapshotPolicy `yaml:"snapshot"`
-	// MaxKeys bounds the live learners of the pipeline; the least recently
-	// used one is snapshotted and unloaded to make room. Default 1024.
+	// MemoryBudget bounds the memory of the pipeline's live learners on
+	// this instance, in bytes: each partition's workers share
+	// MemoryBudget/partitions, and a worker holds as many keys as fit in
+	// its share, each of the size its configuration fixes (learner,
+	// classifier stage, monitor; MemoryPlan, "kpcastream lint"); the least
+	// recently used one is snapshotted and unloaded to make room. Default
+	// 256 MiB.
+	MemoryBudget int64 `yaml:"memory_budget"`
+	// MaxKeys, when > 0, also caps the number of live learners of the
+	// pipeline (spread like MemoryBudget). Default 0: no cap beyond
+	// MemoryBudget. (Before issue 30 it was the only bound, 1024 by
+	// default.)
 	MaxKeys int `yaml:"max_keys"`
 	// MaxBatch bounds the observations of one message (codec limit). Default 1024.
 	MaxBatch int `yaml:"max_batch"`
@@ -508,8 +531,8 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	if p.Snapshot.OnCorrupt == "" {
 		p.Snapshot.OnCorrupt = OnCorruptFail
 	}
-	if p.MaxKeys == 0 {
-		p.MaxKeys = DefaultMaxKeys
+	if p.MemoryBudget == 0 {
+		p.MemoryBudget = DefaultMemoryBudget
 	}
 	if p.MaxBatch == 0 {
 		p.MaxBatch = DefaultMaxBatch
@@ -522,6 +545,9 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	return p
 }
+
+// LocalNone as Config.LocalDir in a file turns the local tier off.
+const LocalNone = "none"
 
 // Values of Config.OnLeaseHeld (deprecated: accepted and ignored).
 const (

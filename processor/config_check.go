@@ -102,8 +102,11 @@ func (p PipelineConfig) validate() []error {
 	default:
 		bad("snapshot.on_corrupt_snapshot", "must be fail or reset, got %q", p.Snapshot.OnCorrupt)
 	}
-	if p.MaxKeys < 1 {
-		bad("max_keys", "must be ≥ 1, got %d", p.MaxKeys)
+	if p.MaxKeys < 0 {
+		bad("max_keys", "must be ≥ 0 (0: no cap beyond memory_budget), got %d", p.MaxKeys)
+	}
+	if p.MemoryBudget < 0 {
+		bad("memory_budget", "must be ≥ 0 bytes (0: the default, %d), got %d", DefaultMemoryBudget, p.MemoryBudget)
 	}
 	if p.MaxBatch < 1 {
 		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)

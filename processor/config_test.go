@@ -33,7 +33,7 @@ func TestValidateFieldErrors(t *testing.T) {
 		"processor: queue_size: must be ≥ 1, got -1",
 		`processor: pipelines[0].learner.kind: unknown learner "nope" (want ikpca, kha, window or batch)`,
 		"processor: pipelines[0].learner.kernel.gamma: rbf needs gamma > 0, got -1",
-		"processor: pipelines[0].max_keys: must be ≥ 1, got -1",
+		"processor: pipelines[0].max_keys: must be ≥ 0 (0: no cap beyond memory_budget), got -1",
 	}
 	if !slices.Equal(texts, want) {
 		t.Errorf("problems\n%q\nwant\n%q", texts, want)

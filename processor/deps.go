@@ -51,8 +51,9 @@ type deps struct {
 	// onApply, when set (tests), is called after a message was applied.
 	onApply func(pipeline string, partition int, epoch uint64, key string, seq uint64)
 
-	workers         int // workers of the partition
-	quota           int // learners this worker may hold
+	workers         int          // workers of the partition
+	mem             workerMemory // the worker's share of memory_budget (memory.go)
+	localDir        string       // directory of the local tier ("": none)
 	queueSize       int
 	snapshotTimeout time.Duration
 	shutdownTimeout time.Duration
@@ -67,7 +68,7 @@ type laneSubscriber interface {
 // workerDeps are the dependencies of each of the partition's n workers
 // (deps above): a worker reaches neither into the partition nor into the
 // Processor.
-func (pt *partition) workerDeps(n, quota int) deps {
+func (pt *partition) workerDeps(n int, mem workerMemory) deps {
 	p := pt.p
 	var lp lanePublisher = p.conn
 	if p.wrapLane != nil {
@@ -83,6 +84,6 @@ func (pt *partition) workerDeps(n, quota int) deps {
 		out:     publish.Out{Core: p.conn, Async: p.pubJS, JetStream: io.outJS, Attempt: p.publishAttempt()},
 		dl:      publish.Out{Core: p.conn, Sync: p.js, JetStream: io.dlJS, Attempt: p.publishAttempt()},
 		lanePub: lp, laneSub: p.conn, store: p.keys,
-		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, quota: quota, queueSize: p.cfg.QueueSize,
+		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, mem: mem, localDir: p.cfg.LocalDir, queueSize: p.cfg.QueueSize,
 		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}
 }

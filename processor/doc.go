@@ -30,7 +30,8 @@
 // worker's dependencies are the fields of its deps (deps.go), built by
 // its partition; its files go by effect: worker.go (the loop executing
 // the machine's Ready), worker_load.go, worker_apply.go, worker_output.go,
-// deadletter.go, worker_save.go, worker_control.go. Beside it, imported
+// deadletter.go, worker_save.go, worker_control.go, worker_local.go (the local
+// tier below memory). Beside it, imported
 // one way (processor → internal/…, never back):
 //
 //   - internal/keymodel: a key's model (learner, classifier stage,
@@ -237,7 +238,7 @@
 // get balanced shares, owners keeping theirs (AssignTargets), and Decide
 // says whether to take, release or abandon each partition. Every change of
 // a record is a compare-and-set on it: the owner renews it with the current
-// checkpoint every min(lease_ttl/3, checkpoint_every); a member takes a
+// checkpoint every min(lease_ttl/6, checkpoint_every); a member takes a
 // released or missing partition, or one whose record has not moved for
 // lease_ttl, by writing epoch+1. Each take or abandon runs on a goroutine
 // of its own, one per record at a time, bounded by lease_ttl/4
@@ -317,10 +318,19 @@
 //
 // # Bounded memory
 //
-// Each worker holds at most max(1, ⌈max_keys/partitions⌉/workers) learners;
+// Each worker holds at most max(1, memory_budget/partitions/workers/size)
+// learners, size being one key's fixed memory (keymodel.Model.Bytes:
+// learner, classifier stage, monitor, bookkeeping), and at most its share
+// ⌈max_keys/partitions⌉/workers of max_keys when that is set (memory.go);
 // the least recently used one is snapshotted and unloaded, and loaded again
-// on its next message. Per message, memory is bounded by max_batch and the
-// learner's dimension.
+// on its next message. A key brought back while its unloading save is in
+// flight unloads the next least recently used (machine.shrink), so the
+// keys whose save is in flight are the only excess (at most the snapshot
+// slots). With a local tier (local_dir, worker_local.go) a JetStream
+// worker keeps the learners beyond its share in a file of its own on disk
+// instead: the machine counts them as loaded (quota share/1 KiB), their
+// snapshots follow the policy, and one comes back with a local read. Per
+// message, memory is bounded by max_batch and the learner's dimension.
 //
 // # Operations
 //

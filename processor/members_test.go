@@ -216,10 +216,15 @@ func ownedBy(pipeline string, rs ...*running) int {
 // server with the default bucket and service names: each pipeline's
 // partitions are shared only among the members that run it, all of them
 // are taken, and none moves afterwards (no take/release loop: every
-// record stays at its first epoch).
+// record stays at its first epoch). lease_ttl is 2 s: at 600 ms the
+// owners' own fences (lease_ttl/2 without a renewal) expired under CPU
+// stress (load 13–33 on 2 cores: renewals of a member, and its heartbeat,
+// unanswered for 300 ms while two more members started), and each
+// owner, as it must, stopped and took its partition again at a new epoch
+// — a move of the owner's own, which the test counted as a loop.
 func TestTwoDeployments(t *testing.T) {
 	e := newEnv(t)
-	const ttl = 600 * time.Millisecond
+	const ttl = 2 * time.Second
 	x, y := pipelineConfig("depx"), pipelineConfig("depy")
 	x.Partitions, y.Partitions = 4, 4
 	cfg := func(pc PipelineConfig) Config {
@@ -238,7 +243,7 @@ func TestTwoDeployments(t *testing.T) {
 			ownedBy(x.Name, a1) > 0 && ownedBy(x.Name, a2) > 0 && ownedBy(y.Name, b1) > 0 && ownedBy(y.Name, b2) > 0
 	})
 	before := map[string][]ownership.Record{x.Name: e.records(t, x), y.Name: e.records(t, y)}
-	time.Sleep(5 * ttl) // long enough for any loop of takes and releases to show
+	time.Sleep(2 * ttl) // 20 evaluations (every lease_ttl/10): long enough for any loop of takes and releases to show
 	if n := ownedBy(x.Name, a1, a2); n != 4 || ownedBy(x.Name, a1) == 0 || ownedBy(x.Name, a2) == 0 {
 		t.Errorf("pipeline x: %d partitions running on its members (a1 %d, a2 %d), want 4 shared by both", n, ownedBy(x.Name, a1), ownedBy(x.Name, a2))
 	}

@@ -42,6 +42,13 @@ type metrics struct {
 	clsLabels       *prometheus.CounterVec   // pipeline, class
 	clsPredictions  *prometheus.CounterVec   // pipeline, class, result
 	alarms          *prometheus.CounterVec   // pipeline, statistic
+	memoryBudget    *prometheus.GaugeVec     // pipeline
+	memoryUsed      *prometheus.GaugeVec     // pipeline
+	evictions       *prometheus.CounterVec   // pipeline
+	localKeys       *prometheus.GaugeVec     // pipeline
+	localBytes      *prometheus.GaugeVec     // pipeline
+	localLoads      *prometheus.CounterVec   // pipeline
+	localSpills     *prometheus.CounterVec   // pipeline
 }
 
 // alarmStatistics are the statistic label values of kpcastream_alarms_total.
@@ -156,11 +163,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Published predictions of the classifier stage, by predicted class and result (correct, wrong, unlabelled)."}, []string{"pipeline", "class", "result"}),
 		alarms: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "alarms_total",
 			Help: "Published outputs above their control limit (pipelines with monitor:), by statistic (spe, t2); an output above both counts in both."}, []string{"pipeline", "statistic"}),
+		memoryBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "memory_budget_bytes",
+			Help: "The pipeline's memory_budget: bytes of live learners allowed on this instance."}, []string{"pipeline"}),
+		memoryUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "memory_used_bytes",
+			Help: "Bytes the pipeline's live learners take (active_learners × the fixed size of one key, learner, classifier stage and monitor)."}, []string{"pipeline"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "key_evictions_total",
+			Help: "Keys unloaded to make room for another (memory_budget, max_keys); their learners are loaded again on their next message."}, []string{"pipeline"}),
+		localKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "local_keys",
+			Help: "Live keys whose learner is in the local tier on disk (local_dir) rather than in memory."}, []string{"pipeline"}),
+		localBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: p + "local_bytes",
+			Help: "Size of the local tier's files on disk."}, []string{"pipeline"}),
+		localLoads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "local_loads_total",
+			Help: "Learners read back from the local tier into memory."}, []string{"pipeline"}),
+		localSpills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: p + "local_spills_total",
+			Help: "Learners moved from memory to the local tier (no snapshot save: their saves follow the snapshot policy)."}, []string{"pipeline"}),
 	}
 	for _, c := range []prometheus.Collector{m.messages, m.outputs, m.deadLetters, m.learnSeconds, m.t2, m.activeLearners,
 		m.storedPoints, m.budgetPoints, m.explainedBands, m.snapBytes, m.snapSeconds, m.snapFailures,
 		m.pending, m.checkpoint, m.publishErrors, m.partitionsOwned, m.takeovers, m.fenced, m.budget, m.buildInfo,
-		m.clsAccuracy, m.clsLabels, m.clsPredictions, m.alarms} {
+		m.clsAccuracy, m.clsLabels, m.clsPredictions, m.alarms, m.memoryBudget, m.memoryUsed, m.evictions, m.localKeys, m.localBytes, m.localLoads, m.localSpills} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -185,6 +206,13 @@ type pipeMetrics struct {
 	activeLearners       prometheus.Gauge
 	pending              prometheus.Gauge
 	alarmSPE, alarmT2    prometheus.Counter // kpcastream_alarms_total by statistic
+	memoryBudget         prometheus.Gauge
+	memoryUsed           prometheus.Gauge
+	evictions            prometheus.Counter
+	localKeys            prometheus.Gauge
+	localBytes           prometheus.Gauge
+	localLoads           prometheus.Counter
+	localSpills          prometheus.Counter
 }
 
 // forPipeline looks up the pipeline's children and creates every series
@@ -224,6 +252,13 @@ func (m *metrics) forPipeline(name string, budget int) (pipeMetrics, error) {
 		pending:        m.pending.WithLabelValues(name),
 		alarmSPE:       m.alarms.WithLabelValues(name, alarmStatistics[0]),
 		alarmT2:        m.alarms.WithLabelValues(name, alarmStatistics[1]),
+		memoryBudget:   m.memoryBudget.WithLabelValues(name),
+		memoryUsed:     m.memoryUsed.WithLabelValues(name),
+		evictions:      m.evictions.WithLabelValues(name),
+		localKeys:      m.localKeys.WithLabelValues(name),
+		localBytes:     m.localBytes.WithLabelValues(name),
+		localLoads:     m.localLoads.WithLabelValues(name),
+		localSpills:    m.localSpills.WithLabelValues(name),
 	}
 	for _, a := range explainedAtMost {
 		pm.explainedBands = append(pm.explainedBands, m.explainedBands.WithLabelValues(name, a))

@@ -72,7 +72,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	n := p.workersPerPartition(pc)
 	for i := range n {
-		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, p.quota(pc, n)), i))
+		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, memoryOf(pl.cfg, n, pl.kb)), i))
 	}
 	return pt
 }
@@ -80,14 +80,7 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 // workersPerPartition is the number of worker goroutines of each partition
 // of pc: Workers spread over the partitions, at least one.
 func (p *Processor) workersPerPartition(pc PipelineConfig) int {
-	return max(1, (p.cfg.Workers+pc.Partitions-1)/pc.Partitions)
-}
-
-// quota is the number of learners one of n workers of a partition of pc
-// may hold: max_keys spread over the partitions and their workers.
-func (p *Processor) quota(pc PipelineConfig, n int) int {
-	perPart := (pc.MaxKeys + pc.Partitions - 1) / pc.Partitions
-	return max(1, perPart/n)
+	return workersPer(p.cfg, pc)
 }
 
 // consumerName is the JetStream consumer of partition num at epoch.

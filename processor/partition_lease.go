@@ -29,23 +29,35 @@ func (pt *partition) stillOwned(ctx context.Context) bool {
 }
 
 // renewEvery is the period of ownership renewals (each also writes the
-// checkpoint): lease_ttl/3, or checkpoint_every when shorter.
+// checkpoint): lease_ttl/6, or checkpoint_every when shorter. The fence
+// holds lease_ttl/2 from the last successful renewal's send, so a renewal
+// due lease_ttl/6 after it leaves lease_ttl/3 for two attempts of
+// renewAttempt (lease_ttl/6) each.
 func (p *Processor) renewEvery() time.Duration {
-	return max(min(p.cfg.LeaseTTL/3, p.cfg.CheckpointEvery), 5*time.Millisecond)
+	return max(min(p.cfg.LeaseTTL/6, p.cfg.CheckpointEvery), 5*time.Millisecond)
+}
+
+// renewAttempt bounds one renewal attempt: lease_ttl/6 (at most
+// snapshot_timeout), so that a second attempt fits before the fence
+// expires when the first is lost.
+func (p *Processor) renewAttempt() time.Duration {
+	return min(max(p.cfg.LeaseTTL/6, 5*time.Millisecond), p.cfg.SnapshotTimeout)
 }
 
 // renewLoop renews the ownership record until ctx ends or the fence is
 // revoked. A renewal that finds the record moved revokes the fence; so
-// does failing to renew for lease_ttl/2. The lease runs from when the
-// take was sent, so the first renewal is due renewEvery after that, not
-// after the take's answer came (a take answered after lease_ttl/2 −
-// renewEvery used to expire before its first renewal); a renewal that
-// failed is tried again at once rather than at the next period, so that
-// one lost answer does not cost the fence (two attempts of lease_ttl/4
-// fit in lease_ttl/2).
+// does failing to renew for lease_ttl/2. Each renewal is due renewEvery
+// after the last successful one was sent (the take's, at first), which
+// is when the fence's lease_ttl/2 began; a renewal that failed is tried
+// again at once, so that one lost answer does not cost the fence. Before
+// (issue 28), a renewal was due lease_ttl/3 after the last one's answer
+// and an attempt could take lease_ttl/4: one lost attempt alone
+// (lease_ttl/3 + lease_ttl/4 > lease_ttl/2) expired the fence before the
+// retry, so a single request lost with a server stopped the partition.
 func (pt *partition) renewLoop(ctx context.Context) {
 	every := pt.p.renewEvery()
-	wait := max(every-time.Since(pt.taken), 0)
+	last := pt.taken // the send of the last successful renewal
+	wait := max(every-time.Since(last), 0)
 	for {
 		t := time.NewTimer(wait)
 		select {
@@ -62,16 +74,19 @@ func (pt *partition) renewLoop(ctx context.Context) {
 			pt.fence.Revoke()
 			return
 		}
-		wait = every
-		if !pt.renew(ctx) {
+		sent := time.Now()
+		if pt.renew(ctx, sent) {
+			last = sent
+			wait = max(every-time.Since(last), 0)
+		} else {
 			wait = renewRetry
 		}
 	}
 }
 
 // renew writes the record {owner, epoch, checkpoint} by compare-and-set on
-// pt.rev, and reports whether it did.
-func (pt *partition) renew(ctx context.Context) bool {
+// pt.rev, and reports whether it did; the fence counts it from sent.
+func (pt *partition) renew(ctx context.Context, sent time.Time) bool {
 	p := pt.p
 	c := pt.track.Checkpoint()
 	if c == 0 {
@@ -84,11 +99,10 @@ func (pt *partition) renew(ctx context.Context) bool {
 		return false
 	}
 	rec := ownership.Record{Owner: p.id, Epoch: pt.epoch, Checkpoint: c, Renewed: time.Now().UTC()}
-	sent := time.Now()
-	// An attempt may take up to lease_ttl/4: the fence counts from when it
-	// was sent, so a slow success still extends it, and a second attempt
-	// fits before the fence expires.
-	attempt := min(max(p.cfg.LeaseTTL/4, 5*time.Millisecond), p.cfg.SnapshotTimeout)
+	// An attempt may take up to renewAttempt: the fence counts from when
+	// it was sent, so a slow success still extends it, and a second
+	// attempt fits before the fence expires.
+	attempt := p.renewAttempt()
 	rctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	rev, err := p.coord.kv.Update(rctx, recordKey(pt.pipe.cfg, pt.num), rec.Encode(), pt.rev)

@@ -91,6 +91,7 @@ type pipeline struct {
 	outEnc codec.Encoding // 0: the input's
 	cls    *stage         // the classifier stage, nil without one
 	spec   *keymodel.Spec // how the models of its keys are built
+	kb     int            // memory of one live key (keyBytes, memory.go)
 	// io is where the outputs and dead letters of each shard's
 	// partitions go (input.shards entries; one for a core NATS input).
 	io []shardIO
@@ -144,6 +145,13 @@ func (pl *pipeline) minCheckpoint() uint64 {
 // pipelineStats are the counters reported by the stats endpoint.
 type pipelineStats struct {
 	In, Out, Warming, Skipped, DeadLettered, Naks, Live atomic.Int64
+	// Evictions counts the keys unloaded to make room (memory_budget, max_keys).
+	Evictions atomic.Int64
+	// Memory is the bytes the live keys take (memory_used).
+	Memory atomic.Int64
+	// KVWrites counts snapshot writes (saves and claims); LocalKeys and
+	// LocalBytes are the keys in the local tier and its files' size.
+	KVWrites, LocalKeys, LocalBytes atomic.Int64
 	// Budget advice of the loaded learners' last message.
 	AdviceOK, AdviceTight, AdviceTooSmall atomic.Int64
 }
@@ -220,6 +228,8 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		}
 		pl.cls = newStage(pc, met)
 		pl.spec = pl.modelSpec(p.newLearner)
+		pl.kb = pl.keyBytes()
+		pm.memoryBudget.Set(float64(pc.MemoryBudget))
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
 		pl.io = make([]shardIO, max(1, pc.Input.Shards))
 		p.pipes = append(p.pipes, pl)
@@ -256,6 +266,9 @@ func (p *Processor) Ready() bool { return p.ready.Load() && p.conn.IsConnected()
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
+	}
+	for _, pl := range p.pipes {
+		cleanLocal(p.cfg.LocalDir, pl, p.log)
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err := p.setup(setupCtx)

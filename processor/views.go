@@ -65,7 +65,8 @@ func (p *Processor) Stats() []PipelineStats {
 		s := &pl.stats
 		ps := PipelineStats{Pipeline: pl.cfg.Name, In: s.In.Load(), Out: s.Out.Load(), Warming: s.Warming.Load(),
 			Skipped: s.Skipped.Load(), DeadLettered: s.DeadLettered.Load(), Naks: s.Naks.Load(), Learners: s.Live.Load(),
-			Instances: 1}
+			Instances: 1, MemoryUsed: s.Memory.Load(), Evictions: s.Evictions.Load(),
+			KVWrites: s.KVWrites.Load(), LocalKeys: s.LocalKeys.Load(), LocalBytes: s.LocalBytes.Load()}
 		for _, a := range []string{learners.AdviceOK, learners.AdviceTight, learners.AdviceTooSmall} {
 			if n := pl.adviceCount(a).Load(); n != 0 {
 				if ps.Budget == nil {
@@ -99,7 +100,8 @@ func (p *Processor) Pipelines() []PipelineInfo {
 		out[i] = PipelineInfo{Name: c.Name, Stream: c.Input.Stream, Subject: c.Input.Subject, Consumer: c.Input.Durable,
 			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.io[0].outJS, DeadLetter: c.DeadLetter,
 			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
-			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys}
+			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys, MemoryBudget: c.MemoryBudget, KeyBytes: pl.kb,
+			LiveMax: p.liveMax(pl)}
 		if c.Input.Shards > 1 {
 			out[i].Streams = c.InputStreams()
 		}

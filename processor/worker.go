@@ -58,6 +58,7 @@ type worker struct {
 	wakeAt  time.Time // when wake fires; zero: stopped
 	fenced  bool      // the machine knows the fence is lost (FenceLost, or a save landed Fenced)
 	fatal   error
+	tier    *tier // the local tier below memory (worker_local.go); nil: none
 }
 
 // workerWindow is one worker's share of its partition's output window:
@@ -90,7 +91,14 @@ func newWorker(d deps, id int) *worker {
 		laneIn = make(chan *nats.Msg, 4*limit+64)
 	}
 	d.log = d.log.With(zap.Int("worker", id))
+	quota := d.mem.resident
+	tr := openTier(d.localDir, d, id)
+	if tr != nil {
+		tr.share, tr.kb, tr.capped = d.mem.share, d.pipe.kb, d.mem.capped
+		quota = d.mem.known
+	}
 	return &worker{
+		tier:    tr,
 		deps:    d,
 		id:      id,
 		in:      make(chan item, d.queueSize),
@@ -98,7 +106,7 @@ func newWorker(d deps, id int) *worker {
 		results: make(chan snapResult, jobSlots),
 		m: machine.New[inMsg, *nats.Msg](machine.Config{
 			Policy:     machine.Policy{EveryMessages: sp.EveryMessages, Every: sp.Every},
-			OnShutdown: *sp.OnShutdown, Quota: d.quota, Slots: jobSlots, Window: limit, KeyInFlight: keyInFlight,
+			OnShutdown: *sp.OnShutdown, Quota: quota, Slots: jobSlots, Window: limit, KeyInFlight: keyInFlight,
 			SlotWait: d.snapshotTimeout, BlockTTL: blockExpiry(pc),
 		}, d.track),
 		keys:    map[string]*entry{},
@@ -117,6 +125,7 @@ func newWorker(d deps, id int) *worker {
 // finished, then waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
 	defer close(w.stopped)
+	defer w.closeTier() // after release
 	defer w.release()
 	if w.lane != nil {
 		sub, err := w.laneSub.ChanSubscribe(w.lane.prefix+".>", w.laneIn)
@@ -190,6 +199,7 @@ func (w *worker) run(ctx context.Context) error {
 			w.step(machine.Tick{})
 		case <-tick.C:
 			w.dlLog.flush(w.log, time.Now())
+			w.reportLocal()
 			w.laneTick()
 			w.step(machine.Tick{})
 		}
@@ -292,10 +302,16 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 	case machine.ActUnload:
 		if e, ok := w.keys[a.Key]; ok {
 			delete(w.keys, a.Key)
+			w.forgetLocal(e)
 			w.unmeter(e)
 		}
 	case machine.ActLive:
 		w.live(a.Delta)
+		if a.Delta < 0 {
+			// Unloaded to make room (or, core NATS, after a conflicting save).
+			w.pipe.stats.Evictions.Add(1)
+			w.pipe.met.evictions.Inc()
+		}
 	case machine.ActServe:
 		w.serve(a)
 	case machine.ActGaveUp:
@@ -330,6 +346,11 @@ func (w *worker) finish(ctx context.Context) error {
 func (w *worker) live(d int) {
 	w.pipe.stats.Live.Add(int64(d))
 	w.pipe.met.activeLearners.Add(float64(d))
+	per := w.pipe.kb
+	if w.tier != nil {
+		per = localKeyBytes // and kb − localKeyBytes more while in memory (worker_local.go)
+	}
+	w.memory(int64(d * per))
 }
 
 // release takes the keys this worker still holds out of the live counts

@@ -101,6 +101,9 @@ func (w *worker) apply(m *inMsg) {
 	}()
 	defer w.recoverAs(m, &err)
 	pl, e := m.pipe, w.keys[m.key]
+	if _, err = w.model(e); err != nil {
+		return // the local tier failed: the partition stops, the message comes back
+	}
 	start := time.Now()
 	err = e.m.Apply(&w.res, w.obs, m.key, m.seq)
 	took := time.Since(start)

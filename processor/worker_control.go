@@ -60,6 +60,11 @@ func (w *worker) serve(a *coreAction) {
 		return
 	}
 	e := w.keys[a.Key]
+	if c.op != ops.OpSnapshot {
+		if _, r.err = w.model(e); r.err != nil {
+			return
+		}
+	}
 	switch c.op {
 	case ops.OpModel:
 		m, err := e.m.Export()
@@ -100,7 +105,11 @@ func (w *worker) listKeys(pl *pipeline, key string) ([]byte, error) {
 		if e == nil || e.pipe != pl || k.Unloading || (key != "" && k.Key != key) {
 			continue
 		}
-		out = append(out, KeyInfo{Key: k.Key, Partition: w.num, Seen: e.m.Learner().Seen(), LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
+		seen := e.seen // in the local tier
+		if e.m != nil {
+			seen = e.m.Learner().Seen()
+		}
+		out = append(out, KeyInfo{Key: k.Key, Partition: w.num, Seen: seen, LastSeq: k.LastSeq, Stored: e.stored, Advice: e.advice})
 	}
 	return json.Marshal(out)
 }

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,11 @@ type entry struct {
 	stored  int
 	subject string // output subject of the key (expanded on first use)
 	advice  string // budget advice of the last message (Summary.BudgetAdvice)
+	// elem is e in its worker's local tier's memory list (nil: the model
+	// is in the local tier, m nil, or the worker has none); seen is the
+	// learner's count when it went there.
+	elem *list.Element
+	seen int64
 	// explained is the explained variance ratio of the last projection and
 	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
 	explained float64
@@ -39,6 +45,7 @@ func (w *worker) loadKey(ctx context.Context, key string, o machine.LoadOpts) {
 		return
 	}
 	w.keys[key] = e
+	w.resident(e)
 	w.step(machine.Loaded{Key: key, LastSeq: e.lastSeq})
 }
 
@@ -140,6 +147,7 @@ func (w *worker) claim(ctx context.Context, e *entry) error {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.epoch, err)
 	}
 	e.rev = rev
+	e.pipe.stats.KVWrites.Add(1)
 	return nil
 }
 

@@ -19,6 +19,7 @@ type snapJob struct {
 	snap *codec.Snapshot
 	rev  uint64
 	job  machine.Job
+	err  error // the state could not be copied (the local tier failed): the save fails
 }
 
 type snapResult struct {
@@ -41,11 +42,13 @@ type keyStore interface {
 
 // snapshot copies e's state for job.
 func (w *worker) snapshot(e *entry, job machine.Job) *snapJob {
+	snap, err := w.snapshotOf(e, job.LastSeq)
 	return &snapJob{
 		e:    e,
-		snap: e.snapshot(job.LastSeq, w.epoch),
+		snap: snap,
 		rev:  e.rev,
 		job:  job,
+		err:  err,
 	}
 }
 
@@ -59,6 +62,7 @@ func (w *worker) landed(r snapResult) {
 	switch {
 	case r.err == nil:
 		e.rev = r.rev
+		e.pipe.stats.KVWrites.Add(1)
 		w.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
 	case errors.Is(r.err, errFenced) || (w.owned && errors.Is(r.err, snapshot.ErrConflict)):
 		// This partition no longer owns the key (a newer epoch claimed it):
@@ -95,6 +99,10 @@ func (w *worker) landed(r snapResult) {
 func (w *worker) snapshotter(ctx context.Context) error {
 	defer close(w.results)
 	for j := range w.jobs {
+		if j.err != nil {
+			w.results <- snapResult{job: j, err: j.err}
+			continue
+		}
 		sctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 		start := time.Now()
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)

@@ -82,6 +82,9 @@ type benchOptions struct {
 	cpuprofile string
 	memprofile string
 	snapEvery  int
+	memory     string // the pipeline's memory_budget ("" : the default)
+	memBytes   int64  // resolved from memory
+	local      bool   // a local tier below memory (in the phase's temporary directory)
 	pace       time.Duration
 	watch      bool
 }
@@ -121,6 +124,8 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "idle-timeout", 10*time.Second, "give up a phase when no output arrives for this long")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
+	fs.StringVar(&o.memory, "memory", "", "the pipeline's memory_budget: bytes, or with KiB, MiB or GiB (default: the processor's, 256MiB)")
+	fs.BoolVar(&o.local, "local", true, "a local tier below memory_budget (local_dir in a temporary directory): keys beyond it go to disk, not to a snapshot save")
 	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
 	fs.BoolVar(&o.watch, "watch", false, "real pipeline: watch the first key on the live page's API (a client polling /api/v1/series, keys and pipelines every second, as the page does), to measure the page's cost")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (allocations since the process started) to this file at the end")
@@ -240,6 +245,13 @@ func (o *benchOptions) check(nargs int) error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if nargs > 0 {
 		bad("unexpected arguments")
+	}
+	if o.memory != "" {
+		n, err := parseSize(o.memory)
+		if err != nil {
+			bad("--memory: %v", err)
+		}
+		o.memBytes = n
 	}
 	o.phases = nil
 	want := map[string]bool{}
@@ -382,8 +394,9 @@ type phaseResult struct {
 	sched               schedWindow   // Go scheduler latencies over the window
 	rss, peak           int64
 	p50, p99, p999, max time.Duration
-	pubRate             float64 // msgs/s of the (pre)publisher
-	pacing              string  // the generator's pacing summary (fixed rate only)
+	pubRate             float64   // msgs/s of the (pre)publisher
+	keys                *keyStats // the processor's keys at the end (pipeline phases)
+	pacing              string    // the generator's pacing summary (fixed rate only)
 }
 
 func (r *phaseResult) rate() float64 {
@@ -418,6 +431,9 @@ type receiver struct {
 	progress    atomic.Int64
 	lastSeen    atomic.Int64 // unix nanos of the last output
 	badOutputs  atomic.Int64
+	// onFirst, when set, is called (under mu) with the first measured
+	// output: the pipeline phases read the processor's stats there.
+	onFirst func(time.Time)
 }
 
 func newReceiver(want int) *receiver {
@@ -453,6 +469,9 @@ func (r *receiver) handle(m *nats.Msg) {
 			r.cpu0 = cpuNow()
 			r.rd0 = runDelayNow()
 			r.sched.start()
+			if r.onFirst != nil {
+				r.onFirst(now)
+			}
 		}
 		r.got++
 		lat := now.Sub(time.Unix(0, int64(ts*1e9)))
@@ -641,6 +660,9 @@ type phase struct {
 	recv              *receiver
 	pub               *benchPublisher
 	stopped           bool
+	proc              *processor.Processor // the pipeline phases' processor
+	stats0            processor.PipelineStats
+	t0                time.Time // when stats0 was read: the measured messages' publish began
 	stopRun           func() error
 	closers           []func()
 }
@@ -909,6 +931,12 @@ func (ph *phase) start(ctx context.Context) error {
 		return err
 	}
 	ph.onClose(cleanup)
+	ph.proc = p
+	// The key figures cover the measured window: from the first measured
+	// output (its stats read then) to the end of the phase.
+	ph.recv.mu.Lock()
+	ph.recv.onFirst = func(at time.Time) { ph.stats0, ph.t0 = benchStats(p), at }
+	ph.recv.mu.Unlock()
 	go func() { pipeDone <- p.Run(pctx) }()
 	ph.stopRun = func() error {
 		stopPipe()
@@ -1001,6 +1029,15 @@ func (ph *phase) collect(res *phaseResult, werr error) {
 	res.p50, res.p99, res.p999, res.max = recv.hist.quantile(0.5), recv.hist.quantile(0.99), recv.hist.quantile(0.999), recv.hist.max
 	recv.mu.Unlock()
 	res.rss, res.peak, _ = procstat.ProcessRSS()
+	recv.mu.Lock()
+	t0 := ph.t0
+	recv.mu.Unlock()
+	if ph.proc != nil && !t0.IsZero() {
+		s1 := benchStats(ph.proc)
+		secs := time.Since(t0).Seconds()
+		res.keys = &keyStats{live: s1.Learners, disk: s1.LocalKeys, diskBytes: s1.LocalBytes, memory: s1.MemoryUsed,
+			evictions: float64(s1.Evictions-ph.stats0.Evictions) / secs, kvWrites: float64(s1.KVWrites-ph.stats0.KVWrites) / secs}
+	}
 	if ph.px != nil {
 		p50, p99, mx, n := ph.px.Lateness()
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
@@ -1234,7 +1271,17 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc pr
 		cleanup()
 		return nil, nil, fmt.Errorf("snapshot store: %w", err)
 	}
+	localDir := ""
+	if o.local {
+		if localDir, err = os.MkdirTemp("", "kpcastream-bench-local-"); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		prev := cleanup
+		cleanup = func() { prev(); _ = os.RemoveAll(localDir) }
+	}
 	cfg := processor.Config{
+		LocalDir:         localDir,
 		Workers:          o.workers,
 		QueueSize:        o.queueSize,
 		ServiceName:      "kpcastream-bench",
@@ -1242,6 +1289,7 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc pr
 		Pipelines:        []processor.PipelineConfig{pc},
 	}
 	cfg.Pipelines[0].Learner = lc
+	cfg.Pipelines[0].MemoryBudget = o.memBytes
 	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner})
 	if err != nil {
 		cleanup()
@@ -1447,6 +1495,7 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 			fmt.Fprintf(w, "%-12s %s\n", r.name, r.pacing)
 		}
 	}
+	printKeys(w, o, rs)
 	if o.output == "jetstream" {
 		fmt.Fprintln(w, "stored: messages in the phase's deduplicating output stream at its end (warm-up outputs included; each output once)")
 	}

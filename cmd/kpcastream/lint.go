@@ -92,7 +92,8 @@ func summarize(cfg *config.Config) string {
 	if n != 1 {
 		b.WriteString("s")
 	}
-	for i, p := range cfg.ProcessorConfig().Pipelines {
+	pcfg := cfg.ProcessorConfig()
+	for i, p := range pcfg.Pipelines {
 		p = p.WithDefaults()
 		l := p.Learner.WithDefaults()
 		sep := ", "
@@ -113,6 +114,11 @@ func summarize(cfg *config.Config) string {
 			fmt.Fprintf(&b, " over %d shard streams %s…%s, which need the server subject mapping %q: %q", len(streams), streams[0], streams[len(streams)-1], src, dst)
 		}
 		b.WriteString(")")
+		// What memory_budget holds (issue 30): the size of a key and how
+		// many stay loaded.
+		if plan, err := pcfg.MemoryPlan(p); err == nil {
+			b.WriteString("; " + plan.String())
+		}
 	}
 	if n > 0 {
 		b.WriteString(")")

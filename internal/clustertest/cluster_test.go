@@ -486,8 +486,29 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	createStream(ctx, t, adminJS, "KPCA_OUT", func(sc *jetstream.StreamConfig) { sc.AllowBatchPublish = lane })
 	first := streamLeader(ctx, t, c, adminJS, "SENSORS")
 
-	w1 := startWorker(t, "kpcastream.yaml", c.urls(first), keyInFlight)
-	w2 := startWorker(t, "kpcastream.yaml", c.urls(first+1), keyInFlight)
+	// On a failure in any phase: what the servers, the clients and the
+	// workers were doing (diagnose), from a little before the phase began.
+	var w1, w2, w3 *worker
+	var prodNC *nats.Conn
+	phase := time.Now()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		conns := map[string]*nats.Conn{"admin": adminNC}
+		if prodNC != nil {
+			conns["producer"] = prodNC
+		}
+		var ws []*worker
+		for _, w := range []*worker{w1, w2, w3} {
+			if w != nil {
+				ws = append(ws, w)
+			}
+		}
+		diagnose(t, c, conns, ws, phase.Add(-5*time.Second))
+	})
+	w1 = startWorker(t, "kpcastream.yaml", c.urls(first), keyInFlight)
+	w2 = startWorker(t, "kpcastream.yaml", c.urls(first+1), keyInFlight)
 	pc := w1.cfg.ProcessorConfig().WithDefaults().Pipelines[0]
 	if pc.Partitions < 4 {
 		t.Fatalf("deploy/compose/kpcastream.yaml has %d partitions; the test needs at least 4", pc.Partitions)
@@ -512,12 +533,14 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	}
 
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}
-	prodNC, prodJS := connect(t, c.urls(first+2), "producer", 100*time.Millisecond)
+	var prodJS jetstream.JetStream
+	prodNC, prodJS = connect(t, c.urls(first+2), "producer", 100*time.Millisecond)
 	pb := &publisher{js: prodJS, rng: rand.New(rand.NewPCG(4, 2)), keyOf: map[uint64]string{}, per: map[string][]uint64{}}
 	pb.publish(t, keys, 200)
 
 	// A third worker joins: it gets its share, ⌊8/3⌋ or ⌈8/3⌉ partitions.
-	w3 := startWorker(t, "kpcastream.yaml", c.urls(first+2), keyInFlight)
+	phase = time.Now()
+	w3 = startWorker(t, "kpcastream.yaml", c.urls(first+2), keyInFlight)
 	pb.publish(t, keys, 100)
 	waitFor(t, 20*time.Second, "w3 took its share", func() bool {
 		o := owned(w1, w2, w3)
@@ -531,11 +554,13 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	}
 	if lane {
 		// The output stream's leader goes down with batches open.
+		phase = time.Now()
 		outage(t, c, streamLeader(ctx, t, c, adminJS, "KPCA_OUT"), pb, keys, 120)
 	}
 
 	// w2 leaves gracefully while the coordination bucket's leader is down.
 	bucketLeader := streamLeader(ctx, t, c, adminJS, "KV_"+processor.DefaultCheckpointBucket)
+	phase = time.Now()
 	left := make(chan error, 1)
 	go func() { left <- w2.stop() }()
 	outage(t, c, bucketLeader, pb, keys, 120)
@@ -550,6 +575,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	pb.publish(t, keys, 100)
 
 	// w1 crashes while the input stream's leader is down.
+	phase = time.Now()
 	w1.nc.Close()
 	crashed := time.Now()
 	outage(t, c, streamLeader(ctx, t, c, adminJS, "SENSORS"), pb, keys, 120)
@@ -572,9 +598,6 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 	t.Cleanup(func() {
 		if t.Failed() && len(why) > 0 {
 			t.Logf("partitions not drained at the last check:\n%s", strings.Join(why, "\n"))
-		}
-		if t.Failed() {
-			diagnose(t, c, map[string]*nats.Conn{"admin": adminNC, "producer": prodNC}, []*worker{w1, w2, w3}, crashed.Add(-5*time.Second))
 		}
 	})
 	told, waited := time.Now(), time.Now()

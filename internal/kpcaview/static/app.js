@@ -45,13 +45,16 @@
         var old = prev && prev.byName[p.name];
         if (old) {
           var dt = (r.time - prev.time) / 1000;
-          if (dt > 0) rate = " · in " + KC.fmt((p.stats.in - old.in) / dt) + "/s · dlq " + KC.fmt((p.stats.dead_lettered - old.dead_lettered) / dt) + "/s";
+          if (dt > 0) rate = " · in " + KC.fmt((p.stats.in - old.in) / dt) + "/s · dlq " + KC.fmt((p.stats.dead_lettered - old.dead_lettered) / dt) + "/s" +
+            " · evictions " + KC.fmt(((p.stats.evictions || 0) - (old.evictions || 0)) / dt) + "/s";
         }
-        var fill = p.max_keys ? Math.min(1, p.keys / p.max_keys) : 0;
+        var most = p.live_max || p.max_keys;
+        var fill = most ? Math.min(1, p.keys / most) : 0;
+        var mib = function (b) { return ((b || 0) / 1048576).toFixed(1) + " MiB"; };
         html += '<div class="pipe' + (p.name === st.pipeline ? " sel" : "") + '" data-name="' + esc(p.name) + '"><b>' + esc(p.name) + "</b> " +
           '<span class="meta">' + esc(p.learner) + " d=" + p.dim + " k=" + p.components + " B=" + p.budget + "</span>" +
-          '<div class="meta">' + p.keys + " of " + p.max_keys + " keys loaded" + rate + "</div>" +
-          '<div class="fill" title="keys loaded / max_keys"><div style="width:' + (fill * 100).toFixed(1) + '%"></div></div></div>';
+          '<div class="meta">' + p.keys + " of " + most + " keys loaded · memory " + mib(p.stats.memory_used) + " of " + mib(p.memory_budget) + rate + "</div>" +
+          '<div class="fill" title="memory of the loaded keys / memory_budget"><div style="width:' + (fill * 100).toFixed(1) + '%"></div></div></div>';
       });
       $("pipelines").innerHTML = html;
       var byName = {};
@@ -63,7 +66,7 @@
   function refreshKeys() {
     if (!st.pipeline) return Promise.resolve();
     return getJSON("keys?pipeline=" + encodeURIComponent(st.pipeline) + "&q=" + encodeURIComponent(st.q) + "&limit=200").then(function (r) {
-      text($("keyinfo"), r.matched + " of " + r.total + " loaded keys" + (r.matched > r.keys.length ? " (first " + r.keys.length + ")" : "") + " · max_keys " + r.max_keys);
+      text($("keyinfo"), r.matched + " of " + r.total + " loaded keys" + (r.matched > r.keys.length ? " (first " + r.keys.length + ")" : "") + (r.max_keys ? " · max_keys " + r.max_keys : ""));
       if (!st.key && r.keys.length) { st.key = r.keys[0].key; writeHash(); }
       var html = "";
       r.keys.forEach(function (k) {

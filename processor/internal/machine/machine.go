@@ -532,8 +532,30 @@ func (m *Machine[M, O]) request(r Request) error {
 func (m *Machine[M, O]) use(s *slot[M, O]) {
 	if m.core.revive(s.keyState) {
 		m.emit(Action[M, O]{Kind: ActLive, Key: s.key, Delta: 1})
+		m.shrink()
 	}
 	m.core.touch(s.keyState)
+}
+
+// shrink unloads the least recently used keys while more than Quota are
+// live: a key brought back while its unloading save was in flight makes
+// one too many, and without this a round over more keys than the quota
+// brought every one back and held them all (issue 30). A dirty victim
+// is handed over now or, with no snapshot slot free, as soon as one is.
+func (m *Machine[M, O]) shrink() {
+	for m.core.lru.Len() > m.core.quota {
+		v := m.keys[m.core.victim().key]
+		drop, save := m.core.unload(v.keyState)
+		m.emit(Action[M, O]{Kind: ActLive, Key: v.key, Delta: -1})
+		switch {
+		case drop:
+			m.drop(v)
+		case save && m.core.flying < m.cfg.Slots && !m.fenced && !m.core.closing:
+			m.handoff(v)
+		case save:
+			v.saveNow = true
+		}
+	}
 }
 
 // load makes room for the key in progress (unloading the least recently

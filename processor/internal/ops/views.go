@@ -40,6 +40,17 @@ type PipelineStats struct {
 	// Budget counts the loaded learners by the budget advice of their last
 	// message ("ok", "tight", "too_small"; see learners.BudgetAdvice).
 	Budget map[string]int64 `json:"budget,omitempty"`
+	// MemoryUsed is the bytes the loaded learners take (Learners × the
+	// size of one key), Evictions the keys unloaded to make room since
+	// the start (memory_budget, max_keys).
+	MemoryUsed int64 `json:"memory_used"`
+	Evictions  int64 `json:"evictions"`
+	// KVWrites counts the snapshot writes (saves and claims) since the
+	// start; LocalKeys and LocalBytes are the keys in the local tier on
+	// disk and its files' size.
+	KVWrites   int64 `json:"kv_writes"`
+	LocalKeys  int64 `json:"local_keys"`
+	LocalBytes int64 `json:"local_bytes"`
 }
 
 // PartitionStats describes one partition run by a member.
@@ -71,6 +82,12 @@ type PipelineInfo struct {
 	Budget     int      `json:"budget"`
 	Kernel     string   `json:"kernel"`
 	MaxKeys    int      `json:"max_keys"`
+	// MemoryBudget is memory_budget (bytes of live learners on this
+	// instance), KeyBytes the size of one live key, LiveMax the keys
+	// that fit on an instance running every partition.
+	MemoryBudget int64 `json:"memory_budget"`
+	KeyBytes     int   `json:"key_bytes"`
+	LiveMax      int   `json:"live_max"`
 	// Owners are the members owning each partition, as this instance last
 	// saw the coordination bucket ("" while a partition moves).
 	Owners []string `json:"owners,omitempty"`
@@ -112,6 +129,11 @@ func mergeStats(a, b []PipelineStats) []PipelineStats {
 		x.DeadLettered += y.DeadLettered
 		x.Naks += y.Naks
 		x.Learners += y.Learners
+		x.MemoryUsed += y.MemoryUsed
+		x.Evictions += y.Evictions
+		x.KVWrites += y.KVWrites
+		x.LocalKeys += y.LocalKeys
+		x.LocalBytes += y.LocalBytes
 		x.Pending += y.Pending
 		x.Instances += y.Instances
 		if y.Checkpoint != 0 && (x.Checkpoint == 0 || y.Checkpoint < x.Checkpoint) {

@@ -519,9 +519,10 @@ func (pt *part) save(j snapJob) {
 	})
 }
 
-func (pt *part) renewEvery() time.Duration { return leaseTTL / 3 }
+func (pt *part) renewEvery() time.Duration { return leaseTTL / 6 }
 
-// renewLoop renews the record every renewEvery until stopped or fenced.
+// renewLoop renews the record until stopped or fenced, each renewal due
+// renewEvery after the last successful one was sent (partition.renewLoop).
 func (pt *part) renewLoop() {
 	if !pt.current() || pt.renewOff || pt.lease.Revoked {
 		return
@@ -531,7 +532,7 @@ func (pt *part) renewLoop() {
 		return
 	}
 	pt.renew(func(ok bool) {
-		d := pt.renewEvery()
+		d := max(pt.renewEvery()-pt.m.clock().Sub(pt.lease.LastOK), 0)
 		if !ok {
 			d = 20 * time.Millisecond // partition.renewRetry
 		}
@@ -549,7 +550,7 @@ func (pt *part) renew(then func(ok bool)) {
 	}
 	rec := ownership.Record{Owner: pt.m.id, Epoch: pt.epoch, Checkpoint: c}
 	sent := pt.m.clock()
-	attempt := min(max(leaseTTL/4, 5*time.Millisecond), snapshotTimeout)
+	attempt := min(max(leaseTTL/6, 5*time.Millisecond), snapshotTimeout) // partition.renewAttempt
 	pt.renewing = true
 	w.call(pt.m, svcKV, attempt, 0, func() (any, error) {
 		return w.kvWrite(recordKey(pt.num), kvEntry{rec: rec}, pt.rev, false)
@@ -581,6 +582,9 @@ func (pt *part) renew(then func(ok bool)) {
 					}
 					pt.renewing = false
 					pt.revoke("ownership record moved")
+					// The partition may have finished meanwhile and
+					// waited for this renewal (stopRenew joins it).
+					pt.maybeRelease()
 					return
 				}
 				done(false)
