@@ -101,6 +101,8 @@
 //	pipelines[i].input.ack_wait           duration                   30s
 //	pipelines[i].input.nak_delay          duration (transient errors) 1s
 //	pipelines[i].input.queue_group        core NATS queue group      ""
+//	pipelines[i].input.shards             streams the partitions spread over, 1..partitions (> 1: <stream>-<s>, a server mapping partitions; README, Sharding)  1
+//	pipelines[i].input.shard_tags         placement tags of each created shard stream (one list per shard)  none (the cluster places them)
 //	pipelines[i].key_token                subject token index (0-based) first '*' token; none → one key "_"
 //	pipelines[i].learner.kind             ikpca|kha|window|batch     ikpca
 //	pipelines[i].learner.dim              input dimension d          required
@@ -125,7 +127,7 @@
 //	pipelines[i].learner.dictionary       kha: first | kmeans        first
 //	pipelines[i].learner.refresh          observations               ikpca 2(k+max(k,8)), window max(2k, W/40), kha max(1, k/2)
 //	pipelines[i].learner.seed             uint64                     0
-//	pipelines[i].output.subject           template ({pipeline},{key}) kpca.out.{pipeline}.{key}
+//	pipelines[i].output.subject           template ({pipeline},{key},{shard}: a stream per shard) kpca.out.{pipeline}.{key}
 //	pipelines[i].output.encoding          json | msgpack | ""        "" (the input's)
 //	pipelines[i].output.stream            stream name                ""
 //	pipelines[i].output.create_stream     bool                       false
@@ -135,7 +137,7 @@
 //	pipelines[i].output.duplicates        dedupe window, ≥ 100ms     2m
 //	pipelines[i].output.window            unacknowledged outputs a partition, 1..65536  256
 //	pipelines[i].output.key_in_flight     outputs of a key in flight, 1..window (> 1: ordered fast-batch lane where the stream allows batches)  128 (at most window)
-//	pipelines[i].dead_letter              template ({pipeline},{key}) kpca.dlq.{pipeline}
+//	pipelines[i].dead_letter              template ({pipeline},{key},{shard}) kpca.dlq.{pipeline}
 //	pipelines[i].dead_letters.stream      stream name ({pipeline})   KPCA_DLQ_{pipeline}
 //	pipelines[i].dead_letters.create_stream  bool (unless a stream captures the subjects)  true
 //	pipelines[i].dead_letters.replicas    created stream, 1..5       1

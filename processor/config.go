@@ -119,8 +119,10 @@ type PipelineConfig struct {
 	Learner learners.Config `yaml:"learner"`
 	// Output is where projections go.
 	Output OutputConfig `yaml:"output"`
-	// DeadLetter is the subject template of rejected inputs ({pipeline} and
-	// {key} are replaced). Default "kpca.dlq.{pipeline}".
+	// DeadLetter is the subject template of rejected inputs ({pipeline},
+	// {key} and {shard}, the input shard of the key, are replaced; with
+	// {shard} and several shards, each shard's dead letters get a stream
+	// of their own). Default "kpca.dlq.{pipeline}".
 	DeadLetter string `yaml:"dead_letter"`
 	// DeadLetters is the stream that stores the dead letters.
 	DeadLetters DeadLetterConfig `yaml:"dead_letters"`
@@ -288,12 +290,27 @@ type InputConfig struct {
 	NakDelay time.Duration `yaml:"nak_delay"`
 	// QueueGroup is the queue group of a core NATS input (optional).
 	QueueGroup string `yaml:"queue_group"`
+	// Shards spreads the partitions over this many streams (shards.go):
+	// partition p is stored in shard p mod Shards. 1 (the default): the
+	// one stream Stream, partitioned by its subject transform, exactly as
+	// before. More than 1: the streams <Stream>-0 … <Stream>-<Shards-1>,
+	// each capturing the subjects <Subject>.<p> of its partitions; the
+	// servers partition the input subject with an account subject mapping
+	// (the same {{partition(N,k)}} transform). At most Partitions; fixed
+	// once the pipeline ran (a change is refused: README, Sharding).
+	Shards int `yaml:"shards"`
+	// ShardTags are the placement tags of each created stream, one list
+	// per shard (Shards lists; empty: the cluster places them).
+	ShardTags [][]string `yaml:"shard_tags"`
 }
 
 // OutputConfig is a pipeline's output.
 type OutputConfig struct {
-	// Subject is the output subject template; {pipeline} and {key} are
-	// replaced. Default "kpca.out.{pipeline}.{key}".
+	// Subject is the output subject template; {pipeline}, {key} and
+	// {shard} (the input shard of the key's partition, input.shards) are
+	// replaced. With {shard} and several shards, create_stream creates
+	// one stream per shard (<stream>-<shard>), so the outputs follow the
+	// input's shards. Default "kpca.out.{pipeline}.{key}".
 	Subject string `yaml:"subject"`
 	// Encoding is "json", "msgpack", or empty for the input's encoding.
 	Encoding string `yaml:"encoding"`
@@ -373,9 +390,9 @@ type DeadLetterConfig struct {
 }
 
 // DeadLetterSubjects returns the subject filter of p's dead letters: its
-// DeadLetter template for every key ({key} as '*').
+// DeadLetter template for every key and shard ({key} and {shard} as '*').
 func (p PipelineConfig) DeadLetterSubjects() string {
-	return expand(p.DeadLetter, p.Name, "*")
+	return strings.ReplaceAll(expand(p.DeadLetter, p.Name, "*"), shardToken, "*")
 }
 
 // StreamName returns the dead-letter stream's name for pipeline.
@@ -522,6 +539,9 @@ func (p PipelineConfig) WithDefaults() PipelineConfig {
 	}
 	if p.Partitions == 0 {
 		p.Partitions = 1
+	}
+	if p.Input.Shards == 0 {
+		p.Input.Shards = 1
 	}
 	return p
 }

@@ -112,6 +112,7 @@ func (p PipelineConfig) validate() []error {
 		bad("max_batch", "must be ≥ 1, got %d", p.MaxBatch)
 	}
 	p.validatePartitions(bad)
+	p.validateShards(bad)
 	if p.Classifier != nil {
 		errs = append(errs, fielderr.Prefix(scope, "classifier", p.Classifier.withDefaults().validate(p.Learner)...)...)
 	}
@@ -269,7 +270,7 @@ func validSubject(s string, wild bool) bool {
 // validTemplate reports whether a subject template expands to a valid
 // literal subject.
 func validTemplate(t string) bool {
-	return validSubject(expand(t, "p", "k"), false)
+	return validSubject(expandShard(t, "p", "k", 0), false)
 }
 
 // validateMonitor reports the problems of p's monitor and preprocess

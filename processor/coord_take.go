@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -219,10 +220,13 @@ func (p *Processor) legacyCheckpoint(ctx context.Context, pc PipelineConfig) (ui
 }
 
 // layoutOf is the fingerprint of pc's partition layout (ownership.Layout).
+// With several shards the stream is the list of the shard streams, so
+// members that spread the partitions over other streams never share them;
+// with one, the fingerprint is the one of versions before shards.
 func layoutOf(pc PipelineConfig) string {
 	kt := 0
 	if pc.KeyToken != nil {
 		kt = *pc.KeyToken
 	}
-	return ownership.Layout(pc.Input.Stream, pc.Input.Subject, kt, pc.Partitions)
+	return ownership.Layout(strings.Join(pc.InputStreams(), ","), pc.Input.Subject, kt, pc.Partitions)
 }

@@ -27,7 +27,7 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	_, reason := classify(err)
 	pc := m.pipe.cfg
 	w.dlLog.add(w.log, time.Now(), m.key, m.subject, m.seq, reason, err) // w.log names the pipeline
-	dl := nats.NewMsg(expand(pc.DeadLetter, pc.Name, m.key))
+	dl := nats.NewMsg(expandShard(pc.DeadLetter, pc.Name, m.key, w.shard))
 	dl.Data = m.data
 	for k, v := range m.header {
 		if k != jetstream.MsgIDHeader {
@@ -42,7 +42,7 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	dl.Header.Set(HeaderPipeline, pc.Name)
 	dl.Header.Set(HeaderKey, m.key)
 	if w.dl.JetStream && m.js != nil {
-		dl.Header.Set(jetstream.MsgIDHeader, "dlq/"+pc.Name+"/"+strconv.FormatUint(m.seq, 10))
+		dl.Header.Set(jetstream.MsgIDHeader, pc.deadLetterID(w.shard, m.seq))
 	}
 	// With JetStream: attempts of publishAttempt, retried while the
 	// failure is transient (deduplicated by the id), until the stream

@@ -29,6 +29,8 @@ type partFence interface {
 type deps struct {
 	pipe    *pipeline
 	num     int    // partition number
+	shard   int    // the shard of the partition (input.shards)
+	lane    bool   // the shard's outputs go through ordered lanes
 	epoch   uint64 // the partition's epoch (0: core NATS input)
 	log     *zap.Logger
 	closing <-chan struct{} // closed when the partition closes its workers' inputs
@@ -72,10 +74,15 @@ func (pt *partition) workerDeps(n int, mem workerMemory) deps {
 	if p.wrapLane != nil {
 		lp = p.wrapLane(lp)
 	}
-	return deps{pipe: pt.pipe, num: pt.num, epoch: pt.epoch, log: pt.log, closing: pt.closing,
+	shard := pt.pipe.cfg.shardOf(pt.num)
+	var io shardIO
+	if shard < len(pt.pipe.io) {
+		io = pt.pipe.io[shard]
+	}
+	return deps{pipe: pt.pipe, num: pt.num, shard: shard, lane: io.lane, epoch: pt.epoch, log: pt.log, closing: pt.closing,
 		fence: pt.fence, owned: pt.fence != nil, track: pt.track, stillOwned: pt.stillOwned,
-		out:     publish.Out{Core: p.conn, Async: p.pubJS, JetStream: pt.pipe.outJS, Attempt: p.publishAttempt()},
-		dl:      publish.Out{Core: p.conn, Sync: p.js, JetStream: pt.pipe.dlJS, Attempt: p.publishAttempt()},
+		out:     publish.Out{Core: p.conn, Async: p.pubJS, JetStream: io.outJS, Attempt: p.publishAttempt()},
+		dl:      publish.Out{Core: p.conn, Sync: p.js, JetStream: io.dlJS, Attempt: p.publishAttempt()},
 		lanePub: lp, laneSub: p.conn, store: p.keys,
 		met: p.met, watch: &p.watch, onApply: p.onApply, workers: n, mem: mem, localDir: p.cfg.LocalDir, queueSize: p.cfg.QueueSize,
 		snapshotTimeout: p.cfg.SnapshotTimeout, shutdownTimeout: p.cfg.ShutdownTimeout, publishAttempt: p.publishAttempt()}

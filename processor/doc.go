@@ -61,7 +61,10 @@
 // subject. The partition key is one token of the subject (key_token, by
 // default the first '*' of the filter). A JetStream input is split into
 // Partitions partitions by the stream's subject transform (see Fenced
-// ownership); each partition run here has its own consumer, replay
+// ownership), over input.shards streams when there are several (shards.go:
+// partition p in stream <stream>-<p mod shards>, partitioned by the
+// servers' subject mapping; shards_layout.go refuses a change of them);
+// each partition run here has its own consumer, replay
 // tracker and ⌈workers/partitions⌉ worker goroutines, and each key of the
 // partition is owned by worker (FNV-1a(key)/partitions) mod workers; the
 // consume callback only hands the message to that worker over a bounded

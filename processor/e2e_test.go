@@ -73,6 +73,11 @@ func TestEndToEnd(t *testing.T) {
 					}
 				}
 			}
+			// Out counts acknowledged outputs: the subscriber above sees an
+			// output before its PubAck (or its lane's answer) reaches the
+			// worker, so wait for the count (it failed 1 in 20 under load
+			// when read at once).
+			waitFor(t, 10*time.Second, "outputs acknowledged", func() bool { return r.stats(pc.Name).Out >= int64(2*want) })
 			if s := r.stats(pc.Name); s.In != 2*n || s.Out != int64(2*want) || s.Warming != 2*(pcaWarm-1) || s.Learners != 2 {
 				t.Errorf("stats: got %+v", s)
 			}

@@ -237,15 +237,15 @@ func (e *env) drained(t *testing.T, pc PipelineConfig) bool {
 	pc = pc.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := e.js.Stream(ctx, pc.Input.Stream)
-	if err != nil {
-		t.Fatalf("stream: %v", err)
-	}
 	kv, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
 	if err != nil {
 		return false
 	}
 	for n := range pc.Partitions {
+		s, err := e.js.Stream(ctx, pc.inputStream(n))
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
 		en, err := kv.Get(ctx, recordKey(pc, n))
 		if err != nil {
 			return false

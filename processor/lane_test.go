@@ -252,7 +252,7 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 		// Deliveries lost with a connection come back after ack_wait.
 		pc.Input.AckWait = time.Second
 		r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2, SnapshotTimeout: 2500 * time.Millisecond, LeaseTTL: 2 * time.Second})
-		lanes += b2i(r.p.pipes[0].lane)
+		lanes += b2i(r.p.pipes[0].io[0].lane)
 		rng := rand.New(rand.NewPCG(11, 12))
 		xs := vectors(13, n)
 		for i := range n {
@@ -394,10 +394,10 @@ func TestLaneFallback(t *testing.T) {
 		}
 	}()
 	pf, pm := r.p.pipes[0], r.p.pipes[1]
-	if pf.lane || !pm.lane {
-		t.Fatalf("lanes: %v for the stream without allow_batched, %v for the created one; want false, true", pf.lane, pm.lane)
+	if pf.io[0].lane || !pm.io[0].lane {
+		t.Fatalf("lanes: %v for the stream without allow_batched, %v for the created one; want false, true", pf.io[0].lane, pm.io[0].lane)
 	}
-	why, err := r.p.laneRefusal(ctx, pf)
+	why, err := r.p.laneRefusal(ctx, pf.io[0])
 	if err != nil || !strings.Contains(why, "allow_batched") {
 		t.Errorf("why: %q, %v; want it to name allow_batched", why, err)
 	}
@@ -437,8 +437,8 @@ func TestLaneByDefault(t *testing.T) {
 		}
 	}()
 	po, pm := r.p.pipes[0], r.p.pipes[1]
-	if po.lane || !pm.lane {
-		t.Fatalf("lanes: %v for the older stream, %v for the created one; want false, true", po.lane, pm.lane)
+	if po.io[0].lane || !pm.io[0].lane {
+		t.Fatalf("lanes: %v for the older stream, %v for the created one; want false, true", po.io[0].lane, pm.io[0].lane)
 	}
 	if got := pm.cfg.Output.KeyInFlight; got != DefaultKeyInFlight {
 		t.Errorf("key_in_flight %d, want the default %d", got, DefaultKeyInFlight)

@@ -29,7 +29,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 	defer cancel()
 	var stream jetstream.Stream
 	if err := p.retry(sctx, "look up input stream", func(ctx context.Context) (err error) {
-		stream, err = p.js.Stream(ctx, pc.Input.Stream)
+		stream, err = p.js.Stream(ctx, pc.inputStream(pt.num))
 		return err
 	}); err != nil {
 		return fmt.Errorf("processor: pipeline %s: stream: %w", pc.Name, err)

@@ -175,7 +175,7 @@ func (pt *partition) release() {
 func (pt *partition) deleteConsumer() {
 	ctx, cancel := context.WithTimeout(context.Background(), min(pt.p.cfg.ShutdownTimeout, 2*time.Second))
 	defer cancel()
-	err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.Input.Stream, consumerName(pt.pipe.cfg, pt.num, pt.epoch))
+	err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.inputStream(pt.num), consumerName(pt.pipe.cfg, pt.num, pt.epoch))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		pt.log.Debug("delete consumer", zap.Error(err))
 	}

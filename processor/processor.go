@@ -92,13 +92,9 @@ type pipeline struct {
 	cls    *stage         // the classifier stage, nil without one
 	spec   *keymodel.Spec // how the models of its keys are built
 	kb     int            // memory of one live key (keyBytes, memory.go)
-	outJS  bool
-	// outStream is the stream that captures the outputs ("" without one).
-	outStream string
-	// lane: outputs go through each worker's ordered lane with
-	// output.key_in_flight of a key in flight (lane.go); false: one.
-	lane bool
-	dlJS bool // some stream captures the dead letters: publish them with JetStream
+	// io is where the outputs and dead letters of each shard's
+	// partitions go (input.shards entries; one for a core NATS input).
+	io []shardIO
 	// parts are the partitions this instance runs, by number (nil: not
 	// here). A core NATS input has one, always here.
 	parts []atomic.Pointer[partition]
@@ -106,6 +102,18 @@ type pipeline struct {
 	coreSeq atomic.Uint64
 	stats   pipelineStats
 	met     pipeMetrics // children of the per-message collectors
+}
+
+// shardIO is where the outputs and dead letters of one shard's
+// partitions go.
+type shardIO struct {
+	outJS bool
+	// outStream is the stream that captures the outputs ("" without one).
+	outStream string
+	// lane: outputs go through each worker's ordered lane with
+	// output.key_in_flight of a key in flight (lane.go); false: one.
+	lane bool
+	dlJS bool // some stream captures the dead letters: publish them with JetStream
 }
 
 // pendingSum is the consumers' pending count summed over the partitions
@@ -223,6 +231,7 @@ func New(cfg Config, deps Deps) (*Processor, error) {
 		pl.kb = pl.keyBytes()
 		pm.memoryBudget.Set(float64(pc.MemoryBudget))
 		pl.parts = make([]atomic.Pointer[partition], pc.Partitions)
+		pl.io = make([]shardIO, max(1, pc.Input.Shards))
 		p.pipes = append(p.pipes, pl)
 	}
 	p.srv = ops.New(ops.Config{Service: cfg.ServiceName, Version: Version, Timeout: cfg.SnapshotTimeout, Conn: p.conn, JS: p.js,

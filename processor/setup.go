@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,20 +59,43 @@ func (p *Processor) setup(ctx context.Context) error {
 			p.coord = newCoordinator(p, kv)
 		}
 		if pc.Input.Stream != "" {
-			sc := jetstream.StreamConfig{Name: pc.Input.Stream, Subjects: []string{pc.Input.Subject},
-				Replicas: pc.Input.Replicas, MaxAge: pc.Input.MaxAge, MaxBytes: limitBytes(pc.Input.MaxBytes),
-				SubjectTransform: partitionTransform(pc)}
-			if err := p.retry(ctx, "check input stream", func(ctx context.Context) error { return p.ensureInputStream(ctx, pc, sc) }); err != nil {
-				return fmt.Errorf("processor: pipeline %s: input stream: %w", pc.Name, err)
+			if err := p.setupInput(ctx, pl); err != nil {
+				return err
 			}
 		}
-		wild := expand(pc.Output.Subject, pc.Name, "*")
+		if err := p.setupOutputs(ctx, pl); err != nil {
+			return err
+		}
+		if err := p.setupDeadLetters(ctx, pl); err != nil {
+			return err
+		}
+		io := pl.io[0]
+		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
+			zap.String("stream", pc.Input.Stream), zap.Int("partitions", pc.Partitions), zap.Int("shards", pc.Input.Shards), zap.String("output", pc.Output.Subject),
+			zap.Bool("output_jetstream", io.outJS), zap.Bool("output_lane", io.lane), zap.Bool("dead_letters_jetstream", io.dlJS))
+	}
+	return nil
+}
+
+// setupOutputs creates the output streams (output.create_stream), finds
+// the stream that captures each shard's outputs and whether they can go
+// through a lane: one stream for every shard, or one per shard when the
+// output subject has a {shard} token.
+func (p *Processor) setupOutputs(ctx context.Context, pl *pipeline) error {
+	pc := pl.cfg
+	n := pc.outputShards(pc.Output.Subject)
+	for s := range n {
+		io := &pl.io[s]
+		wild := expandShard(pc.Output.Subject, pc.Name, "*", s)
 		if pc.Output.CreateStream {
-			sc := jetstream.StreamConfig{Name: pc.Output.Stream, Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
+			sc := jetstream.StreamConfig{Name: pc.outputStreamName(s), Subjects: []string{wild}, Duplicates: pc.Output.Duplicates,
 				Replicas: pc.Output.Replicas, MaxAge: pc.Output.MaxAge, MaxBytes: limitBytes(pc.Output.MaxBytes),
 				AllowBatchPublish: pc.Output.KeyInFlight > 1}
+			if len(pc.Input.ShardTags) > s && n > 1 && len(pc.Input.ShardTags[s]) > 0 {
+				sc.Placement = &jetstream.Placement{Tags: pc.Input.ShardTags[s]}
+			}
 			if err := p.retry(ctx, "create output stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
-				return fmt.Errorf("processor: pipeline %s: output stream: %w", pc.Name, err)
+				return fmt.Errorf("processor: pipeline %s: output stream %s: %w", pc.Name, sc.Name, err)
 			}
 		}
 		if validSubject(wild, true) {
@@ -79,16 +103,16 @@ func (p *Processor) setup(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("processor: pipeline %s: find the stream of output subject %s: %w", pc.Name, wild, err)
 			}
-			pl.outJS, pl.outStream = name != "", name
+			io.outJS, io.outStream = name != "", name
 		}
 		if pc.Output.KeyInFlight > 1 {
-			why, err := p.laneRefusal(ctx, pl)
+			why, err := p.laneRefusal(ctx, *io)
 			if err != nil {
-				return fmt.Errorf("processor: pipeline %s: output stream %s: %w", pc.Name, pl.outStream, err)
+				return fmt.Errorf("processor: pipeline %s: output stream %s: %w", pc.Name, io.outStream, err)
 			}
-			pl.lane = why == ""
+			io.lane = why == ""
 			switch {
-			case pl.lane:
+			case io.lane:
 			case pc.Output.keyInFlightDefault:
 				p.log.Info("outputs without a lane: one output in flight per key (output.key_in_flight: 1 says so and silences this line)",
 					zap.String("pipeline", pc.Name), zap.String("why", why))
@@ -97,12 +121,10 @@ func (p *Processor) setup(ctx context.Context) error {
 					zap.String("pipeline", pc.Name), zap.Int("key_in_flight", pc.Output.KeyInFlight), zap.String("why", why))
 			}
 		}
-		if err := p.setupDeadLetters(ctx, pl); err != nil {
-			return err
-		}
-		p.log.Info("pipeline", zap.String("pipeline", pc.Name), zap.String("input", pc.Input.Subject),
-			zap.String("stream", pc.Input.Stream), zap.Int("partitions", pc.Partitions), zap.String("output", pc.Output.Subject),
-			zap.Bool("output_jetstream", pl.outJS), zap.Bool("output_lane", pl.lane), zap.Bool("dead_letters_jetstream", pl.dlJS))
+	}
+	for s := n; s < len(pl.io); s++ {
+		o := pl.io[0]
+		pl.io[s].outJS, pl.io[s].outStream, pl.io[s].lane = o.outJS, o.outStream, o.lane
 	}
 	return nil
 }
@@ -126,7 +148,7 @@ func (p *Processor) capturingStream(ctx context.Context, what, wild string) (str
 // publishes, and not discard new messages at a limit (a store that refuses
 // one message of a batch and takes the next breaks the prefix a lane
 // relies on).
-func (p *Processor) laneRefusal(ctx context.Context, pl *pipeline) (string, error) {
+func (p *Processor) laneRefusal(ctx context.Context, pl shardIO) (string, error) {
 	if !pl.outJS {
 		return "no JetStream stream captures the output subjects (core NATS outputs)", nil
 	}
@@ -152,34 +174,42 @@ func (p *Processor) laneRefusal(ctx context.Context, pl *pipeline) (string, erro
 }
 
 // setupDeadLetters finds the stream that captures pl's dead letters, or
-// creates one (dead_letters.create_stream, the default) when none does.
+// creates one (dead_letters.create_stream, the default) when none does:
+// one for every shard, or one per shard when the dead-letter subject has
+// a {shard} token.
 func (p *Processor) setupDeadLetters(ctx context.Context, pl *pipeline) error {
 	pc := pl.cfg
-	wild := pc.DeadLetterSubjects()
-	if !validSubject(wild, true) {
-		return nil
-	}
-	find := func() (string, error) { return p.capturingStream(ctx, "find dead-letter stream", wild) }
-	name, err := find()
-	if err != nil {
-		return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
-	}
-	if name == "" && pc.DeadLetters.CreateStream != nil && *pc.DeadLetters.CreateStream {
-		sc := jetstream.StreamConfig{Name: pc.DeadLetters.StreamName(pc.Name), Subjects: []string{wild},
-			Description: "kpcastream dead letters of pipeline " + pc.Name,
-			Replicas:    pc.DeadLetters.Replicas, MaxAge: max(pc.DeadLetters.MaxAge, 0), MaxBytes: limitBytes(max(pc.DeadLetters.MaxBytes, 0)),
-			Discard: jetstream.DiscardOld}
-		if err := p.retry(ctx, "create dead-letter stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
-			return fmt.Errorf("processor: pipeline %s: dead-letter stream %s on %s: %w (set dead_letters.create_stream: false, or create a stream that captures %s)",
-				pc.Name, sc.Name, wild, err, wild)
+	n := pc.outputShards(pc.DeadLetter)
+	for s := range n {
+		wild := expandShard(pc.DeadLetter, pc.Name, "*", s)
+		if !validSubject(wild, true) {
+			continue
 		}
-		if name, err = find(); err != nil {
+		find := func() (string, error) { return p.capturingStream(ctx, "find dead-letter stream", wild) }
+		name, err := find()
+		if err != nil {
 			return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
 		}
+		if name == "" && pc.DeadLetters.CreateStream != nil && *pc.DeadLetters.CreateStream {
+			sc := jetstream.StreamConfig{Name: pc.deadLetterStreamName(s), Subjects: []string{wild},
+				Description: "kpcastream dead letters of pipeline " + pc.Name,
+				Replicas:    pc.DeadLetters.Replicas, MaxAge: max(pc.DeadLetters.MaxAge, 0), MaxBytes: limitBytes(max(pc.DeadLetters.MaxBytes, 0)),
+				Discard: jetstream.DiscardOld}
+			if err := p.retry(ctx, "create dead-letter stream", func(ctx context.Context) error { return ensureStream(ctx, p.js, sc) }); err != nil {
+				return fmt.Errorf("processor: pipeline %s: dead-letter stream %s on %s: %w (set dead_letters.create_stream: false, or create a stream that captures %s)",
+					pc.Name, sc.Name, wild, err, wild)
+			}
+			if name, err = find(); err != nil {
+				return fmt.Errorf("processor: pipeline %s: find the stream of dead-letter subject %s: %w", pc.Name, wild, err)
+			}
+		}
+		pl.io[s].dlJS = name != ""
+		if name == "" {
+			p.log.Warn("dead letters are not stored: no stream captures them", zap.String("pipeline", pc.Name), zap.String("subject", wild))
+		}
 	}
-	pl.dlJS = name != ""
-	if !pl.dlJS {
-		p.log.Warn("dead letters are not stored: no stream captures them", zap.String("pipeline", pc.Name), zap.String("subject", wild))
+	for s := n; s < len(pl.io); s++ {
+		pl.io[s].dlJS = pl.io[0].dlJS
 	}
 	return nil
 }
@@ -221,6 +251,9 @@ func (p *Processor) ensureInputStream(ctx context.Context, pc PipelineConfig, sc
 	if err != nil {
 		return err
 	}
+	if pc.Input.Shards > 1 {
+		return checkShardStream(st.CachedInfo().Config, sc)
+	}
 	got := st.CachedInfo().Config.SubjectTransform
 	want := sc.SubjectTransform
 	switch {
@@ -234,6 +267,25 @@ func (p *Processor) ensureInputStream(ctx context.Context, pc PipelineConfig, sc
 		}
 		return fmt.Errorf("stream %s has %s; partitions: %d needs %s → %s (partitions are fixed when the stream is created: create a new stream with create_stream, see README, Scaling out)",
 			sc.Name, have, pc.Partitions, want.Source, want.Destination)
+	}
+	return nil
+}
+
+// checkShardStream checks that an existing shard stream captures exactly
+// the subjects of its partitions (want.Subjects), without a transform of
+// them: the servers' subject mapping has partitioned them already.
+func checkShardStream(got, want jetstream.StreamConfig) error {
+	have := slices.Clone(got.Subjects)
+	need := slices.Clone(want.Subjects)
+	slices.Sort(have)
+	slices.Sort(need)
+	if !slices.Equal(have, need) {
+		return fmt.Errorf("stream %s captures %v; its shard needs exactly %v (the subjects of its partitions; a stream of another layout? see README, Sharding)",
+			want.Name, got.Subjects, want.Subjects)
+	}
+	if t := got.SubjectTransform; t != nil && t.Source != "" {
+		return fmt.Errorf("stream %s transforms %s to %s; a shard stream stores its subjects as they come (the servers' subject mapping partitions them)",
+			want.Name, t.Source, t.Destination)
 	}
 	return nil
 }

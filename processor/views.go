@@ -98,10 +98,13 @@ func (p *Processor) Pipelines() []PipelineInfo {
 	for i, pl := range p.pipes {
 		c := pl.cfg
 		out[i] = PipelineInfo{Name: c.Name, Stream: c.Input.Stream, Subject: c.Input.Subject, Consumer: c.Input.Durable,
-			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.outJS, DeadLetter: c.DeadLetter,
+			Partitions: c.Partitions, KeyToken: *c.KeyToken, Output: c.Output.Subject, OutputJS: pl.io[0].outJS, DeadLetter: c.DeadLetter,
 			Learner: c.Learner.Learner, Dim: c.Learner.Dim, Components: c.Learner.Components, Budget: c.Learner.Budget,
 			Kernel: c.Learner.Kernel.Name, MaxKeys: c.MaxKeys, MemoryBudget: c.MemoryBudget, KeyBytes: pl.kb,
 			LiveMax: p.liveMax(pl)}
+		if c.Input.Shards > 1 {
+			out[i].Streams = c.InputStreams()
+		}
 		if c.Input.Stream != "" && p.coord != nil {
 			for n := range c.Partitions {
 				o, _ := p.coord.owner(c, n)
@@ -229,7 +232,7 @@ func (b views) OutputSubject(pipeline, key string) string {
 	if err != nil {
 		return ""
 	}
-	return expand(pl.cfg.Output.Subject, pl.cfg.Name, key)
+	return expandShard(pl.cfg.Output.Subject, pl.cfg.Name, key, pl.cfg.shardOfKey(key))
 }
 
 func (b views) Keys(ctx context.Context, pipeline string) ([]KeyInfo, error) {
@@ -242,7 +245,8 @@ func (b views) Pipeline(name string) (ops.Pipeline, error) {
 		return ops.Pipeline{}, err
 	}
 	c := pl.cfg
-	return ops.Pipeline{Name: c.Name, Partitions: c.Partitions, MaxKeys: c.MaxKeys, Learner: c.Learner, OutputStream: pl.outStream}, nil
+	return ops.Pipeline{Name: c.Name, Partitions: c.Partitions, MaxKeys: c.MaxKeys, Learner: c.Learner, OutputStream: pl.io[0].outStream,
+		OutputStreamOf: func(key string) string { return pl.io[c.shardOfKey(key)].outStream }}, nil
 }
 
 func (b views) Runs(pipeline string, n int) bool {

@@ -78,14 +78,14 @@ func workerWindow(pc PipelineConfig, n int, lane bool) int {
 
 func newWorker(d deps, id int) *worker {
 	pc := d.pipe.cfg
-	limit := workerWindow(pc, d.workers, d.pipe.lane)
+	limit := workerWindow(pc, d.workers, d.lane)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	sp := pc.Snapshot
 	keyInFlight := 1
 	var ln *lane
 	var laneIn chan *nats.Msg
-	if d.pipe.lane {
+	if d.lane {
 		keyInFlight = pc.Output.KeyInFlight
 		ln = newLane(d.lanePub, nats.NewInbox(), d.publishAttempt)
 		laneIn = make(chan *nats.Msg, 4*limit+64)

@@ -171,7 +171,7 @@ func (w *worker) watchOut(e *entry, start time.Time, took time.Duration) {
 func (w *worker) outputs(e *entry, enc codec.Encoding, tm int64) ([]*nats.Msg, error) {
 	pc := e.pipe.cfg
 	if e.subject == "" {
-		e.subject = expand(pc.Output.Subject, pc.Name, e.key)
+		e.subject = expandShard(pc.Output.Subject, pc.Name, e.key, w.shard)
 	}
 	msgs := make([]*nats.Msg, len(w.res.Outs))
 	batch := len(w.obs) > 1

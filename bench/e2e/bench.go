@@ -63,6 +63,15 @@ type benchOptions struct {
 	count      int
 	warmup     int
 	rate       float64
+	input      string // preload or concurrent (JetStream input at --rate 0)
+	shards     int    // input streams of every phase (input.shards)
+	partitions int    // the processor's partitions
+	replicas   int    // replicas of the phase's streams
+	tags       []string
+	tagList    string
+	// mapSubject, when set (the embedded server), gives the server the
+	// subject mapping of a sharded input.
+	mapSubject func(src, dst string) error
 	workers    int
 	stream     string
 	storage    string
@@ -101,6 +110,11 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.count, "count", 100000, "measured messages (after the warm-up)")
 	fs.IntVar(&o.warmup, "warmup", 0, "warm-up messages per key before the measured ones (default 2·budget)")
 	fs.Float64Var(&o.rate, "rate", 0, "publish rate of the measured messages in msgs/s; 0 preloads the JetStream input (throughput) or publishes as fast as possible (core)")
+	fs.IntVar(&o.shards, "shards", 1, "input streams of each phase (the processor's input.shards; README, Sharding): the raw relay runs one consumer per shard stream and its outputs, like the processor's, go to one output stream per shard; > 1 needs the servers' subject mapping of each phase's input (printed; the embedded server gets it)")
+	fs.IntVar(&o.partitions, "partitions", 1, "the processor's partitions (at least --shards)")
+	fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream the phases create (1..5; 3 on a 3-node cluster)")
+	fs.StringVar(&o.tagList, "placement-tags", "", "comma-separated server tags: stream s of a phase (input shard and its output stream) is placed on the servers tagged tags[s mod n]; empty: the cluster places them")
+	fs.StringVar(&o.input, "input", "preload", "at --rate 0, how a JetStream input arrives: preload (every message stored before the relay or processor starts) or concurrent (published as fast as possible after the warm-up while the relay or processor consumes: the deployed shape, where the stream leader serves publishes and consumers at once)")
 	fs.IntVar(&o.workers, "workers", 0, "worker goroutines of both pipelines (default GOMAXPROCS)")
 	fs.StringVar(&o.stream, "stream", "ellipse", "synthetic data: ellipse (stationary: noisy ellipse in the first two coordinates) or gaussian (isotropic, every vector novel)")
 	fs.StringVar(&o.storage, "storage", "file", "JetStream storage of the input stream: file or memory")
@@ -161,6 +175,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			s.WaitForShutdown()
 		}()
 		url, where, o.embedded = u, "embedded server (same process)", true
+		o.mapSubject = func(src, dst string) error { return s.GlobalAccount().AddMapping(src, dst) }
 	}
 	transport := "jetstream (" + o.storage + " storage)"
 	if o.core {
@@ -173,11 +188,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		transport += "core nats out"
 	}
 	rate := "max"
+	if o.rate == 0 && !o.core {
+		rate = "max, input " + map[string]string{"preload": "preloaded", "concurrent": "arriving concurrently"}[o.input]
+	}
 	if o.rate > 0 {
 		rate = strconv.FormatFloat(o.rate, 'f', -1, 64) + " msgs/s"
 	}
 	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d key-in-flight=%d warm-up=%d/key count=%d duration=%v rate=%s stream=%s rtt=%s; GOGC=%s GOMEMLIMIT=%s\n",
 		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.keyFlight, o.warmup, o.count, o.duration, rate, o.stream, o.rttList, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
+	if o.partitions > 1 || o.shards > 1 || o.replicas > 1 || len(o.tags) > 0 {
+		fmt.Fprintf(stdout, "partitions=%d shards=%d replicas=%d placement-tags=%q (the raw relay: one consumer per shard stream)\n", o.partitions, o.shards, o.replicas, o.tagList)
+	}
+	if o.shards > 1 && o.mapSubject == nil {
+		fmt.Fprintf(stdout, "the servers must map each phase's input subject (rtt index i): \"bench.<r|a|b><i>.in.*\": \"bench.<r|a|b><i>.in.{{wildcard(1)}}.{{partition(%d,1)}}\"\n", o.partitions)
+	}
 	var results []*phaseResult
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -294,6 +318,31 @@ func (o *benchOptions) check(nargs int) error {
 	}
 	if o.pace < 0 {
 		bad("--pace must be ≥ 0")
+	}
+	if o.partitions < 1 || o.partitions > processor.MaxPartitions {
+		bad("--partitions must be in [1, %d]", processor.MaxPartitions)
+	}
+	if o.shards < 1 || o.shards > o.partitions {
+		bad("--shards must be in [1, --partitions]")
+	}
+	if o.core && (o.shards > 1 || o.partitions > 1) {
+		bad("--shards and --partitions need a JetStream input, not --core")
+	}
+	if o.replicas < 1 || o.replicas > 5 {
+		bad("--replicas must be in [1, 5]")
+	}
+	o.tags = nil
+	if o.tagList != "" {
+		o.tags = strings.Split(o.tagList, ",")
+	}
+	switch o.input {
+	case "preload":
+	case "concurrent":
+		if o.rate > 0 || o.core {
+			bad("--input concurrent is for a JetStream input at --rate 0 (a paced or core input already arrives while it is consumed)")
+		}
+	default:
+		bad("--input: want preload or concurrent, got %q", o.input)
 	}
 	if o.workers < 0 {
 		bad("--workers must be ≥ 0")
@@ -556,7 +605,7 @@ func runPhase(ctx context.Context, o benchOptions, name string, rttIndex int, rt
 		return nil, err
 	}
 	res := &phaseResult{name: ph.label, phase: name, rtt: rtt, expected: o.count}
-	preload := !o.core && o.rate == 0
+	preload := !o.core && o.rate == 0 && o.input != "concurrent"
 	if preload {
 		if err := ph.preload(ctx, res); err != nil {
 			return nil, err
@@ -683,7 +732,11 @@ func (ph *phase) connect() error {
 func (ph *phase) setup(ctx context.Context) error {
 	o := ph.o
 	ph.recv = newReceiver(o.count)
-	sub, err := ph.rc.Subscribe(ph.outSubj+".*", ph.recv.handle)
+	outs := ph.outSubj + ".*"
+	if o.shards > 1 {
+		outs = ph.outSubj + ".*.*" // <out>.<shard>.<key>
+	}
+	sub, err := ph.rc.Subscribe(outs, ph.recv.handle)
 	if err != nil {
 		return err
 	}
@@ -735,19 +788,88 @@ func (ph *phase) createStreams(ctx context.Context) error {
 		streams = append(streams, cfg.Name)
 		return nil
 	}
+	pc := ph.pipelineConfig()
 	if !o.core {
-		if err := create(jetstream.StreamConfig{Name: ph.stream, Subjects: []string{ph.inSubj}, Storage: st}); err != nil {
-			return err
+		if src, dst := pc.ShardMapping(); src != "" && o.mapSubject != nil {
+			if err := o.mapSubject(src, dst); err != nil {
+				return fmt.Errorf("subject mapping %s → %s: %w", src, dst, err)
+			}
+		}
+		for _, sc := range pc.InputStreamConfigs() {
+			sc.Storage = st
+			if err := create(sc); err != nil {
+				return err
+			}
 		}
 	}
 	if o.output == "jetstream" {
 		// As deployed: a stream captures the outputs and drops a replayed
 		// one by its Nats-Msg-Id; the processor then publishes with
-		// JetStream and waits for each PubAck.
-		return create(jetstream.StreamConfig{Name: ph.outStream, Subjects: []string{ph.outSubj + ".*"},
-			Storage: st, Duplicates: 2 * time.Minute, AllowBatchPublish: o.keyFlight > 1})
+		// JetStream and waits for each PubAck. With shards, one per shard.
+		for s, name := range ph.outStreams() {
+			sc := jetstream.StreamConfig{Name: name, Subjects: []string{ph.outSubject(s) + ".*"},
+				Storage: st, Duplicates: 2 * time.Minute, AllowBatchPublish: o.keyFlight > 1, Replicas: o.replicas}
+			if t := o.tag(s); t != "" {
+				sc.Placement = &jetstream.Placement{Tags: []string{t}}
+			}
+			if err := create(sc); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// tag returns the placement tag of stream s of a phase ("" for none).
+func (o benchOptions) tag(s int) string {
+	if len(o.tags) == 0 {
+		return ""
+	}
+	return o.tags[s%len(o.tags)]
+}
+
+// pipelineConfig is the phase's pipeline as the processor runs it (its
+// input streams, partitions and shards also shape the raw relay's).
+func (ph *phase) pipelineConfig() processor.PipelineConfig {
+	o := ph.o
+	out := ph.outSubj + ".{key}"
+	if o.shards > 1 {
+		out = ph.outSubj + ".{shard}.{key}"
+	}
+	pc := processor.PipelineConfig{
+		Name:       "bench",
+		Partitions: o.partitions,
+		Input:      processor.InputConfig{Stream: ph.stream, Subject: ph.inSubj, MaxAckPending: o.maxAck, Shards: o.shards, Replicas: o.replicas},
+		Output:     processor.OutputConfig{Subject: out, Window: o.window, KeyInFlight: o.keyFlight},
+		Snapshot:   processor.SnapshotPolicy{EveryMessages: o.snapEvery},
+	}
+	if len(o.tags) > 0 {
+		for s := range max(1, o.shards) {
+			pc.Input.ShardTags = append(pc.Input.ShardTags, []string{o.tag(s)})
+		}
+	}
+	return pc.WithDefaults()
+}
+
+// outStreams returns the phase's output streams: one per shard.
+func (ph *phase) outStreams() []string {
+	if ph.o.shards <= 1 {
+		return []string{ph.outStream}
+	}
+	var out []string
+	for s := range ph.o.shards {
+		out = append(out, ph.outStream+"-"+strconv.Itoa(s))
+	}
+	return out
+}
+
+// outSubject returns the output subject prefix of shard s: <out>, or
+// <out>.<s> with several shards.
+func (ph *phase) outSubject(s int) string {
+	if ph.o.shards <= 1 {
+		return ph.outSubj
+	}
+	return ph.outSubj + "." + strconv.Itoa(s)
 }
 
 // preload publishes the warm-up and the measured messages into the input
@@ -772,12 +894,26 @@ func (ph *phase) start(ctx context.Context) error {
 	ph.onClose(func() { _ = ph.stop() })
 	o := ph.o
 	if ph.name == "raw" {
-		r, err := startRaw(ctx, ph.nc, rawConfig{stream: ph.stream, subject: ph.outSubj, k: o.components, window: o.window,
-			maxAck: o.maxAck, pull: pullBatch(o.maxAck, o.queueSize), coreOut: o.output == "core"})
-		if err != nil {
-			return err
+		// One relay per input stream (shard), as the processor has one
+		// consumer per partition on its shard's stream.
+		var rs []*rawRelay
+		stopAll := func() error {
+			var errs []error
+			for _, r := range rs {
+				errs = append(errs, r.stop(60*time.Second))
+			}
+			return errors.Join(errs...)
 		}
-		ph.stopRun = func() error { return r.stop(60 * time.Second) }
+		for s, name := range ph.pipelineConfig().InputStreams() {
+			r, err := startRaw(ctx, ph.nc, rawConfig{stream: name, subject: ph.outSubject(s), k: o.components, window: o.window,
+				maxAck: o.maxAck, pull: pullBatch(o.maxAck, o.queueSize), coreOut: o.output == "core"})
+			if err != nil {
+				_ = stopAll()
+				return err
+			}
+			rs = append(rs, r)
+		}
+		ph.stopRun = stopAll
 		return nil
 	}
 	pctx, stopPipe := context.WithCancel(ctx)
@@ -790,7 +926,7 @@ func (ph *phase) start(ctx context.Context) error {
 		// --mode bare.
 		lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
 	}
-	p, cleanup, err := newBenchProcessor(ctx, o, ph.nc, ph.stream, ph.inSubj, ph.outSubj, lc, newLearner)
+	p, cleanup, err := newBenchProcessor(ctx, o, ph.nc, ph.pipelineConfig(), lc, newLearner)
 	if err != nil {
 		return err
 	}
@@ -917,9 +1053,13 @@ func (ph *phase) checkStored(ctx context.Context, res *phaseResult, werr error) 
 	if o.output != "jetstream" {
 		return nil
 	}
-	var err error
-	if res.stored, err = streamMsgs(ctx, ph.pjs, ph.outStream); err != nil {
-		return err
+	res.stored = 0
+	for _, name := range ph.outStreams() {
+		n, err := streamMsgs(ctx, ph.pjs, name)
+		if err != nil {
+			return err
+		}
+		res.stored += n
 	}
 	// Every output once: the raw relay and the pass learner publish one
 	// per input, ikpca none until it is ready.
@@ -1108,7 +1248,7 @@ func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) e
 // fresh for each run so that a run against a server that already saw one
 // (--nats-url) does not restore the last run's learners and skip its
 // messages. cleanup deletes them; call it after the processor stopped.
-func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, stream, in, out string, lc learners.Config,
+func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc processor.PipelineConfig, lc learners.Config,
 	newLearner func(learners.Config) (learners.Learner, error)) (p *processor.Processor, cleanup func(), err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -1146,15 +1286,10 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, strea
 		QueueSize:        o.queueSize,
 		ServiceName:      "kpcastream-bench",
 		CheckpointBucket: ckpt,
-		Pipelines: []processor.PipelineConfig{{
-			Name:         "bench",
-			Input:        processor.InputConfig{Stream: stream, Subject: in, MaxAckPending: o.maxAck},
-			Learner:      lc,
-			Output:       processor.OutputConfig{Subject: out + ".{key}", Window: o.window, KeyInFlight: o.keyFlight},
-			Snapshot:     processor.SnapshotPolicy{EveryMessages: o.snapEvery},
-			MemoryBudget: o.memBytes,
-		}},
+		Pipelines:        []processor.PipelineConfig{pc},
 	}
+	cfg.Pipelines[0].Learner = lc
+	cfg.Pipelines[0].MemoryBudget = o.memBytes
 	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner})
 	if err != nil {
 		cleanup()
@@ -1365,7 +1500,7 @@ func printResults(w io.Writer, o benchOptions, rs []*phaseResult) {
 		fmt.Fprintln(w, "stored: messages in the phase's deduplicating output stream at its end (warm-up outputs included; each output once)")
 	}
 	if o.rate == 0 && !o.core {
-		fmt.Fprintln(w, "latency: publish time to output receipt; with a preloaded input (--rate 0) it includes the time spent queued in the stream")
+		fmt.Fprintln(w, "latency: publish time to output receipt; at --rate 0 (preloaded, or published as fast as possible with --input concurrent) it includes the time spent queued in the stream")
 	}
 	var a, b *phaseResult
 	for _, r := range rs {

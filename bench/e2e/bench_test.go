@@ -36,6 +36,13 @@ func TestBench(t *testing.T) {
 		{"jetstream-rate-core-out", []string{"--rate", "2000", "--storage", "memory", "--output", "core", "--rtt", "0"},
 			[]string{"raw", "bare", "ikpca"}, false},
 		{"core", []string{"--core", "--rate", "5000", "--rtt", "0"}, []string{"bare", "ikpca"}, true},
+		// Input published as fast as possible while the relay or the
+		// processor consumes it (issue 29: the relay in the processor's shape).
+		{"concurrent", []string{"--input", "concurrent", "--rtt", "0"}, []string{"raw", "bare", "ikpca"}, true},
+		// Three shard streams (the embedded server gets the mapping): the
+		// raw relay with a consumer per shard, the processor with
+		// input.shards 3, outputs per shard; stored counts them all.
+		{"shards", []string{"--shards", "3", "--partitions", "6", "--input", "concurrent", "--rtt", "0"}, []string{"raw", "bare", "ikpca"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--count", "300", "--keys", "2", "--budget", "16", "--dim", "4",
@@ -47,6 +54,9 @@ func TestBench(t *testing.T) {
 				t.Fatalf("Run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 			}
 			out := stdout.String()
+			if want := map[string]string{"default": "rate=max, input preloaded", "concurrent": "rate=max, input arriving concurrently", "shards": "partitions=6 shards=3 replicas=1"}[tc.name]; want != "" && !strings.Contains(out, want) {
+				t.Errorf("the header does not say %q:\n%s", want, out)
+			}
 			sum := summaryRows(out)
 			var names []string
 			for _, r := range sum {
@@ -210,6 +220,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--window", "0"}, "--window"},
 		{[]string{"--max-ack-pending", "0"}, "--max-ack-pending"},
 		{[]string{"--queue-size", "-1"}, "--queue-size"},
+		{[]string{"--input", "trickle"}, "--input"},
+		{[]string{"--shards", "4", "--partitions", "3"}, "--shards"},
+		{[]string{"--shards", "2", "--core"}, "--shards"},
+		{[]string{"--replicas", "6"}, "--replicas"},
+		{[]string{"--input", "concurrent", "--rate", "1000"}, "--input concurrent"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := Run(context.Background(), tc.args, &stdout, &stderr); !errors.Is(err, ErrUsage) {

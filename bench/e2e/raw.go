@@ -116,8 +116,7 @@ func (r *rawRelay) relay(m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	subj := m.Subject()
-	key := subj[strings.LastIndexByte(subj, '.')+1:]
+	key := keyToken(m.Subject())
 	var enc codec.Encoding
 	var err error
 	r.obs, enc, err = codec.DecodeObservations(r.obs, m.Data(), m.Headers().Get(processor.HeaderContentType), codec.Limits{})
@@ -187,6 +186,18 @@ func (r *rawRelay) ackLoop() {
 			r.fail(fmt.Errorf("publish: %w", err))
 		}
 	}
+}
+
+// keyToken returns the key of a stored input subject bench.<tag>.in.<key>
+// (with a partition token after it when the phase has partitions).
+func keyToken(subj string) string {
+	for range 3 {
+		subj = subj[strings.IndexByte(subj, '.')+1:]
+	}
+	if i := strings.IndexByte(subj, '.'); i >= 0 {
+		return subj[:i]
+	}
+	return subj
 }
 
 func (r *rawRelay) fail(err error) { r.err.CompareAndSwap(nil, &err) }

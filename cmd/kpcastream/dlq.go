@@ -138,6 +138,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	var dlSubject string
+	perShard := false
 	if *stream == "" {
 		if cfg == nil {
 			if cf.pipeline == "" {
@@ -152,6 +153,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			pc := pl.WithDefaults()
 			dlSubject = pc.DeadLetterSubjects()
+			perShard = pc.Input.Shards > 1 && strings.Contains(pc.DeadLetter, "{shard}")
 			cf.pipeline = pc.Name
 		}
 	}
@@ -163,7 +165,11 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *stream == "" {
 		name, err := js.StreamNameBySubject(ctx, dlSubject)
 		if err != nil {
-			return fmt.Errorf("no stream stores the dead letters of pipeline %s (%s): %w; dead letters are stored by default since dead_letters was added, start the workers once", cf.pipeline, dlSubject, err)
+			hint := "dead letters are stored by default since dead_letters was added, start the workers once"
+			if perShard {
+				hint = "its dead-letter subject has {shard}: each shard's dead letters have a stream of their own (<dead_letters.stream>-<shard>), pass it with --stream"
+			}
+			return fmt.Errorf("no stream stores the dead letters of pipeline %s (%s): %w; %s", cf.pipeline, dlSubject, err, hint)
 		}
 		*stream = name
 	}

@@ -109,6 +109,10 @@ func summarize(cfg *config.Config) string {
 		if p.Partitions != 1 {
 			b.WriteString("s")
 		}
+		if src, dst := p.ShardMapping(); src != "" {
+			streams := p.InputStreams()
+			fmt.Fprintf(&b, " over %d shard streams %s…%s, which need the server subject mapping %q: %q", len(streams), streams[0], streams[len(streams)-1], src, dst)
+		}
 		b.WriteString(")")
 		// What memory_budget holds (issue 30): the size of a key and how
 		// many stay loaded.

@@ -186,3 +186,34 @@ func TestWidthHint(t *testing.T) {
 		}
 	}
 }
+
+// TestLintShards: lint names a sharded pipeline's streams and the server
+// mapping they need, and refuses more shards than partitions.
+func TestLintShards(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `nats: {url: "nats://127.0.0.1:4222"}
+pipelines:
+  - name: sensors
+    partitions: 8
+    input: {stream: SENSORS, subject: sensors.*.features, shards: SHARDS, create_stream: true}
+    learner: {kind: ikpca, dim: 4, components: 2, kernel: {name: rbf}}
+    output: {subject: "kpca.out.{pipeline}.{shard}.{key}", stream: KPCA_OUT, create_stream: true}
+`
+	for _, c := range []struct {
+		shards string
+		code   int
+		want   string
+	}{
+		{"3", 0, `8 partitions over 3 shard streams SENSORS-0…SENSORS-2, which need the server subject mapping "sensors.*.features": "sensors.{{wildcard(1)}}.features.{{partition(8,1)}}"`},
+		{"9", 1, "pipelines[0].input.shards: must be ≤ partitions (8)"},
+	} {
+		f := filepath.Join(dir, "s"+c.shards+".yaml")
+		if err := os.WriteFile(f, []byte(strings.Replace(cfg, "SHARDS", c.shards, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if code := runMain(context.Background(), []string{"lint", "--config", f}, &out, &errOut); code != c.code || !strings.Contains(out.String(), c.want) {
+			t.Errorf("shards %s: exit %d (want %d), output %q; want it to contain %q", c.shards, code, c.code, out.String(), c.want)
+		}
+	}
+}

@@ -97,9 +97,10 @@ func (o *tailOptions) subjectOf(pc processor.PipelineConfig) string {
 	}
 	if o.dlq && o.key != "" && !strings.Contains(pc.DeadLetter, "{key}") {
 		// One dead-letter subject for every key: filter by header.
-		return strings.NewReplacer("{pipeline}", pc.Name).Replace(tmpl)
+		return strings.NewReplacer("{pipeline}", pc.Name, "{shard}", "*").Replace(tmpl)
 	}
-	return strings.NewReplacer("{pipeline}", pc.Name, "{key}", k).Replace(tmpl)
+	// {shard} (input.shards): every shard's; a key's outputs are in one.
+	return strings.NewReplacer("{pipeline}", pc.Name, "{key}", k, "{shard}", "*").Replace(tmpl)
 }
 
 // subscribe delivers the messages of subject to msgs: from the first one

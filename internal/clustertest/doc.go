@@ -6,7 +6,11 @@
 // input stream's leader, which both workers are connected to) is shut down
 // in the middle of the stream and restarted; the test checks that every
 // message was applied exactly once. It is the proof that scaling out rests
-// on NATS itself. The package has no non-test code.
+// on NATS itself. shards_test.go runs the same schedule with the
+// partitions spread over three R3 shard streams (input.shards, the
+// servers' subject mapping; testdata/kpcastream-shards.yaml), outputs per
+// shard and ordered lanes, and also checks every output and final state
+// against an undisturbed run. The package has no non-test code.
 //
 // Its one reason to change is what the cluster test proves about scaling out
 // on NATS.

@@ -43,6 +43,9 @@ const backfillRounds = 6
 // (and a debug line) when the pipeline's outputs are not in a stream or
 // reading them fails.
 func (s *Server) backfill(ctx context.Context, pl Pipeline, key string) []kpcaview.Observation {
+	if pl.OutputStreamOf != nil {
+		pl.OutputStream = pl.OutputStreamOf(key)
+	}
 	if pl.OutputStream == "" || s.cfg.JS == nil {
 		return nil
 	}

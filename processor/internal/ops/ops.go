@@ -109,6 +109,9 @@ type Pipeline struct {
 	Learner    learners.Config
 	// OutputStream is the stream that captures the outputs ("" without one).
 	OutputStream string
+	// OutputStreamOf, when set, is the stream that captures key's outputs
+	// (one per shard of the input: processor/shards.go).
+	OutputStreamOf func(key string) string
 }
 
 // Reply is a worker's answer to a control request: the model export, or

@@ -64,21 +64,24 @@ type PartitionStats struct {
 
 // PipelineInfo is one pipeline's entry in the pipelines response.
 type PipelineInfo struct {
-	Name       string `json:"name"`
-	Stream     string `json:"stream,omitempty"`
-	Subject    string `json:"subject"`
-	Consumer   string `json:"consumer,omitempty"` // prefix of the partitions' consumers: <consumer>-p<n>-e<epoch>
-	Partitions int    `json:"partitions"`
-	KeyToken   int    `json:"key_token"`
-	Output     string `json:"output"`
-	OutputJS   bool   `json:"output_jetstream"`
-	DeadLetter string `json:"dead_letter"`
-	Learner    string `json:"learner"`
-	Dim        int    `json:"dim"`
-	Components int    `json:"components"`
-	Budget     int    `json:"budget"`
-	Kernel     string `json:"kernel"`
-	MaxKeys    int    `json:"max_keys"`
+	Name   string `json:"name"`
+	Stream string `json:"stream,omitempty"`
+	// Streams are the input's shard streams when it has several
+	// (input.shards; partition p in Streams[p mod len(Streams)]).
+	Streams    []string `json:"streams,omitempty"`
+	Subject    string   `json:"subject"`
+	Consumer   string   `json:"consumer,omitempty"` // prefix of the partitions' consumers: <consumer>-p<n>-e<epoch>
+	Partitions int      `json:"partitions"`
+	KeyToken   int      `json:"key_token"`
+	Output     string   `json:"output"`
+	OutputJS   bool     `json:"output_jetstream"`
+	DeadLetter string   `json:"dead_letter"`
+	Learner    string   `json:"learner"`
+	Dim        int      `json:"dim"`
+	Components int      `json:"components"`
+	Budget     int      `json:"budget"`
+	Kernel     string   `json:"kernel"`
+	MaxKeys    int      `json:"max_keys"`
 	// MemoryBudget is memory_budget (bytes of live learners on this
 	// instance), KeyBytes the size of one live key, LiveMax the keys
 	// that fit on an instance running every partition.
