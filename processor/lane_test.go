@@ -244,6 +244,10 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	keys := []string{"a", "b", "c", "d"}
 	const n = 600
 	lanes := 0
+	var mu sync.Mutex
+	var failed, sends int
+	answers := map[string]int{}
+	laneSent := make(chan struct{}, 1) // a lane sent an output
 	run := func(name string, keyInFlight int, disturb bool) PipelineConfig {
 		pc := pipelineConfig(name)
 		pc.Output.Window = 64
@@ -255,22 +259,32 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 		lanes += b2i(r.p.pipes[0].io[0].lane)
 		rng := rand.New(rand.NewPCG(11, 12))
 		xs := vectors(13, n)
+		subj := make([]string, n)
 		for i := range n {
-			if disturb && i > 0 && i%(n/4) == 0 {
-				disrupt()
+			subj[i] = "in." + name + "." + keys[rng.IntN(len(keys))]
+		}
+		// Each quarter is published asynchronously; the quarters after the
+		// first are disrupted while the pipeline works through them, at
+		// the first output a lane sends once the quarter is under way
+		// (published one by one with pauses, a quiet machine kept up and
+		// the disruptions hit no lane: CI, once).
+		for q := range 4 {
+			var struck chan struct{}
+			if disturb && q > 0 {
+				struck = make(chan struct{})
+				drain(laneSent)
+				go func() {
+					defer close(struck)
+					select {
+					case <-laneSent:
+					case <-time.After(10 * time.Second):
+					}
+					disrupt()
+				}()
 			}
-			k := keys[rng.IntN(len(keys))]
-			for {
-				pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-				_, err := js.Publish(pctx, "in."+name+"."+k, encodeObs(t, "json", xs[i], fmt.Sprint(i)), jetstream.WithMsgID(fmt.Sprint(name, i)))
-				cancel()
-				if err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if i%4 == 0 {
-				time.Sleep(time.Millisecond)
+			e.publishAll(t, js, name, subj, xs, q*n/4, (q+1)*n/4)
+			if struck != nil {
+				<-struck
 			}
 		}
 		waitFor(t, 60*time.Second, name+" drained", func() bool { return e.drained(t, pc) })
@@ -280,15 +294,16 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 		return pc
 	}
 	ref := run("rref", 1, false)
-	var mu sync.Mutex
-	var failed, sends int
-	answers := map[string]int{}
 	laneTrace = func(_ *lane, format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case strings.HasPrefix(format, "send"):
 			sends++
+			select {
+			case laneSent <- struct{}{}:
+			default:
+			}
 		case strings.HasPrefix(format, "answer %s") && args[len(args)-1] != nil:
 			failed++
 		case strings.HasPrefix(format, "answer from the stream"):
@@ -320,6 +335,61 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	for _, k := range keys {
 		if len(want[k]) < n/len(keys)/2 {
 			t.Errorf("key %s: %d outputs in the reference run", k, len(want[k]))
+		}
+	}
+}
+
+// publishAll publishes inputs from to to of a run asynchronously, each
+// deduplicated by its index, and returns when the stream has
+// acknowledged every one (a failed one is published again, as a
+// connection cut or a server restart may fail them).
+func (e *env) publishAll(t *testing.T, js jetstream.JetStream, name string, subj []string, xs [][]float64, from, to int) {
+	t.Helper()
+	pending := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
+		pending = append(pending, i)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("inputs %d–%d of %s: %d not acknowledged within 60 s", from, to, name, len(pending))
+		}
+		futs := make([]jetstream.PubAckFuture, len(pending))
+		for j, i := range pending {
+			f, err := js.PublishAsync(subj[i], encodeObs(t, "json", xs[i], fmt.Sprint(i)), jetstream.WithMsgID(fmt.Sprint(name, i)))
+			if err != nil {
+				f = nil
+			}
+			futs[j] = f
+		}
+		var again []int
+		for j, i := range pending {
+			if futs[j] == nil {
+				again = append(again, i)
+				continue
+			}
+			select {
+			case <-futs[j].Ok():
+			case <-futs[j].Err():
+				again = append(again, i)
+			case <-time.After(2 * time.Second):
+				again = append(again, i)
+			}
+		}
+		if len(again) > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		pending = again
+	}
+}
+
+// drain empties ch.
+func drain(ch chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
 		}
 	}
 }
