@@ -76,8 +76,9 @@ func (f *faultyPub) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (
 
 // faultyKeys injects the failures a snapshot store meets: a load or a
 // save that fails before it reaches the bucket, and a save that lands
-// but whose answer is lost (the next save of the key then conflicts,
-// which fences the partition: it is retaken and replays).
+// but whose answer is lost (the next save of the key then conflicts
+// with it; the worker sees its own epoch's save there and saves again on
+// its revision: TestOwnSaveAnswerLost).
 type faultyKeys struct {
 	keyStore
 	mu                              sync.Mutex
@@ -225,8 +226,8 @@ func windowFaults(t *testing.T, keyInFlight int) {
 	faults := &faultyPub{rng: rand.New(rand.NewPCG(1, 2))}
 	keyFaults := &faultyKeys{rng: rand.New(rand.NewPCG(3, 4))}
 	pc := run("wfault", faults, keyFaults, true)
-	// A save that conflicts during the final snapshots fences the
-	// partition: the stop leaves the replay to the next owner, from the
+	// A stop that is fenced (a lease that expired under load) writes no
+	// final snapshots and leaves the replay to the next owner, from the
 	// record's checkpoint. Run it again without faults to let it replay.
 	run("wfault", nil, nil, false)
 	t.Logf("snapshot store: %d loads failed, %d saves failed, %d saves landed with the answer lost",
@@ -349,4 +350,66 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// answerLostKeys lands the save that follows the claim of each key (its
+// second save) and answers it with a timeout, as when the connection
+// drops after the request went out.
+type answerLostKeys struct {
+	keyStore
+	mu    sync.Mutex
+	saves map[string]int
+	lost  atomic.Int64
+}
+
+func (a *answerLostKeys) Save(ctx context.Context, key string, s *codec.Snapshot, rev uint64) (uint64, error) {
+	a.mu.Lock()
+	a.saves[key]++
+	n := a.saves[key]
+	a.mu.Unlock()
+	if n != 2 {
+		return a.keyStore.Save(ctx, key, s, rev)
+	}
+	if _, err := a.keyStore.Save(ctx, key, s, rev); err != nil {
+		return 0, err
+	}
+	a.lost.Add(1)
+	return 0, context.DeadlineExceeded
+}
+
+// TestOwnSaveAnswerLost (issue 28): a snapshot save that lands with its
+// answer lost fails; the key's next save, of a newer state on the
+// revision before it, conflicts with that landed save — the worker's own,
+// of its epoch. It must save again on the stored revision, not take the
+// conflict for a newer owner: TestLaneConnectionLoss saw the partition
+// fenced by its own save during the graceful stop, which then wrote no
+// final snapshots (a key's KV state 111 messages behind). Here the
+// partition must keep its epoch to the end and the final snapshots hold
+// every message.
+func TestOwnSaveAnswerLost(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("alost")
+	pc.Snapshot = SnapshotPolicy{EveryMessages: 5, Every: -1}
+	st := &answerLostKeys{saves: map[string]int{}}
+	e.wrapKeys = func(k keyStore) keyStore { st.keyStore = k; return st }
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+	e.wrapKeys = nil
+	keys := []string{"k0", "k1", "k2"}
+	const per = 30
+	for i, x := range vectors(6, per*len(keys)) {
+		e.publish(t, "in.alost."+keys[i%len(keys)], encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 10*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.lost.Load(); n != int64(len(keys)) {
+		t.Fatalf("%d saves landed with the answer lost, want %d", n, len(keys))
+	}
+	for _, k := range keys {
+		snap := e.loadSnap(t, pc.Name, k)
+		if snap.Epoch != 1 || snap.State.Seen != per {
+			t.Errorf("key %s: snapshot of epoch %d, seen %d; want epoch 1 (never fenced), seen %d", k, snap.Epoch, snap.State.Seen, per)
+		}
+	}
 }
