@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -13,8 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 // faultyPub injects the failures an output publish meets: refused before
@@ -383,14 +388,16 @@ func (a *answerLostKeys) Save(ctx context.Context, key string, s *codec.Snapshot
 // of its epoch. It must save again on the stored revision, not take the
 // conflict for a newer owner: TestLaneConnectionLoss saw the partition
 // fenced by its own save during the graceful stop, which then wrote no
-// final snapshots (a key's KV state 111 messages behind). Here the
-// partition must keep its epoch to the end and the final snapshots hold
-// every message.
+// final snapshots (a key's KV state 111 messages behind). Here no save
+// may conflict, and the final snapshots must hold every message (TestSnapshotterConflicts
+// checks the snapshotter's rule itself).
 func TestOwnSaveAnswerLost(t *testing.T) {
 	e := newEnv(t)
 	pc := pipelineConfig("alost")
 	pc.Snapshot = SnapshotPolicy{EveryMessages: 5, Every: -1}
 	st := &answerLostKeys{saves: map[string]int{}}
+	core, logs := observer.New(zap.ErrorLevel)
+	e.observe = core
 	e.wrapKeys = func(k keyStore) keyStore { st.keyStore = k; return st }
 	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
 	e.wrapKeys = nil
@@ -406,10 +413,79 @@ func TestOwnSaveAnswerLost(t *testing.T) {
 	if n := st.lost.Load(); n != int64(len(keys)) {
 		t.Fatalf("%d saves landed with the answer lost, want %d", n, len(keys))
 	}
+	if c := logs.FilterMessageSnippet("snapshot conflict"); c.Len() > 0 {
+		t.Errorf("%d snapshot conflicts, want none: %v", c.Len(), c.All()[0].ContextMap())
+	}
 	for _, k := range keys {
 		snap := e.loadSnap(t, pc.Name, k)
-		if snap.Epoch != 1 || snap.State.Seen != per {
-			t.Errorf("key %s: snapshot of epoch %d, seen %d; want epoch 1 (never fenced), seen %d", k, snap.Epoch, snap.State.Seen, per)
+		if snap.State.Seen != per {
+			t.Errorf("key %s: snapshot of epoch %d, seen %d; want seen %d", k, snap.Epoch, snap.State.Seen, per)
 		}
+	}
+}
+
+// TestSnapshotterConflicts drives a worker's snapshotter against the real
+// snapshot store: a save conflicting with this epoch's own earlier save
+// (landed, its answer lost) saves again on the stored revision; one
+// conflicting with a newer epoch's snapshot, or with one of this epoch
+// that holds more than the save, stays a conflict (the partition is
+// fenced).
+func TestSnapshotterConflicts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l, err := newPCA(testLearnerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := vectors(8, 30)
+	snapAt := func(n int, lastSeq, epoch uint64) *codec.Snapshot {
+		for int(l.Seen()) < n {
+			if err := l.Learn(xs[l.Seen()]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &codec.Snapshot{Key: "k", Pipeline: "sconf", LastSeq: lastSeq, Epoch: epoch, State: l.State()}
+	}
+	w := &worker{deps: deps{epoch: 3, owned: true, log: zaptest.NewLogger(t), store: e.store, snapshotTimeout: 5 * time.Second},
+		jobs: make(chan *snapJob), results: make(chan snapResult)}
+	go func() { _ = w.snapshotter(ctx) }()
+	t.Cleanup(func() { close(w.jobs) })
+	key := snapshot.JoinKey("sconf", "k")
+	save := func(s *codec.Snapshot, rev uint64) snapResult {
+		w.jobs <- &snapJob{e: &entry{key: "k"}, snap: s, rev: rev}
+		return <-w.results
+	}
+	r0 := save(snapAt(5, 5, 3), 0)
+	if r0.err != nil {
+		t.Fatal(r0.err)
+	}
+	// Lands; its answer is lost: the worker still holds r0.rev.
+	if _, err := e.store.Save(ctx, key, snapAt(10, 10, 3), r0.rev); err != nil {
+		t.Fatal(err)
+	}
+	r := save(snapAt(15, 15, 3), r0.rev)
+	if r.err != nil {
+		t.Fatalf("save after this epoch's own save landed unanswered: %v, want saved on its revision", r.err)
+	}
+	if got, rev, _ := e.store.Load(ctx, key); got.State.Seen != 15 || rev != r.rev {
+		t.Errorf("stored: seen %d at rev %d, want 15 at rev %d", got.State.Seen, rev, r.rev)
+	}
+	// This epoch's snapshot holding more than the save: a conflict.
+	if _, err := e.store.Save(ctx, key, snapAt(20, 20, 3), r.rev); err != nil {
+		t.Fatal(err)
+	}
+	if r2 := save(snapAt(20, 18, 3), r.rev); !errors.Is(r2.err, snapshot.ErrConflict) {
+		t.Errorf("save older than this epoch's stored one: %v, want a conflict", r2.err)
+	}
+	// A newer epoch claimed the key: a conflict.
+	_, rev, _ := e.store.Load(ctx, key)
+	if _, err := e.store.Save(ctx, key, snapAt(20, 20, 4), rev); err != nil {
+		t.Fatal(err)
+	}
+	if r3 := save(snapAt(25, 25, 3), rev); !errors.Is(r3.err, snapshot.ErrConflict) {
+		t.Errorf("save after a newer epoch's claim: %v, want a conflict", r3.err)
+	}
+	if got, _, _ := e.store.Load(ctx, key); got.Epoch != 4 || got.State.Seen != 20 {
+		t.Errorf("stored: epoch %d seen %d, want the newer epoch's (4, 20)", got.Epoch, got.State.Seen)
 	}
 }
