@@ -303,7 +303,9 @@
 // before it applies anything, so a stale owner's later save conflicts
 // instead of overwriting acked work; a save that conflicts also stops the
 // partition (it is never answered by reloading and dropping what was
-// acked). A graceful stop (Run's ctx cancelled, or the partition assigned
+// acked) — unless the stored snapshot is this epoch's own, no newer than
+// the one being saved: an earlier save that landed with its answer lost
+// (a connection cut), saved over again on its revision (issue 28). A graceful stop (Run's ctx cancelled, or the partition assigned
 // to another member) drains the consumer, finishes the queued messages,
 // writes the final snapshots and releases the record with the final
 // checkpoint. Core NATS inputs are not fenced (epoch 0; a conflicting save

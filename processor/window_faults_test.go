@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -13,8 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/snapshot"
 )
 
 // faultyPub injects the failures an output publish meets: refused before
@@ -76,8 +81,9 @@ func (f *faultyPub) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (
 
 // faultyKeys injects the failures a snapshot store meets: a load or a
 // save that fails before it reaches the bucket, and a save that lands
-// but whose answer is lost (the next save of the key then conflicts,
-// which fences the partition: it is retaken and replays).
+// but whose answer is lost (the next save of the key then conflicts
+// with it; the worker sees its own epoch's save there and saves again on
+// its revision: TestOwnSaveAnswerLost).
 type faultyKeys struct {
 	keyStore
 	mu                              sync.Mutex
@@ -225,8 +231,8 @@ func windowFaults(t *testing.T, keyInFlight int) {
 	faults := &faultyPub{rng: rand.New(rand.NewPCG(1, 2))}
 	keyFaults := &faultyKeys{rng: rand.New(rand.NewPCG(3, 4))}
 	pc := run("wfault", faults, keyFaults, true)
-	// A save that conflicts during the final snapshots fences the
-	// partition: the stop leaves the replay to the next owner, from the
+	// A stop that is fenced (a lease that expired under load) writes no
+	// final snapshots and leaves the replay to the next owner, from the
 	// record's checkpoint. Run it again without faults to let it replay.
 	run("wfault", nil, nil, false)
 	t.Logf("snapshot store: %d loads failed, %d saves failed, %d saves landed with the answer lost",
@@ -349,4 +355,137 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// answerLostKeys lands the save that follows the claim of each key (its
+// second save) and answers it with a timeout, as when the connection
+// drops after the request went out.
+type answerLostKeys struct {
+	keyStore
+	mu    sync.Mutex
+	saves map[string]int
+	lost  atomic.Int64
+}
+
+func (a *answerLostKeys) Save(ctx context.Context, key string, s *codec.Snapshot, rev uint64) (uint64, error) {
+	a.mu.Lock()
+	a.saves[key]++
+	n := a.saves[key]
+	a.mu.Unlock()
+	if n != 2 {
+		return a.keyStore.Save(ctx, key, s, rev)
+	}
+	if _, err := a.keyStore.Save(ctx, key, s, rev); err != nil {
+		return 0, err
+	}
+	a.lost.Add(1)
+	return 0, context.DeadlineExceeded
+}
+
+// TestOwnSaveAnswerLost (issue 28): a snapshot save that lands with its
+// answer lost fails; the key's next save, of a newer state on the
+// revision before it, conflicts with that landed save — the worker's own,
+// of its epoch. It must save again on the stored revision, not take the
+// conflict for a newer owner: TestLaneConnectionLoss saw the partition
+// fenced by its own save during the graceful stop, which then wrote no
+// final snapshots (a key's KV state 111 messages behind). Here no save
+// may conflict, and the final snapshots must hold every message (TestSnapshotterConflicts
+// checks the snapshotter's rule itself).
+func TestOwnSaveAnswerLost(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("alost")
+	pc.Snapshot = SnapshotPolicy{EveryMessages: 5, Every: -1}
+	st := &answerLostKeys{saves: map[string]int{}}
+	core, logs := observer.New(zap.ErrorLevel)
+	e.observe = core
+	e.wrapKeys = func(k keyStore) keyStore { st.keyStore = k; return st }
+	r := e.start(t, Config{Pipelines: []PipelineConfig{pc}, Workers: 2})
+	e.wrapKeys = nil
+	keys := []string{"k0", "k1", "k2"}
+	const per = 30
+	for i, x := range vectors(6, per*len(keys)) {
+		e.publish(t, "in.alost."+keys[i%len(keys)], encodeObs(t, "json", x, fmt.Sprint(i)), "")
+	}
+	waitFor(t, 10*time.Second, "drained", func() bool { return e.drained(t, pc) })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.lost.Load(); n != int64(len(keys)) {
+		t.Fatalf("%d saves landed with the answer lost, want %d", n, len(keys))
+	}
+	if c := logs.FilterMessageSnippet("snapshot conflict"); c.Len() > 0 {
+		t.Errorf("%d snapshot conflicts, want none: %v", c.Len(), c.All()[0].ContextMap())
+	}
+	for _, k := range keys {
+		snap := e.loadSnap(t, pc.Name, k)
+		if snap.State.Seen != per {
+			t.Errorf("key %s: snapshot of epoch %d, seen %d; want seen %d", k, snap.Epoch, snap.State.Seen, per)
+		}
+	}
+}
+
+// TestSnapshotterConflicts drives a worker's snapshotter against the real
+// snapshot store: a save conflicting with this epoch's own earlier save
+// (landed, its answer lost) saves again on the stored revision; one
+// conflicting with a newer epoch's snapshot, or with one of this epoch
+// that holds more than the save, stays a conflict (the partition is
+// fenced).
+func TestSnapshotterConflicts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l, err := newPCA(testLearnerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := vectors(8, 30)
+	snapAt := func(n int, lastSeq, epoch uint64) *codec.Snapshot {
+		for int(l.Seen()) < n {
+			if err := l.Learn(xs[l.Seen()]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &codec.Snapshot{Key: "k", Pipeline: "sconf", LastSeq: lastSeq, Epoch: epoch, State: l.State()}
+	}
+	w := &worker{deps: deps{epoch: 3, owned: true, log: zaptest.NewLogger(t), store: e.store, snapshotTimeout: 5 * time.Second},
+		jobs: make(chan *snapJob), results: make(chan snapResult)}
+	go func() { _ = w.snapshotter(ctx) }()
+	t.Cleanup(func() { close(w.jobs) })
+	key := snapshot.JoinKey("sconf", "k")
+	save := func(s *codec.Snapshot, rev uint64) snapResult {
+		w.jobs <- &snapJob{e: &entry{key: "k"}, snap: s, rev: rev}
+		return <-w.results
+	}
+	r0 := save(snapAt(5, 5, 3), 0)
+	if r0.err != nil {
+		t.Fatal(r0.err)
+	}
+	// Lands; its answer is lost: the worker still holds r0.rev.
+	if _, err := e.store.Save(ctx, key, snapAt(10, 10, 3), r0.rev); err != nil {
+		t.Fatal(err)
+	}
+	r := save(snapAt(15, 15, 3), r0.rev)
+	if r.err != nil {
+		t.Fatalf("save after this epoch's own save landed unanswered: %v, want saved on its revision", r.err)
+	}
+	if got, rev, _ := e.store.Load(ctx, key); got.State.Seen != 15 || rev != r.rev {
+		t.Errorf("stored: seen %d at rev %d, want 15 at rev %d", got.State.Seen, rev, r.rev)
+	}
+	// This epoch's snapshot holding more than the save: a conflict.
+	if _, err := e.store.Save(ctx, key, snapAt(20, 20, 3), r.rev); err != nil {
+		t.Fatal(err)
+	}
+	if r2 := save(snapAt(20, 18, 3), r.rev); !errors.Is(r2.err, snapshot.ErrConflict) {
+		t.Errorf("save older than this epoch's stored one: %v, want a conflict", r2.err)
+	}
+	// A newer epoch claimed the key: a conflict.
+	_, rev, _ := e.store.Load(ctx, key)
+	if _, err := e.store.Save(ctx, key, snapAt(20, 20, 4), rev); err != nil {
+		t.Fatal(err)
+	}
+	if r3 := save(snapAt(25, 25, 3), rev); !errors.Is(r3.err, snapshot.ErrConflict) {
+		t.Errorf("save after a newer epoch's claim: %v, want a conflict", r3.err)
+	}
+	if got, _, _ := e.store.Load(ctx, key); got.Epoch != 4 || got.State.Seen != 20 {
+		t.Errorf("stored: epoch %d seen %d, want the newer epoch's (4, 20)", got.Epoch, got.State.Seen)
+	}
 }

@@ -108,18 +108,38 @@ func (w *worker) snapshotter(ctx context.Context) error {
 		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
 		rev, err := w.store.Save(sctx, key, j.snap, j.rev)
 		if errors.Is(err, snapshot.ErrConflict) {
-			// An ambiguous commit (a retried write whose first attempt
-			// landed) looks like a conflict: adopt the stored revision if it
-			// holds exactly what we saved.
-			if got, grev, lerr := w.store.Load(sctx, key); lerr == nil && got.LastSeq == j.snap.LastSeq &&
-				got.State != nil && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State) {
-				rev, err = grev, nil
-			}
+			rev, err = w.ambiguous(sctx, key, j, rev, err)
 		}
 		cancel()
 		w.results <- snapResult{job: j, rev: rev, err: err, dur: time.Since(start)}
 	}
 	return nil
+}
+
+// ambiguous looks at the stored snapshot after j's save conflicted. An
+// ambiguous commit looks like a conflict: a retried write whose first
+// attempt landed (its stored revision is adopted when it holds exactly
+// what j saves), or an earlier save of this worker that landed with its
+// answer lost (a connection cut, a timeout), after which the key was
+// handed over again, newer, on the revision before it. The latter is
+// written by this partition's epoch, which no other worker writes for
+// the key (a newer owner claims it with a higher epoch before applying
+// anything), and holds no more than j: j is saved again on its revision.
+// Issue 28: taken for a newer owner, it fenced the partition, which then
+// stopped without its final snapshots. Anything else stays a conflict.
+func (w *worker) ambiguous(ctx context.Context, key string, j *snapJob, rev uint64, err error) (uint64, error) {
+	got, grev, lerr := w.store.Load(ctx, key)
+	switch {
+	case lerr != nil || got.State == nil:
+		return rev, err
+	case got.LastSeq == j.snap.LastSeq && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State):
+		return grev, nil
+	case w.owned && got.Epoch == j.snap.Epoch && got.LastSeq <= j.snap.LastSeq && grev != j.rev:
+		w.log.Info("snapshot conflict with this worker's own earlier save (landed, its answer lost); saving again on its revision",
+			zap.String("key", j.e.key), zap.Uint64("rev", j.rev), zap.Uint64("stored_rev", grev), zap.Uint64("stored_last_seq", got.LastSeq))
+		return w.store.Save(ctx, key, j.snap, grev)
+	}
+	return rev, err
 }
 
 // stateBytes is the size of a snapshot's numeric state: the learner's
