@@ -29,6 +29,7 @@ PROCS=${PROCS:-2}
 BUSY=${BUSY:-2}
 TIMEOUT=${TIMEOUT:-15m}
 LOGDIR=${LOGDIR:-$(mktemp -d)}
+mkdir -p "$LOGDIR" || { echo "cannot create LOGDIR $LOGDIR"; exit 1; }
 KEEP=${KEEP:-0}
 bindir=$(mktemp -d)
 
