@@ -1,0 +1,525 @@
+package proctest
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
+	"github.com/kpcastream/kpcastream/snapshot"
+)
+
+// nodeLossParts is the pipeline's partition count in TestClusterNodeLoss.
+const nodeLossParts = 12
+
+// nodeLossTTL is the workers' lease_ttl in TestClusterNodeLoss.
+const nodeLossTTL = 3 * time.Second
+
+// TestClusterNodeLoss takes issue 28's two stall figures on real
+// processes: three nats-server processes clustered on loopback (R3 input,
+// output, checkpoint and snapshot buckets), three "kpcastream run"
+// workers (lease_ttl 3 s, 12 partitions, each worker connected first to
+// its own server) and a steady publisher over 96 keys.
+//
+//   - Phase 1, node loss: the server leading the coordination bucket is
+//     SIGKILLed (the input and output streams' leaders are first stepped
+//     off it, so that the pause measured is the coordination's and the
+//     consumers', not the publisher's). A probe puts a key of its own into
+//     the bucket every 50 ms to time when the bucket accepts writes again.
+//     Figures: per partition the longest gap between its outputs across
+//     the fault, and when it resumed after the bucket took writes again
+//     (issue 28's target: within lease_ttl + 1 s, ≤ 8 s in all where the
+//     election needs ~5 s). The server is then started again.
+//   - Phase 2, server restart: another server — the one a worker dialled
+//     — is SIGKILLed with messages in flight and started again 2 s later
+//     (the input, output and bucket leaders stepped off it first: what it
+//     hits are its clients' connections and the consumers it leads);
+//     publishing goes on for 4 s more. Figures: per
+//     partition the longest gap and its resumption after the restart, and
+//     the drain after the last publish (target: processing resumes within
+//     2 s, not after the input's ack_wait of 30 s).
+//
+// The figures are logged ("figure:" lines), never asserted. Asserted: every
+// partition resumes after each fault and the stream drains within 120 s;
+// then, with the workers stopped, every key's snapshot equals a reference
+// learner's fed the key's inputs in order, and the output stream holds one
+// output per input of a ready learner, per key in input order, each once.
+//
+//	go test ./internal/proctest -run TestClusterNodeLoss -v -timeout 15m
+//
+// From prebuilt binaries on a machine without Go (the 16-core device):
+//
+//	go build -o .devbin/kpcastream ./cmd/kpcastream
+//	go build -o .devbin/nats-server github.com/nats-io/nats-server/v2
+//	go test -c -o .devbin/proctest.test ./internal/proctest
+//	KPCASTREAM_BIN=.devbin/kpcastream KPCASTREAM_NATS_SERVER=.devbin/nats-server \
+//	  KPCASTREAM_NODELOSS_LOGDIR=$OUT .devbin/proctest.test -test.run TestClusterNodeLoss -test.v -test.timeout 9m
+//
+// KPCASTREAM_NODELOSS_RATE sets the publisher's messages/s [200];
+// KPCASTREAM_NODELOSS_LOGDIR keeps the servers' and workers' logs there.
+func TestClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level cluster fault test (execs nats-server and kpcastream; skipped under -short)")
+	}
+	binary(t)
+	natsServerBinary(t)
+	rate := 200
+	if v := os.Getenv("KPCASTREAM_NODELOSS_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("KPCASTREAM_NODELOSS_RATE=%q: want a positive integer", v)
+		}
+		rate = n
+	}
+	logDir := os.Getenv("KPCASTREAM_NODELOSS_LOGDIR")
+	if logDir == "" {
+		logDir = t.TempDir()
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("load average at start: %s", loadAvg())
+	cl := startNATSCluster(t, logDir)
+	nc, js := connectCluster(t, cl.urls())
+
+	// Workers: worker i dials server i (and learns the others from it).
+	var ws []*proc
+	t.Cleanup(func() { // after the workers are killed (cleanups run last first)
+		for i, p := range ws {
+			p.mu.Lock()
+			_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("w%d.log", i)), p.logs.Bytes(), 0o644)
+			p.mu.Unlock()
+		}
+	})
+	w := &world{t: t, js: js, parts: nodeLossParts, data: map[string][][]float64{}, sent: map[string]int{}}
+	for i := range 3 {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "kpcastream.yaml")
+		if err := os.WriteFile(cfg, []byte(nodeLossConfig(cl.url(i), dir)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, start(t, cfg))
+		if i == 0 {
+			// The first creates the streams and buckets alone: three
+			// processes creating them at once on a fresh cluster left two
+			// waiting 30 s for an answer to the snapshot bucket's create
+			// and exiting (seen here; left to the startup's owner).
+			w.memberOf(ws[0].cmd.Process.Pid)
+		}
+	}
+	ids := map[string]bool{}
+	for _, p := range ws {
+		ids[w.memberOf(p.cmd.Process.Pid)] = true
+	}
+	waitFor(t, 60*time.Second, "the three workers share the partitions", func() bool {
+		by := map[string]int{}
+		for _, r := range w.owners() {
+			if !ids[r.Owner] {
+				return false
+			}
+			by[r.Owner]++
+		}
+		return len(by) == 3
+	})
+
+	pub := newSteadyPublisher(t, cl.urls(), rate, 96)
+	pub.start()
+	time.Sleep(4 * time.Second)
+
+	// Phase 1: SIGKILL the coordination bucket's leader.
+	bucketStream := "KV_kpcastream-checkpoints"
+	victimName := leaderOf(js, bucketStream)
+	victim := cl.index(victimName)
+	if victim < 0 {
+		t.Fatalf("no leader of %s (%q)", bucketStream, victimName)
+	}
+	pin, pout := stepOff(nc, js, "PIN", victimName), stepOff(nc, js, "POUT", victimName)
+	if pin == victimName || pout == victimName {
+		t.Fatalf("could not step the input (%s) or output (%s) stream's leader off %s", pin, pout, victimName)
+	}
+	time.Sleep(time.Second)
+	t.Logf("phase 1: killing %s, leader of the coordination bucket (and of the snapshots bucket: %v); input led by %s, output by %s; load average %s",
+		victimName, leaderOf(js, "KV_kpcastream-snapshots") == victimName, pin, pout, loadAvg())
+	probe := newBucketProbe(t, cl.url((victim+1)%3))
+	cl.kill(victim)
+	kill1 := time.Now()
+	bucketOK := probe.firstWrite(60 * time.Second)
+	t.Logf("phase 1: the coordination bucket accepts writes again %v after the kill", bucketOK.Sub(kill1).Round(time.Millisecond))
+	time.Sleep(max(20*time.Second-time.Since(kill1), 0))
+	cl.start(victim)
+	cl.waitJetStream(victim, 60*time.Second)
+	time.Sleep(6 * time.Second)
+
+	// Phase 2: SIGKILL the server worker 1 dialled (not phase 1's), with
+	// messages in flight, and start it again 2 s later.
+	j := (victim + 1) % 3
+	jn := cl.nodes[j].name
+	for _, s := range []string{"PIN", "POUT", bucketStream} {
+		if l := stepOff(nc, js, s, jn); l == jn {
+			t.Fatalf("could not step %s's leader off %s", s, jn)
+		}
+	}
+	t.Logf("phase 2: killing %s (input, output and coordination bucket led elsewhere; its clients and the consumers it leads are hit); load average %s",
+		jn, loadAvg())
+	cl.kill(j)
+	kill2 := time.Now()
+	time.Sleep(2 * time.Second)
+	cl.start(j)
+	restart := time.Now()
+	time.Sleep(4 * time.Second)
+	pub.stopAndWait()
+	lastPub := time.Now()
+	waitFor(t, 120*time.Second, "every partition drained", func() bool { return drainedCluster(js, nodeLossParts) })
+	drain := time.Since(lastPub)
+	for _, p := range ws {
+		p.stop(t)
+	}
+
+	// Figures, then the checks.
+	w.data, w.sent, w.nsent = pub.data, pub.sent, pub.n
+	for k := range pub.data {
+		w.keys = append(w.keys, k)
+	}
+	sort.Strings(w.keys)
+	outs := readOutputs(t, js, "POUT")
+	byPart := map[int][]time.Time{}
+	for _, o := range outs {
+		p := partitionOfN(o.key, nodeLossParts)
+		byPart[p] = append(byPart[p], o.at)
+	}
+	inGap, inEnd := longestGap(pub.times, kill1, kill1.Add(20*time.Second))
+	t.Logf("figure: phase 1 (node loss, lease_ttl %v): bucket writable again %v after the kill; the input's longest gap %v (resumed %v after the kill)",
+		nodeLossTTL, bucketOK.Sub(kill1).Round(time.Millisecond), inGap.Round(time.Millisecond), inEnd.Sub(kill1).Round(time.Millisecond))
+	var worst1, late1 time.Duration
+	var rows []string
+	for p := range nodeLossParts {
+		g, end := longestGap(byPart[p], kill1, kill1.Add(20*time.Second))
+		if end.IsZero() || end.Before(kill1) {
+			t.Errorf("partition %d: no output after the phase-1 kill", p)
+			continue
+		}
+		worst1, late1 = max(worst1, g), max(late1, end.Sub(bucketOK))
+		rows = append(rows, fmt.Sprintf("p%d gap %v resumed +%v (bucket+%v)", p, g.Round(time.Millisecond),
+			end.Sub(kill1).Round(time.Millisecond), end.Sub(bucketOK).Round(time.Millisecond)))
+	}
+	t.Logf("figure: phase 1 per partition: %s", strings.Join(rows, "; "))
+	t.Logf("figure: phase 1: longest pause of a partition %v; latest resumption %v after the bucket took writes again (target ≤ lease_ttl + 1 s = %v)",
+		worst1.Round(time.Millisecond), late1.Round(time.Millisecond), nodeLossTTL+time.Second)
+	var worst2, late2 time.Duration
+	rows = nil
+	for p := range nodeLossParts {
+		g, end := longestGap(byPart[p], kill2, lastPub)
+		if end.IsZero() || end.Before(kill2) {
+			t.Errorf("partition %d: no output after the phase-2 kill", p)
+			continue
+		}
+		worst2, late2 = max(worst2, g), max(late2, end.Sub(restart))
+		rows = append(rows, fmt.Sprintf("p%d gap %v resumed restart%+v", p, g.Round(time.Millisecond), end.Sub(restart).Round(time.Millisecond)))
+	}
+	t.Logf("figure: phase 2 per partition: %s", strings.Join(rows, "; "))
+	t.Logf("figure: phase 2 (server down %v, restarted): longest pause of a partition %v; latest resumption %v after the restart (target ≤ 2 s); drained %v after the last publish",
+		restart.Sub(kill2).Round(time.Millisecond), worst2.Round(time.Millisecond), late2.Round(time.Millisecond), drain.Round(time.Millisecond))
+	t.Logf("load average at end: %s", loadAvg())
+	checkNodeLoss(t, w, js, outs)
+}
+
+// nodeLossConfig is a worker's configuration dialling url, its data in dir.
+func nodeLossConfig(url, dir string) string {
+	return fmt.Sprintf(`
+nats: {url: %q}
+data_dir: %q
+log: {level: info, format: json}
+http: {metrics_addr: "off"}
+workers: 2
+lease_ttl: %s
+shutdown_timeout: 10s
+checkpoint_replicas: 3
+snapshots: {replicas: 3}
+pipelines:
+  - name: proc
+    partitions: %d
+    input: {stream: PIN, subject: "pin.*", create_stream: true, replicas: 3}
+    learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}, forget: 0.99, seed: 3}
+    output: {subject: "pout.{key}", stream: POUT, create_stream: true, replicas: 3, encoding: json, duplicates: 10m}
+    dead_letters: {replicas: 3}
+    snapshot: {every_messages: 50, every: 2s}
+`, url, dir, nodeLossTTL, nodeLossParts)
+}
+
+// steadyPublisher publishes rate observations a second over its keys,
+// each acknowledged by the input stream before the next (per-key order),
+// retrying one (same message id) until the stream takes it.
+type steadyPublisher struct {
+	t          testing.TB
+	js         jetstream.JetStream
+	rate       int
+	keys       []string
+	rng        *rand.Rand
+	stop, done chan struct{}
+
+	mu    sync.Mutex
+	data  map[string][][]float64
+	sent  map[string]int
+	times []time.Time // when each publish was acknowledged
+	n     int
+}
+
+func newSteadyPublisher(t testing.TB, urls string, rate, keys int) *steadyPublisher {
+	_, js := connectCluster(t, urls)
+	p := &steadyPublisher{t: t, js: js, rate: rate, rng: rand.New(rand.NewPCG(28, 29)), stop: make(chan struct{}), done: make(chan struct{}),
+		data: map[string][][]float64{}, sent: map[string]int{}}
+	for i := range keys {
+		p.keys = append(p.keys, fmt.Sprintf("k%02d", i))
+	}
+	return p
+}
+
+func (p *steadyPublisher) start() {
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(time.Second / time.Duration(p.rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			k := p.keys[p.rng.IntN(len(p.keys))]
+			a := p.rng.NormFloat64()
+			x := []float64{a + 0.1*p.rng.NormFloat64(), 2*a + 0.1*p.rng.NormFloat64(), p.rng.NormFloat64()}
+			b, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x, ID: strconv.Itoa(p.n)}})
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := p.js.Publish(ctx, "pin."+k, b, jetstream.WithMsgID("in-"+strconv.Itoa(p.n)))
+				cancel()
+				if err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			p.mu.Lock()
+			p.data[k] = append(p.data[k], x)
+			p.sent[k]++
+			p.times = append(p.times, time.Now())
+			p.n++
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// stopAndWait stops publishing after the publish in progress lands.
+func (p *steadyPublisher) stopAndWait() {
+	close(p.stop)
+	<-p.done
+}
+
+// bucketProbe puts a key of its own into the coordination bucket every
+// 50 ms, through one server, to time when the bucket takes writes.
+type bucketProbe struct {
+	kv jetstream.KeyValue
+}
+
+func newBucketProbe(t testing.TB, url string) *bucketProbe {
+	_, js := connectCluster(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "kpcastream-checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bucketProbe{kv: kv}
+}
+
+// firstWrite returns when the first put from now on was acknowledged.
+func (b *bucketProbe) firstWrite(timeout time.Duration) time.Time {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		_, err := b.kv.Put(ctx, "probe.nodeloss", []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		cancel()
+		if err == nil {
+			return time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Time{}
+}
+
+// drainedCluster reports whether the partitions' consumers of PIN (one
+// per partition) have nothing pending or unacknowledged; each request is
+// bounded.
+func drainedCluster(js jetstream.JetStream, parts int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "PIN")
+	if err != nil {
+		return false
+	}
+	filters := map[string]bool{}
+	lister := s.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if ci.NumPending != 0 || ci.NumAckPending != 0 {
+			return false
+		}
+		filters[ci.Config.FilterSubject] = true
+	}
+	return lister.Err() == nil && len(filters) == parts
+}
+
+// output is one output as stored: its key, input sequence, id and time.
+type output struct {
+	key string
+	seq uint64
+	id  string
+	at  time.Time
+}
+
+// readOutputs reads every message of stream with an ordered consumer.
+func readOutputs(t testing.TB, js jetstream.JetStream, stream string) []output {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []output
+	for uint64(len(outs)) < info.State.Msgs {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatalf("read %s: %v", stream, err)
+		}
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := codec.DecodeOutput(m.Data(), codec.JSON)
+			if err != nil {
+				t.Fatalf("output %d: %v", md.Sequence.Stream, err)
+			}
+			outs = append(outs, output{key: o.Key, seq: o.Seq, id: o.ID, at: md.Timestamp})
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: %d of %d messages after 120s (%v)", stream, len(outs), info.State.Msgs, batch.Error())
+		}
+	}
+	return outs
+}
+
+// longestGap returns the longest gap between consecutive times of ts (in
+// order) that overlaps [from, to], and the time that ended it. A gap still
+// open at to ends at the first time after it, if any.
+func longestGap(ts []time.Time, from, to time.Time) (time.Duration, time.Time) {
+	var best time.Duration
+	var end time.Time
+	for i := 1; i < len(ts); i++ {
+		a, b := ts[i-1], ts[i]
+		if b.Before(from) || a.After(to) {
+			continue
+		}
+		if g := b.Sub(a); g > best {
+			best, end = g, b
+		}
+	}
+	return best, end
+}
+
+// partitionOfN is the partition of key among n (FNV-1a 32 mod n, as the
+// input stream's subject transform computes it).
+func partitionOfN(key string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
+// checkNodeLoss checks every key's snapshot against a reference learner
+// fed its inputs in order, and the outputs: one per input of a ready
+// learner, per key in input order, each once.
+func checkNodeLoss(t *testing.T, w *world, js jetstream.JetStream, outs []output) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := snapshot.Open(ctx, js, snapshot.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, k := range w.keys {
+		ref, err := learners.New(learnerCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := make([]float64, learnerCfg.Components)
+		for _, x := range w.data[k] {
+			if err := ref.Learn(x); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ref.Transform(z, x); err == nil {
+				want++
+			}
+		}
+		snap, _, err := store.Load(ctx, snapshot.JoinKey("proc", k))
+		if err != nil {
+			t.Errorf("key %s: %v", k, err)
+			continue
+		}
+		if snap.State.Seen != int64(w.sent[k]) {
+			t.Errorf("key %s: learned %d observations, %d were published", k, snap.State.Seen, w.sent[k])
+		} else if !reflect.DeepEqual(snap.State, ref.State()) {
+			t.Errorf("key %s: state differs from an uninterrupted run", k)
+		}
+	}
+	if len(outs) != want {
+		t.Errorf("output stream holds %d outputs, want %d (one per input of a ready learner)", len(outs), want)
+	}
+	last := map[string]uint64{}
+	ids := map[string]bool{}
+	bad := 0
+	for _, o := range outs {
+		if o.seq <= last[o.key] || ids[o.id] {
+			if bad++; bad <= 10 {
+				t.Errorf("key %s: output of input %d (id %s) after the output of input %d, or its id twice", o.key, o.seq, o.id, last[o.key])
+			}
+		}
+		last[o.key], ids[o.id] = max(last[o.key], o.seq), true
+	}
+	if bad > 10 {
+		t.Errorf("... %d outputs out of order or twice in all", bad)
+	}
+	t.Logf("checked %d inputs over %d keys (%d with outputs) and %d outputs", w.nsent, len(w.keys), len(last), len(outs))
+}
+
+// loadAvg is the machine's load average (Linux), for the figures' context.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
