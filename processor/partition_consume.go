@@ -93,6 +93,20 @@ func (pt *partition) deletePredecessors(ctx context.Context, stream jetstream.St
 
 // createConsumer creates (or finds) the partition's consumer of this
 // epoch, delivering its subject of the input stream from pt.start.
+//
+// The consumer has one replica whatever the stream's (issue 28). Its state
+// is disposable: the ownership record's checkpoint is where the
+// partition's replay starts, and every take makes a new consumer. A
+// replicated consumer only added raft elections of 4–9 s (the server's
+// election timeout, past lease_ttl + 1 s) wherever a server was lost:
+// a fresh consumer whose preferred leader was the lost server (a crash
+// is not announced, so about one in three while a server is down) had no
+// leader for that long, its partition stopped it as unreachable after
+// lease_ttl and took it again with another fresh consumer; and a consumer
+// whose leader was lost waited for the same election. An R1 consumer has
+// its leader at once, on a server the cluster sees live; one lost with
+// its server is unreachable, and its partition is taken again with a new
+// consumer after lease_ttl.
 func (pt *partition) createConsumer(ctx context.Context, stream jetstream.Stream) (jetstream.Consumer, error) {
 	pc := pt.pipe.cfg
 	var cons jetstream.Consumer
@@ -108,6 +122,7 @@ func (pt *partition) createConsumer(ctx context.Context, stream jetstream.Stream
 			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:       pt.start,
 			InactiveThreshold: max(time.Hour, 10*pt.p.cfg.LeaseTTL),
+			Replicas:          1,
 		})
 		return err
 	})

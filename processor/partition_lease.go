@@ -172,13 +172,27 @@ func (pt *partition) release() {
 // release, or after a fenced stop (it is this epoch's own consumer, never
 // a newer owner's; a consumer left behind expires after its inactive
 // threshold, or is deleted by the partition's next owner).
+//
+// The delete runs beside the partition's end, joined with the partitions
+// when the member leaves, never before it: a consumer lost with its server
+// is deleted without an answer (the server that would give it is gone),
+// and waiting for it held the partition's end — and its next take, by
+// this member or after the release — for the call's 2 s (issue 28).
 func (pt *partition) deleteConsumer() {
-	ctx, cancel := context.WithTimeout(context.Background(), min(pt.p.cfg.ShutdownTimeout, 2*time.Second))
-	defer cancel()
-	err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.inputStream(pt.num), consumerName(pt.pipe.cfg, pt.num, pt.epoch))
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		pt.log.Debug("delete consumer", zap.Error(err))
+	del := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), min(pt.p.cfg.ShutdownTimeout, 2*time.Second))
+		defer cancel()
+		err := pt.p.js.DeleteConsumer(ctx, pt.pipe.cfg.inputStream(pt.num), consumerName(pt.pipe.cfg, pt.num, pt.epoch))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			pt.log.Debug("delete consumer", zap.Error(err))
+		}
+		return nil
 	}
+	if c := pt.p.coord; c != nil {
+		c.parts.Go(del)
+		return
+	}
+	_ = del()
 }
 
 func isRevisionMismatch(err error) bool {

@@ -2,8 +2,10 @@ package proctest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,11 +57,11 @@ func natsServerBinary(t testing.TB) string {
 
 // natsNode is one server of a natsCluster.
 type natsNode struct {
-	name        string
-	port, route int
-	conf, log   string
-	cmd         *exec.Cmd
-	done        chan struct{} // closed when cmd has exited
+	name              string
+	port, route, http int
+	conf, log         string
+	cmd               *exec.Cmd
+	done              chan struct{} // closed when cmd has exited
 }
 
 // natsCluster is three nats-server processes clustered over loopback.
@@ -93,25 +95,26 @@ func freePorts(t testing.TB, n int) []int {
 func startNATSCluster(t testing.TB, logDir string) *natsCluster {
 	t.Helper()
 	c := &natsCluster{t: t, bin: natsServerBinary(t)}
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 9)
 	dir := t.TempDir()
 	var routes []string
 	for i := range 3 {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3+i]))
 	}
 	for i := range 3 {
-		n := &natsNode{name: fmt.Sprintf("n%d", i), port: ports[i], route: ports[3+i],
+		n := &natsNode{name: fmt.Sprintf("n%d", i), port: ports[i], route: ports[3+i], http: ports[6+i],
 			conf: filepath.Join(dir, fmt.Sprintf("n%d.conf", i)), log: filepath.Join(logDir, fmt.Sprintf("n%d.log", i))}
 		store := filepath.Join(dir, n.name)
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
+http: 127.0.0.1:%d
 jetstream { store_dir: %q }
 cluster {
   name: nodeloss
   listen: 127.0.0.1:%d
   routes: [%s]
 }
-`, n.name, n.port, store, n.route, strings.Join(routes, ", "))
+`, n.name, n.port, n.http, store, n.route, strings.Join(routes, ", "))
 		if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -204,6 +207,26 @@ func (c *natsCluster) waitJetStream(i int, timeout time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// metaLeader returns the name of the JetStream meta leader as node i's
+// monitoring endpoint reports it ("" when unknown).
+func (c *natsCluster) metaLeader(i int) string {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", c.nodes[i].http))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Meta struct {
+			Leader string `json:"leader"`
+		} `json:"meta_cluster"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return ""
+	}
+	return v.Meta.Leader
 }
 
 // connect connects to the servers listed (each reconnects forever).
