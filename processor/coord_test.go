@@ -74,3 +74,32 @@ func TestPullTiming(t *testing.T) {
 		}
 	}
 }
+
+// TestPullHealthLostAfterDelivery: a consumer that has delivered is given
+// up after a streak of lost (it was lost with its server), one that never
+// delivered only after window (it may still be starting).
+func TestPullHealthLostAfterDelivery(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	fresh := &pullHealth{window: 3 * time.Second, lost: 1500 * time.Millisecond, gap: 2250 * time.Millisecond}
+	for _, ms := range []int{0, 1500, 1600} {
+		if fresh.failed(at(ms)) {
+			t.Errorf("never delivered: given up at %d ms, want after the 3 s window", ms)
+		}
+	}
+	if !fresh.failed(at(3000)) {
+		t.Error("never delivered: not given up after a streak of 3 s")
+	}
+	h := &pullHealth{window: 3 * time.Second, lost: 1500 * time.Millisecond, gap: 2250 * time.Millisecond}
+	h.delivered()
+	if h.failed(at(0)) || h.failed(at(1400)) {
+		t.Error("delivered: given up before a streak of 1.5 s")
+	}
+	if !h.failed(at(1500)) {
+		t.Error("delivered: not given up after a streak of 1.5 s")
+	}
+	h.delivered()
+	if h.failed(at(1600)) {
+		t.Error("a delivery did not end the streak")
+	}
+}

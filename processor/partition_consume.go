@@ -45,7 +45,7 @@ func (pt *partition) consume(ctx, gctx context.Context) error {
 		return fmt.Errorf("processor: pipeline %s partition %d: consumer: %w", pc.Name, pt.num, err)
 	}
 	hb, expiry := pullTiming(p.cfg.LeaseTTL)
-	in := &intake{pt: pt, gctx: gctx, ix: machine.NewIntake(), health: &pullHealth{window: p.cfg.LeaseTTL, gap: 3 * hb}}
+	in := &intake{pt: pt, gctx: gctx, ix: machine.NewIntake(), health: &pullHealth{window: p.cfg.LeaseTTL, lost: p.cfg.LeaseTTL / 2, gap: 3 * hb}}
 	pt.consumer = cons
 	pt.cc, err = cons.Consume(in.deliver, jetstream.PullMaxMessages(max(1, min(pc.Input.MaxAckPending, 2*p.cfg.QueueSize))),
 		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(expiry), jetstream.ConsumeErrHandler(in.failed))
@@ -68,9 +68,9 @@ func (pt *partition) deletePredecessors(ctx context.Context, stream jetstream.St
 		if !pt.fence.OK() {
 			return errFenced
 		}
-		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
+		lctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
 		defer cancel()
-		names := stream.ConsumerNames(ctx)
+		names := stream.ConsumerNames(lctx)
 		var old []string
 		for n := range names.Name() {
 			e, err := strconv.ParseUint(strings.TrimPrefix(n, prefix), 10, 64)
@@ -82,10 +82,25 @@ func (pt *partition) deletePredecessors(ctx context.Context, stream jetstream.St
 			return err
 		}
 		for _, n := range old {
-			if err := stream.DeleteConsumer(ctx, n); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Each delete has a deadline of its own, and one left
+			// unanswered is not sent again (issue 28): the answer comes
+			// from the consumer's server, and none comes while that
+			// server is lost, though the cluster carries the delete out.
+			// A consumer left behind is never the fence (saves, claims
+			// and outputs are fenced on their own); it expires after its
+			// inactive threshold, or the next take deletes it.
+			dctx, dcancel := context.WithTimeout(ctx, pt.callTimeout())
+			err := stream.DeleteConsumer(dctx, n)
+			dcancel()
+			switch {
+			case err == nil:
+				pt.log.Info("deleted the consumer of an earlier owner", zap.String("consumer", n))
+			case errors.Is(err, jetstream.ErrConsumerNotFound):
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+				pt.log.Info("delete of an earlier owner's consumer unanswered (its server lost?); not waiting for it", zap.String("consumer", n))
+			default:
 				return err
 			}
-			pt.log.Info("deleted the consumer of an earlier owner", zap.String("consumer", n))
 		}
 		return nil
 	})
@@ -107,9 +122,17 @@ func (pt *partition) deletePredecessors(ctx context.Context, stream jetstream.St
 // its leader at once, on a server the cluster sees live; one lost with
 // its server is unreachable, and its partition is taken again with a new
 // consumer after lease_ttl.
+//
+// A create is sent again for lease_ttl at most, then the epoch is given up
+// (consume fails, the record is released and taken again): the server
+// keeps a name's placement, and a consumer placed on a server lost in the
+// seconds before, while the cluster still counted it live, is answered
+// only when that server is back — a new epoch's name is placed anew.
 func (pt *partition) createConsumer(ctx context.Context, stream jetstream.Stream) (jetstream.Consumer, error) {
 	pc := pt.pipe.cfg
 	var cons jetstream.Consumer
+	ctx, cancelAll := context.WithTimeout(ctx, max(pt.p.cfg.LeaseTTL, 2*pt.callTimeout()))
+	defer cancelAll()
 	err := pt.p.retry(ctx, "create consumer", func(ctx context.Context) (err error) {
 		ctx, cancel := context.WithTimeout(ctx, pt.callTimeout())
 		defer cancel()
@@ -188,10 +211,11 @@ func (in *intake) failed(_ jetstream.ConsumeContext, err error) {
 		pt.fence.Revoke()
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
 		// nats.go pulls again after 2 missed heartbeats
-		// (lease_ttl/2); a consumer unreachable for lease_ttl
+		// (lease_ttl/2); a consumer unreachable for lease_ttl/2
+		// more after it delivered, for lease_ttl before (pullHealth),
 		// is made anew under a new epoch.
 		if in.health.failed(time.Now()) {
-			pt.log.Warn("consumer unreachable for lease_ttl; stopping the partition to take it again with a new consumer", zap.Error(err))
+			pt.log.Warn("consumer unreachable; stopping the partition to take it again with a new consumer", zap.Error(err))
 			pt.fence.Revoke()
 			return
 		}
@@ -222,23 +246,35 @@ func pullTiming(ttl time.Duration) (heartbeat, expiry time.Duration) {
 }
 
 // pullHealth tells a consume that keeps failing (errors no more than gap
-// apart, no delivery in between) for window from one that failed once.
-// Safe for concurrent use.
+// apart, no delivery in between) for window — for lost once it has
+// delivered — from one that failed once. Safe for concurrent use.
+//
+// A consumer that has delivered and then fails was lost with its server
+// (an R1 consumer comes back only with it; a new one from the checkpoint
+// costs a take): after the lease_ttl/2 that two missed heartbeats take to
+// tell, lost (lease_ttl/2) more, so that its partition runs again about
+// lease_ttl after the loss, or within a second of a server restarted 2 s
+// after its crash (issue 28: it was 2.5 s). One that never delivered may
+// still be starting — a pull answered "no responders" before the
+// cluster's routes carry its interest, seen under load — and gets window
+// (lease_ttl): a nats.go pull is sent again only after two heartbeats,
+// so lease_ttl/2 would give up at the first retry.
 type pullHealth struct {
-	window, gap time.Duration
-	mu          sync.Mutex
-	first, last time.Time // the current streak of failures
+	window, lost, gap time.Duration
+	mu                sync.Mutex
+	first, last       time.Time // the current streak of failures
+	reached           bool      // a delivery came through
 }
 
 // delivered ends the streak.
 func (h *pullHealth) delivered() {
 	h.mu.Lock()
-	h.first = time.Time{}
+	h.first, h.reached = time.Time{}, true
 	h.mu.Unlock()
 }
 
 // failed records a failure at now and reports whether the streak has
-// lasted window.
+// lasted window (lost once a delivery came through).
 func (h *pullHealth) failed(now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -246,7 +282,11 @@ func (h *pullHealth) failed(now time.Time) bool {
 		h.first = now
 	}
 	h.last = now
-	return now.Sub(h.first) >= h.window
+	limit := h.window
+	if h.reached && h.lost > 0 {
+		limit = h.lost
+	}
+	return now.Sub(h.first) >= limit
 }
 
 // repullAfterReconnect covers what the intake cannot see: deliveries

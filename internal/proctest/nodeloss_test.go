@@ -565,7 +565,13 @@ func TestFreshConsumersNodeDown(t *testing.T) {
 	first := start(t, cfgFor(0))
 	id := w.memberOf(first.cmd.Process.Pid)
 	waitFor(t, 60*time.Second, "the first worker owns every partition", func() bool { return w.count(id) == nodeLossParts })
+	// Not the meta leader: a worker starting during a meta election sent
+	// the snapshot bucket's create once and waited its whole 30 s for the
+	// answer (seen here once; cmd/kpcastream's startup, left alone).
 	victim := 2
+	if cl.metaLeader(0) == cl.nodes[victim].name {
+		victim = 1
+	}
 	vn := cl.nodes[victim].name
 	for _, s := range []string{"PIN", "POUT", "KV_kpcastream-checkpoints", "KV_kpcastream-snapshots", "OBJ_kpcastream-state", "KPCA_DLQ_proc"} {
 		if l := stepOff(nc, js, s, vn); l == vn || l == "" {
@@ -589,7 +595,7 @@ func TestFreshConsumersNodeDown(t *testing.T) {
 	})
 	first1 := id
 	id = w.owners()[0].Owner
-	pub := newSteadyPublisher(t, cl.url(1), 300, 96)
+	pub := newSteadyPublisher(t, cl.url(0), 300, 96)
 	pub.start()
 	time.Sleep(3 * time.Second)
 	pub.stopAndWait()
@@ -602,8 +608,87 @@ func TestFreshConsumersNodeDown(t *testing.T) {
 	second.mu.Lock()
 	logs := second.logs.String()
 	second.mu.Unlock()
-	if n := strings.Count(logs, "consumer unreachable for lease_ttl"); n > 0 {
-		t.Errorf("%d partitions stopped for a fresh consumer unreachable for lease_ttl while a server was down", n)
+	if n := strings.Count(logs, "consumer unreachable for"); n > 0 {
+		t.Errorf("%d partitions stopped for a fresh consumer found unreachable while a server was down", n)
 	}
 	t.Logf("%d inputs; load average %s", pub.n, loadAvg())
+}
+
+// TestConsumersOnLostServer SIGKILLs a server that leads nothing (the
+// streams' and buckets' leaders stepped off it, not the meta leader, no
+// worker dialled it) and at once stops one of the two workers gracefully,
+// so that the other takes its partitions within the first seconds after
+// the crash: while the cluster still counts the lost server live and
+// caught up, so that about one fresh consumer in three is placed on it,
+// and while the earlier owners' consumers on it can be deleted without an
+// answer. The server stays down. Every partition must run again and the
+// stream drain within 20 s of the kill (a liveness bound, about 6 ×
+// lease_ttl; the time taken is logged), with every state and output that
+// of an uninterrupted run.
+//
+// Before, a create placed on the lost server was sent again under the
+// same name until its 30 s bound (the name's placement stood), and a
+// delete of a consumer on it was sent again until the cluster saw the
+// server offline: partitions stayed stopped that long.
+func TestConsumersOnLostServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level cluster fault test (execs nats-server and kpcastream; skipped under -short)")
+	}
+	binary(t)
+	cl := startNATSCluster(t, t.TempDir())
+	nc, js := connectCluster(t, cl.urls())
+	var meta string
+	waitFor(t, 30*time.Second, "a meta leader", func() bool { meta = cl.metaLeader(0); return meta != "" })
+	victim := 2
+	if cl.nodes[victim].name == meta {
+		victim = 1
+	}
+	var live []int
+	for i := range 3 {
+		if i != victim {
+			live = append(live, i)
+		}
+	}
+	w := &world{t: t, js: js, parts: nodeLossParts, data: map[string][][]float64{}, sent: map[string]int{}}
+	cfgFor := func(i int) string {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "kpcastream.yaml")
+		if err := os.WriteFile(cfg, []byte(nodeLossConfig(cl.url(i), dir)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	a := start(t, cfgFor(live[0]))
+	ida := w.memberOf(a.cmd.Process.Pid)
+	b := start(t, cfgFor(live[1]))
+	idb := w.memberOf(b.cmd.Process.Pid)
+	waitFor(t, 60*time.Second, "the two workers share the partitions", func() bool {
+		return w.count(ida) == nodeLossParts/2 && w.count(idb) == nodeLossParts/2
+	})
+	vn := cl.nodes[victim].name
+	for _, s := range []string{"PIN", "POUT", "KV_kpcastream-checkpoints", "KV_kpcastream-snapshots", "OBJ_kpcastream-state", "KPCA_DLQ_proc"} {
+		if l := stepOff(nc, js, s, vn); l == vn || l == "" {
+			t.Fatalf("could not step %s's leader off %s (leader %q)", s, vn, l)
+		}
+	}
+	pub := newSteadyPublisher(t, cl.url(live[0])+","+cl.url(live[1]), 200, 96)
+	pub.start()
+	time.Sleep(2 * time.Second)
+	cl.kill(victim)
+	killed := time.Now()
+	a.stop(t)
+	time.Sleep(4 * time.Second)
+	pub.stopAndWait()
+	waitFor(t, max(20*time.Second-time.Since(killed), time.Second), "every partition drained within 20 s of the kill", func() bool {
+		return w.count(idb) == nodeLossParts && drainedCluster(js, nodeLossParts)
+	})
+	t.Logf("figure: %s killed, a worker stopped at once: the other owns every partition and has drained %v after the kill (lease_ttl %v; load average %s)",
+		vn, time.Since(killed).Round(time.Millisecond), nodeLossTTL, loadAvg())
+	b.stop(t)
+	w.data, w.sent, w.nsent = pub.data, pub.sent, pub.n
+	for k := range pub.data {
+		w.keys = append(w.keys, k)
+	}
+	sort.Strings(w.keys)
+	checkNodeLoss(t, w, js, readOutputs(t, js, "POUT"))
 }
