@@ -97,13 +97,6 @@ func TestClusterNodeLoss(t *testing.T) {
 
 	// Workers: worker i dials server i (and learns the others from it).
 	var ws []*proc
-	t.Cleanup(func() { // after the workers are killed (cleanups run last first)
-		for i, p := range ws {
-			p.mu.Lock()
-			_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("w%d.log", i)), p.logs.Bytes(), 0o644)
-			p.mu.Unlock()
-		}
-	})
 	w := &world{t: t, js: js, parts: nodeLossParts, data: map[string][][]float64{}, sent: map[string]int{}}
 	for i := range 3 {
 		dir := t.TempDir()
@@ -112,6 +105,7 @@ func TestClusterNodeLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		ws = append(ws, start(t, cfg))
+		keepLogs(t, ws[i])
 		if i == 0 {
 			// The first creates the streams and buckets alone: three
 			// processes creating them at once on a fresh cluster left two
@@ -515,6 +509,22 @@ func checkNodeLoss(t *testing.T, w *world, js jetstream.JetStream, outs []output
 	t.Logf("checked %d inputs over %d keys (%d with outputs) and %d outputs", w.nsent, len(w.keys), len(last), len(outs))
 }
 
+// keepLogs writes the logs of procs into KPCASTREAM_NODELOSS_LOGDIR, if
+// set, when the test ends (w<pid>.log).
+func keepLogs(t testing.TB, procs ...*proc) {
+	dir := os.Getenv("KPCASTREAM_NODELOSS_LOGDIR")
+	if dir == "" {
+		return
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.mu.Lock()
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("w%d.log", p.cmd.Process.Pid)), p.logs.Bytes(), 0o644)
+			p.mu.Unlock()
+		}
+	})
+}
+
 // loadAvg is the machine's load average (Linux), for the figures' context.
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -661,6 +671,7 @@ func TestConsumersOnLostServer(t *testing.T) {
 	a := start(t, cfgFor(live[0]))
 	ida := w.memberOf(a.cmd.Process.Pid)
 	b := start(t, cfgFor(live[1]))
+	keepLogs(t, a, b)
 	idb := w.memberOf(b.cmd.Process.Pid)
 	waitFor(t, 60*time.Second, "the two workers share the partitions", func() bool {
 		return w.count(ida) == nodeLossParts/2 && w.count(idb) == nodeLossParts/2
