@@ -40,6 +40,7 @@ type partition struct {
 
 	cc       jetstream.ConsumeContext
 	consumer jetstream.Consumer // this epoch's; set before cc
+	trouble  chan struct{}      // the consumer went silent (intake.failed): repullAfterReconnect looks for lost acks
 	sub      *nats.Subscription
 	// subscribed is closed by runCore once its subscription exists (Run
 	// reports ready only then: a message published earlier is lost).
@@ -58,7 +59,7 @@ type partition struct {
 
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
-	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject,
+	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject, trouble: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{})}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)

@@ -219,6 +219,17 @@ func (in *intake) failed(_ jetstream.ConsumeContext, err error) {
 			pt.fence.Revoke()
 			return
 		}
+		if in.health.hasDelivered() {
+			// The consumer went silent (its server lost, maybe for
+			// less than the heartbeats take to tell): acks sent
+			// meanwhile are lost as with a connection, if it comes back.
+			// (Not before its first delivery: a consumer still starting
+			// answers "no responders" too, with nothing acked yet.)
+			select {
+			case pt.trouble <- struct{}{}:
+			default:
+			}
+		}
 		pt.log.Info("consume", zap.Error(err))
 	default:
 		pt.log.Warn("consume", zap.Error(err))
@@ -273,6 +284,13 @@ func (h *pullHealth) delivered() {
 	h.mu.Unlock()
 }
 
+// hasDelivered reports whether a delivery came through.
+func (h *pullHealth) hasDelivered() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reached
+}
+
 // failed records a failure at now and reports whether the streak has
 // lasted window (lost once a delivery came through).
 func (h *pullHealth) failed(now time.Time) bool {
@@ -291,7 +309,12 @@ func (h *pullHealth) failed(now time.Time) bool {
 
 // repullAfterReconnect covers what the intake cannot see: deliveries
 // lost at the tail of a lost connection (no later delivery reveals the
-// gap) and acks lost with it. The server would deliver the one again, and
+// gap) and acks lost with it — or with the consumer's server, which the
+// worker's connection may outlive: a consumer gone silent after it
+// delivered (missed heartbeats, a pull that found no consumer: a trouble
+// signal from intake.failed) counts as a reconnection from then on, so that a consumer whose server came back within the unreachable
+// window, acks lost, is found the same way (issue 28: with the
+// consumer's leader on a restarted server, drains waited for ack_wait). The server would deliver the one again, and
 // count the other settled, only after ack_wait — holding the partition's
 // drain that long after a server restart (issue 28). So once the
 // connection is back, as soon as the partition is idle (nothing delivered
@@ -307,9 +330,22 @@ func (pt *partition) repullAfterReconnect(ctx context.Context) {
 	defer pt.p.conn.RemoveStatusListener(ch)
 	lost := false
 	var back time.Time
+	var ticker *time.Ticker
 	var tick <-chan time.Time
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
 	const idle = 250 * time.Millisecond
 	last := pt.track.Max()
+	watch := func() { // from now on, look for lost acks as soon as idle
+		back = time.Now()
+		if ticker == nil {
+			ticker = time.NewTicker(idle)
+		}
+		tick, last = ticker.C, pt.track.Max()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -323,11 +359,13 @@ func (pt *partition) repullAfterReconnect(ctx context.Context) {
 				lost, tick = true, nil
 			case nats.CONNECTED:
 				if lost {
-					lost, back = false, time.Now()
-					t := time.NewTicker(idle)
-					defer t.Stop()
-					tick, last = t.C, pt.track.Max()
+					lost = false
+					watch()
 				}
+			}
+		case <-pt.trouble:
+			if !lost {
+				watch()
 			}
 		case <-tick:
 			if time.Since(back) > pt.pipe.cfg.Input.AckWait {
@@ -349,8 +387,8 @@ func (pt *partition) repullAfterReconnect(ctx context.Context) {
 				continue
 			}
 			if pt.requestStop() {
-				pt.log.Info("connection back with acks still pending at the consumer: taking the partition again under a new epoch, "+
-					"so that what was lost with the connection comes back now rather than after ack_wait", zap.Int("ack_pending", ci.NumAckPending))
+				pt.log.Info("connection or consumer back with acks still pending at the consumer: taking the partition again under a new epoch, "+
+					"so that what was lost comes back now rather than after ack_wait", zap.Int("ack_pending", ci.NumAckPending))
 			}
 			return
 		}
