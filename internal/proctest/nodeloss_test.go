@@ -646,9 +646,10 @@ func TestFreshConsumersNodeDown(t *testing.T) {
 // caught up, so that about one fresh consumer in three is placed on it,
 // and while the earlier owners' consumers on it can be deleted without an
 // answer. The server stays down. Every partition must run again and the
-// stream drain within 20 s of the kill (a liveness bound, about 6 ×
-// lease_ttl; the time taken is logged), with every state and output that
-// of an uninterrupted run.
+// stream drain within 25 s of the kill (a liveness bound below the 30 s
+// that a create was retried for before; 6–14 s were seen at load 20–26 on
+// 2 cores, logged as a figure), with every state and output that of an
+// uninterrupted run.
 //
 // Before, a create placed on the lost server was sent again under the
 // same name until its 30 s bound (the name's placement stood), and a
@@ -704,7 +705,7 @@ func TestConsumersOnLostServer(t *testing.T) {
 	a.stop(t)
 	time.Sleep(4 * time.Second)
 	pub.stopAndWait()
-	waitFor(t, max(20*time.Second-time.Since(killed), time.Second), "every partition drained within 20 s of the kill", func() bool {
+	waitFor(t, max(25*time.Second-time.Since(killed), time.Second), "every partition drained within 25 s of the kill", func() bool {
 		return w.count(idb) == nodeLossParts && drainedCluster(js, nodeLossParts)
 	})
 	t.Logf("figure: %s killed, a worker stopped at once: the other owns every partition and has drained %v after the kill (lease_ttl %v; load average %s)",
