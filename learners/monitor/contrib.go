@@ -26,6 +26,9 @@ type Contribution struct {
 //
 // The alarm index is I(x) = Σ s(x)/δₛ over the statistics s above their
 // limits δₛ at the alarmed x (the kernel SPE, the linear residual, T²),
+// and when the linear residual's per-variable EWMA is above its limit,
+// each variable's own EWMA statistic over that limit is added to its
+// contribution (the EWMA is a chart per variable, its own diagnosis);
 // so that I ≥ 1 on an alarm; the same terms, continuous, at every probe
 // (on the replay below, a term dropped once below its limit tied every
 // variable that could bring it there: x₃ first on 58 %, kept: 93 %). The RBC of variable j is I(x) − min_f I(x − f·ξⱼ): how much of
@@ -145,6 +148,23 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 		}
 		p[j] = x[j]
 		c.Value = max(i0-best, 0)
+	}
+	if v.LEWMALimit > 0 && v.LEWMA > v.LEWMALimit {
+		// The linear residual's EWMA: variable j's share is eⱼ², the
+		// reconstruction-based contribution of the EWMA of the residual
+		// (eⱼ² = ēⱼ²/c̃ⱼ), in units of the alarming variable's limit
+		// σ*²·LEWMALimit (so that it has LEWMA/LEWMALimit). One spread
+		// for all: a fault along ξᵢ gives ēⱼ²/c̃ⱼ ≤ ēᵢ²/c̃ᵢ (Cauchy–Schwarz
+		// on the projection C̃), which per-variable spreads would undo
+		// (the 20-sensor drift, seed 2: another sensor first on 91 % of
+		// the alarms).
+		sd := m.lin.alarmSpread(m.cfg.TrendLambda)
+		for i := range m.contrib {
+			c := &m.contrib[i]
+			if e := m.lin.e[c.Var]; sd > 0 && m.lin.c[c.Var] > minShare {
+				c.Value += e * e / sd / v.LEWMALimit
+			}
+		}
 	}
 	sortContrib(m.contrib)
 	return m.contrib[:min(TopContributions, d)]
