@@ -149,7 +149,7 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 		p[j] = x[j]
 		c.Value = max(i0-best, 0)
 	}
-	if v.LEWMALimit > 0 && v.LEWMA > v.LEWMALimit {
+	if v.LEWMALimit > 0 && v.LEWMA > v.LEWMALimit && m.lin.d-m.lin.k >= 2 {
 		// The linear residual's EWMA: variable j's share is eⱼ², the
 		// reconstruction-based contribution of the EWMA of the residual
 		// (eⱼ² = ēⱼ²/c̃ⱼ), in units of the alarming variable's limit
@@ -157,7 +157,8 @@ func (m *Monitor) contributions(l Scorer, x []float64, v Verdict) []Contribution
 		// for all: a fault along ξᵢ gives ēⱼ²/c̃ⱼ ≤ ēᵢ²/c̃ᵢ (Cauchy–Schwarz
 		// on the projection C̃), which per-variable spreads would undo
 		// (the 20-sensor drift, seed 2: another sensor first on 91 % of
-		// the alarms).
+		// the alarms). With one residual dimension every eⱼ² is the same
+		// (the residual cannot say which variable) and none is added.
 		sd := m.lin.alarmSpread(m.cfg.TrendLambda)
 		for i := range m.contrib {
 			c := &m.contrib[i]

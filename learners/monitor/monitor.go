@@ -105,6 +105,12 @@ const MaxConfirm = 1 << 12
 // observations).
 const MaxLinearDim = 512
 
+// DefaultLinear is the default of Config.Linear for a dimension (callers
+// apply it): on when the linear residual is possible, 2 ≤ dim ≤
+// MaxLinearDim (issue 31: with T² sharing its level it costs the kernel's
+// faults nothing on bench/monitor; see the package comment).
+func DefaultLinear(dim int) bool { return dim >= 2 && dim <= MaxLinearDim }
+
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
 
