@@ -217,8 +217,9 @@ type MonitorConfig struct {
 	// has an "spe" alarm and carries "lspe" and "lspe_limit". It sees a
 	// fault in one variable among many, which barely moves an RBF kernel.
 	// With it T² and lspe share the limits' 1 − level (each at
-	// 1 − (1 − level)/2). Default: on when 2 ≤ dim ≤ 512 (issue 31; before,
-	// off); false switches it off. Memory 8·dim² bytes per key.
+	// 1 − (1 − level)/2). Default: on when 2 ≤ dim ≤ 128 (issue 31; before,
+	// off); false switches it off, true asks for it up to dim 512. Memory
+	// about 24·dim² bytes per key.
 	Linear *bool `yaml:"linear"`
 }
 

@@ -105,11 +105,18 @@ const MaxConfirm = 1 << 12
 // observations).
 const MaxLinearDim = 512
 
-// DefaultLinear is the default of Config.Linear for a dimension (callers
-// apply it): on when the linear residual is possible, 2 ≤ dim ≤
-// MaxLinearDim (issue 31: with T² sharing its level it costs the kernel's
-// faults nothing on bench/monitor; see the package comment).
-func DefaultLinear(dim int) bool { return dim >= 2 && dim <= MaxLinearDim }
+// DefaultLinear is the default of Config.Linear for a pipeline's key of
+// dimension dim (callers apply it): on for 2 ≤ dim ≤ DefaultLinearMaxDim
+// (issue 31; see the package comment, "Linear residual").
+func DefaultLinear(dim int) bool { return dim >= 2 && dim <= DefaultLinearMaxDim }
+
+// DefaultLinearMaxDim is the largest dimension for which the linear
+// residual is on by default: its memory, about 24·d² bytes per key (the
+// co-moment and the eigendecomposition's buffers), is then at most about
+// 400 KB, no more than an RBF learner's of budget 200 at that dimension
+// (its points and Gram matrix, about 530 KB); above it a key's memory
+// would grow by up to 6 MB (d = 512) without being asked for.
+const DefaultLinearMaxDim = 128
 
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
