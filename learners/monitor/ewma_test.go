@@ -127,3 +127,46 @@ func TestLinearEWMADrift(t *testing.T) {
 		t.Errorf("the linear model learned the drift: weight %v at the first alarm, %v at the end", wAtAlarm, m.lin.w)
 	}
 }
+
+// TestRestoreSwitchesLinear: a key's state moves between configurations
+// with and without the linear residual (on by default since issue 31's
+// third round; linear: false switches it off): without it the state's
+// linear residual is dropped, with it a state without one starts the
+// linear model empty; both restore and go on stepping.
+func TestRestoreSwitchesLinear(t *testing.T) {
+	on := Config{Learn: LearnNormal, Standardize: true, Freeze: true, Dim: 3, Linear: true, LinearComponents: 1}.WithDefaults(50)
+	off := on
+	off.Linear, off.LinearComponents = false, 0
+	rng := rand.New(rand.NewPCG(6, 6))
+	s := fixed{rand.New(rand.NewPCG(7, 7))}
+	in, z := make([]float64, 3), make([]float64, 2)
+	run := func(m *Monitor, n int) {
+		for range n {
+			if _, err := m.Step(s, nil, in, z, []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		from, to Config
+	}{{"linear off after on", on, off}, {"linear on after off", off, on}} {
+		a, err := New(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(a, 400)
+		b, err := New(c.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Restore(a.State()); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		st := b.State()
+		if (st.Linear != nil) != c.to.Linear || len(st.SPE) != len(a.State().SPE) || st.Learned != a.State().Learned {
+			t.Errorf("%s: restored linear %v, %d SPE window values (had %d), learned %d (had %d)", c.name, st.Linear != nil, len(st.SPE), len(a.State().SPE), st.Learned, a.State().Learned)
+		}
+		run(b, 200)
+	}
+}

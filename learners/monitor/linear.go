@@ -172,13 +172,14 @@ func (l *linear) spe(x []float64) float64 {
 
 // checkLinear reports the problems of s's linear residual against the
 // configuration. A state without one (a snapshot from before Linear, or
-// of a monitor without it) is fine: the model starts empty.
+// of a monitor without it) is fine: the model starts empty. A state with
+// one restored into a monitor without it (linear switched off) is fine
+// too: it is dropped (before issue 31's third round that was an error,
+// and a key whose pipeline switched the default linear residual off
+// would not have loaded).
 func (m *Monitor) checkLinear(s *State) []string {
 	var bad []string
 	if m.lin == nil {
-		if s.Linear != nil || len(s.LSPE) > 0 {
-			bad = append(bad, "a linear residual, but the monitor has none")
-		}
 		return bad
 	}
 	if len(s.LSPE) > m.cfg.Window || !allFinite(s.LSPE) {
