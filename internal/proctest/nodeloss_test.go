@@ -47,11 +47,20 @@ const nodeLossTTL = 3 * time.Second
 //     the meta leader — is SIGKILLed with messages in flight and started
 //     again 2 s later (the streams' and buckets' leaders stepped off it
 //     first: what it hits are its clients' connections and the consumers
-//     on it);
-//     publishing goes on for 4 s more. Figures: per
-//     partition the longest gap and its resumption after the restart, and
-//     the drain after the last publish (target: processing resumes within
-//     2 s, not after the input's ack_wait of 30 s).
+//     on it); publishing goes on for 4 s more. Figures: per partition the
+//     longest gap and its resumption after the restart, and the drain
+//     after the last publish (target: processing resumes within 2 s, not
+//     after the input's ack_wait of 30 s).
+//
+// A partition counts as paused when its longest gap across a fault is at
+// least 1 s (at 200 messages/s its outputs come every ~60 ms); its
+// resumption is that gap's end. Measured on the 2-core machine at load
+// average 18–26 (issue 28, the commits of its fixes give the figures before
+// and after): the latest resumption 0.3–1.0 s after the bucket took writes
+// again (before: 14–18 s), the longest pause 5.0–8.2 s with the bucket
+// back after 4.6–7.7 s (before: 13–23 s); after the restart 1.1–1.6 s
+// (before: 3.7–5.1 s), drained 6–44 ms after the last publish (before: up
+// to 24 s, acks lost with a consumer's leader waiting for ack_wait).
 //
 // The figures are logged ("figure:" lines), never asserted. Asserted: every
 // partition resumes after each fault and the stream drains within 120 s;
@@ -69,8 +78,11 @@ const nodeLossTTL = 3 * time.Second
 //	KPCASTREAM_BIN=.devbin/kpcastream KPCASTREAM_NATS_SERVER=.devbin/nats-server \
 //	  KPCASTREAM_NODELOSS_LOGDIR=$OUT .devbin/proctest.test -test.run TestClusterNodeLoss -test.v -test.timeout 9m
 //
+// (-test.run 'TestClusterNodeLoss|TestFreshConsumersNodeDown|TestConsumersOnLostServer|TestConsumerServerBlip'
+// runs this file's four tests, about 2 minutes here.)
 // KPCASTREAM_NODELOSS_RATE sets the publisher's messages/s [200];
-// KPCASTREAM_NODELOSS_LOGDIR keeps the servers' and workers' logs there.
+// KPCASTREAM_NODELOSS_LOGDIR keeps the servers' (TestClusterNodeLoss) and
+// workers' logs there.
 func TestClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level cluster fault test (execs nats-server and kpcastream; skipped under -short)")
