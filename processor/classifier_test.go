@@ -31,6 +31,9 @@ func TestClassifierConfigValidate(t *testing.T) {
 		{"negative ridge", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Ridge: -1} }, "classifier.ridge: must be > 0"},
 		{"forget", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Forget: 2} }, "classifier.forget: must be in (0, 1]"},
 		{"window", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Window: -1} }, "classifier.window: must be ≥ 0"},
+		{"loss", func(pc *PipelineConfig) {
+			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Loss: "logistic"}
+		}, `classifier.loss: must be "squared" or "hinge"`},
 		{"learner", func(pc *PipelineConfig) {
 			pc.Learner.Learner = learners.KindWindow
 			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
@@ -45,10 +48,12 @@ func TestClassifierConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	pc := base()
-	pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
-	if err := (Config{Pipelines: []PipelineConfig{pc}}).Validate(); err != nil {
-		t.Fatalf("valid classifier config: %v", err)
+	for _, loss := range []string{"", "squared", "hinge"} {
+		pc := base()
+		pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Loss: loss}
+		if err := (Config{Pipelines: []PipelineConfig{pc}}).Validate(); err != nil {
+			t.Fatalf("valid classifier config (loss %q): %v", loss, err)
+		}
 	}
 }
 

@@ -45,7 +45,20 @@ type Config struct {
 	// Forget is the RLS forgetting factor β ∈ (0, 1]; 0 means 1 (none).
 	// Past observations weigh βᵃᵍᵉ: the effective memory is about 1/(1−β).
 	Forget float64
+	// Loss is the training loss: LossSquared (the default; "" means it) or
+	// LossHinge (see the package comment).
+	Loss string
 }
+
+// Losses of Config.Loss.
+const (
+	// LossSquared is least squares on the class indicators: W is the
+	// ridge-regression fit, exact after every step.
+	LossSquared = "squared"
+	// LossHinge is the one-vs-rest squared hinge: a class's residual is
+	// dropped once its score is on the right side of its margin.
+	LossHinge = "hinge"
+)
 
 func (c Config) withDefaults() Config {
 	if c.Ridge == 0 {
@@ -53,6 +66,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Forget == 0 {
 		c.Forget = 1
+	}
+	if c.Loss == "" {
+		c.Loss = LossSquared
 	}
 	return c
 }
@@ -83,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Forget > 0 && c.Forget <= 1) {
 		bad("forget", "must be in (0, 1], got %v", c.Forget)
+	}
+	if c.Loss != LossSquared && c.Loss != LossHinge {
+		bad("loss", "must be %q or %q, got %q", LossSquared, LossHinge, c.Loss)
 	}
 	return errors.Join(errs...)
 }
@@ -205,12 +224,18 @@ func (cl *Classifier) Learn(z []float64, y int) error {
 	if !(den > 0) || math.IsInf(den, 0) {
 		return fmt.Errorf("%w: rls denominator %v", ErrInput, den)
 	}
-	// W += e gᵀ with e = t − W z̃ (the a-priori error), g = k/den.
+	// W += e gᵀ with e = t − W z̃ (the a-priori error), g = k/den; for
+	// the hinge, e is 0 where the score is beyond the target already (the
+	// true class's above 1, another's below 0).
+	hinge := cl.cfg.Loss == LossHinge
 	for r := range cl.c {
 		row := cl.w[r*w : (r+1)*w]
 		e := -(bl.Ddot(m, row, 1, z, 1) + row[n])
 		if r == y {
 			e++
+		}
+		if hinge && (r == y) != (e > 0) {
+			continue
 		}
 		e /= den
 		bl.Daxpy(m, e, k, 1, row, 1)
@@ -398,14 +423,20 @@ func (cl *Classifier) State() *State {
 }
 
 // Restore replaces the state with s after checking its config (which
-// must equal this classifier's), shapes and finiteness; on error the
-// classifier is unchanged.
+// must equal this classifier's but for the loss: W and P mean the same
+// under both, so a saved state may be trained on with the other loss),
+// shapes and finiteness; on error the classifier is unchanged.
 func (cl *Classifier) Restore(s *State) error {
 	if s == nil {
 		return fmt.Errorf("%w: nil state", ErrState)
 	}
-	if s.Config.withDefaults() != cl.cfg {
-		return fmt.Errorf("%w: config %+v, this classifier's is %+v", ErrState, s.Config.withDefaults(), cl.cfg)
+	if sc := s.Config.withDefaults(); sc.Loss == LossSquared || sc.Loss == LossHinge {
+		sc.Loss = cl.cfg.Loss
+		if sc != cl.cfg {
+			return fmt.Errorf("%w: config %+v, this classifier's is %+v", ErrState, s.Config.withDefaults(), cl.cfg)
+		}
+	} else {
+		return fmt.Errorf("%w: unknown loss %q", ErrState, sc.Loss)
 	}
 	if len(s.W) != len(cl.w) || len(s.P) != len(cl.p) {
 		return fmt.Errorf("%w: W has %d values and P %d, want %d and %d", ErrState, len(s.W), len(s.P), len(cl.w), len(cl.p))

@@ -93,7 +93,7 @@ const (
 	outputsZ        // the k published components, as a downstream consumer of the outputs' z sees them
 )
 
-func prequential(t testing.TB, ds *dataset, k, b, passes int, seed uint64, mode int, gamma, ridge float64) evalResult {
+func prequential(t testing.TB, ds *dataset, k, b, passes int, seed uint64, mode int, gamma, ridge float64, loss string) evalResult {
 	t.Helper()
 	d := len(ds.x[0])
 	l, err := learners.NewIKPCA(learners.Config{Dim: d, Components: k, Budget: b,
@@ -101,7 +101,7 @@ func prequential(t testing.TB, ds *dataset, k, b, passes int, seed uint64, mode 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := classify.Config{Classes: ds.classes, Ridge: ridge}
+	cfg := classify.Config{Classes: ds.classes, Ridge: ridge, Loss: loss}
 	var ob *classify.OnBasis
 	var cl *classify.Classifier
 	switch mode {
@@ -219,9 +219,9 @@ func TestEvaluation(t *testing.T) {
 		if tc.gamma == 0 {
 			tc.gamma = 1 / float64(len(ds.x[0]))
 		}
-		a := prequential(t, ds, 16, 200, tc.passes, 1, aware, tc.gamma, 0)
-		u := prequential(t, ds, 16, 200, tc.passes, 1, untrack, tc.gamma, 0)
-		z := prequential(t, ds, 16, 200, tc.passes, 1, outputsZ, tc.gamma, 0)
+		a := prequential(t, ds, 16, 200, tc.passes, 1, aware, tc.gamma, 0, "")
+		u := prequential(t, ds, 16, 200, tc.passes, 1, untrack, tc.gamma, 0, "")
+		z := prequential(t, ds, 16, 200, tc.passes, 1, outputsZ, tc.gamma, 0, "")
 		t.Logf("%s, %d pass(es), γ %v, last half (whole stream): basis-aware %.4f (%.4f); same coordinates, weights not re-expressed %.4f (%.4f); same classifier on the outputs' z %.4f (%.4f)",
 			tc.file, tc.passes, tc.gamma, a.lastHalf, a.all, u.lastHalf, u.all, z.lastHalf, z.all)
 		if a.lastHalf < tc.want {
