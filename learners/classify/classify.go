@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/kpcastream/kpcastream/internal/fielderr"
@@ -329,6 +330,56 @@ func (cl *Classifier) Append(m int, carried float64) {
 	pm[m] = 1 / cl.cfg.Ridge
 }
 
+// Map re-expresses the classifier for the new coordinates z' = T z of the
+// first m (see learners.CoordMapper; T is m×m, row-major): every class's
+// weights w ← T w (its function projected on the new span, the bias
+// kept), and P ← T P Tᵀ + (I − T Tᵀ)/λ on those coordinates (the
+// covariance carried along T, a direction of the new span outside the
+// old one given the prior of an unseen direction, as Append does), its
+// rows and columns of the bias and of coordinates m… ← T times theirs.
+// Cost O(m³ + Cm² + (n−m)m²); it allocates
+// 2m² scratch values (a rebase is rare: kha's at 2B…16B observations,
+// then every 16B).
+func (cl *Classifier) Map(t []float64, m int) {
+	w := cl.n + 1
+	tm := blas64.General{Rows: m, Cols: m, Stride: m, Data: t[:m*m]}
+	// W's rows: w[:m] ← T w[:m].
+	v := make([]float64, m)
+	for r := range cl.c {
+		row := cl.w[r*w : (r+1)*w]
+		copy(v, row[:m])
+		blas64.Gemv(blas.NoTrans, 1, tm, blas64.Vector{N: m, Inc: 1, Data: v}, 0, blas64.Vector{N: m, Inc: 1, Data: row[:m]})
+	}
+	// P's block: X = T P, then P = X Tᵀ − T Tᵀ/λ + I/λ.
+	pb := blas64.General{Rows: m, Cols: m, Stride: w, Data: cl.p}
+	x := blas64.General{Rows: m, Cols: m, Stride: m, Data: make([]float64, m*m)}
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, tm, pb, 0, x)
+	inv := 1 / cl.cfg.Ridge
+	blas64.Gemm(blas.NoTrans, blas.Trans, 1, x, tm, 0, pb)
+	blas64.Gemm(blas.NoTrans, blas.Trans, -inv, tm, tm, 1, pb)
+	for i := range m {
+		cl.p[i*w+i] += inv
+	}
+	// The columns (and rows) of the other coordinates and the bias: T
+	// times the old column.
+	for j := m; j < w; j++ {
+		for i := range m {
+			v[i] = cl.p[i*w+j]
+		}
+		for i := range m {
+			s := blas64.Implementation().Ddot(m, t[i*m:(i+1)*m], 1, v, 1)
+			cl.p[i*w+j], cl.p[j*w+i] = s, s
+		}
+	}
+	// Symmetrise against rounding.
+	for i := range m {
+		for j := range i {
+			a := 0.5 * (cl.p[i*w+j] + cl.p[j*w+i])
+			cl.p[i*w+j], cl.p[j*w+i] = a, a
+		}
+	}
+}
+
 // Weights returns a copy of W: C rows of n+1 values, the n feature weights
 // then the bias.
 func (cl *Classifier) Weights() []float64 { return slices.Clone(cl.w) }
@@ -339,7 +390,7 @@ func rotate(v []float64, i, j int, c, s float64) {
 	v[j] = -s*vi + c*vj
 }
 
-var _ learners.CoordTracker = (*Classifier)(nil)
+var _ learners.CoordMapper = (*Classifier)(nil)
 
 // Basis is what a basis-aware classifier needs of a learner: whitened
 // dictionary coordinates, and learning that reports every change of them.

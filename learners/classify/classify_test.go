@@ -473,3 +473,83 @@ func TestRestoreAcrossLoss(t *testing.T) {
 		t.Fatalf("unknown loss in a state: got %v, want ErrState", err)
 	}
 }
+
+// kha's kmeans rebase replaces the whole memorised set by the centroids;
+// the classifier follows it by Map (the RKHS projection of its function
+// on the new span), which is exact at the new members: each scores the
+// same before the rebase (old coordinates, old weights) and after it (new
+// coordinates, mapped weights). Checked at the first three rebases (2B,
+// 4B, 8B observations), training in between.
+func TestKHAKMeansRebase(t *testing.T) {
+	const b = 20
+	cfg := learners.Config{Learner: learners.KindKHA, Dim: 3, Components: 2, Budget: b, Dictionary: learners.DictKMeans,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1}
+	l, err := learners.NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	seen := 0
+	for _, at := range []int{2 * b, 4 * b, 8 * b} {
+		feed(t, ob, rng, at-1-seen, true)
+		seen = at - 1
+		// A copy of learner and classifier takes the observation that
+		// rebases; the original keeps the old coordinates.
+		l2, err := learners.Restore(l.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob2, _ := classify.NewOnBasis(l2.(*learners.KHA), classify.Config{Classes: 3})
+		if err := ob2.Classifier().Restore(ob.Classifier().State()); err != nil {
+			t.Fatal(err)
+		}
+		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		if err := ob2.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+		old, members := khaPoints(l), khaPoints(l2.(*learners.KHA))
+		if samePoints(old, members) {
+			t.Fatalf("observation %d: the memorised set did not change (no rebase)", at)
+		}
+		var worst float64
+		for _, p := range members {
+			_, before, err := ob.Predict(nil, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after, err := ob2.Predict(nil, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range before {
+				worst = max(worst, math.Abs(after[c]-before[c])/max(1, math.Abs(before[c])))
+			}
+		}
+		if worst > 1e-6 {
+			t.Fatalf("rebase at %d: a new member's score moved by %.3g (relative), want ≤ 1e-6", at, worst)
+		}
+		t.Logf("rebase at %d observations: largest change of a new member's score %.3g", at, worst)
+		// Go on from the rebased copy.
+		l, ob = l2.(*learners.KHA), ob2
+		if _, _, err := ob.Predict(nil, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Teach(0); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+	}
+}
+
+func khaPoints(l *learners.KHA) [][]float64 {
+	m := l.State().Matrices["points"]
+	var out [][]float64
+	for i := range m.Rows {
+		out = append(out, slices.Clone(m.Data[i*m.Cols:(i+1)*m.Cols]))
+	}
+	return out
+}
