@@ -326,10 +326,8 @@ type KHA struct {
 	oldPts                []float64
 	nextRebase, rebaseGap int64
 	// during LearnTracked: the tracker told of a rebase (Map when it is a
-	// CoordMapper, else every coordinate dropped and appended anew), and
-	// T's scratch (b×b, allocated at the first tracked rebase)
-	tr   CoordTracker
-	tmap []float64
+	// CoordMapper, else every coordinate dropped and appended anew)
+	tr CoordTracker
 
 	// scratch
 	kr, s, v []float64 // b
@@ -543,16 +541,19 @@ func (l *KHA) rebase() {
 	l.nextRebase = l.seen + l.rebaseGap
 	l.rebaseGap = min(2*l.rebaseGap, 16*int64(b))
 	bl := blas64.Implementation()
+	// T for a mapper: transient B×B scratch, allocated per rebase (rare)
+	// so that MemoryBytes, the steady state, does not carry it.
 	mapper, _ := l.tr.(CoordMapper)
-	if mapper != nil && l.tmap == nil {
-		l.tmap = make([]float64, b*b)
+	var tmap []float64
+	if mapper != nil {
+		tmap = make([]float64, b*b)
 	}
 	// X = K(D',D)·[A R V], u' = K(D',D)c, row by row from the old set.
 	for i := range b {
 		x := l.cent[i*d : (i+1)*d]
 		kr := l.rows.Row(l.kr, x, norm2(x))
 		if mapper != nil {
-			copy(l.tmap[i*b:(i+1)*b], kr)
+			copy(tmap[i*b:(i+1)*b], kr)
 		}
 		bl.Dgemv(blas.Trans, b, k, 1, l.a, k, kr, 1, 0, l.ka[i*k:(i+1)*k], 1)
 		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, kr, 1, 0, l.a2[i*k:(i+1)*k], 1)
@@ -567,7 +568,7 @@ func (l *KHA) rebase() {
 	}
 	if mapper != nil {
 		// T = K(D',D)L⁻ᵀ now, L'⁻¹ from the left once L' is known.
-		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, l.tmap, b)
+		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
 	}
 	copy(l.oldPts, l.rows.Data())
 	l.rows.Reset(l.cent, b)
@@ -580,8 +581,8 @@ func (l *KHA) rebase() {
 	}
 	switch {
 	case mapper != nil:
-		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, b, 1, l.chol, b, l.tmap, b)
-		mapper.Map(l.tmap, b)
+		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
+		mapper.Map(tmap, b)
 	case l.tr != nil:
 		for j := b - 1; j >= 0; j-- {
 			l.tr.Drop(j)

@@ -45,7 +45,8 @@ func (l *KHA) CoordTransform(dst, w []float64, n int) []float64 {
 // the centroids: Map with T = L'⁻¹K(D',D)L⁻ᵀ when t is a CoordMapper,
 // else every coordinate dropped (B−1…0) and appended anew without carry.
 // With the default dictionary the set never changes once complete and t
-// is not called again. t is not retained.
+// is not called again. t is not retained. A rebase told to a mapper
+// allocates T's B² values (then garbage; MemoryBytes is the steady state).
 func (l *KHA) LearnTracked(x []float64, t CoordTracker) error {
 	was := l.full
 	l.tr = t
