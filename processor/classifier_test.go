@@ -170,6 +170,12 @@ func TestClassifierStage(t *testing.T) {
 // pred and scores; a label that is no class fails the message before
 // anything is learned; unlabelled observations do not train it.
 func TestApplyClassifier(t *testing.T) {
+	for _, loss := range []string{"", "hinge"} {
+		t.Run("loss "+loss, func(t *testing.T) { testApplyClassifier(t, loss) })
+	}
+}
+
+func testApplyClassifier(t *testing.T, loss string) {
 	met, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +183,7 @@ func TestApplyClassifier(t *testing.T) {
 	pc := pipelineConfig("u")
 	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 16,
 		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
-	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}}
+	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}, Loss: loss}
 	st := newStage(pc, met)
 	l, err := learners.New(pc.Learner)
 	if err != nil {
@@ -196,6 +202,9 @@ func TestApplyClassifier(t *testing.T) {
 				t.Fatalf("observation %d: output %+v", i, o)
 			}
 		}
+	}
+	if got := m.Snapshot().Classifier.Config.Loss; got != pc.Classifier.withDefaults().Loss {
+		t.Errorf("the snapshot's classifier has loss %q, the pipeline's is %q", got, pc.Classifier.withDefaults().Loss)
 	}
 	if got, want := m.Snapshot().Classifier.Seen, int64(200-200/3); got != want {
 		t.Errorf("classifier learned %d labels, want %d (every third observation is unlabelled)", got, want)
