@@ -37,7 +37,7 @@
 // the other loss). The squared loss spends the few weights of a small
 // budget on fitting the indicators of points classified with room to
 // spare; the hinge leaves those alone: on satellite (B 200, one pass) it
-// is 0.2–0.7 points ahead on each of five shuffles (bench/RESULTS.md §17).
+// is 0.1–0.7 points ahead on each of five shuffles (bench/RESULTS.md §17).
 // It is an online approximation: a class's residual is dropped by the
 // margin at the time the observation arrives, so the result is not the
 // batch squared-hinge fit, which a one-pass recursion cannot reach.
