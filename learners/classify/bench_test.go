@@ -97,3 +97,32 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMap is the classifier's share of a kha kmeans rebase (Map with
+// a B×B transform, B 800, C 6): O(B³), once per rebase (at 2B…16B
+// observations, then every 16B).
+func BenchmarkMap(b *testing.B) {
+	const n, classes = 800, 6
+	cl, err := classify.New(classify.Config{Classes: classes, Dim: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	z := make([]float64, n)
+	for i := range 50 {
+		for j := range z {
+			z[j] = rng.NormFloat64() / 30
+		}
+		if err := cl.Learn(z, i%classes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t := make([]float64, n*n)
+	for i := range n {
+		t[i*n+i] = 0.999
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cl.Map(t, n)
+	}
+}

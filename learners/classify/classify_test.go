@@ -553,3 +553,80 @@ func khaPoints(l *learners.KHA) [][]float64 {
 	}
 	return out
 }
+
+// Map with the matrix of a plane rotation is Rotate (T Tᵀ = I: P is only
+// carried along), and with T = I/2 it halves the weights and gives P's
+// block T P Tᵀ plus 3/(4λ) on the diagonal (a direction three quarters
+// new); the bias's row and column follow T.
+func TestMap(t *testing.T) {
+	const n = 5
+	train := func() *classify.Classifier {
+		cl, _ := classify.New(classify.Config{Classes: 3, Dim: n})
+		rng := rand.New(rand.NewPCG(4, 4))
+		for i := range 40 {
+			z := make([]float64, n)
+			for j := range z {
+				z[j] = rng.NormFloat64()
+			}
+			if err := cl.Learn(z, i%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cl
+	}
+	a, b := train(), train()
+	c, s := math.Cos(0.7), math.Sin(0.7)
+	tm := make([]float64, n*n)
+	for i := range n {
+		tm[i*n+i] = 1
+	}
+	tm[1*n+1], tm[1*n+2], tm[2*n+1], tm[2*n+2] = c, s, -s, c
+	a.Rotate(1, c, s)
+	b.Map(tm, n)
+	sa, sb := a.State(), b.State()
+	for name, v := range map[string][2][]float64{"W": {sa.W, sb.W}, "P": {sa.P, sb.P}} {
+		for i := range v[0] {
+			if d := math.Abs(v[0][i] - v[1][i]); d > 1e-12*max(1, math.Abs(v[0][i])) {
+				t.Fatalf("rotation: %s[%d] %v by Map, %v by Rotate", name, i, v[1][i], v[0][i])
+			}
+		}
+	}
+	h := train()
+	before := h.State()
+	half := make([]float64, n*n)
+	for i := range n {
+		half[i*n+i] = 0.5
+	}
+	h.Map(half, n)
+	after := h.State()
+	w, lam := n+1, h.Config().Ridge
+	for r := range 3 {
+		for j := range w {
+			want := before.W[r*w+j]
+			if j < n {
+				want *= 0.5
+			}
+			if math.Abs(after.W[r*w+j]-want) > 1e-12 {
+				t.Fatalf("T = I/2: W[%d][%d] %v, want %v", r, j, after.W[r*w+j], want)
+			}
+		}
+	}
+	for i := range w {
+		for j := range w {
+			f := 1.0
+			if i < n {
+				f *= 0.5
+			}
+			if j < n {
+				f *= 0.5
+			}
+			want := f * before.P[i*w+j]
+			if i == j && i < n {
+				want += 0.75 / lam
+			}
+			if d := math.Abs(after.P[i*w+j] - want); d > 1e-12*max(1, math.Abs(want)) {
+				t.Fatalf("T = I/2: P[%d][%d] %v, want %v", i, j, after.P[i*w+j], want)
+			}
+		}
+	}
+}
