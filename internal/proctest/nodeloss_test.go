@@ -55,7 +55,7 @@ const nodeLossTTL = 3 * time.Second
 // A partition counts as paused when its longest gap across a fault is at
 // least 1 s (at 200 messages/s its outputs come every ~60 ms); its
 // resumption is that gap's end. Measured on the 2-core machine at load
-// average 18–26 (issue 28): the latest resumption 0.3–3.0 s after the
+// average 11–26 (issue 28): the latest resumption 0.3–3.2 s after the
 // bucket took writes again (before the fixes: 14–18 s), the longest pause
 // 5.0–8.8 s with the bucket back after 4.2–7.7 s (before: 13–23 s); after
 // the restart 1.1–1.6 s in the last four runs, once 8.0 s in seven (a
