@@ -47,8 +47,8 @@ type Config struct {
 	// that asked for the loads included (≤ 1: one, so the input stops
 	// while a key loads, as with a synchronous load). A key's inputs
 	// that arrive while it loads wait behind it, in order.
-	Parked int
-	BlockTTL    time.Duration // how long a key waits for an unapplied message
+	Parked   int
+	BlockTTL time.Duration // how long a key waits for an unapplied message
 }
 
 // Disp is how the worker disposes of a failed message: it classified the
@@ -251,7 +251,7 @@ type Machine[M, O any] struct {
 	win      window
 	keys     map[string]*slot[M, O]
 	all      []*slot[M, O] // the keys in a deterministic order
-	cur      *current[M] // the message whose Apply was sent
+	cur      *current[M]   // the message whose Apply was sent
 	loads    map[string]*loadOp[M]
 	queue    []*loadOp[M]  // loads not started yet, in order
 	started  int           // loads in flight
