@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/keymodel"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -33,6 +34,9 @@ type entry struct {
 	// learner's count when it went there.
 	elem *list.Element
 	seen int64
+	// lcfg is the learner configuration of a model in the local tier that
+	// differs from the pipeline's (nil: the pipeline's; local_format.go).
+	lcfg *learners.Config
 	// explained is the explained variance ratio of the last projection and
 	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
 	explained float64

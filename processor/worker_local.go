@@ -11,6 +11,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/internal/localstore"
+	"github.com/kpcastream/kpcastream/learners"
 )
 
 // The local tier (issue 30): a worker of a JetStream partition keeps the
@@ -58,7 +59,9 @@ type tier struct {
 	capped  int       // the max_keys share (0: none)
 	items   []localstore.Item
 	buf     []byte
-	fileLen int64 // the store's file size last reported
+	enc     []byte          // the values of a spill (local_format.go)
+	cfg     learners.Config // the pipeline's learner configuration, defaults applied
+	fileLen int64           // the store's file size last reported
 }
 
 // openTier opens the local tier of a worker at dir (a file per partition,
@@ -78,7 +81,7 @@ func openTier(dir string, d deps, id int) *tier {
 		d.log.Error("local tier unavailable: keys beyond memory_budget are unloaded to the snapshot store", zap.String("path", path), zap.Error(err))
 		return nil
 	}
-	return &tier{store: st, path: path}
+	return &tier{store: st, path: path, cfg: d.pipe.spec.Learner.WithDefaults()}
 }
 
 // residentMax is how many keys may be in memory while known keys are known
@@ -129,7 +132,16 @@ func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
 		return nil, fmt.Errorf("processor: key %q is not in the local tier", e.key)
 	}
 	t.buf = v[:0]
-	return codec.DecodeSnapshot(v)
+	cfg := t.cfg
+	if e.lcfg != nil {
+		cfg = *e.lcfg
+	}
+	snap, err := decodeLocal(v, cfg)
+	if err != nil {
+		return nil, err
+	}
+	snap.Key, snap.Pipeline = e.key, e.pipe.cfg.Name
+	return snap, nil
 }
 
 // resident records that e's model is in memory (just loaded or read
@@ -150,6 +162,7 @@ func (w *worker) resident(e *entry) {
 	// room and the writes go by batches.
 	target := max(1, limit-spillBatch+1)
 	t.items = t.items[:0]
+	t.enc = t.enc[:0]
 	var out []*entry
 	for el := t.lru.Back(); el != nil && t.lru.Len()-len(out) > target; el = el.Prev() {
 		v := el.Value.(*entry)
@@ -157,13 +170,21 @@ func (w *worker) resident(e *entry) {
 			break
 		}
 		st := v.m.Snapshot()
-		b, err := codec.EncodeSnapshot(&codec.Snapshot{Key: v.key, Pipeline: v.pipe.cfg.Name, Epoch: w.epoch,
+		v.lcfg = nil
+		if c := st.Learner.Config; c != t.cfg {
+			v.lcfg = &c // a key that kept its snapshot's budget policy
+		}
+		// The values share t.enc (bbolt needs them until its commit); a
+		// value that grows it leaves the earlier ones in the old array.
+		n := len(t.enc)
+		var err error
+		t.enc, err = appendLocal(t.enc, &codec.Snapshot{Key: v.key, Pipeline: v.pipe.cfg.Name, Epoch: w.epoch,
 			State: st.Learner, Classifier: st.Classifier, Monitor: st.Monitor})
 		if err != nil {
 			_ = w.localFailed(v, "encode", err)
 			return
 		}
-		t.items = append(t.items, localstore.Item{Key: v.key, Value: b})
+		t.items = append(t.items, localstore.Item{Key: v.key, Value: t.enc[n:len(t.enc):len(t.enc)]})
 		out = append(out, v)
 	}
 	if err := t.store.Put(t.items); err != nil {
