@@ -58,7 +58,8 @@ func TestMemoryPlan(t *testing.T) {
 		t.Errorf("no local_dir: %d keys with a local tier, want 0", plan.Local)
 	}
 	c.LocalDir = t.TempDir()
-	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") {
+	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") ||
+		lp.LocalDisk != int64(lp.Local)*int64(lp.KeyBytes) || !strings.Contains(lp.String(), "disk at most "+sizeText(lp.LocalDisk)) {
 		t.Errorf("with local_dir: %+v (%q), %v; want 2 workers' (share − a key)/1 KiB", lp, lp.String(), err)
 	}
 	c.LocalDir = ""
