@@ -43,7 +43,10 @@ import (
 // [20000], KPCASTREAM_SCALE_KEYS [64], KPCASTREAM_SCALE_PROCS GOMAXPROCS
 // and workers of each process [2], KPCASTREAM_SCALE_KEY_IN_FLIGHT
 // output.key_in_flight [the default, through a lane], KPCASTREAM_SCALE_TAGS
-// server tags, shard s placed on tags[s mod n] [none]. An external server
+// server tags, shard s placed on tags[s mod n] [none],
+// KPCASTREAM_SCALE_MEMORY the pipeline's memory_budget in bytes, e.g. far
+// below the keys' size to run them through the local tier (issue 30) [the
+// default]. An external server
 // is wiped (every stream deleted) before each iteration.
 func BenchmarkScaleOutShards(b *testing.B) {
 	shardsList := envInts(b, "KPCASTREAM_SCALE_SHARDS", []int{1, 3})
@@ -55,6 +58,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	nkeys := envInts(b, "KPCASTREAM_SCALE_KEYS", []int{64})[0]
 	procs := envInts(b, "KPCASTREAM_SCALE_PROCS", []int{2})[0]
 	kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT")
+	memory := os.Getenv("KPCASTREAM_SCALE_MEMORY")
 	var tags []string
 	if t := os.Getenv("KPCASTREAM_SCALE_TAGS"); t != "" {
 		tags = strings.Split(t, ",")
@@ -90,7 +94,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 						wipe(b, js)
 					}
 					cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif, tags)), 0o644); err != nil {
+					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif, memory, tags)), 0o644); err != nil {
 						b.Fatal(err)
 					}
 					w := &world{t: b, js: js, cfg: cfg, parts: parts}
@@ -147,7 +151,11 @@ func BenchmarkScaleOutShards(b *testing.B) {
 // configShards is the benchmark's worker config: P partitions over S
 // shard streams of the given replicas, outputs per shard, an ikpca
 // learner of lc = dim, budget, components, procs workers.
-func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight string, tags []string) string {
+func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight, memory string, tags []string) string {
+	budget := ""
+	if memory != "" {
+		budget = "\n    memory_budget: " + memory
+	}
 	kif := ""
 	if keyInFlight != "" {
 		kif = ", key_in_flight: " + keyInFlight
@@ -176,8 +184,8 @@ pipelines:
     output: {subject: "pout.{shard}.{key}", stream: POUT, create_stream: true, replicas: %d, encoding: json%s}
     dead_letter: "pdlq.{shard}"
     dead_letters: {create_stream: true, replicas: %d}
-    snapshot: {every_messages: 1000, every: 30s}
-`, url, procs, parts, shards, replicas, place, lc[0], lc[1], lc[2], replicas, kif, replicas)
+    snapshot: {every_messages: 1000, every: 30s}%s
+`, url, procs, parts, shards, replicas, place, lc[0], lc[1], lc[2], replicas, kif, replicas, budget)
 }
 
 // drainedShards reports whether every partition's consumer, on its shard's
