@@ -32,8 +32,9 @@ type (
 // machine's Ready — loading keys, applying messages to their learners,
 // publishing outputs, acking, dead-lettering, saving snapshots. It owns the
 // learners of the keys hashed to it, one snapshotter goroutine that saves
-// the snapshots it hands over, and one acker goroutine that waits for the
-// acknowledgements of its output publishes.
+// the snapshots it hands over, one acker goroutine that waits for the
+// acknowledgements of its output publishes, and a goroutine for each key
+// it is loading from the snapshot store (at most loadSlots; worker_load.go).
 type worker struct {
 	deps
 	id      int
