@@ -50,16 +50,21 @@ const spillBatch = 16
 
 // tier is a worker's keys in memory over its local store.
 type tier struct {
-	store   *localstore.Store
-	path    string
-	lru     list.List // of *entry with a model, front = most recently used
-	onDisk  int       // keys whose model is in the store
-	share   int64     // the worker's share of memory_budget, bytes
-	kb      int       // memory of one key in memory
-	capped  int       // the max_keys share (0: none)
-	items   []localstore.Item
-	buf     []byte
-	enc     []byte          // the values of a spill (local_format.go)
+	store  *localstore.Store
+	path   string
+	lru    list.List // of *entry with a model, front = most recently used
+	onDisk int       // keys whose model is in the store
+	share  int64     // the worker's share of memory_budget, bytes
+	kb     int       // memory of one key in memory
+	capped int       // the max_keys share (0: none)
+	items  []localstore.Item
+	buf    []byte
+	enc    []byte // the values of a spill (local_format.go)
+	// free are models of keys spilled, kept to restore others into
+	// (restoreLocal), fewer than spillBatch: they fill the room a spill
+	// made below residentMax. Only for learner-only models (reuse).
+	free    []*keymodel.Model
+	reuse   bool
 	cfg     learners.Config // the pipeline's learner configuration, defaults applied
 	fileLen int64           // the store's file size last reported
 }
@@ -81,7 +86,8 @@ func openTier(dir string, d deps, id int) *tier {
 		d.log.Error("local tier unavailable: keys beyond memory_budget are unloaded to the snapshot store", zap.String("path", path), zap.Error(err))
 		return nil
 	}
-	return &tier{store: st, path: path, cfg: d.pipe.spec.Learner.WithDefaults()}
+	sp := d.pipe.spec
+	return &tier{store: st, path: path, cfg: sp.Learner.WithDefaults(), reuse: sp.Classes == nil && sp.Monitor == nil}
 }
 
 // residentMax is how many keys may be in memory while known keys are known
@@ -110,7 +116,7 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	}
 	snap, err := w.readLocal(e)
 	if err == nil {
-		e.m, err = w.restore(snap)
+		e.m, err = w.restoreLocal(e, snap)
 	}
 	if err != nil {
 		return nil, w.localFailed(e, "read", err)
@@ -119,6 +125,24 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	w.pipe.met.localLoads.Inc()
 	w.resident(e)
 	return e.m, nil
+}
+
+// restoreLocal rebuilds e's model from its local copy: into a model a
+// spill set free when there is one (a learner-only pipeline, e's learner
+// configuration the pipeline's: the learner's Restore copies the state
+// into its arrays, no new learner to allocate and collect), else anew.
+func (w *worker) restoreLocal(e *entry, snap *codec.Snapshot) (*keymodel.Model, error) {
+	t := w.tier
+	if n := len(t.free); n > 0 && e.lcfg == nil {
+		m := t.free[n-1]
+		t.free[n-1] = nil
+		t.free = t.free[:n-1]
+		if m.Learner().Restore(snap.State) == nil {
+			return m, nil
+		}
+		// Refused (and unchanged): checked again, and reported, below.
+	}
+	return w.restore(snap)
 }
 
 // readLocal decodes e's state from the local tier.
@@ -194,6 +218,10 @@ func (w *worker) resident(e *entry) {
 	for _, v := range out {
 		t.lru.Remove(v.elem)
 		v.seen = v.m.Learner().Seen()
+		if t.reuse && v.lcfg == nil && len(t.free) < spillBatch-1 {
+			// In the room this spill made: memory stays within the share.
+			t.free = append(t.free, v.m)
+		}
 		v.elem, v.m = nil, nil
 	}
 	w.localKeys(len(out))
@@ -280,6 +308,8 @@ func (w *worker) closeTier() {
 	w.memory(-int64(t.lru.Len()) * int64(t.kb-localKeyBytes))
 	t.fileLen = 0
 	t.lru.Init()
+	clear(t.free)
+	t.free = nil
 	if err := t.store.Close(); err != nil {
 		w.log.Warn("local tier: close", zap.Error(err))
 	}
