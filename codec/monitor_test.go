@@ -190,7 +190,8 @@ func TestSnapshotMonitor(t *testing.T) {
 	ml := mt
 	ml.LSPE = []float64{0.5, 0.25}
 	ml.Pending = []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1, LSPE: 0.3}, {X: []float64{3, 4}, SPE: 0.2, T2: 2, LSPE: 0.4}}
-	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7}
+	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7,
+		E: []float64{0.1, -0.2}, V: []float64{1, 2}, S: []float64{0.01, 0.02}, N: 60, Out: true}
 	ml.Clean, ml.ExcN, ml.Long = 3, 1, true
 	ml.LTrend, ml.LTrendSD = 0.01, 0.02
 	withLinear.Monitor = &ml

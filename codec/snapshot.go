@@ -144,6 +144,13 @@ type wireMonitor struct {
 	LinM2    []float64 `msgpack:"lin_m2,omitempty"`
 	LinP     []float64 `msgpack:"lin_p,omitempty"`
 	LinSince int       `msgpack:"lin_since,omitempty"`
+	// The linear residual's per-variable EWMA (issue 31): omitted when
+	// absent; earlier snapshots decode without it (the EWMA starts anew).
+	LinE   []float64 `msgpack:"lin_e,omitempty"`
+	LinV   []float64 `msgpack:"lin_v,omitempty"`
+	LinS   []float64 `msgpack:"lin_s,omitempty"`
+	LinN   float64   `msgpack:"lin_n,omitempty"`
+	LinOut bool      `msgpack:"lin_out,omitempty"`
 	// The excursion rule's counters (learn normal), omitted when 0 as the
 	// trend's; earlier snapshots decode with them 0.
 	LTrend   float64 `msgpack:"ltrend,omitempty"`
@@ -169,6 +176,7 @@ func toWireMonitor(m *monitor.State) *wireMonitor {
 	w.LSPE = m.LSPE
 	if l := m.Linear; l != nil {
 		w.LinW, w.LinMean, w.LinM2, w.LinP, w.LinSince = l.W, l.Mean, l.M2, l.P, l.Since
+		w.LinE, w.LinV, w.LinS, w.LinN, w.LinOut = l.E, l.V, l.S, l.N, l.Out
 		if w.LinMean == nil {
 			w.LinMean = []float64{} // present, so that the model is restored
 		}
@@ -195,7 +203,8 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 		m.Pending = append(m.Pending, p)
 	}
 	if w.LinMean != nil || w.LinM2 != nil || w.LinW != 0 {
-		m.Linear = &monitor.LinearState{W: w.LinW, Mean: w.LinMean, M2: w.LinM2, P: w.LinP, Since: w.LinSince}
+		m.Linear = &monitor.LinearState{W: w.LinW, Mean: w.LinMean, M2: w.LinM2, P: w.LinP, Since: w.LinSince,
+			E: w.LinE, V: w.LinV, S: w.LinS, N: w.LinN, Out: w.LinOut}
 	}
 	return m, nil
 }

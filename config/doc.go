@@ -164,7 +164,7 @@
 //	pipelines[i].monitor.trend            ewma | off (learn normal's trend gate)  ewma
 //	pipelines[i].monitor.trend_lambda     EWMA weight in (0, 1]      2/(n + 1), n = 1/(1 − level)
 //	pipelines[i].monitor.excursion        alarms learned as a normal excursion, ≤ 4096 (negative none)  50
-//	pipelines[i].monitor.linear           bool: a linear residual beside the kernel's (dim 2..512)  false
+//	pipelines[i].monitor.linear           bool: a linear residual beside the kernel's (dim 2..512)  true for dim 2..128
 //	pipelines[i].preprocess.standardize   bool                       false
 //	pipelines[i].preprocess.freeze        bool (needs standardize)   true when learner.forget is 1, else false
 package config

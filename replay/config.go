@@ -56,7 +56,7 @@ type MonitorConfig struct {
 	Trend       string
 	TrendLambda float64
 	Excursion   int  // monitor.Config.Excursion (0: default)
-	Linear      bool // monitor.Config.Linear, with the learner's components
+	Linear      bool // monitor.Config.Linear for 2 ≤ dim ≤ monitor.MaxLinearDim (off otherwise), with the learner's components (replay's --linear: default true)
 	Freeze      bool
 	FreezeSet   bool // Freeze was given (else monitor.DefaultFreeze)
 	Set         bool // a monitoring setting was given: export and summary

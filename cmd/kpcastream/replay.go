@@ -124,7 +124,7 @@ func monitorFlags(fs *flag.FlagSet, o *replay.MonitorConfig) {
 	fs.IntVar(&o.Warmup, "warmup", 0, "rows known to be normal, learned unconditionally before the limits are in force (default 2 × budget, at least 100, at most 200)")
 	fs.IntVar(&o.AcceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarmed rows and learn again (0 = never; rows held by the trend gate do not count)")
 	fs.IntVar(&o.Excursion, "excursion", 0, "with --learn normal: a run of at most this many alarms is learned as a normal excursion once 2 × confirm rows without alarm follow (default 50; negative: none)")
-	fs.BoolVar(&o.Linear, "linear", false, "also monitor a linear residual (a running linear PCA of the learned rows) beside the kernel's: faults in one variable among many")
+	fs.BoolVar(&o.Linear, "linear", true, "also monitor a linear residual (a running linear PCA of the learned rows) beside the kernel's: faults in one variable among many (for 2 ≤ dim ≤ 512; --linear=false: off)")
 	fs.IntVar(&o.Confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.Window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
 	fs.StringVar(&o.Trend, "trend", monitor.DefaultTrend, "with --learn normal: ewma stops learning while the EWMA of the SPE's rank among the recent normal rows is above its limit (slow faults); off learns every row within the limits")

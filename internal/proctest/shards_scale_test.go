@@ -3,18 +3,13 @@ package proctest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/internal/natstest"
 )
 
 // BenchmarkScaleOutShards is BenchmarkScaleOut over S shard streams
@@ -67,7 +62,6 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	if len(lc) != 3 {
 		b.Fatalf("KPCASTREAM_SCALE_LEARNER: want dim,budget,components, got %v", lc)
 	}
-	dim := lc[0]
 	b.Setenv("GOMAXPROCS", strconv.Itoa(procs)) // inherited by the worker processes
 	for _, shards := range shardsList {
 		for _, workers := range workersList {
@@ -75,74 +69,17 @@ func BenchmarkScaleOutShards(b *testing.B) {
 				if shards > parts {
 					b.Skipf("%d shards > %d partitions", shards, parts)
 				}
-				binary(b)
-				var total, ingest time.Duration
-				for range b.N {
-					b.StopTimer()
-					url := external
-					if url == "" {
-						s, u := natstest.RunServer(b)
-						url = u
-						if shards > 1 {
-							if err := s.GlobalAccount().AddMapping("pin.*", fmt.Sprintf("pin.{{wildcard(1)}}.{{partition(%d,1)}}", parts)); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
-					_, js := natstest.Connect(b, url)
-					if external != "" {
-						wipe(b, js)
-					}
-					cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif, memory, tags)), 0o644); err != nil {
-						b.Fatal(err)
-					}
-					w := &world{t: b, js: js, cfg: cfg, parts: parts}
-					var ps []*proc
-					for range workers {
-						p := start(b, cfg)
-						ps = append(ps, p)
-						w.memberOf(p.cmd.Process.Pid)
-					}
-					waitFor(b, 60*time.Second, "the workers share the partitions", func() bool {
-						owners := map[string]bool{}
-						for _, r := range w.owners() {
-							if r.Owner == "" {
-								return false
-							}
-							owners[r.Owner] = true
-						}
-						return len(owners) == min(workers, parts)
-					})
-					rng := rand.New(rand.NewPCG(1, 2))
-					x := make([]float64, dim)
-					b.StartTimer()
-					begin := time.Now()
-					for i := range n {
-						for j := range x {
-							x[j] = rng.NormFloat64()
-						}
-						data, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x}})
-						if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%nkeys), data, jetstream.WithMsgID(fmt.Sprint(i)), jetstream.WithStallWait(time.Minute)); err != nil {
-							b.Fatal(err)
-						}
-					}
-					select {
-					case <-js.PublishAsyncComplete():
-					case <-time.After(120 * time.Second):
-						b.Fatal("publishes not acknowledged within 120s")
-					}
-					ingest += time.Since(begin)
-					waitFor(b, 300*time.Second, "drained", func() bool { return drainedShards(js, shards, parts) })
-					elapsed := time.Since(begin)
-					b.StopTimer()
-					total += elapsed
-					for _, p := range ps {
-						p.stop(b)
-					}
+				c := scaleCase{
+					workers: workers, parts: parts, msgs: n, keys: nkeys, dim: lc[0], external: external,
+					config: func(url string) string {
+						return configShards(url, parts, shards, replicas, procs, lc, kif, memory, tags)
+					},
+					drained: func(w *world) bool { return drainedShards(w.js, shards, parts) },
 				}
-				b.ReportMetric(float64(n*b.N)/total.Seconds(), "msgs/s")
-				b.ReportMetric(float64(n*b.N)/ingest.Seconds(), "in-msgs/s")
+				if shards > 1 {
+					c.mapping = [2]string{"pin.*", fmt.Sprintf("pin.{{wildcard(1)}}.{{partition(%d,1)}}", parts)}
+				}
+				c.run(b)
 			})
 		}
 	}
