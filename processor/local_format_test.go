@@ -91,7 +91,17 @@ func TestLocalFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.State, st.Learner) || !reflect.DeepEqual(got.Monitor, st.Monitor) {
+	// What the snapshot store would give back (its codec may give an
+	// empty slice as nil).
+	enc, err := codec.EncodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := codec.DecodeSnapshot(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.State, st.Learner) || !reflect.DeepEqual(got.Monitor, want.Monitor) {
 		t.Error("monitored model changed through the local tier")
 	}
 }
