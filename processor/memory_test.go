@@ -124,8 +124,16 @@ func TestMemoryBudget(t *testing.T) {
 	if got := metricValue(t, r.p.met.memoryBudget.WithLabelValues(pc.Name)); got != float64(pc.MemoryBudget) {
 		t.Errorf("kpcastream_memory_budget_bytes %v, want %d", got, pc.MemoryBudget)
 	}
-	if got := metricValue(t, r.p.met.evictions.WithLabelValues(pc.Name)); got < nkeys*rounds-6 {
-		t.Errorf("kpcastream_key_evictions_total %v, want ≥ %d (every message of a round over 20 keys misses)", got, nkeys*rounds-6)
+	// Each worker's 10 keys a round pass through room for 3: a key's
+	// message either finds it still loaded (a hit) or reloads it after an
+	// eviction. Applied in delivery order, every message missed (54
+	// evictions); with loads in flight, a key whose message finds its
+	// unloading save still in flight comes back at once while others
+	// wait for their loads, so the keys left loaded at a round's end are
+	// not always its last ones and a few hit. At most 3 a worker can be
+	// kept from one round into the next: at least 60 − 6 − 2·3·2.
+	if got, least := metricValue(t, r.p.met.evictions.WithLabelValues(pc.Name)), nkeys*rounds-6-2*3*(rounds-1); got < float64(least) {
+		t.Errorf("kpcastream_key_evictions_total %v, want ≥ %d (20 keys a round through room for 6)", got, least)
 	}
 	if used, live := metricValue(t, r.p.met.memoryUsed.WithLabelValues(pc.Name)), metricValue(t, r.p.met.activeLearners.WithLabelValues(pc.Name)); used != live*float64(plan.KeyBytes) {
 		t.Errorf("kpcastream_memory_used_bytes %v, want active_learners %v × %d B", used, live, plan.KeyBytes)
