@@ -23,6 +23,7 @@ func TestOutputMonitorFields(t *testing.T) {
 	full.Scores = []float64{0.1, 0.9}
 	full.SPELimit, full.T2Limit, full.Alarm = 0.25, 9.5, "spe"
 	full.LSPE, full.LSPELimit = 3, 1.5
+	full.LEWMA, full.LEWMALimit = 30, 25
 	full.Contrib = []Contribution{{Var: 7, Value: 2.5}, {Var: 0, Value: 0.125}, {Var: 300, Value: 0}}
 	limitsOnly := base
 	limitsOnly.SPELimit, limitsOnly.T2Limit = 0.75, 9.5
@@ -34,7 +35,7 @@ func TestOutputMonitorFields(t *testing.T) {
 			t.Fatal(err)
 		}
 		if bytes.Contains(plain, []byte("limit")) || bytes.Contains(plain, []byte("alarm")) || bytes.Contains(plain, []byte("contrib")) ||
-			bytes.Contains(plain, []byte("lspe")) || bytes.Contains(plain, []byte("warmup")) {
+			bytes.Contains(plain, []byte("lspe")) || bytes.Contains(plain, []byte("lewma")) || bytes.Contains(plain, []byte("warmup")) {
 			t.Errorf("enc %d: output without monitoring carries monitoring fields: %q", enc, plain)
 		}
 		for _, o := range []Output{full, limitsOnly, warming} {
@@ -55,7 +56,7 @@ func TestOutputMonitorFields(t *testing.T) {
 		}
 	}
 	b, _ := EncodeOutput(nil, JSON, &full)
-	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe","lspe":3,"lspe_limit":1.5,`+
+	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe","lspe":3,"lspe_limit":1.5,"lewma":30,"lewma_limit":25,`+
 		`"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.125},{"var":300,"value":0}]}`) {
 		t.Errorf("JSON field order: %s", b)
 	}

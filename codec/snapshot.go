@@ -209,17 +209,30 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 	return m, nil
 }
 
+// wireLoss is a classifier loss as the snapshot writes it: "" for the
+// default (squared), so such snapshots are byte-identical to those written
+// before the option existed.
+func wireLoss(loss string) string {
+	if loss == classify.LossSquared {
+		return ""
+	}
+	return loss
+}
+
 // wireClassifier is a classifier stage's state: its config, the labelled
 // observations learned, W (classes×(dim+1)) and P ((dim+1)×(dim+1)),
 // row-major.
 type wireClassifier struct {
-	Classes int       `msgpack:"classes"`
-	Dim     int       `msgpack:"dim"`
-	Ridge   float64   `msgpack:"ridge"`
-	Forget  float64   `msgpack:"forget"`
-	Seen    int64     `msgpack:"seen"`
-	W       []float64 `msgpack:"w"`
-	P       []float64 `msgpack:"p"`
+	Classes int     `msgpack:"classes"`
+	Dim     int     `msgpack:"dim"`
+	Ridge   float64 `msgpack:"ridge"`
+	Forget  float64 `msgpack:"forget"`
+	// Loss is omitted when "" or "squared" (the default), so those
+	// snapshots keep their bytes and older ones read as squared.
+	Loss string    `msgpack:"loss,omitempty"`
+	Seen int64     `msgpack:"seen"`
+	W    []float64 `msgpack:"w"`
+	P    []float64 `msgpack:"p"`
 }
 
 type wireState struct {
@@ -306,6 +319,7 @@ func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, Epoch: s.Epoch, State: toWireState(s.State)}
 	if c := s.Classifier; c != nil {
 		w.Classifier = &wireClassifier{Classes: c.Config.Classes, Dim: c.Config.Dim, Ridge: c.Config.Ridge, Forget: c.Config.Forget,
+			Loss: wireLoss(c.Config.Loss),
 			Seen: c.Seen, W: c.W, P: c.P}
 	}
 	if m := s.Monitor; m != nil {
@@ -346,7 +360,7 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 			uint64(len(c.W)) != uint64(c.Classes)*uint64(c.Dim+1) || uint64(len(c.P)) != uint64(c.Dim+1)*uint64(c.Dim+1) {
 			return nil, malformed("snapshot: classifier of %d classes and dim %d with %d weights and %d covariance values", c.Classes, c.Dim, len(c.W), len(c.P))
 		}
-		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget},
+		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget, Loss: c.Loss},
 			Seen: c.Seen, W: c.W, P: c.P}
 	}
 	if m := w.Monitor; m != nil {

@@ -154,6 +154,7 @@
 //	pipelines[i].classifier.classes       ≥ 2 unique names (ikpca or kha)  none (no classifier stage)
 //	pipelines[i].classifier.ridge         λ > 0, units of k(x,x)     0.1
 //	pipelines[i].classifier.forget        β in (0, 1] per label      1
+//	pipelines[i].classifier.loss          squared | hinge            squared
 //	pipelines[i].classifier.window        labelled predictions behind the accuracy metric  1000
 //	pipelines[i].monitor.level            limits' level in (0, 1)    0.99 (no monitor: section → no monitoring)
 //	pipelines[i].monitor.learn            always | normal (with the trend gate: README, Monitoring)  always

@@ -78,7 +78,7 @@ func classifierSpec(s *keymodel.Spec, c *Config, l learners.Learner, classes []s
 		return fmt.Errorf("learner %q has no dictionary coordinates for the classifier", l.Kind())
 	}
 	s.Classes = keymodel.NewClasses(classes)
-	s.Classifier = classify.Config{Classes: len(classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget}
+	s.Classifier = classify.Config{Classes: len(classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget, Loss: c.Label.Loss}
 	check := s.Classifier
 	check.Dim = basis.Budget()
 	if err := check.WithDefaults().Validate(); err != nil {
