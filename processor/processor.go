@@ -349,22 +349,9 @@ const attemptTimeout = 5 * time.Second
 // stream, peers not yet known) are retried after a logged warning; other
 // errors are returned at once.
 func (p *Processor) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	wait := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		err := f(actx)
-		cancel()
-		if err == nil || !transientJS(err) || ctx.Err() != nil {
-			return err
-		}
-		p.log.Warn("jetstream call failed; retrying", zap.String("call", what), zap.Int("attempt", attempt), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return publish.Call(ctx, attemptTimeout, f, func(n int, err error) {
+		p.log.Warn("jetstream call failed; retrying", zap.String("call", what), zap.Int("attempt", n), zap.Error(err))
+	})
 }
 
 // transientJS reports whether a JetStream call may succeed if retried

@@ -24,6 +24,7 @@ import (
 	"github.com/kpcastream/kpcastream/config"
 	"github.com/kpcastream/kpcastream/internal/natsconn"
 	"github.com/kpcastream/kpcastream/internal/natsembed"
+	pubport "github.com/kpcastream/kpcastream/internal/publish"
 	"github.com/kpcastream/kpcastream/processor"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -187,8 +188,17 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	if err != nil {
 		return err
 	}
+	// Each attempt bounded, so that a request left unanswered while the
+	// cluster elects a leader (a worker started with its servers) is sent
+	// again rather than failing the start.
+	var store *snapshot.Store
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	store, err := snapshot.Open(octx, js, cfg.Snapshots)
+	err = pubport.Call(octx, 5*time.Second, func(c context.Context) (err error) {
+		store, err = snapshot.Open(c, js, cfg.Snapshots)
+		return err
+	}, func(n int, err error) {
+		log.Warn("jetstream call failed; retrying", zap.String("call", "open the snapshot store"), zap.Int("attempt", n), zap.Error(err))
+	})
 	cancel()
 	if err != nil {
 		return err

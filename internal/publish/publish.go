@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -175,4 +176,31 @@ func Transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// Call runs f, each attempt with a context bounded by attempt, until it
+// succeeds, fails for good, or ctx ends: a Transient error is tried again
+// after a pause (100 ms, doubling to 2 s) once retried(attempt, err) has
+// been told; any other error is returned at once. A JetStream request is
+// answered at most once, so a request sent while the cluster elects a
+// leader can go unanswered: only a fresh attempt gets an answer.
+func Call(ctx context.Context, attempt time.Duration, f func(context.Context) error, retried func(n int, err error)) error {
+	wait := 100 * time.Millisecond
+	for n := 1; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := f(actx)
+		cancel()
+		if err == nil || !Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if retried != nil {
+			retried(n, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }

@@ -116,3 +116,45 @@ func TestRetry(t *testing.T) {
 		t.Errorf("permanent: %v after %d attempts, want it after 1", err, perm.calls)
 	}
 }
+
+// TestCall: a transient failure (an attempt left unanswered, a cluster
+// without its leader) is tried again, each attempt with its own bounded
+// context, until one succeeds; a permanent one is returned at once; a
+// caller's context that ends stops the retries with both errors.
+func TestCall(t *testing.T) {
+	ctx := context.Background()
+	var deadlines []time.Duration
+	calls, retried := 0, 0
+	err := Call(ctx, 50*time.Millisecond, func(c context.Context) error {
+		calls++
+		d, ok := c.Deadline()
+		if !ok {
+			t.Fatal("attempt without a deadline")
+		}
+		deadlines = append(deadlines, time.Until(d))
+		if calls < 3 {
+			<-c.Done() // unanswered: the attempt's own deadline ends it
+			return c.Err()
+		}
+		return nil
+	}, func(int, error) { retried++ })
+	if err != nil || calls != 3 || retried != 2 {
+		t.Errorf("unanswered twice: %v after %d attempts (%d retried), want success after 3 (2)", err, calls, retried)
+	}
+	for i, d := range deadlines {
+		if d > 50*time.Millisecond {
+			t.Errorf("attempt %d had %v, want at most the attempt's 50ms", i+1, d)
+		}
+	}
+	calls = 0
+	perm := errors.New("bucket exists with other settings")
+	if err := Call(ctx, time.Second, func(context.Context) error { calls++; return perm }, nil); err != perm || calls != 1 {
+		t.Errorf("permanent: %v after %d attempts, want it after 1", err, calls)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = Call(cctx, time.Second, func(context.Context) error { return nats.ErrNoResponders }, nil)
+	if !errors.Is(err, nats.ErrNoResponders) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("caller's context ended: %v, want no responders and the deadline", err)
+	}
+}
