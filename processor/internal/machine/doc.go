@@ -23,6 +23,12 @@
 // reading on its publish path (processor/worker_output.go, lastMoment).
 // fence_test.go pins this for every kind of effect.
 //
+// A dead letter (Reject) is answered by DeadLettered or DeadLetterFailed
+// before anything else is stepped (FenceLost aside): the worker sends it
+// synchronously. Its input's delivery hold is settled only then, so no
+// checkpoint passes an input whose dead letter may still be lost, and
+// nothing of the partition moves on meanwhile (deadletter_test.go).
+//
 // One message is in progress at a time: from its delivery until it is
 // applied (or refused), the machine takes no other input (Accepting), so
 // a key's messages are applied in delivery order. Outputs are pipelined:

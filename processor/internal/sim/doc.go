@@ -23,7 +23,10 @@
 // their PubAcks, KV replies, watch updates), a server down per service
 // (calls time out, then fail), compare-and-set conflicts, lost replies of
 // writes that landed, slow disks and clock skew between members. After
-// every run it checks: each input applied exactly once per key, in order
+// every run it checks: each bad input (refused at decoding, by the
+// learner, or numerically after learning part of it) dead-lettered
+// unless the shell gave its dead letter up by policy; each input applied
+// exactly once per key, in order
 // (every output carries the key's state after its input; the final
 // snapshots equal a fault-free run); outputs once and in per-key order;
 // no output sent under an ended epoch, and no snapshot of an ended epoch
