@@ -650,17 +650,8 @@ func (pt *part) save(j snapJob) {
 	if w.lossy && w.chance(0.1) {
 		slow = w.between(100*time.Millisecond, 3*time.Second) // a slow disk
 	}
-	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
-		rev, err := w.snapSave(j.key, j.snap, j.rev)
-		if err == errConflict {
-			// An ambiguous commit: adopt the stored revision if it holds
-			// exactly what was saved.
-			if s := w.snaps[j.key]; s != nil && s.st == j.snap.st && s.last == j.snap.last && s.epoch == j.snap.epoch {
-				return s.rev, nil
-			}
-		}
-		return rev, err
-	}, func(v any, err error) {
+	deadline := w.now + snapshotTimeout // one context for the save and what ambiguous does
+	result := func(v any, err error) {
 		switch {
 		case err == nil:
 			pt.tr("saved %s to %d", j.key, j.snap.last)
@@ -673,6 +664,50 @@ func (pt *part) save(j snapJob) {
 			landed(machine.Fenced)
 		default:
 			landed(machine.Failed)
+		}
+	}
+	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
+		return w.snapSave(j.key, j.snap, j.rev)
+	}, func(v any, err error) {
+		if err == errConflict {
+			pt.ambiguous(j, deadline, result)
+			return
+		}
+		result(v, err)
+	})
+}
+
+// ambiguous is worker.ambiguous, after j's save conflicted: it loads the
+// stored snapshot; one that holds exactly j's state and last sequence
+// (a retried write whose first attempt landed) is adopted; one written by
+// this epoch that holds no more than j (this worker's earlier save that
+// landed with its answer lost) is saved over again on its revision;
+// anything else, or a failed load, stays a conflict.
+func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, error)) {
+	w := pt.w()
+	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
+	w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
+		if s := w.snaps[j.key]; s != nil {
+			return *s, nil
+		}
+		return nil, errNotFound
+	}, func(v any, err error) {
+		if err != nil {
+			result(nil, errConflict)
+			return
+		}
+		got := v.(snapEntry)
+		switch {
+		case got.st == j.snap.st && got.last == j.snap.last:
+			result(got.rev, nil)
+		case got.epoch == j.snap.epoch && got.last <= j.snap.last && got.rev != j.rev:
+			w.res.OwnSaveRetried++
+			pt.tr("snapshot conflict with its own earlier save of %s (rev %d, stored %d at %d): saved again", j.key, j.rev, got.rev, got.last)
+			w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
+				return w.snapSave(j.key, j.snap, got.rev)
+			}, result)
+		default:
+			result(nil, errConflict)
 		}
 	})
 }

@@ -141,7 +141,7 @@ func (w *world) scheduleFaults() {
 			w.at(at, func() {
 				if m.up {
 					m.crash()
-					w.lastFault = w.now
+					w.lastFault = max(w.lastFault, w.now) // a service down may end later
 					w.at(back, func() {
 						if !m.up && w.now < faultWindow {
 							m.start()

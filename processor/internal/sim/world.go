@@ -83,6 +83,10 @@ type Result struct {
 	// the store after a newer epoch took their partition; StaleLanded
 	// those of them that its compare-and-set let through (world.snapSave).
 	StaleSent, StaleLanded int
+	// OwnSaveRetried counts saves that conflicted with this epoch's own
+	// earlier save (landed, its answer lost) and were made again on its
+	// revision (part.ambiguous, worker.ambiguous).
+	OwnSaveRetried int
 }
 
 // world is the simulated fleet and its servers.
