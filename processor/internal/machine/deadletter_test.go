@@ -50,6 +50,12 @@ func TestDeadLetterHold(t *testing.T) {
 		m.core.track.Deliver(2)
 		expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "a", Seq: 1, Fail: bad}, "reject a 1")
 		expect(t, m, t0, DeadLetterFailed{Key: "a", Seq: 1, Err: errors.New("context canceled")}, "nak a 1")
+		// As after any nak, the key's later messages wait for it.
+		m.core.track.Deliver(3)
+		rd := expect(t, m, t0, Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, "nak a 3")
+		if !errors.Is(rd.Actions[0].Err, ErrWaiting) {
+			t.Errorf("3 nak'ed with %v, want ErrWaiting", rd.Actions[0].Err)
+		}
 		expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "b", Seq: 2}, "load b")
 		expect(t, m, t0, Loaded{Key: "b"}, "live b +1", "apply b 2")
 		expect(t, m, t0, Applied[string]{Key: "b", Changed: true, Result: "ok"}, "ack b 2 ok")
@@ -59,6 +65,8 @@ func TestDeadLetterHold(t *testing.T) {
 		checkpoint(t, m, 1, "while the second dead letter is in flight")
 		expect(t, m, t0, DeadLettered{Key: "a", Seq: 1})
 		checkpoint(t, m, 2, "once it landed (b's 2 still dirty)")
+		m.core.track.Deliver(3) // redelivered: no longer waits
+		expect(t, m, t0, Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, "load a")
 	})
 
 	t.Run("numerical failure of a loaded key", func(t *testing.T) {

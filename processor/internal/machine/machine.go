@@ -508,6 +508,10 @@ func (m *Machine[M, O]) letterLanded(stored bool, err error) {
 	l := m.letter
 	m.letter = nil
 	if !stored {
+		if m.core.track != nil {
+			// As any nak'ed message: the key's later messages wait for it.
+			m.core.block(l.key, l.seq, m.now)
+		}
 		m.emit(Action[M, O]{Kind: ActNak, Key: l.key, Msg: l.msg, Seq: l.seq, Err: err})
 		return
 	}
