@@ -506,7 +506,8 @@ var errBadInput = simErr("bad input")
 // deadLetter dead-letters msg (worker.reject): the last-moment reading of
 // the fence, then attempts on the dead-letter stream (the output
 // stream's servers), each bounded by publish_attempt and retried after a
-// transient failure while the fence holds, until snapshot_timeout — then
+// transient failure (a pause, then a reading of the fence: publish.Retry)
+// while the fence holds, until snapshot_timeout — then
 // the shell logs the failure and terminates the input all the same. It
 // is synchronous: the worker does nothing else until it ends. A fenced
 // stop cancels the worker's context, and with it the attempt in flight.
@@ -544,12 +545,21 @@ func (pt *part) deadLetter(msg inMsg) {
 				w.note("%s p%d e%d: dead letter of %d given up after snapshot_timeout; input terminated", pt.m.id, pt.num, pt.epoch, msg.seq)
 				w.deadGaveUp[msg.seq] = true
 				pt.letterEnded(msg, letterStored)
-			case !pt.ok():
-				pt.tr("fence expired between dead-letter attempts of %d", msg.seq)
-				pt.fencedStop()
-				pt.letterEnded(msg, letterFailed)
 			default:
-				pt.m.after(20*time.Millisecond, attempt)
+				// publish.Retry: the pause, then the reading, then the
+				// next attempt.
+				pt.m.after(20*time.Millisecond, func() {
+					if !pt.current() || !pt.busy || pt.letter != id {
+						return
+					}
+					if !pt.ok() {
+						pt.tr("fence expired between dead-letter attempts of %d", msg.seq)
+						pt.fencedStop()
+						pt.letterEnded(msg, letterFailed)
+						return
+					}
+					attempt()
+				})
 			}
 		})
 	}
