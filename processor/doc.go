@@ -279,7 +279,8 @@
 //     worker executes its Ready without asking.
 //   - The worker reads the fence's clock once, on its publish path, at the
 //     last moment before a message goes out (lastMoment: before each
-//     output is sent, before and between a dead letter's attempts), since
+//     output is sent, before each of a dead letter's attempts — a retry's
+//     reading comes after the pause before it, publish.Retry), since
 //     a lease can expire between the machine's decision and the send with
 //     nothing yet revoked. A failed reading revokes the fence and tells
 //     the machine. Outputs and dead letters carry Nats-Msg-Ids, so one
