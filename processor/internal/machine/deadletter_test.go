@@ -72,14 +72,22 @@ func TestDeadLetterHold(t *testing.T) {
 	t.Run("numerical failure of a loaded key", func(t *testing.T) {
 		m := newTM(cfg)
 		m.core.track.Deliver(1)
-		expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "a", Seq: 1}, "load a")
-		expect(t, m, t0, Loaded{Key: "a"}, "live a +1", "apply a 1")
-		expect(t, m, t0, Applied[string]{Key: "a", Changed: true, Fail: bad}, "reject a 1")
-		// Nothing moves on while the dead letter is in flight: not the
-		// next message (of the key or another), not a tick (a snapshot
-		// of a would hold 1, and a replay would skip it).
-		for _, ev := range []Event{Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, Tick{}, SaveNow{Key: "a"},
-			Close{Deadline: t0.Add(time.Second)}, DeadLettered{Key: "a", Seq: 2}, DeadLetterFailed{Key: "b", Seq: 1}} {
+		m.core.track.Deliver(2)
+		expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "b", Seq: 1}, "load b")
+		expect(t, m, t0, Loaded{Key: "b"}, "live b +1", "apply b 1")
+		expect(t, m, t0, Applied[string]{Key: "b", Changed: true, Outs: outs("b", 1, 1), Result: "ok"}, "publish b/1/0")
+		expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "load a")
+		expect(t, m, t0, Loaded{Key: "a"}, "live a +1", "apply a 2")
+		expect(t, m, t0, Applied[string]{Key: "a", Changed: true, Fail: bad}, "reject a 2")
+		// A publish executed before the Reject (later in the Ready that
+		// held the Apply) is answered meanwhile.
+		expect(t, m, t0, Published{Key: "b"}, "ack b 1 ok")
+		// Nothing else moves on while the dead letter is in flight: not
+		// the next message (of the key or another), not a tick or a
+		// save (a snapshot of a would hold 2, and a replay would skip
+		// it).
+		for _, ev := range []Event{Delivered[uint64]{Msg: 3, Key: "a", Seq: 3}, Tick{}, SaveNow{Key: "a"}, Reset{Key: "a"},
+			Close{Deadline: t0.Add(time.Second)}, DeadLettered{Key: "a", Seq: 3}, DeadLetterFailed{Key: "b", Seq: 2}} {
 			if err := m.Step(t0, ev); err == nil {
 				t.Errorf("%T %+v stepped while the dead letter is in flight", ev, ev)
 			}
@@ -87,8 +95,10 @@ func TestDeadLetterHold(t *testing.T) {
 		if m.HasReady() {
 			t.Fatalf("refused steps emitted %q", kinds(m.Ready()))
 		}
-		expect(t, m, t0, DeadLettered{Key: "a", Seq: 1})
-		checkpoint(t, m, 1, "with a dirty (its numerical failure counts as applied)")
+		checkpoint(t, m, 1, "with b dirty and a's dead letter in flight")
+		expect(t, m, t0, DeadLettered{Key: "a", Seq: 2})
+		expect(t, m, t0, SaveNow{Key: "b"}, "snapshot b last=1 held=false")
+		checkpoint(t, m, 1, "with b's save in flight")
 	})
 
 	t.Run("close waits for the dead letter", func(t *testing.T) {

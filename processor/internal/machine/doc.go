@@ -24,7 +24,8 @@
 // fence_test.go pins this for every kind of effect.
 //
 // A dead letter (Reject) is answered by DeadLettered or DeadLetterFailed
-// before anything else is stepped (FenceLost aside): the worker sends it
+// before anything else is stepped (FenceLost and the answers of
+// publishes executed meanwhile aside): the worker sends it
 // synchronously. Its input's delivery hold is settled only then, so no
 // checkpoint passes an input whose dead letter may still be lost, and
 // nothing of the partition moves on meanwhile (deadletter_test.go).

@@ -200,7 +200,7 @@ const (
 	ActRetry                    // Key's output (of input Seq) failed Attempt times with Err: log and meter it
 	ActAck                      // ack Msg (Result)
 	ActNak                      // nak Msg (Err)
-	ActReject                   // dead-letter and terminate Msg (Err); answer with DeadLettered or DeadLetterFailed before stepping anything else
+	ActReject                   // dead-letter and terminate Msg (Err); answer with DeadLettered or DeadLetterFailed before stepping anything but FenceLost or Published
 	ActSnapshot                 // copy Key's state as Job; save it now unless Held (then SaveHeld comes later)
 	ActSaveHeld                 // save the copy of Job made earlier
 	ActUnload                   // forget Key's learner (its metrics with it)
@@ -398,10 +398,11 @@ func (m *Machine[M, O]) Keys() []KeyInfo {
 func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	m.now = now
 	if l := m.letter; l != nil {
-		// A Reject is answered before anything else is stepped (the
-		// worker dead-letters synchronously): nothing of the partition
-		// moves on — no later message of the key, no snapshot holding
-		// it — while its dead letter may still be lost.
+		// A Reject is answered before the worker steps anything but the
+		// fence's loss and the answers of publishes it executes in the
+		// meantime (it dead-letters synchronously): no input, tick or
+		// save moves the partition on — no later message of the key, no
+		// snapshot holding it — while its dead letter may still be lost.
 		switch e := ev.(type) {
 		case DeadLettered:
 			if e.Key != l.key || e.Seq != l.seq {
@@ -417,7 +418,9 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 			m.letterLanded(false, e.Err)
 			m.finishIfDone()
 			return nil
-		case FenceLost:
+		case FenceLost, Published:
+			// A publish executed after the Reject was emitted, before it
+			// was executed (an earlier action of the same Ready).
 		default:
 			return fmt.Errorf("machine: %T stepped while the dead letter of %d of key %q is in flight", ev, l.seq, l.key)
 		}
