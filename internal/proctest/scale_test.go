@@ -42,76 +42,109 @@ func BenchmarkScaleOut(b *testing.B) {
 	n := envInts(b, "KPCASTREAM_SCALE_MSGS", []int{20000})[0]
 	nkeys := envInts(b, "KPCASTREAM_SCALE_KEYS", []int{64})[0]
 	external := os.Getenv("KPCASTREAM_SCALE_URL")
+	kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT")
 	for _, workers := range workersList {
 		b.Run(fmt.Sprintf("W=%d", workers), func(b *testing.B) {
-			binary(b)
-			var total, ingest time.Duration
-			for range b.N {
-				b.StopTimer()
-				url := external
-				if url == "" {
-					_, url = natstest.RunServer(b)
-				}
-				_, js := natstest.Connect(b, url)
-				if external != "" {
-					wipe(b, js)
-				}
-				cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-				text := configParts(url, parts)
-				if kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT"); kif != "" {
-					text = strings.Replace(text, "key_in_flight: 1}", "key_in_flight: "+kif+"}", 1)
-				}
-				if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				w := &world{t: b, js: js, cfg: cfg, parts: parts}
-				var procs []*proc
-				for range workers {
-					p := start(b, cfg)
-					procs = append(procs, p)
-					w.memberOf(p.cmd.Process.Pid)
-				}
-				waitFor(b, 60*time.Second, "the workers share the partitions", func() bool {
-					owners := map[string]bool{}
-					for _, r := range w.owners() {
-						if r.Owner == "" {
-							return false
-						}
-						owners[r.Owner] = true
+			scaleCase{
+				workers: workers, parts: parts, msgs: n, keys: nkeys, dim: 3, external: external,
+				config: func(url string) string {
+					text := configParts(url, parts)
+					if kif != "" {
+						text = strings.Replace(text, "key_in_flight: 1}", "key_in_flight: "+kif+"}", 1)
 					}
-					return len(owners) == min(workers, parts)
-				})
-				rng := rand.New(rand.NewPCG(1, 2))
-				b.StartTimer()
-				begin := time.Now()
-				for i := range n {
-					x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
-					data, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x}})
-					if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%nkeys), data, jetstream.WithMsgID(fmt.Sprint(i))); err != nil {
-						b.Fatal(err)
-					}
-				}
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-time.After(60 * time.Second):
-					b.Fatal("publishes not acknowledged within 60s")
-				}
-				ingest += time.Since(begin)
-				waitFor(b, 120*time.Second, "drained", w.drained)
-				elapsed := time.Since(begin)
-				b.StopTimer()
-				total += elapsed
-				for _, p := range procs {
-					p.stop(b)
-				}
-			}
-			b.ReportMetric(float64(n*b.N)/total.Seconds(), "msgs/s")
-			// The input's own rate: publishes acknowledged by the input
-			// stream while the workers consume. Near msgs/s, the server's
-			// ingest, not the workers, sets the pace.
-			b.ReportMetric(float64(n*b.N)/ingest.Seconds(), "in-msgs/s")
+					return text
+				},
+				drained: (*world).drained,
+			}.run(b)
 		})
 	}
+}
+
+// scaleCase is one run of the scale-out benchmarks: W "kpcastream run"
+// processes on one pipeline, its configuration from config(url).
+type scaleCase struct {
+	workers, parts, msgs, keys, dim int
+	external                        string    // a server of its own (wiped before each iteration), or "": an embedded one
+	mapping                         [2]string // a subject mapping the embedded server needs (input.shards > 1), or none
+	config                          func(url string) string
+	drained                         func(*world) bool
+}
+
+// run times each iteration: start the W processes, wait until they share
+// the partitions, publish the messages over the keys as fast as the input
+// takes them while the workers consume, and wait until every partition has
+// acknowledged everything. It reports msgs/s end to end and in-msgs/s, the
+// input's own acknowledged publish rate in the same iteration: near
+// msgs/s, the server's ingest, not the workers, sets the pace.
+func (c scaleCase) run(b *testing.B) {
+	binary(b)
+	var total, ingest time.Duration
+	for range b.N {
+		b.StopTimer()
+		url := c.external
+		if url == "" {
+			s, u := natstest.RunServer(b)
+			url = u
+			if c.mapping[0] != "" {
+				if err := s.GlobalAccount().AddMapping(c.mapping[0], c.mapping[1]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		_, js := natstest.Connect(b, url)
+		if c.external != "" {
+			wipe(b, js)
+		}
+		cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
+		if err := os.WriteFile(cfg, []byte(c.config(url)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		w := &world{t: b, js: js, cfg: cfg, parts: c.parts}
+		var procs []*proc
+		for range c.workers {
+			p := start(b, cfg)
+			procs = append(procs, p)
+			w.memberOf(p.cmd.Process.Pid)
+		}
+		waitFor(b, 60*time.Second, "the workers share the partitions", func() bool {
+			owners := map[string]bool{}
+			for _, r := range w.owners() {
+				if r.Owner == "" {
+					return false
+				}
+				owners[r.Owner] = true
+			}
+			return len(owners) == min(c.workers, c.parts)
+		})
+		rng := rand.New(rand.NewPCG(1, 2))
+		x := make([]float64, c.dim)
+		b.StartTimer()
+		begin := time.Now()
+		for i := range c.msgs {
+			for j := range x {
+				x[j] = rng.NormFloat64()
+			}
+			data, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x}})
+			if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%c.keys), data, jetstream.WithMsgID(fmt.Sprint(i)), jetstream.WithStallWait(time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(120 * time.Second):
+			b.Fatal("publishes not acknowledged within 120s")
+		}
+		ingest += time.Since(begin)
+		waitFor(b, 300*time.Second, "drained", func() bool { return c.drained(w) })
+		elapsed := time.Since(begin)
+		b.StopTimer()
+		total += elapsed
+		for _, p := range procs {
+			p.stop(b)
+		}
+	}
+	b.ReportMetric(float64(c.msgs*b.N)/total.Seconds(), "msgs/s")
+	b.ReportMetric(float64(c.msgs*b.N)/ingest.Seconds(), "in-msgs/s")
 }
 
 // envInts reads a comma-separated list of positive integers from the

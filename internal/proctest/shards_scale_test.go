@@ -3,18 +3,13 @@ package proctest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/internal/natstest"
 )
 
 // BenchmarkScaleOutShards is BenchmarkScaleOut over S shard streams
@@ -43,7 +38,10 @@ import (
 // [20000], KPCASTREAM_SCALE_KEYS [64], KPCASTREAM_SCALE_PROCS GOMAXPROCS
 // and workers of each process [2], KPCASTREAM_SCALE_KEY_IN_FLIGHT
 // output.key_in_flight [the default, through a lane], KPCASTREAM_SCALE_TAGS
-// server tags, shard s placed on tags[s mod n] [none]. An external server
+// server tags, shard s placed on tags[s mod n] [none],
+// KPCASTREAM_SCALE_MEMORY the pipeline's memory_budget in bytes, e.g. far
+// below the keys' size to run them through the local tier (issue 30) [the
+// default]. An external server
 // is wiped (every stream deleted) before each iteration.
 func BenchmarkScaleOutShards(b *testing.B) {
 	shardsList := envInts(b, "KPCASTREAM_SCALE_SHARDS", []int{1, 3})
@@ -55,6 +53,7 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	nkeys := envInts(b, "KPCASTREAM_SCALE_KEYS", []int{64})[0]
 	procs := envInts(b, "KPCASTREAM_SCALE_PROCS", []int{2})[0]
 	kif := os.Getenv("KPCASTREAM_SCALE_KEY_IN_FLIGHT")
+	memory := os.Getenv("KPCASTREAM_SCALE_MEMORY")
 	var tags []string
 	if t := os.Getenv("KPCASTREAM_SCALE_TAGS"); t != "" {
 		tags = strings.Split(t, ",")
@@ -63,7 +62,6 @@ func BenchmarkScaleOutShards(b *testing.B) {
 	if len(lc) != 3 {
 		b.Fatalf("KPCASTREAM_SCALE_LEARNER: want dim,budget,components, got %v", lc)
 	}
-	dim := lc[0]
 	b.Setenv("GOMAXPROCS", strconv.Itoa(procs)) // inherited by the worker processes
 	for _, shards := range shardsList {
 		for _, workers := range workersList {
@@ -71,74 +69,17 @@ func BenchmarkScaleOutShards(b *testing.B) {
 				if shards > parts {
 					b.Skipf("%d shards > %d partitions", shards, parts)
 				}
-				binary(b)
-				var total, ingest time.Duration
-				for range b.N {
-					b.StopTimer()
-					url := external
-					if url == "" {
-						s, u := natstest.RunServer(b)
-						url = u
-						if shards > 1 {
-							if err := s.GlobalAccount().AddMapping("pin.*", fmt.Sprintf("pin.{{wildcard(1)}}.{{partition(%d,1)}}", parts)); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
-					_, js := natstest.Connect(b, url)
-					if external != "" {
-						wipe(b, js)
-					}
-					cfg := filepath.Join(b.TempDir(), "kpcastream.yaml")
-					if err := os.WriteFile(cfg, []byte(configShards(url, parts, shards, replicas, procs, lc, kif, tags)), 0o644); err != nil {
-						b.Fatal(err)
-					}
-					w := &world{t: b, js: js, cfg: cfg, parts: parts}
-					var ps []*proc
-					for range workers {
-						p := start(b, cfg)
-						ps = append(ps, p)
-						w.memberOf(p.cmd.Process.Pid)
-					}
-					waitFor(b, 60*time.Second, "the workers share the partitions", func() bool {
-						owners := map[string]bool{}
-						for _, r := range w.owners() {
-							if r.Owner == "" {
-								return false
-							}
-							owners[r.Owner] = true
-						}
-						return len(owners) == min(workers, parts)
-					})
-					rng := rand.New(rand.NewPCG(1, 2))
-					x := make([]float64, dim)
-					b.StartTimer()
-					begin := time.Now()
-					for i := range n {
-						for j := range x {
-							x[j] = rng.NormFloat64()
-						}
-						data, _ := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{X: x}})
-						if _, err := js.PublishAsync(fmt.Sprintf("pin.key%d", i%nkeys), data, jetstream.WithMsgID(fmt.Sprint(i)), jetstream.WithStallWait(time.Minute)); err != nil {
-							b.Fatal(err)
-						}
-					}
-					select {
-					case <-js.PublishAsyncComplete():
-					case <-time.After(120 * time.Second):
-						b.Fatal("publishes not acknowledged within 120s")
-					}
-					ingest += time.Since(begin)
-					waitFor(b, 300*time.Second, "drained", func() bool { return drainedShards(js, shards, parts) })
-					elapsed := time.Since(begin)
-					b.StopTimer()
-					total += elapsed
-					for _, p := range ps {
-						p.stop(b)
-					}
+				c := scaleCase{
+					workers: workers, parts: parts, msgs: n, keys: nkeys, dim: lc[0], external: external,
+					config: func(url string) string {
+						return configShards(url, parts, shards, replicas, procs, lc, kif, memory, tags)
+					},
+					drained: func(w *world) bool { return drainedShards(w.js, shards, parts) },
 				}
-				b.ReportMetric(float64(n*b.N)/total.Seconds(), "msgs/s")
-				b.ReportMetric(float64(n*b.N)/ingest.Seconds(), "in-msgs/s")
+				if shards > 1 {
+					c.mapping = [2]string{"pin.*", fmt.Sprintf("pin.{{wildcard(1)}}.{{partition(%d,1)}}", parts)}
+				}
+				c.run(b)
 			})
 		}
 	}
@@ -147,7 +88,11 @@ func BenchmarkScaleOutShards(b *testing.B) {
 // configShards is the benchmark's worker config: P partitions over S
 // shard streams of the given replicas, outputs per shard, an ikpca
 // learner of lc = dim, budget, components, procs workers.
-func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight string, tags []string) string {
+func configShards(url string, parts, shards, replicas, procs int, lc []int, keyInFlight, memory string, tags []string) string {
+	budget := ""
+	if memory != "" {
+		budget = "\n    memory_budget: " + memory
+	}
 	kif := ""
 	if keyInFlight != "" {
 		kif = ", key_in_flight: " + keyInFlight
@@ -176,8 +121,8 @@ pipelines:
     output: {subject: "pout.{shard}.{key}", stream: POUT, create_stream: true, replicas: %d, encoding: json%s}
     dead_letter: "pdlq.{shard}"
     dead_letters: {create_stream: true, replicas: %d}
-    snapshot: {every_messages: 1000, every: 30s}
-`, url, procs, parts, shards, replicas, place, lc[0], lc[1], lc[2], replicas, kif, replicas)
+    snapshot: {every_messages: 1000, every: 30s}%s
+`, url, procs, parts, shards, replicas, place, lc[0], lc[1], lc[2], replicas, kif, replicas, budget)
 }
 
 // drainedShards reports whether every partition's consumer, on its shard's
