@@ -355,7 +355,8 @@ func sameOutput(a, b *Output) bool {
 func sameMonitor(a, b *Output) bool {
 	eq := func(x, y float64) bool { return x == y || x != x && y != y }
 	if !eq(a.SPELimit, b.SPELimit) || !eq(a.T2Limit, b.T2Limit) || a.Alarm != b.Alarm ||
-		!eq(a.LSPE, b.LSPE) || !eq(a.LSPELimit, b.LSPELimit) || a.Warmup != b.Warmup || len(a.Contrib) != len(b.Contrib) {
+		!eq(a.LSPE, b.LSPE) || !eq(a.LSPELimit, b.LSPELimit) ||
+		!eq(a.LEWMA, b.LEWMA) || !eq(a.LEWMALimit, b.LEWMALimit) || a.Warmup != b.Warmup || len(a.Contrib) != len(b.Contrib) {
 		return false
 	}
 	for i, c := range a.Contrib {
@@ -384,7 +385,7 @@ func FuzzDecodeOutput(f *testing.F) {
 	f.Add([]byte(`{"id":"\ud800","z":null}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0,"t2":0,"explained":1,"basis_version":3,"y":"c","meta":{"s":1,"t":"u","b":true,"n":null},"pred":2,"scores":[0.25,0.75]}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"y":"c","meta":{"s":1},"pred":2,"scores":[0.25,0.75],"spe_limit":0.25,"t2_limit":8,"alarm":"both"}`))
-	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"spe_limit":0.25,"t2_limit":8,"alarm":"spe","lspe":3,"lspe_limit":1.5,"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.1}]}`))
+	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"spe_limit":0.25,"t2_limit":8,"alarm":"spe","lspe":3,"lspe_limit":1.5,"lewma":30,"lewma_limit":25,"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.1}]}`))
 	f.Add([]byte(`{"id":"a","key":"k","seq":1,"ts":2,"z":[1],"spe":0.5,"t2":9,"explained":1,"basis_version":3,"warmup":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, enc := range []Encoding{JSON, Msgpack} {

@@ -23,6 +23,7 @@ func TestOutputMonitorFields(t *testing.T) {
 	full.Scores = []float64{0.1, 0.9}
 	full.SPELimit, full.T2Limit, full.Alarm = 0.25, 9.5, "spe"
 	full.LSPE, full.LSPELimit = 3, 1.5
+	full.LEWMA, full.LEWMALimit = 30, 25
 	full.Contrib = []Contribution{{Var: 7, Value: 2.5}, {Var: 0, Value: 0.125}, {Var: 300, Value: 0}}
 	limitsOnly := base
 	limitsOnly.SPELimit, limitsOnly.T2Limit = 0.75, 9.5
@@ -34,7 +35,7 @@ func TestOutputMonitorFields(t *testing.T) {
 			t.Fatal(err)
 		}
 		if bytes.Contains(plain, []byte("limit")) || bytes.Contains(plain, []byte("alarm")) || bytes.Contains(plain, []byte("contrib")) ||
-			bytes.Contains(plain, []byte("lspe")) || bytes.Contains(plain, []byte("warmup")) {
+			bytes.Contains(plain, []byte("lspe")) || bytes.Contains(plain, []byte("lewma")) || bytes.Contains(plain, []byte("warmup")) {
 			t.Errorf("enc %d: output without monitoring carries monitoring fields: %q", enc, plain)
 		}
 		for _, o := range []Output{full, limitsOnly, warming} {
@@ -55,7 +56,7 @@ func TestOutputMonitorFields(t *testing.T) {
 		}
 	}
 	b, _ := EncodeOutput(nil, JSON, &full)
-	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe","lspe":3,"lspe_limit":1.5,`+
+	if !strings.HasSuffix(string(b), `"scores":[0.1,0.9],"spe_limit":0.25,"t2_limit":9.5,"alarm":"spe","lspe":3,"lspe_limit":1.5,"lewma":30,"lewma_limit":25,`+
 		`"contrib":[{"var":7,"value":2.5},{"var":0,"value":0.125},{"var":300,"value":0}]}`) {
 		t.Errorf("JSON field order: %s", b)
 	}
@@ -190,7 +191,8 @@ func TestSnapshotMonitor(t *testing.T) {
 	ml := mt
 	ml.LSPE = []float64{0.5, 0.25}
 	ml.Pending = []monitor.Pending{{X: []float64{1, 2}, SPE: 0.1, T2: 1, LSPE: 0.3}, {X: []float64{3, 4}, SPE: 0.2, T2: 2, LSPE: 0.4}}
-	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7}
+	ml.Linear = &monitor.LinearState{W: 12, Mean: []float64{1, 2}, M2: []float64{3, 1, 1, 4}, P: []float64{0.6, 0.8}, Since: 7,
+		E: []float64{0.1, -0.2}, V: []float64{1, 2}, S: []float64{0.01, 0.02}, N: 60, Out: true}
 	ml.Clean, ml.ExcN, ml.Long = 3, 1, true
 	ml.LTrend, ml.LTrendSD = 0.01, 0.02
 	withLinear.Monitor = &ml

@@ -24,7 +24,8 @@ import (
 // (a pipeline with monitoring, once its limits are in force: both or
 // neither, absent when both are 0), "alarm" (only on an alarm),
 // "lspe" and "lspe_limit" (monitor.linear, once its limit is in force:
-// both or neither), "contrib" (only on an alarm: the variables with the
+// both or neither), "lewma" and "lewma_limit" (monitor.linear, once its
+// per-variable EWMA judges: both or neither), "contrib" (only on an alarm: the variables with the
 // largest contributions, largest first, each {"var": index, "value":
 // contribution}) and "warmup" (true, only while a monitored key's limits
 // are not yet in force).
@@ -70,6 +71,13 @@ type Output struct {
 	// in force). An LSPE above its limit is an "spe" alarm.
 	LSPE      float64 `msgpack:"lspe,omitempty" json:"lspe,omitempty"`
 	LSPELimit float64 `msgpack:"lspe_limit,omitempty" json:"lspe_limit,omitempty"`
+	// LEWMA and LEWMALimit are the largest per-variable EWMA of the linear
+	// residual, in units of that variable's normal spread squared, and its
+	// limit (monitor.linear; omitted, both, without it or before the EWMA
+	// judges). An LEWMA above its limit is an "spe" alarm: a drift in one
+	// variable that neither spe nor lspe shows yet.
+	LEWMA      float64 `msgpack:"lewma,omitempty" json:"lewma,omitempty"`
+	LEWMALimit float64 `msgpack:"lewma_limit,omitempty" json:"lewma_limit,omitempty"`
 	// Contrib names the variables behind an alarm, largest contribution
 	// first (omitted without an alarm).
 	Contrib []Contribution `msgpack:"contrib,omitempty" json:"contrib,omitempty"`
@@ -94,6 +102,9 @@ func (o *Output) hasLimits() bool { return o.SPELimit != 0 || o.T2Limit != 0 }
 // hasLinear tells whether the linear residual's fields are written.
 func (o *Output) hasLinear() bool { return o.LSPE != 0 || o.LSPELimit != 0 }
 
+// hasEWMA tells whether the linear residual's EWMA fields are written.
+func (o *Output) hasEWMA() bool { return o.LEWMA != 0 || o.LEWMALimit != 0 }
+
 // extra counts the optional fields of o that are present.
 func (o *Output) extra() int {
 	n := 0
@@ -116,6 +127,9 @@ func (o *Output) extra() int {
 		n++
 	}
 	if o.hasLinear() {
+		n += 2
+	}
+	if o.hasEWMA() {
 		n += 2
 	}
 	if len(o.Contrib) > 0 {
@@ -206,6 +220,12 @@ func appendOutputMsgpack(b []byte, o *Output) []byte {
 		b = mpFloat(b, o.LSPE)
 		b = mpStr(b, "lspe_limit")
 		b = mpFloat(b, o.LSPELimit)
+	}
+	if o.hasEWMA() {
+		b = mpStr(b, "lewma")
+		b = mpFloat(b, o.LEWMA)
+		b = mpStr(b, "lewma_limit")
+		b = mpFloat(b, o.LEWMALimit)
 	}
 	if len(o.Contrib) > 0 {
 		b = mpStr(b, "contrib")
@@ -335,6 +355,12 @@ func appendOutputJSON(dst []byte, o *Output) ([]byte, error) {
 		b = append(b, `,"lspe_limit":`...)
 		b = jsonFloat(b, o.LSPELimit)
 	}
+	if o.hasEWMA() {
+		b = append(b, `,"lewma":`...)
+		b = jsonFloat(b, o.LEWMA)
+		b = append(b, `,"lewma_limit":`...)
+		b = jsonFloat(b, o.LEWMALimit)
+	}
 	if len(o.Contrib) > 0 {
 		b = append(b, `,"contrib":[`...)
 		for i, c := range o.Contrib {
@@ -376,6 +402,10 @@ func nonFinite(o *Output) (name string, i int, v float64, bad bool) {
 		return "lspe", -1, o.LSPE, true
 	case !finite(o.LSPELimit):
 		return "lspe_limit", -1, o.LSPELimit, true
+	case !finite(o.LEWMA):
+		return "lewma", -1, o.LEWMA, true
+	case !finite(o.LEWMALimit):
+		return "lewma_limit", -1, o.LEWMALimit, true
 	}
 	for i, c := range o.Contrib {
 		if !finite(c.Value) {

@@ -144,6 +144,13 @@ type wireMonitor struct {
 	LinM2    []float64 `msgpack:"lin_m2,omitempty"`
 	LinP     []float64 `msgpack:"lin_p,omitempty"`
 	LinSince int       `msgpack:"lin_since,omitempty"`
+	// The linear residual's per-variable EWMA (issue 31): omitted when
+	// absent; earlier snapshots decode without it (the EWMA starts anew).
+	LinE   []float64 `msgpack:"lin_e,omitempty"`
+	LinV   []float64 `msgpack:"lin_v,omitempty"`
+	LinS   []float64 `msgpack:"lin_s,omitempty"`
+	LinN   float64   `msgpack:"lin_n,omitempty"`
+	LinOut bool      `msgpack:"lin_out,omitempty"`
 	// The excursion rule's counters (learn normal), omitted when 0 as the
 	// trend's; earlier snapshots decode with them 0.
 	LTrend   float64 `msgpack:"ltrend,omitempty"`
@@ -169,6 +176,7 @@ func toWireMonitor(m *monitor.State) *wireMonitor {
 	w.LSPE = m.LSPE
 	if l := m.Linear; l != nil {
 		w.LinW, w.LinMean, w.LinM2, w.LinP, w.LinSince = l.W, l.Mean, l.M2, l.P, l.Since
+		w.LinE, w.LinV, w.LinS, w.LinN, w.LinOut = l.E, l.V, l.S, l.N, l.Out
 		if w.LinMean == nil {
 			w.LinMean = []float64{} // present, so that the model is restored
 		}
@@ -195,22 +203,36 @@ func fromWireMonitor(w *wireMonitor) (*monitor.State, error) {
 		m.Pending = append(m.Pending, p)
 	}
 	if w.LinMean != nil || w.LinM2 != nil || w.LinW != 0 {
-		m.Linear = &monitor.LinearState{W: w.LinW, Mean: w.LinMean, M2: w.LinM2, P: w.LinP, Since: w.LinSince}
+		m.Linear = &monitor.LinearState{W: w.LinW, Mean: w.LinMean, M2: w.LinM2, P: w.LinP, Since: w.LinSince,
+			E: w.LinE, V: w.LinV, S: w.LinS, N: w.LinN, Out: w.LinOut}
 	}
 	return m, nil
+}
+
+// wireLoss is a classifier loss as the snapshot writes it: "" for the
+// default (squared), so such snapshots are byte-identical to those written
+// before the option existed.
+func wireLoss(loss string) string {
+	if loss == classify.LossSquared {
+		return ""
+	}
+	return loss
 }
 
 // wireClassifier is a classifier stage's state: its config, the labelled
 // observations learned, W (classes×(dim+1)) and P ((dim+1)×(dim+1)),
 // row-major.
 type wireClassifier struct {
-	Classes int       `msgpack:"classes"`
-	Dim     int       `msgpack:"dim"`
-	Ridge   float64   `msgpack:"ridge"`
-	Forget  float64   `msgpack:"forget"`
-	Seen    int64     `msgpack:"seen"`
-	W       []float64 `msgpack:"w"`
-	P       []float64 `msgpack:"p"`
+	Classes int     `msgpack:"classes"`
+	Dim     int     `msgpack:"dim"`
+	Ridge   float64 `msgpack:"ridge"`
+	Forget  float64 `msgpack:"forget"`
+	// Loss is omitted when "" or "squared" (the default), so those
+	// snapshots keep their bytes and older ones read as squared.
+	Loss string    `msgpack:"loss,omitempty"`
+	Seen int64     `msgpack:"seen"`
+	W    []float64 `msgpack:"w"`
+	P    []float64 `msgpack:"p"`
 }
 
 type wireState struct {
@@ -297,6 +319,7 @@ func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	w := wireSnapshot{Key: s.Key, Pipeline: s.Pipeline, LastSeq: s.LastSeq, Epoch: s.Epoch, State: toWireState(s.State)}
 	if c := s.Classifier; c != nil {
 		w.Classifier = &wireClassifier{Classes: c.Config.Classes, Dim: c.Config.Dim, Ridge: c.Config.Ridge, Forget: c.Config.Forget,
+			Loss: wireLoss(c.Config.Loss),
 			Seen: c.Seen, W: c.W, P: c.P}
 	}
 	if m := s.Monitor; m != nil {
@@ -337,7 +360,7 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 			uint64(len(c.W)) != uint64(c.Classes)*uint64(c.Dim+1) || uint64(len(c.P)) != uint64(c.Dim+1)*uint64(c.Dim+1) {
 			return nil, malformed("snapshot: classifier of %d classes and dim %d with %d weights and %d covariance values", c.Classes, c.Dim, len(c.W), len(c.P))
 		}
-		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget},
+		snap.Classifier = &classify.State{Config: classify.Config{Classes: c.Classes, Dim: c.Dim, Ridge: c.Ridge, Forget: c.Forget, Loss: c.Loss},
 			Seen: c.Seen, W: c.W, P: c.P}
 	}
 	if m := w.Monitor; m != nil {

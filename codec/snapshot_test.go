@@ -243,6 +243,23 @@ func TestSnapshotClassifier(t *testing.T) {
 	if bytes.Contains(plain, []byte("classifier")) {
 		t.Fatal("a snapshot without a classifier encodes the field")
 	}
+	// The loss: hinge round-trips; squared (the default) is written as
+	// before the field existed, so it reads back as "" (squared).
+	hinge := *want.Classifier
+	hinge.Config.Loss = classify.LossHinge
+	want.Classifier = &hinge
+	data, _ = EncodeSnapshot(want)
+	if got, err := DecodeSnapshot(data); err != nil || got.Classifier.Config.Loss != classify.LossHinge {
+		t.Fatalf("hinge classifier: loss %q, error %v", got.Classifier.Config.Loss, err)
+	}
+	sq := hinge
+	sq.Config.Loss = classify.LossSquared
+	want.Classifier = &sq
+	data, _ = EncodeSnapshot(want)
+	sq.Config.Loss = ""
+	if def, _ := EncodeSnapshot(want); !bytes.Equal(data, def) || bytes.Contains(data, []byte("loss")) {
+		t.Fatal("a squared-loss classifier does not encode as one without the loss field")
+	}
 	// A classifier whose arrays do not match its shape is malformed.
 	bad := testSnapshot()
 	bad.Classifier = &classify.State{Config: classify.Config{Classes: 2, Dim: 1}, W: []float64{1}, P: []float64{1, 0, 0, 1}}

@@ -154,6 +154,7 @@
 //	pipelines[i].classifier.classes       ≥ 2 unique names (ikpca or kha)  none (no classifier stage)
 //	pipelines[i].classifier.ridge         λ > 0, units of k(x,x)     0.1
 //	pipelines[i].classifier.forget        β in (0, 1] per label      1
+//	pipelines[i].classifier.loss          squared | hinge            squared
 //	pipelines[i].classifier.window        labelled predictions behind the accuracy metric  1000
 //	pipelines[i].monitor.level            limits' level in (0, 1)    0.99 (no monitor: section → no monitoring)
 //	pipelines[i].monitor.learn            always | normal (with the trend gate: README, Monitoring)  always
@@ -164,7 +165,7 @@
 //	pipelines[i].monitor.trend            ewma | off (learn normal's trend gate)  ewma
 //	pipelines[i].monitor.trend_lambda     EWMA weight in (0, 1]      2/(n + 1), n = 1/(1 − level)
 //	pipelines[i].monitor.excursion        alarms learned as a normal excursion, ≤ 4096 (negative none)  50
-//	pipelines[i].monitor.linear           bool: a linear residual beside the kernel's (dim 2..512)  false
+//	pipelines[i].monitor.linear           bool: a linear residual beside the kernel's (dim 2..512)  true for dim 2..128
 //	pipelines[i].preprocess.standardize   bool                       false
 //	pipelines[i].preprocess.freeze        bool (needs standardize)   true when learner.forget is 1, else false
 package config

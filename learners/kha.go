@@ -325,6 +325,9 @@ type KHA struct {
 	cent, cnt, selfK      []float64
 	oldPts                []float64
 	nextRebase, rebaseGap int64
+	// during LearnTracked: the tracker told of a rebase (Map when it is a
+	// CoordMapper, else every coordinate dropped and appended anew)
+	tr CoordTracker
 
 	// scratch
 	kr, s, v []float64 // b
@@ -538,10 +541,20 @@ func (l *KHA) rebase() {
 	l.nextRebase = l.seen + l.rebaseGap
 	l.rebaseGap = min(2*l.rebaseGap, 16*int64(b))
 	bl := blas64.Implementation()
+	// T for a mapper: transient B×B scratch, allocated per rebase (rare)
+	// so that MemoryBytes, the steady state, does not carry it.
+	mapper, _ := l.tr.(CoordMapper)
+	var tmap []float64
+	if mapper != nil {
+		tmap = make([]float64, b*b)
+	}
 	// X = K(D',D)·[A R V], u' = K(D',D)c, row by row from the old set.
 	for i := range b {
 		x := l.cent[i*d : (i+1)*d]
 		kr := l.rows.Row(l.kr, x, norm2(x))
+		if mapper != nil {
+			copy(tmap[i*b:(i+1)*b], kr)
+		}
 		bl.Dgemv(blas.Trans, b, k, 1, l.a, k, kr, 1, 0, l.ka[i*k:(i+1)*k], 1)
 		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, kr, 1, 0, l.a2[i*k:(i+1)*k], 1)
 		if l.smd {
@@ -553,6 +566,10 @@ func (l *KHA) rebase() {
 		}
 		l.u2[i] = u
 	}
+	if mapper != nil {
+		// T = K(D',D)L⁻ᵀ now, L'⁻¹ from the left once L' is known.
+		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
+	}
 	copy(l.oldPts, l.rows.Data())
 	l.rows.Reset(l.cent, b)
 	if err := l.factor(); err != nil {
@@ -561,6 +578,18 @@ func (l *KHA) rebase() {
 		l.rows.Reset(l.oldPts, b)
 		_ = l.factor()
 		return
+	}
+	switch {
+	case mapper != nil:
+		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
+		mapper.Map(tmap, b)
+	case l.tr != nil:
+		for j := b - 1; j >= 0; j-- {
+			l.tr.Drop(j)
+		}
+		for j := range b {
+			l.tr.Append(j, 0)
+		}
 	}
 	solve := func(m []float64) {
 		bl.Dtrsm(blas.Left, blas.Lower, blas.NoTrans, blas.NonUnit, b, k, 1, l.chol, b, m, k)

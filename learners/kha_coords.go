@@ -40,12 +40,19 @@ func (l *KHA) CoordTransform(dst, w []float64, n int) []float64 {
 }
 
 // LearnTracked is Learn, telling t of every change of coordinates: the
-// memorised set never changes once complete, so the only change is the
-// completion itself, when the B coordinates appear (Append 0…B−1, no
-// carry); afterwards t is never called.
+// completion of the memorised set, when the B coordinates appear (Append
+// 0…B−1, no carry), and with Config.Dictionary "kmeans" each rebase onto
+// the centroids: Map with T = L'⁻¹K(D',D)L⁻ᵀ when t is a CoordMapper,
+// else every coordinate dropped (B−1…0) and appended anew without carry.
+// With the default dictionary the set never changes once complete and t
+// is not called again. t is not retained. A rebase told to a mapper
+// allocates T's B² values (then garbage; MemoryBytes is the steady state).
 func (l *KHA) LearnTracked(x []float64, t CoordTracker) error {
 	was := l.full
-	if err := l.Learn(x); err != nil {
+	l.tr = t
+	err := l.Learn(x)
+	l.tr = nil
+	if err != nil {
 		return err
 	}
 	if !was && l.full {

@@ -94,6 +94,18 @@ type CoordTracker interface {
 	Append(m int, carried float64)
 }
 
+// CoordMapper is a CoordTracker that also follows a change of the whole
+// dictionary (kha's kmeans rebase, KHA.LearnTracked): the coordinates of
+// every x in the old span become z' = T z, T the m×m matrix
+// L'⁻¹K(D',D)L⁻ᵀ (row-major, stride m) of the old set D and the new set
+// D' (K_ε = LLᵀ and K'_ε = L'L'ᵀ), and a weight vector w becomes T w: the
+// RKHS projection of wᵀz on the new span, the best approximation there. T
+// is a contraction (‖T v‖ ≤ ‖v‖ up to the jitter ε). Map must not retain t.
+type CoordMapper interface {
+	CoordTracker
+	Map(t []float64, m int)
+}
+
 // Novelty holds the per-vector novelty scores of an observation.
 type Novelty struct {
 	// SPE is the squared feature-space reconstruction error (Q statistic):

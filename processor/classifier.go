@@ -34,6 +34,11 @@ type ClassifierConfig struct {
 	// Forget is the classifier's forgetting factor β ∈ (0, 1] per
 	// labelled observation; 0 means 1 (none).
 	Forget float64 `yaml:"forget"`
+	// Loss is the classifier's training loss: squared (the default:
+	// regularised least squares on the class indicators) or hinge (the
+	// one-vs-rest squared hinge on the same recursion; README, "Classifier
+	// stage").
+	Loss string `yaml:"loss"`
 	// Window is the number of labelled predictions of a key over which
 	// kpcastream_classifier_accuracy is computed. Default 1000.
 	Window int `yaml:"window"`
@@ -45,13 +50,13 @@ func (c ClassifierConfig) withDefaults() ClassifierConfig {
 		c.Window = DefaultAccuracyWindow
 	}
 	cc := c.model(1).WithDefaults()
-	c.Ridge, c.Forget = cc.Ridge, cc.Forget
+	c.Ridge, c.Forget, c.Loss = cc.Ridge, cc.Forget, cc.Loss
 	return c
 }
 
 // model returns the lclassify.Config of c for a learner budget b.
 func (c ClassifierConfig) model(b int) lclassify.Config {
-	return lclassify.Config{Classes: len(c.Classes), Dim: b, Ridge: c.Ridge, Forget: c.Forget}
+	return lclassify.Config{Classes: len(c.Classes), Dim: b, Ridge: c.Ridge, Forget: c.Forget, Loss: c.Loss}
 }
 
 // validate reports every problem of c for a pipeline with learner lc,

@@ -31,6 +31,9 @@ func TestClassifierConfigValidate(t *testing.T) {
 		{"negative ridge", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Ridge: -1} }, "classifier.ridge: must be > 0"},
 		{"forget", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Forget: 2} }, "classifier.forget: must be in (0, 1]"},
 		{"window", func(pc *PipelineConfig) { pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Window: -1} }, "classifier.window: must be ≥ 0"},
+		{"loss", func(pc *PipelineConfig) {
+			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Loss: "logistic"}
+		}, `classifier.loss: must be "squared" or "hinge"`},
 		{"learner", func(pc *PipelineConfig) {
 			pc.Learner.Learner = learners.KindWindow
 			pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
@@ -45,10 +48,12 @@ func TestClassifierConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	pc := base()
-	pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}}
-	if err := (Config{Pipelines: []PipelineConfig{pc}}).Validate(); err != nil {
-		t.Fatalf("valid classifier config: %v", err)
+	for _, loss := range []string{"", "squared", "hinge"} {
+		pc := base()
+		pc.Classifier = &ClassifierConfig{Classes: []string{"a", "b"}, Loss: loss}
+		if err := (Config{Pipelines: []PipelineConfig{pc}}).Validate(); err != nil {
+			t.Fatalf("valid classifier config (loss %q): %v", loss, err)
+		}
 	}
 }
 
@@ -165,6 +170,12 @@ func TestClassifierStage(t *testing.T) {
 // pred and scores; a label that is no class fails the message before
 // anything is learned; unlabelled observations do not train it.
 func TestApplyClassifier(t *testing.T) {
+	for _, loss := range []string{"", "hinge"} {
+		t.Run("loss "+loss, func(t *testing.T) { testApplyClassifier(t, loss) })
+	}
+}
+
+func testApplyClassifier(t *testing.T, loss string) {
 	met, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +183,7 @@ func TestApplyClassifier(t *testing.T) {
 	pc := pipelineConfig("u")
 	pc.Learner = learners.Config{Learner: learners.KindIKPCA, Dim: 3, Components: 2, Budget: 16,
 		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}}
-	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}}
+	pc.Classifier = &ClassifierConfig{Classes: []string{"neg", "pos", "7"}, Loss: loss}
 	st := newStage(pc, met)
 	l, err := learners.New(pc.Learner)
 	if err != nil {
@@ -191,6 +202,9 @@ func TestApplyClassifier(t *testing.T) {
 				t.Fatalf("observation %d: output %+v", i, o)
 			}
 		}
+	}
+	if got := m.Snapshot().Classifier.Config.Loss; got != pc.Classifier.withDefaults().Loss {
+		t.Errorf("the snapshot's classifier has loss %q, the pipeline's is %q", got, pc.Classifier.withDefaults().Loss)
 	}
 	if got, want := m.Snapshot().Classifier.Seen, int64(200-200/3); got != want {
 		t.Errorf("classifier learned %d labels, want %d (every third observation is unlabelled)", got, want)

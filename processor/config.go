@@ -212,11 +212,15 @@ type MonitorConfig struct {
 	// Linear also monitors a linear residual: the residual of a running
 	// linear PCA (learner.components components, at most dim − 1) of the
 	// learned inputs, judged by its largest variable's reconstruction-based
-	// contribution ("lspe"), with its own limit at level; above it, the output has an
-	// "spe" alarm and carries "lspe" and "lspe_limit". It sees a fault in
-	// one variable among many, which barely moves an RBF kernel. Needs
-	// dim ≥ 2, at most 512; memory 8·dim² bytes per key. Default false.
-	Linear bool `yaml:"linear"`
+	// contribution ("lspe") and by a per-variable EWMA of it (slow drifts
+	// of one variable), each with its own limit; above either, the output
+	// has an "spe" alarm and carries "lspe" and "lspe_limit". It sees a
+	// fault in one variable among many, which barely moves an RBF kernel.
+	// With it T² and lspe share the limits' 1 − level (each at
+	// 1 − (1 − level)/2). Default: on when 2 ≤ dim ≤ 128 (issue 31; before,
+	// off); false switches it off, true asks for it up to dim 512. Memory
+	// about 24·dim² bytes per key.
+	Linear *bool `yaml:"linear"`
 }
 
 // PreprocessConfig is a pipeline's preprocessing of the inputs.
@@ -244,8 +248,11 @@ func (p PipelineConfig) monitorConfig() (monitor.Config, bool) {
 	var c monitor.Config
 	if m := p.Monitor; m != nil {
 		c = monitor.Config{Level: m.Level, Learn: m.Learn, Warmup: m.Warmup, AcceptAfter: m.AcceptAfter, Confirm: m.Confirm, Window: m.Window,
-			Trend: m.Trend, TrendLambda: m.TrendLambda, Linear: m.Linear, Excursion: m.Excursion}
-		if m.Linear {
+			Trend: m.Trend, TrendLambda: m.TrendLambda, Linear: monitor.DefaultLinear(lc.Dim), Excursion: m.Excursion}
+		if m.Linear != nil {
+			c.Linear = *m.Linear
+		}
+		if c.Linear {
 			c.LinearComponents = min(lc.Components, lc.Dim-1)
 		}
 	}

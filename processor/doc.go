@@ -72,7 +72,10 @@
 // partition, always run here. Per message the worker: decodes and checks
 // every observation (dimension, finiteness, batch size, labels) before its
 // key is touched, so bad input creates no learner, claim or snapshot;
-// loads the key's learner (snapshot or fresh) on first use; skips the
+// loads the key's learner (snapshot or fresh) on first use — off the
+// worker's goroutine, up to four keys at once, while the worker's other
+// keys go on; the key's later messages wait behind its load, in order, at
+// most queue_size of them (worker_load.go, machine/load.go); skips the
 // message if its stream sequence is at or below the key's last applied one
 // (replay after a restore); Learns and Scores each observation
 // (keymodel.Model.Apply, no I/O); queues each projection of a ready learner in the key's
@@ -336,7 +339,8 @@
 // on its next message. A key brought back while its unloading save is in
 // flight unloads the next least recently used (machine.shrink), so the
 // keys whose save is in flight are the only excess (at most the snapshot
-// slots). With a local tier (local_dir, worker_local.go) a JetStream
+// slots), and the learners of the keys being loaded (at most four a
+// worker). With a local tier (local_dir, worker_local.go) a JetStream
 // worker keeps the learners beyond its share in a file of its own on disk
 // instead: the machine counts them as loaded (quota share/1 KiB), their
 // snapshots follow the policy, and one comes back with a local read. Per

@@ -27,9 +27,15 @@ type MemoryPlan struct {
 	// Cap is max_keys (0: no cap beyond Budget).
 	Cap int
 	// Local is the live keys with the local tier (in memory or on disk;
-	// each costs 1 KiB of the budget, worker_local.go), 0 without one
-	// (no local_dir, or a core NATS input).
+	// each costs 1 KiB of the budget, worker_local.go: 622 B measured by
+	// TestLocalKeyBytesCovers), 0 without one (no local_dir, or a core
+	// NATS input).
 	Local int
+	// LocalDisk bounds the local tier's files: Local × KeyBytes. A key on
+	// disk takes its learner's arrays as raw float64s (local_format.go)
+	// in 4 KiB bbolt pages, measured at 0.58–0.91 of the key's memory
+	// size, rewrites included (BenchmarkLocalDisk).
+	LocalDisk int64
 }
 
 // Bytes is the memory the plan's live keys may take: Keys × KeyBytes
@@ -44,7 +50,7 @@ func (m MemoryPlan) String() string {
 		s += fmt.Sprintf(" (max_keys %d)", m.Cap)
 	}
 	if m.Local > 0 {
-		s += fmt.Sprintf(", up to %s with the local tier", groupDigits(m.Local))
+		s += fmt.Sprintf(", up to %s with the local tier (disk at most %s)", groupDigits(m.Local), sizeText(m.LocalDisk))
 	}
 	return s
 }
@@ -71,6 +77,7 @@ func (c Config) MemoryPlan(pc PipelineConfig) (MemoryPlan, error) {
 	plan := MemoryPlan{Budget: pc.MemoryBudget, KeyBytes: kb, PerWorker: wm.resident, Keys: wm.resident * n * pc.Partitions, Cap: pc.MaxKeys}
 	if c.LocalDir != "" && c.LocalDir != LocalNone && pc.Input.Stream != "" {
 		plan.Local = wm.known * n * pc.Partitions
+		plan.LocalDisk = int64(plan.Local) * int64(kb)
 	}
 	return plan, nil
 }

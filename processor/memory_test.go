@@ -58,7 +58,8 @@ func TestMemoryPlan(t *testing.T) {
 		t.Errorf("no local_dir: %d keys with a local tier, want 0", plan.Local)
 	}
 	c.LocalDir = t.TempDir()
-	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") {
+	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") ||
+		lp.LocalDisk != int64(lp.Local)*int64(lp.KeyBytes) || !strings.Contains(lp.String(), "disk at most "+sizeText(lp.LocalDisk)) {
 		t.Errorf("with local_dir: %+v (%q), %v; want 2 workers' (share − a key)/1 KiB", lp, lp.String(), err)
 	}
 	c.LocalDir = ""
@@ -106,12 +107,15 @@ func TestMemoryBudget(t *testing.T) {
 			}
 		}
 	}()
+	// Round by round: a key's messages that arrive while it loads wait
+	// behind its load and are applied together, so a round published
+	// before the last one drained would not miss on every message.
 	for round := range rounds {
 		for k := range nkeys {
 			e.publish(t, fmt.Sprintf("in.mem.key%02d", k), encodeObs(t, "msgpack", vectors(uint64(k), rounds)[round], ""), "")
 		}
+		waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
 	}
-	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
 	close(stop)
 	<-done
 	if peak > 6 || peak == 0 {
@@ -120,8 +124,16 @@ func TestMemoryBudget(t *testing.T) {
 	if got := metricValue(t, r.p.met.memoryBudget.WithLabelValues(pc.Name)); got != float64(pc.MemoryBudget) {
 		t.Errorf("kpcastream_memory_budget_bytes %v, want %d", got, pc.MemoryBudget)
 	}
-	if got := metricValue(t, r.p.met.evictions.WithLabelValues(pc.Name)); got < nkeys*rounds-6 {
-		t.Errorf("kpcastream_key_evictions_total %v, want ≥ %d (every message of a round over 20 keys misses)", got, nkeys*rounds-6)
+	// Each worker's 10 keys a round pass through room for 3: a key's
+	// message either finds it still loaded (a hit) or reloads it after an
+	// eviction. Applied in delivery order, every message missed (54
+	// evictions); with loads in flight, a key whose message finds its
+	// unloading save still in flight comes back at once while others
+	// wait for their loads, so the keys left loaded at a round's end are
+	// not always its last ones and a few hit. At most 3 a worker can be
+	// kept from one round into the next: at least 60 − 6 − 2·3·2.
+	if got, least := metricValue(t, r.p.met.evictions.WithLabelValues(pc.Name)), nkeys*rounds-6-2*3*(rounds-1); got < float64(least) {
+		t.Errorf("kpcastream_key_evictions_total %v, want ≥ %d (20 keys a round through room for 6)", got, least)
 	}
 	if used, live := metricValue(t, r.p.met.memoryUsed.WithLabelValues(pc.Name)), metricValue(t, r.p.met.activeLearners.WithLabelValues(pc.Name)); used != live*float64(plan.KeyBytes) {
 		t.Errorf("kpcastream_memory_used_bytes %v, want active_learners %v × %d B", used, live, plan.KeyBytes)
@@ -183,12 +195,12 @@ func TestLocalTier(t *testing.T) {
 			}
 		}
 	}()
-	for round := range rounds {
+	for round := range rounds { // round by round: see TestMemoryBudget
 		for k := range nkeys {
 			e.publish(t, fmt.Sprintf("in.tier.key%02d", k), encodeObs(t, "msgpack", vectors(uint64(k), rounds)[round], ""), "")
 		}
+		waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
 	}
-	waitFor(t, 20*time.Second, "drained", func() bool { return e.drained(t, pc) })
 	close(stop)
 	<-done
 	spills, loads := metricValue(t, r.p.met.localSpills.WithLabelValues(pc.Name)), metricValue(t, r.p.met.localLoads.WithLabelValues(pc.Name))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,8 +32,9 @@ type (
 // machine's Ready — loading keys, applying messages to their learners,
 // publishing outputs, acking, dead-lettering, saving snapshots. It owns the
 // learners of the keys hashed to it, one snapshotter goroutine that saves
-// the snapshots it hands over, and one acker goroutine that waits for the
-// acknowledgements of its output publishes.
+// the snapshots it hands over, one acker goroutine that waits for the
+// acknowledgements of its output publishes, and a goroutine for each key
+// it is loading from the snapshot store (at most loadSlots; worker_load.go).
 type worker struct {
 	deps
 	id      int
@@ -59,6 +61,16 @@ type worker struct {
 	fenced  bool      // the machine knows the fence is lost (FenceLost, or a save landed Fenced)
 	fatal   error
 	tier    *tier // the local tier below memory (worker_local.go); nil: none
+
+	loadRes chan loadResult // from the loads in flight (worker_load.go); capacity loadSlots
+	loading sync.WaitGroup  // the loads' goroutines
+	// decoded names the message whose observations are in obs (a message
+	// that waited for its key's load is decoded again when applied).
+	decoded struct {
+		pipe *pipeline
+		key  string
+		seq  uint64
+	}
 }
 
 // workerWindow is one worker's share of its partition's output window:
@@ -108,7 +120,13 @@ func newWorker(d deps, id int) *worker {
 			Policy:     machine.Policy{EveryMessages: sp.EveryMessages, Every: sp.Every},
 			OnShutdown: *sp.OnShutdown, Quota: quota, Slots: jobSlots, Window: limit, KeyInFlight: keyInFlight,
 			SlotWait: d.snapshotTimeout, BlockTTL: blockExpiry(pc),
+			// A miss holds up none of the other keys: up to loadSlots keys
+			// load at once, and the messages that wait for them are at
+			// most a queue's worth (the input is held by max_ack_pending
+			// anyway), so a worker holds at most twice queue_size messages.
+			Loads: loadSlots, Parked: d.queueSize,
 		}, d.track),
+		loadRes: make(chan loadResult, loadSlots),
 		keys:    map[string]*entry{},
 		held:    map[uint64]*snapJob{},
 		res:     applied{Eig: make([]float64, pc.Learner.Components)},
@@ -125,6 +143,11 @@ func newWorker(d deps, id int) *worker {
 // finished, then waits for its snapshotter.
 func (w *worker) run(ctx context.Context) error {
 	defer close(w.stopped)
+	// The loads in flight end with the worker (after a fatal error; a
+	// machine that finished has none).
+	defer w.loading.Wait()
+	ctx, endLoads := context.WithCancel(ctx)
+	defer endLoads()
 	defer w.closeTier() // after release
 	defer w.release()
 	if w.lane != nil {
@@ -188,6 +211,8 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		case r := <-w.results:
 			w.landed(r)
+		case r := <-w.loadRes:
+			w.loaded(r)
 		case d := <-w.acks:
 			w.acked(d)
 		case a := <-w.laneIn:
@@ -268,7 +293,7 @@ func (w *worker) drain(ctx context.Context) {
 func (w *worker) exec(ctx context.Context, a *coreAction) {
 	switch a.Kind {
 	case machine.ActLoad:
-		w.loadKey(ctx, a.Key, a.Load)
+		w.startLoad(ctx, a.Key, a.Load)
 	case machine.ActApply:
 		w.apply(&a.Msg)
 	case machine.ActPublish:

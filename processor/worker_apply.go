@@ -41,6 +41,7 @@ func (w *worker) deliver(m *inMsg) {
 		f = dispOf(err)
 	} else {
 		w.enc = enc
+		w.decoded.pipe, w.decoded.key, w.decoded.seq = m.pipe, m.key, m.seq
 	}
 	w.step(machine.Delivered[inMsg]{Msg: *m, Key: m.key, Seq: m.seq, Fail: f})
 }
@@ -100,6 +101,14 @@ func (w *worker) apply(m *inMsg) {
 		}
 	}()
 	defer w.recoverAs(m, &err)
+	if d := w.decoded; d.pipe != m.pipe || d.key != m.key || d.seq != m.seq {
+		// It waited for its key's load while others were decoded: decode
+		// it again (it was checked at delivery; the same bytes check the same).
+		if w.enc, err = w.decode(m); err != nil {
+			return
+		}
+		w.decoded.pipe, w.decoded.key, w.decoded.seq = m.pipe, m.key, m.seq
+	}
 	pl, e := m.pipe, w.keys[m.key]
 	if _, err = w.model(e); err != nil {
 		return // the local tier failed: the partition stops, the message comes back

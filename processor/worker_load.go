@@ -10,6 +10,7 @@ import (
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/keymodel"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
@@ -23,30 +24,72 @@ type entry struct {
 	rev     uint64          // KV revision of the last saved or loaded snapshot
 	lastSeq uint64          // last sequence of the loaded snapshot (the machine keeps the live one)
 	stored  int
-	subject string // output subject of the key (expanded on first use)
-	advice  string // budget advice of the last message (Summary.BudgetAdvice)
+	// restored: the model came from a snapshot (its dictionary's points
+	// are counted when it joins the worker, loaded).
+	restored bool
+	subject  string // output subject of the key (expanded on first use)
+	advice   string // budget advice of the last message (Summary.BudgetAdvice)
 	// elem is e in its worker's local tier's memory list (nil: the model
 	// is in the local tier, m nil, or the worker has none); seen is the
 	// learner's count when it went there.
 	elem *list.Element
 	seen int64
+	// lcfg is the learner configuration of a model in the local tier that
+	// differs from the pipeline's (nil: the pipeline's; local_format.go).
+	lcfg *learners.Config
 	// explained is the explained variance ratio of the last projection and
 	// evBand its explainedBand + 1 (0: not counted in the metrics yet).
 	explained float64
 	evBand    int8
 }
 
-// loadKey loads key (its snapshot, or a fresh learner) and answers the
-// machine.
-func (w *worker) loadKey(ctx context.Context, key string, o machine.LoadOpts) {
-	e, err := w.load(ctx, key, o.Create, o.ReplaceCorrupt)
-	if err != nil {
-		w.step(machine.Loaded{Key: key, Fail: dispOf(err)})
+// loadSlots is how many keys one worker loads from the snapshot store at
+// once (the machine's Config.Loads): a key that misses memory and the
+// local tier costs a KV read (and a claim, a KV write) — a network round
+// trip or two — and while it loads, off the worker's goroutine, the
+// worker's other keys go on. Four keep a worker busy through a round trip
+// of a few milliseconds at a few thousand misses a second (a partition
+// that moved, or a restart, loads every key once), and hold at most four
+// learners beyond the memory plan while they are decoded.
+const loadSlots = 4
+
+// loadResult is a load's outcome, handed from its goroutine to the worker.
+type loadResult struct {
+	key string
+	e   *entry
+	err error
+}
+
+// startLoad loads key (its snapshot, or a fresh learner) on a goroutine of
+// its own, and hands the result to the worker's loop (loaded), which
+// answers the machine. The machine asks for at most loadSlots at once, the
+// capacity of loadRes, so the goroutine never blocks; ctx ends them when
+// the worker stops, which waits for them.
+func (w *worker) startLoad(ctx context.Context, key string, o machine.LoadOpts) {
+	w.loading.Add(1)
+	go func() {
+		defer w.loading.Done()
+		e, err := w.load(ctx, key, o.Create, o.ReplaceCorrupt)
+		w.loadRes <- loadResult{key: key, e: e, err: err}
+	}()
+}
+
+// loaded answers the machine with a load's result: the key's entry joins
+// the worker's, and the machine applies the messages that waited for it
+// (a fenced machine refuses them).
+func (w *worker) loaded(r loadResult) {
+	if r.err != nil {
+		w.step(machine.Loaded{Key: r.key, Fail: dispOf(r.err)})
 		return
 	}
-	w.keys[key] = e
+	e := r.e
+	if e.restored {
+		e.stored = e.m.Learner().Summary(w.res.Eig).Stored
+		w.pipe.met.storedPoints.Add(float64(e.stored))
+	}
+	w.keys[r.key] = e
 	w.resident(e)
-	w.step(machine.Loaded{Key: key, LastSeq: e.lastSeq})
+	w.step(machine.Loaded{Key: r.key, LastSeq: e.lastSeq})
 }
 
 // load reads key's snapshot, or builds a fresh learner if there is none
@@ -57,9 +100,10 @@ func (w *worker) loadKey(ctx context.Context, key string, o machine.LoadOpts) {
 // partition's epoch by compare-and-set on the revision read — before the
 // key applies anything, so a stale owner's later save of the key fails its
 // compare-and-set instead of overwriting acked work. A snapshot that names
-// another pipeline or key is refused as corrupt.
+// another pipeline or key is refused as corrupt. It runs on a load's
+// goroutine (startLoad): it touches nothing of the worker's but its
+// read-only fields, the store and the metrics.
 func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bool) (*entry, error) {
-	pl := w.pipe
 	for attempt := 1; ; attempt++ {
 		e, claim, err := w.read(ctx, key, create, replaceCorrupt)
 		if err != nil || !claim {
@@ -69,11 +113,9 @@ func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bo
 		if errors.Is(err, snapshot.ErrConflict) && attempt < 3 {
 			// Written meanwhile (by a stale owner finishing, or a retried
 			// claim that landed): read it again.
-			pl.met.storedPoints.Sub(float64(e.stored))
 			continue
 		}
 		if err != nil {
-			pl.met.storedPoints.Sub(float64(e.stored))
 			return nil, err
 		}
 		return e, nil
@@ -107,9 +149,7 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 	case err == nil:
 		e.m, err = w.restore(snap)
 		if err == nil {
-			e.lastSeq = snap.LastSeq
-			e.stored = e.m.Learner().Summary(w.res.Eig).Stored
-			pl.met.storedPoints.Add(float64(e.stored))
+			e.lastSeq, e.restored = snap.LastSeq, true
 			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
 				zap.Uint64("snapshot_epoch", snap.Epoch))
 			// A snapshot of a newer epoch that stillOwned let through was

@@ -11,6 +11,7 @@ import (
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/keymodel"
 	"github.com/kpcastream/kpcastream/internal/localstore"
+	"github.com/kpcastream/kpcastream/learners"
 )
 
 // The local tier (issue 30): a worker of a JetStream partition keeps the
@@ -49,16 +50,23 @@ const spillBatch = 16
 
 // tier is a worker's keys in memory over its local store.
 type tier struct {
-	store   *localstore.Store
-	path    string
-	lru     list.List // of *entry with a model, front = most recently used
-	onDisk  int       // keys whose model is in the store
-	share   int64     // the worker's share of memory_budget, bytes
-	kb      int       // memory of one key in memory
-	capped  int       // the max_keys share (0: none)
-	items   []localstore.Item
-	buf     []byte
-	fileLen int64 // the store's file size last reported
+	store  *localstore.Store
+	path   string
+	lru    list.List // of *entry with a model, front = most recently used
+	onDisk int       // keys whose model is in the store
+	share  int64     // the worker's share of memory_budget, bytes
+	kb     int       // memory of one key in memory
+	capped int       // the max_keys share (0: none)
+	items  []localstore.Item
+	buf    []byte
+	enc    []byte // the values of a spill (local_format.go)
+	// free are models of keys spilled, kept to restore others into
+	// (restoreLocal), fewer than spillBatch: they fill the room a spill
+	// made below residentMax. Only for learner-only models (reuse).
+	free    []*keymodel.Model
+	reuse   bool
+	cfg     learners.Config // the pipeline's learner configuration, defaults applied
+	fileLen int64           // the store's file size last reported
 }
 
 // openTier opens the local tier of a worker at dir (a file per partition,
@@ -78,7 +86,8 @@ func openTier(dir string, d deps, id int) *tier {
 		d.log.Error("local tier unavailable: keys beyond memory_budget are unloaded to the snapshot store", zap.String("path", path), zap.Error(err))
 		return nil
 	}
-	return &tier{store: st, path: path}
+	sp := d.pipe.spec
+	return &tier{store: st, path: path, cfg: sp.Learner.WithDefaults(), reuse: sp.Classes == nil && sp.Monitor == nil}
 }
 
 // residentMax is how many keys may be in memory while known keys are known
@@ -107,7 +116,7 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	}
 	snap, err := w.readLocal(e)
 	if err == nil {
-		e.m, err = w.restore(snap)
+		e.m, err = w.restoreLocal(e, snap)
 	}
 	if err != nil {
 		return nil, w.localFailed(e, "read", err)
@@ -116,6 +125,24 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	w.pipe.met.localLoads.Inc()
 	w.resident(e)
 	return e.m, nil
+}
+
+// restoreLocal rebuilds e's model from its local copy: into a model a
+// spill set free when there is one (a learner-only pipeline, e's learner
+// configuration the pipeline's: the learner's Restore copies the state
+// into its arrays, no new learner to allocate and collect), else anew.
+func (w *worker) restoreLocal(e *entry, snap *codec.Snapshot) (*keymodel.Model, error) {
+	t := w.tier
+	if n := len(t.free); n > 0 && e.lcfg == nil {
+		m := t.free[n-1]
+		t.free[n-1] = nil
+		t.free = t.free[:n-1]
+		if m.Learner().Restore(snap.State) == nil {
+			return m, nil
+		}
+		// Refused (and unchanged): checked again, and reported, below.
+	}
+	return w.restore(snap)
 }
 
 // readLocal decodes e's state from the local tier.
@@ -129,7 +156,16 @@ func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
 		return nil, fmt.Errorf("processor: key %q is not in the local tier", e.key)
 	}
 	t.buf = v[:0]
-	return codec.DecodeSnapshot(v)
+	cfg := t.cfg
+	if e.lcfg != nil {
+		cfg = *e.lcfg
+	}
+	snap, err := decodeLocal(v, cfg)
+	if err != nil {
+		return nil, err
+	}
+	snap.Key, snap.Pipeline = e.key, e.pipe.cfg.Name
+	return snap, nil
 }
 
 // resident records that e's model is in memory (just loaded or read
@@ -150,6 +186,7 @@ func (w *worker) resident(e *entry) {
 	// room and the writes go by batches.
 	target := max(1, limit-spillBatch+1)
 	t.items = t.items[:0]
+	t.enc = t.enc[:0]
 	var out []*entry
 	for el := t.lru.Back(); el != nil && t.lru.Len()-len(out) > target; el = el.Prev() {
 		v := el.Value.(*entry)
@@ -157,13 +194,21 @@ func (w *worker) resident(e *entry) {
 			break
 		}
 		st := v.m.Snapshot()
-		b, err := codec.EncodeSnapshot(&codec.Snapshot{Key: v.key, Pipeline: v.pipe.cfg.Name, Epoch: w.epoch,
+		v.lcfg = nil
+		if c := st.Learner.Config; c != t.cfg {
+			v.lcfg = &c // a key that kept its snapshot's budget policy
+		}
+		// The values share t.enc (bbolt needs them until its commit); a
+		// value that grows it leaves the earlier ones in the old array.
+		n := len(t.enc)
+		var err error
+		t.enc, err = appendLocal(t.enc, &codec.Snapshot{Key: v.key, Pipeline: v.pipe.cfg.Name, Epoch: w.epoch,
 			State: st.Learner, Classifier: st.Classifier, Monitor: st.Monitor})
 		if err != nil {
 			_ = w.localFailed(v, "encode", err)
 			return
 		}
-		t.items = append(t.items, localstore.Item{Key: v.key, Value: b})
+		t.items = append(t.items, localstore.Item{Key: v.key, Value: t.enc[n:len(t.enc):len(t.enc)]})
 		out = append(out, v)
 	}
 	if err := t.store.Put(t.items); err != nil {
@@ -173,6 +218,10 @@ func (w *worker) resident(e *entry) {
 	for _, v := range out {
 		t.lru.Remove(v.elem)
 		v.seen = v.m.Learner().Seen()
+		if t.reuse && v.lcfg == nil && len(t.free) < spillBatch-1 {
+			// In the room this spill made: memory stays within the share.
+			t.free = append(t.free, v.m)
+		}
 		v.elem, v.m = nil, nil
 	}
 	w.localKeys(len(out))
@@ -259,6 +308,8 @@ func (w *worker) closeTier() {
 	w.memory(-int64(t.lru.Len()) * int64(t.kb-localKeyBytes))
 	t.fileLen = 0
 	t.lru.Init()
+	clear(t.free)
+	t.free = nil
 	if err := t.store.Close(); err != nil {
 		w.log.Warn("local tier: close", zap.Error(err))
 	}

@@ -27,6 +27,8 @@ type Config struct {
 	LearningRate, Decay float64
 	Rule                string  // kha update rule
 	Beta                float64 // kha gha β
+	Gain                string  // kha gain schedule: et or smd ("" et)
+	Dictionary          string  // kha memorised set: first or kmeans ("" first)
 	Solver              string  // batch: auto|dense|lanczos|fast
 	Precision           float64 // batch fast rbf: ε
 
@@ -56,7 +58,7 @@ type MonitorConfig struct {
 	Trend       string
 	TrendLambda float64
 	Excursion   int  // monitor.Config.Excursion (0: default)
-	Linear      bool // monitor.Config.Linear, with the learner's components
+	Linear      bool // monitor.Config.Linear for 2 ≤ dim ≤ monitor.MaxLinearDim (off otherwise), with the learner's components (replay's --linear: default true)
 	Freeze      bool
 	FreezeSet   bool // Freeze was given (else monitor.DefaultFreeze)
 	Set         bool // a monitoring setting was given: export and summary
@@ -73,6 +75,7 @@ type LabelConfig struct {
 	Standardize bool     // z-score the feature columns (over the file with a label)
 	Ridge       float64
 	Forget      float64
+	Loss        string // classifier loss: squared or hinge ("" squared)
 	On          string // coords (basis-aware) or z (the published components)
 }
 
@@ -96,7 +99,7 @@ func (c *Config) learnerConfig(d int) learners.Config {
 		Kernel: learners.Kernel{Name: c.Kernel, Gamma: c.Gamma, Degree: c.Degree, Coef0: c.Coef0},
 		Forget: c.Forget, Admission: c.Admission, Eviction: c.Eviction, Tolerance: c.Tolerance, SwapRatio: c.SwapRatio,
 		Refresh: c.Refresh, LearningRate: c.LearningRate, Decay: c.Decay, Seed: c.Seed,
-		Rule: c.Rule, Beta: c.Beta,
+		Rule: c.Rule, Beta: c.Beta, Gain: c.Gain, Dictionary: c.Dictionary,
 	}
 	if c.Kernel != learners.KernelPoly {
 		cfg.Kernel.Degree = 0

@@ -78,7 +78,7 @@ func classifierSpec(s *keymodel.Spec, c *Config, l learners.Learner, classes []s
 		return fmt.Errorf("learner %q has no dictionary coordinates for the classifier", l.Kind())
 	}
 	s.Classes = keymodel.NewClasses(classes)
-	s.Classifier = classify.Config{Classes: len(classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget}
+	s.Classifier = classify.Config{Classes: len(classes), Ridge: c.Label.Ridge, Forget: c.Label.Forget, Loss: c.Label.Loss}
 	check := s.Classifier
 	check.Dim = basis.Budget()
 	if err := check.WithDefaults().Validate(); err != nil {
@@ -102,8 +102,8 @@ func monitorConfig(o *MonitorConfig, cfg learners.Config, standardize bool) moni
 	}
 	c := monitor.Config{Level: o.Level, Learn: o.Learn, Warmup: o.Warmup, AcceptAfter: o.AcceptAfter,
 		Confirm: o.Confirm, Window: o.Window, Trend: o.Trend, TrendLambda: o.TrendLambda, Forget: cfg.Forget, Standardize: standardize, Freeze: freeze, Dim: cfg.Dim,
-		Excursion: o.Excursion, Linear: o.Linear}
-	if o.Linear {
+		Excursion: o.Excursion, Linear: o.Linear && cfg.Dim >= 2 && cfg.Dim <= monitor.MaxLinearDim}
+	if c.Linear {
 		c.LinearComponents = min(cfg.Components, cfg.Dim-1)
 	}
 	return c.WithDefaults(cfg.Budget)

@@ -1037,6 +1037,7 @@ func (ph *phase) collect(res *phaseResult, werr error) {
 		secs := time.Since(t0).Seconds()
 		res.keys = &keyStats{live: s1.Learners, disk: s1.LocalKeys, diskBytes: s1.LocalBytes, memory: s1.MemoryUsed,
 			evictions: float64(s1.Evictions-ph.stats0.Evictions) / secs, kvWrites: float64(s1.KVWrites-ph.stats0.KVWrites) / secs}
+		res.keys.rssSplit()
 	}
 	if ph.px != nil {
 		p50, p99, mx, n := ph.px.Lateness()

@@ -102,11 +102,11 @@ func TestTrendLambda(t *testing.T) {
 		}
 		var det map[string]float64
 		if lambda < 0 {
-			det = satellite(t, 0, false)
+			det = satellite(t, 0, false, false)
 			offRamp = det["online normal ramp-0.01sd"]
 			line += fmt.Sprintf(" %.1f %% |", 100*offRamp)
 		} else {
-			det = satellite(t, lambda, false)
+			det = satellite(t, lambda, false, false)
 			r := det["online trend ramp-0.01sd"]
 			line += fmt.Sprintf(" %.1f %% |", 100*r)
 			if lambda <= 0.3 && r < 2*offRamp {

@@ -95,6 +95,8 @@ func replayFlags(o *replayOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&c.Decay, "decay", 0, "kha: t₀ of the learning-rate schedule (default 1000)")
 	fs.StringVar(&c.Rule, "rule", "", "kha: update rule gha (default), oja or apex (Kashima 2001)")
 	fs.Float64Var(&c.Beta, "beta", 0, "kha rule gha: β of Kashima's eq. (12), > 0 (default 1: Sanger; 2: Oja's SGA)")
+	fs.StringVar(&c.Gain, "gain", "", "kha: gain schedule et (default) or smd (stochastic meta-descent; rule gha with β 1), as learner.gain")
+	fs.StringVar(&c.Dictionary, "dictionary", "", "kha: memorised set first (default: the first B rows) or kmeans (online k-means centroids), as learner.dictionary")
 	fs.DurationVar(&c.Progress, "progress", 2*time.Second, "interval of the progress line on stderr (0 disables)")
 	fs.StringVar(&c.Solver, "solver", "auto", "batch: eigensolver auto, dense, lanczos or fast (README: batch solvers)")
 	fs.Float64Var(&c.Precision, "precision", learners.DefaultPrecision, "batch, --solver fast (or auto above the Gram cap), rbf: precision ε in (0, 0.1] of the fast Gauss transform; each covariance eigenvalue is within ε of the exact one")
@@ -114,6 +116,7 @@ func labelFlags(fs *flag.FlagSet, o *replay.LabelConfig) {
 	fs.BoolVar(&o.Standardize, "standardize", false, "scale every feature column to mean 0 and standard deviation 1: running statistics of the learned rows (with --label: over the whole file first); recorded in the model export's preprocess section")
 	fs.Float64Var(&o.Ridge, "ridge", 0, "with --label: classifier ridge λ (default 0.1)")
 	fs.Float64Var(&o.Forget, "classifier-forget", 0, "with --label: classifier forgetting factor in (0,1] (default 1)")
+	fs.StringVar(&o.Loss, "classifier-loss", "", "with --label: classifier loss squared (default) or hinge, as classifier.loss")
 	fs.StringVar(&o.On, "classify-on", "coords", "with --label: coords (the learner's dictionary coordinates, basis-aware) or z (the published components, as a consumer of the outputs sees them; for comparison)")
 }
 
@@ -124,7 +127,7 @@ func monitorFlags(fs *flag.FlagSet, o *replay.MonitorConfig) {
 	fs.IntVar(&o.Warmup, "warmup", 0, "rows known to be normal, learned unconditionally before the limits are in force (default 2 × budget, at least 100, at most 200)")
 	fs.IntVar(&o.AcceptAfter, "accept-after", 0, "with --learn normal: accept a new regime after this many consecutive alarmed rows and learn again (0 = never; rows held by the trend gate do not count)")
 	fs.IntVar(&o.Excursion, "excursion", 0, "with --learn normal: a run of at most this many alarms is learned as a normal excursion once 2 × confirm rows without alarm follow (default 50; negative: none)")
-	fs.BoolVar(&o.Linear, "linear", false, "also monitor a linear residual (a running linear PCA of the learned rows) beside the kernel's: faults in one variable among many")
+	fs.BoolVar(&o.Linear, "linear", true, "also monitor a linear residual (a running linear PCA of the learned rows) beside the kernel's: faults in one variable among many (for 2 ≤ dim ≤ 512; --linear=false: off)")
 	fs.IntVar(&o.Confirm, "confirm", 0, "with --learn normal: a row within the limits is learned once this many later rows raised no alarm (default 10)")
 	fs.IntVar(&o.Window, "limit-window", 0, "recent normal rows whose statistics give the limits (default 10/(1 − level), at least 100)")
 	fs.StringVar(&o.Trend, "trend", monitor.DefaultTrend, "with --learn normal: ewma stops learning while the EWMA of the SPE's rank among the recent normal rows is above its limit (slow faults); off learns every row within the limits")

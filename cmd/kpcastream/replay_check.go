@@ -34,8 +34,8 @@ func (o *replayOptions) labelProblems() []string {
 	var p []string
 	lab := &o.Label
 	if lab.Column == "" {
-		if lab.Classes != nil || lab.Ridge != 0 || lab.Forget != 0 || lab.On != "coords" {
-			p = append(p, "--classes, --ridge, --classifier-forget and --classify-on need --label")
+		if lab.Classes != nil || lab.Ridge != 0 || lab.Forget != 0 || lab.Loss != "" || lab.On != "coords" {
+			p = append(p, "--classes, --ridge, --classifier-forget, --classifier-loss and --classify-on need --label")
 		}
 		return p
 	}

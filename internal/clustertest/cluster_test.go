@@ -362,37 +362,48 @@ func (pb *publisher) publish(t *testing.T, keys []string, count int) {
 	t.Helper()
 	for range count {
 		key := keys[pb.n%len(keys)]
-		x := make([]float64, 4)
-		for j := range x {
-			x[j] = pb.rng.NormFloat64()
+		_, ack := publishObservation(t, pb.js, pb.rng, key, pb.n)
+		if prev, dup := pb.keyOf[ack.Sequence]; dup && prev != key {
+			t.Fatalf("message in-%d got sequence %d, already held by key %s", pb.n, ack.Sequence, prev)
 		}
-		x[1] += 0.8 * x[0] // some structure for the components
-		data, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{ID: fmt.Sprint("obs-", pb.n), X: x}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := fmt.Sprint("in-", pb.n)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			ack, err := pb.js.Publish(ctx, "sensors."+key+".features", data, jetstream.WithMsgID(id))
-			cancel()
-			if err == nil {
-				if prev, dup := pb.keyOf[ack.Sequence]; dup && prev != key {
-					t.Fatalf("message %s got sequence %d, already held by key %s", id, ack.Sequence, prev)
-				}
-				if _, dup := pb.keyOf[ack.Sequence]; !dup {
-					pb.keyOf[ack.Sequence] = key
-					pb.per[key] = append(pb.per[key], ack.Sequence)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("publish %s: no success within 20s: %v", id, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if _, dup := pb.keyOf[ack.Sequence]; !dup {
+			pb.keyOf[ack.Sequence] = key
+			pb.per[key] = append(pb.per[key], ack.Sequence)
 		}
 		pb.n++
+	}
+}
+
+// publishObservation publishes key's n-th observation of the schedule (4
+// features, the second correlated with the first: some structure for the
+// components) with the message id in-<n>, trying again every 100 ms while
+// the cluster does not answer, for at most 20 s; a try that was stored but
+// whose answer was lost is deduplicated by the id. It returns the
+// observation and the answer.
+func publishObservation(t *testing.T, js jetstream.JetStream, rng *rand.Rand, key string, n int) ([]float64, *jetstream.PubAck) {
+	t.Helper()
+	x := make([]float64, 4)
+	for j := range x {
+		x[j] = rng.NormFloat64()
+	}
+	x[1] += 0.8 * x[0]
+	data, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{ID: fmt.Sprint("obs-", n), X: x}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint("in-", n)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ack, err := js.Publish(ctx, "sensors."+key+".features", data, jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			return x, ack
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("publish %s: no success within 20s: %v", id, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -74,34 +74,12 @@ func (pb *shardPublisher) publish(t *testing.T, keys []string, count int) {
 	t.Helper()
 	for range count {
 		key := keys[pb.n%len(keys)]
-		x := make([]float64, 4)
-		for j := range x {
-			x[j] = pb.rng.NormFloat64()
-		}
-		x[1] += 0.8 * x[0]
-		data, err := codec.EncodeObservations(nil, codec.JSON, []codec.Observation{{ID: fmt.Sprint("obs-", pb.n), X: x}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := fmt.Sprint("in-", pb.n)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			ack, err := pb.js.Publish(ctx, "sensors."+key+".features", data, jetstream.WithMsgID(id))
-			cancel()
-			if err == nil {
-				where := ack.Stream + "/" + strconv.FormatUint(ack.Sequence, 10)
-				if !pb.at[where] {
-					pb.at[where] = true
-					pb.per[key] = append(pb.per[key], shardMsg{key: key, x: x, stream: ack.Stream, seq: ack.Sequence})
-					pb.msgs++
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("publish %s: no success within 20s: %v", id, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		x, ack := publishObservation(t, pb.js, pb.rng, key, pb.n)
+		where := ack.Stream + "/" + strconv.FormatUint(ack.Sequence, 10)
+		if !pb.at[where] {
+			pb.at[where] = true
+			pb.per[key] = append(pb.per[key], shardMsg{key: key, x: x, stream: ack.Stream, seq: ack.Sequence})
+			pb.msgs++
 		}
 		pb.n++
 	}

@@ -139,6 +139,7 @@ func (m *Model) applyMonitored(res *Result, obs []codec.Observation, key string,
 		if v := r.Verdict; v.InForce {
 			out.SPELimit, out.T2Limit, out.Alarm = v.SPELimit, v.T2Limit, v.Alarm.String()
 			out.LSPE, out.LSPELimit = v.LSPE, v.LSPELimit
+			out.LEWMA, out.LEWMALimit = v.LEWMA, v.LEWMALimit
 			for _, c := range r.Contrib {
 				contrib = append(contrib, codec.Contribution{Var: c.Var, Value: c.Value})
 			}

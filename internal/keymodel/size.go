@@ -77,7 +77,10 @@ func monitorBytes(c monitor.Config) int {
 	d, k := c.Dim, c.LinearComponents
 	n := 48*c.Window + 8*(c.Confirm+max(c.Excursion, 0))*(d+3)
 	if c.Linear {
-		n += 8 * (d*d + d*(k+2))
+		// The co-moment and the eigendecomposition's two d×d buffers, the
+		// components, and per variable mean, shares, the EWMA's three
+		// values and scratch; its limit window as the others'.
+		n += 8*(3*d*d+d*(k+7)) + 48*c.Window
 	}
 	if c.Standardize {
 		n += 8*d*c.Warmup/2 + 16*d

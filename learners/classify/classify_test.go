@@ -22,6 +22,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no dim", classify.Config{Classes: 2}, "dim"},
 		{"negative ridge", classify.Config{Classes: 2, Dim: 4, Ridge: -1}, "ridge"},
 		{"forget above 1", classify.Config{Classes: 2, Dim: 4, Forget: 1.5}, "forget"},
+		{"unknown loss", classify.Config{Classes: 2, Dim: 4, Loss: "logistic"}, "loss"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -132,14 +133,15 @@ func feed(t *testing.T, ob *classify.OnBasis, rng *rand.Rand, n int, teach bool)
 // evicting. Between those steps the classifier learns, so the weights are
 // far from zero.
 func TestBasisChangeKeepsPredictions(t *testing.T) {
-	for _, ev := range []string{"fifo", "lli", "centroid", "contribution"} {
+	for _, ev := range []string{"fifo", "lli", "centroid", "contribution", "centroid/hinge"} {
 		t.Run(ev, func(t *testing.T) {
+			ev, loss, _ := strings.Cut(ev, "/")
 			l, err := learners.NewIKPCA(learners.Config{Dim: 3, Components: 2, Budget: 12, Eviction: ev, SwapRatio: 1,
 				Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Jitter: 1e-13, Seed: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+			ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3, Loss: loss})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,5 +353,280 @@ func TestKHABasis(t *testing.T) {
 	}
 	if ob.Classifier().Seen() != 600 {
 		t.Fatalf("classifier learned %d labels, want 600", ob.Classifier().Seen())
+	}
+}
+
+// The hinge loss learns separable classes, and an observation whose scores
+// are all beyond their margins (the true class's above 1, every other's
+// below 0) leaves W bit-identical while P still takes it in (the RLS
+// covariance update); one inside a margin moves W as the squared loss
+// would for that class only.
+func TestHingeLoss(t *testing.T) {
+	cl, _ := classify.New(classify.Config{Classes: 3, Dim: 2, Loss: classify.LossHinge})
+	rng := rand.New(rand.NewPCG(1, 2))
+	centres := [][]float64{{2, 0}, {-2, 0}, {0, 3}}
+	hits := 0
+	for i := range 600 {
+		y := rng.IntN(3)
+		z := []float64{centres[y][0] + 0.3*rng.NormFloat64(), centres[y][1] + 0.3*rng.NormFloat64()}
+		pred, _, err := cl.Predict(nil, z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 300 && pred == y {
+			hits++
+		}
+		if err := cl.Learn(z, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if acc := float64(hits) / 300; acc < 0.99 {
+		t.Fatalf("hinge: accuracy %.3f on separable classes, want ≥ 0.99", acc)
+	}
+	// Find a point beyond every margin and one inside the true class's.
+	var beyond, inside []float64
+	var yb, yi int
+	for range 1000 {
+		y := rng.IntN(3)
+		z := []float64{centres[y][0] + 0.6*rng.NormFloat64(), centres[y][1] + 0.6*rng.NormFloat64()}
+		_, s, _ := cl.Predict(nil, z)
+		out := s[y] > 1
+		for r := range s {
+			if r != y && s[r] >= 0 {
+				out = false
+			}
+		}
+		switch {
+		case out && beyond == nil:
+			beyond, yb = z, y
+		case !out && s[y] < 0.9 && inside == nil:
+			inside, yi = z, y
+		}
+	}
+	if beyond == nil || inside == nil {
+		t.Fatal("no point beyond every margin, or none inside the true class's: the test does not exercise the hinge")
+	}
+	before := cl.State()
+	if err := cl.Learn(beyond, yb); err != nil {
+		t.Fatal(err)
+	}
+	after := cl.State()
+	if !bitsEqual(before.W, after.W) {
+		t.Fatal("hinge: a point beyond every margin changed W")
+	}
+	if bitsEqual(before.P, after.P) || after.Seen != before.Seen+1 {
+		t.Fatal("hinge: a point beyond every margin was not taken into P, or not counted")
+	}
+	if err := cl.Learn(inside, yi); err != nil {
+		t.Fatal(err)
+	}
+	moved := cl.State()
+	d := 3 // n + 1 with n = 2
+	if slices.Equal(moved.W[yi*d:(yi+1)*d], after.W[yi*d:(yi+1)*d]) {
+		t.Fatal("hinge: a point inside the true class's margin did not move that class's weights")
+	}
+}
+
+// A saved state restores into a classifier of the other loss (W and P
+// mean the same under both) and continues as a classifier of that loss
+// fed the same observations; an unknown loss in a state is refused.
+func TestRestoreAcrossLoss(t *testing.T) {
+	sq, _ := classify.New(classify.Config{Classes: 3, Dim: 2})
+	hi, _ := classify.New(classify.Config{Classes: 3, Dim: 2, Loss: classify.LossHinge})
+	rng := rand.New(rand.NewPCG(3, 4))
+	obs := make([][]float64, 200)
+	for i := range obs {
+		obs[i] = []float64{rng.NormFloat64(), rng.NormFloat64()}
+	}
+	label := func(z []float64) int {
+		switch {
+		case z[0] > 0.5:
+			return 0
+		case z[1] > 0:
+			return 1
+		}
+		return 2
+	}
+	for _, z := range obs[:100] {
+		if err := sq.Learn(z, label(z)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hi.Restore(sq.State()); err != nil {
+		t.Fatalf("a squared-loss state into a hinge classifier: %v", err)
+	}
+	ref, _ := classify.FromState(sq.State())
+	for _, z := range obs[100:] {
+		if err := hi.Learn(z, label(z)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Learn(z, label(z)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hi.Config().Loss != classify.LossHinge || bitsEqual(hi.State().W, ref.State().W) {
+		t.Fatal("the restored hinge classifier learned as the squared one")
+	}
+	bad := sq.State()
+	bad.Config.Loss = "logistic"
+	if err := hi.Restore(bad); !errors.Is(err, classify.ErrState) {
+		t.Fatalf("unknown loss in a state: got %v, want ErrState", err)
+	}
+}
+
+// kha's kmeans rebase replaces the whole memorised set by the centroids;
+// the classifier follows it by Map (the RKHS projection of its function
+// on the new span), which is exact at the new members: each scores the
+// same before the rebase (old coordinates, old weights) and after it (new
+// coordinates, mapped weights). Checked at the first three rebases (2B,
+// 4B, 8B observations), training in between.
+func TestKHAKMeansRebase(t *testing.T) {
+	const b = 20
+	cfg := learners.Config{Learner: learners.KindKHA, Dim: 3, Components: 2, Budget: b, Dictionary: learners.DictKMeans,
+		Kernel: learners.Kernel{Name: learners.KernelRBF, Gamma: 0.5}, Seed: 1}
+	l, err := learners.NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := classify.NewOnBasis(l, classify.Config{Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	seen := 0
+	for _, at := range []int{2 * b, 4 * b, 8 * b} {
+		feed(t, ob, rng, at-1-seen, true)
+		seen = at - 1
+		// A copy of learner and classifier takes the observation that
+		// rebases; the original keeps the old coordinates.
+		l2, err := learners.Restore(l.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob2, _ := classify.NewOnBasis(l2.(*learners.KHA), classify.Config{Classes: 3})
+		if err := ob2.Classifier().Restore(ob.Classifier().State()); err != nil {
+			t.Fatal(err)
+		}
+		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+		if err := ob2.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+		old, members := khaPoints(l), khaPoints(l2.(*learners.KHA))
+		if samePoints(old, members) {
+			t.Fatalf("observation %d: the memorised set did not change (no rebase)", at)
+		}
+		var worst float64
+		for _, p := range members {
+			_, before, err := ob.Predict(nil, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after, err := ob2.Predict(nil, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c := range before {
+				worst = max(worst, math.Abs(after[c]-before[c])/max(1, math.Abs(before[c])))
+			}
+		}
+		if worst > 1e-6 {
+			t.Fatalf("rebase at %d: a new member's score moved by %.3g (relative), want ≤ 1e-6", at, worst)
+		}
+		t.Logf("rebase at %d observations: largest change of a new member's score %.3g", at, worst)
+		// Go on from the rebased copy.
+		l, ob = l2.(*learners.KHA), ob2
+		if _, _, err := ob.Predict(nil, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Teach(0); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+	}
+}
+
+func khaPoints(l *learners.KHA) [][]float64 {
+	m := l.State().Matrices["points"]
+	var out [][]float64
+	for i := range m.Rows {
+		out = append(out, slices.Clone(m.Data[i*m.Cols:(i+1)*m.Cols]))
+	}
+	return out
+}
+
+// Map with the matrix of a plane rotation is Rotate (T Tᵀ = I: P is only
+// carried along), and with T = I/2 it halves the weights and gives P's
+// block T P Tᵀ plus 3/(4λ) on the diagonal (a direction three quarters
+// new); the bias's row and column follow T.
+func TestMap(t *testing.T) {
+	const n = 5
+	train := func() *classify.Classifier {
+		cl, _ := classify.New(classify.Config{Classes: 3, Dim: n})
+		rng := rand.New(rand.NewPCG(4, 4))
+		for i := range 40 {
+			z := make([]float64, n)
+			for j := range z {
+				z[j] = rng.NormFloat64()
+			}
+			if err := cl.Learn(z, i%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cl
+	}
+	a, b := train(), train()
+	c, s := math.Cos(0.7), math.Sin(0.7)
+	tm := make([]float64, n*n)
+	for i := range n {
+		tm[i*n+i] = 1
+	}
+	tm[1*n+1], tm[1*n+2], tm[2*n+1], tm[2*n+2] = c, s, -s, c
+	a.Rotate(1, c, s)
+	b.Map(tm, n)
+	sa, sb := a.State(), b.State()
+	for name, v := range map[string][2][]float64{"W": {sa.W, sb.W}, "P": {sa.P, sb.P}} {
+		for i := range v[0] {
+			if d := math.Abs(v[0][i] - v[1][i]); d > 1e-12*max(1, math.Abs(v[0][i])) {
+				t.Fatalf("rotation: %s[%d] %v by Map, %v by Rotate", name, i, v[1][i], v[0][i])
+			}
+		}
+	}
+	h := train()
+	before := h.State()
+	half := make([]float64, n*n)
+	for i := range n {
+		half[i*n+i] = 0.5
+	}
+	h.Map(half, n)
+	after := h.State()
+	w, lam := n+1, h.Config().Ridge
+	for r := range 3 {
+		for j := range w {
+			want := before.W[r*w+j]
+			if j < n {
+				want *= 0.5
+			}
+			if math.Abs(after.W[r*w+j]-want) > 1e-12 {
+				t.Fatalf("T = I/2: W[%d][%d] %v, want %v", r, j, after.W[r*w+j], want)
+			}
+		}
+	}
+	for i := range w {
+		for j := range w {
+			f := 1.0
+			if i < n {
+				f *= 0.5
+			}
+			if j < n {
+				f *= 0.5
+			}
+			want := f * before.P[i*w+j]
+			if i == j && i < n {
+				want += 0.75 / lam
+			}
+			if d := math.Abs(after.P[i*w+j] - want); d > 1e-12*max(1, math.Abs(want)) {
+				t.Fatalf("T = I/2: P[%d][%d] %v, want %v", i, j, after.P[i*w+j], want)
+			}
+		}
 	}
 }

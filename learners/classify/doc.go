@@ -24,6 +24,24 @@
 // ALD dictionary), so the linear model on these features is a kernel
 // machine.
 //
+// # Loss
+//
+// Config.Loss "squared" (the default) is the model above. "hinge" is the
+// one-vs-rest squared hinge on the same recursion: the a-priori residual
+// eᵣ = tᵣ − sᵣ of class r is dropped (W's row r is not moved) when the
+// score is already beyond its target, the true class's above 1 or another
+// class's below 0; P takes every observation in as for the squared loss,
+// so W and P mean the same under both losses and the state, its
+// re-expression on a basis change, its cost and its memory are those of
+// the squared loss (a saved state may be restored into a classifier of
+// the other loss). The squared loss spends the few weights of a small
+// budget on fitting the indicators of points classified with room to
+// spare; the hinge leaves those alone: on satellite (B 200, one pass) it
+// is 0.1–0.7 points ahead on each of five shuffles (bench/RESULTS.md §17).
+// It is an online approximation: a class's residual is dropped by the
+// margin at the time the observation arrives, so the result is not the
+// batch squared-hinge fit, which a one-pass recursion cannot reach.
+//
 // # Basis awareness
 //
 // Classifier implements learners.CoordTracker: a learner's LearnTracked

@@ -63,7 +63,7 @@ func TestClassifierFigures(t *testing.T) {
 			tc.gamma = 1 / float64(len(ds.x[0]))
 		}
 		start := time.Now()
-		r := prequential(t, ds, tc.k, tc.b, tc.passes, 1, aware, tc.gamma, 0)
+		r := prequential(t, ds, tc.k, tc.b, tc.passes, 1, aware, tc.gamma, 0, "", onIKPCA)
 		per := time.Since(start) / time.Duration(len(ds.x)*tc.passes)
 		fmt.Fprintf(&b, "%-18s %6d %3d %5d %7.3g %9.4f %9.1f\n", tc.name, tc.passes, tc.k, tc.b, tc.gamma, r.lastHalf, float64(per.Nanoseconds())/1e3)
 		if chance := 1 / float64(ds.classes); r.lastHalf < chance+0.5*(1-chance) {

@@ -33,6 +33,10 @@ func BenchmarkStep(b *testing.B) {
 		{"normal-trend-off", Config{Learn: LearnNormal, Trend: TrendOff}},
 		{"normal", Config{Learn: LearnNormal}},
 		{"normal-standardize-d52", Config{Learn: LearnNormal, Standardize: true}},
+		// The default since issue 31's third round: with the linear
+		// residual (its index O(d·k), the per-variable EWMA O(d), an
+		// eigendecomposition O(d³) every d learned rows).
+		{"normal-standardize-linear-d52", Config{Learn: LearnNormal, Standardize: true, Linear: true, LinearComponents: 20}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c := tc.cfg

@@ -105,6 +105,19 @@ const MaxConfirm = 1 << 12
 // observations).
 const MaxLinearDim = 512
 
+// DefaultLinear is the default of Config.Linear for a pipeline's key of
+// dimension dim (callers apply it): on for 2 ≤ dim ≤ DefaultLinearMaxDim
+// (issue 31; see the package comment, "Linear residual").
+func DefaultLinear(dim int) bool { return dim >= 2 && dim <= DefaultLinearMaxDim }
+
+// DefaultLinearMaxDim is the largest dimension for which the linear
+// residual is on by default: its memory, about 24·d² bytes per key (the
+// co-moment and the eigendecomposition's buffers), is then at most about
+// 400 KB, no more than an RBF learner's of budget 200 at that dimension
+// (its points and Gram matrix, about 530 KB); above it a key's memory
+// would grow by up to 6 MB (d = 512) without being asked for.
+const DefaultLinearMaxDim = 128
+
 // MaxWindow bounds Config.Window (memory per key: 32·Window bytes).
 const MaxWindow = 1 << 20
 
@@ -331,6 +344,11 @@ type Verdict struct {
 	// Config.Linear or before the linear model is ready); an LSPE above
 	// its limit is an AlarmSPE.
 	LSPE, LSPELimit float64
+	// LEWMA and LEWMALimit are the linear residual's per-variable EWMA
+	// statistic and its limit (see the package comment, "Linear
+	// residual"; 0 before it judges); an LEWMA above its limit is an
+	// AlarmSPE.
+	LEWMA, LEWMALimit float64
 	// Alarm says which statistic is above its limit.
 	Alarm Alarm
 	// Trend tells that the trend statistic is above its limit (LearnNormal
@@ -403,6 +421,14 @@ type LinearState struct {
 	Mean, M2 []float64
 	P        []float64
 	Since    int
+	// E, V and S are the per-variable EWMA of the residual, the running
+	// mean square of the residual and of the EWMA (length d, or nil in a
+	// state from before them: the EWMA starts anew); N counts the normal
+	// observations they averaged; Out tells that the EWMA was above its
+	// gate at the last observation.
+	E, V, S []float64
+	N       float64
+	Out     bool
 }
 
 // Pending is an observation accepted for learning, waiting for Confirm
@@ -583,7 +609,9 @@ func (m *Monitor) learned(spe, t2, lspe float64, scored bool) {
 		m.t2.add(t2)
 		if m.lin != nil {
 			if m.lin.ready() {
-				m.lspe.add(lspe)
+				if !m.linearHeld() {
+					m.lspe.add(lspe)
+				}
 			} else {
 				m.lspe.reset() // in step with the kernel's window from the model's first refresh on
 			}
@@ -634,6 +662,9 @@ func (m *Monitor) Accept() {
 	m.spe.reset()
 	m.t2.reset()
 	m.lspe.reset()
+	if m.lin != nil {
+		m.lin.resetEWMA()
+	}
 	m.st.Tokens = m.tokenCap()
 	m.st.Trend, m.st.TrendSD, m.st.LTrend, m.st.LTrendSD = 0, 0, 0, 0
 	m.speLim, m.t2Lim, m.inForce = 0, 0, false
@@ -721,9 +752,10 @@ func (m *Monitor) refreshLimits() {
 	m.speLim = m.spe.limit(m.cfg.Level)
 	m.lspeLim = 0
 	if m.lspe.len() >= 2 {
-		// Two residuals, each at level 1 − (1 − Level)/2 (Bonferroni).
+		// The kernel's SPE keeps the level; T² and the linear residual
+		// share the T² limit's 1 − Level (see Config.Linear).
 		l := 1 - (1-m.cfg.Level)/2
-		m.speLim = m.spe.limit(l)
+		m.t2Lim = m.t2.limit(l)
 		m.lspeLim = m.lspe.limit(l)
 	}
 }
@@ -743,7 +775,8 @@ func (m *Monitor) State() *State {
 	if l := m.lin; l != nil {
 		s.LSPE = m.lspe.values()
 		s.Linear = &LinearState{W: l.w, Mean: append([]float64(nil), l.mean...), M2: append([]float64(nil), l.m2...),
-			P: append([]float64(nil), l.p...), Since: l.since}
+			P: append([]float64(nil), l.p...), Since: l.since,
+			E: append([]float64(nil), l.e...), V: append([]float64(nil), l.v...), S: append([]float64(nil), l.s...), N: l.n, Out: l.out}
 	}
 	return &s
 }
@@ -877,4 +910,27 @@ func (m *Monitor) Export(model *learners.Model) {
 		}
 		model.Monitor.Linear = ml
 	}
+}
+
+// ewma updates the linear residual's per-variable EWMA with the residual
+// just scored (the last index call) and judges it into v (LEWMA,
+// LEWMALimit, an AlarmSPE above the limit). See the package comment,
+// "Linear residual".
+func (m *Monitor) ewma(v *Verdict) {
+	st := m.lin.track(m.cfg.TrendLambda, !m.inForce || v.Alarm == AlarmNone, m.cfg.Window)
+	m.lin.out = st > ewmaGate*ewmaGate
+	if !m.inForce || !m.lin.judges() {
+		return
+	}
+	v.LEWMA, v.LEWMALimit = st, ewmaLimit*ewmaLimit
+	if st > v.LEWMALimit {
+		v.Alarm |= AlarmSPE
+	}
+}
+
+// linearHeld tells whether the linear model and its limit window learn
+// nothing now: learn normal, limits in force, and the per-variable EWMA
+// above its gate at the last judged observation.
+func (m *Monitor) linearHeld() bool {
+	return m.lin != nil && m.cfg.Learn == LearnNormal && m.inForce && m.lin.out
 }

@@ -68,6 +68,9 @@ func (m *Monitor) Step(l Scorer, learn func([]float64) error, in, z, x []float64
 			lspe = m.lin.index(xi)
 		}
 		r.Verdict = m.judge(nov.SPE, nov.T2, lspe)
+		if m.lin != nil {
+			m.ewma(&r.Verdict)
+		}
 		return nil
 	}
 	alarmed := func() bool { return r.Verdict.Alarm != AlarmNone }
@@ -230,7 +233,7 @@ func (m *Monitor) learn(learn func([]float64) error, in, x []float64) error {
 
 // addLinear adds the learned vector v to the linear residual's model.
 func (m *Monitor) addLinear(v []float64) {
-	if m.lin != nil {
+	if m.lin != nil && !m.linearHeld() {
 		m.lin.add(v)
 	}
 }

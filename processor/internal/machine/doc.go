@@ -30,9 +30,12 @@
 // checkpoint passes an input whose dead letter may still be lost, and
 // nothing of the partition moves on meanwhile (deadletter_test.go).
 //
-// One message is in progress at a time: from its delivery until it is
-// applied (or refused), the machine takes no other input (Accepting), so
-// a key's messages are applied in delivery order. Outputs are pipelined:
+// One message is applied at a time, and a key's messages are applied in
+// delivery order. A key that must be loaded does not hold up the others
+// (load.go): up to Config.Loads keys load at once while the machine takes
+// the worker's other input; a loading key's own later messages wait
+// behind it (at most Config.Parked inputs wait for loads), and go first,
+// in order, once it has loaded. Outputs are pipelined:
 // each key has at most one output in flight and its outputs leave in input
 // order whatever fails (window.go); a full window stops the input.
 //

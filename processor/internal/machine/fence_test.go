@@ -245,6 +245,7 @@ func fencedRun(seed uint64) (bool, error) {
 	rng := rand.New(rand.NewPCG(seed, 0xfe11ce))
 	cfg := Config{Policy: Policy{EveryMessages: 1 + rng.IntN(3), Every: time.Second}, OnShutdown: true,
 		Quota: 1 + rng.IntN(3), Slots: 1 + rng.IntN(2), Window: 1 + rng.IntN(4), SlotWait: time.Second, BlockTTL: time.Minute}
+	cfg.Loads, cfg.Parked = 1+rng.IntN(3), 1+rng.IntN(6) // loads answered in any order, inputs parked behind them
 	m := newTM(cfg)
 	now := t0
 	keys := []string{"a", "b", "c", "d"}

@@ -24,6 +24,7 @@ type keyCore struct {
 	blocked map[string][]block // per key, ascending
 	lru     *list.List         // of *keyState, front = most recently used
 	flying  int                // snapshot jobs in flight
+	loading int                // keys loading: their room is kept
 	closing bool               // no more handoffs
 }
 
@@ -148,8 +149,9 @@ func (c *keyCore) touch(k *keyState) {
 	}
 }
 
-// full reports whether loading one more key needs another unloaded first.
-func (c *keyCore) full() bool { return c.lru.Len() >= c.quota }
+// full reports whether loading one more key needs another unloaded first
+// (the keys loading hold their room).
+func (c *keyCore) full() bool { return c.lru.Len()+c.loading >= c.quota }
 
 // victim returns the least recently used live key.
 func (c *keyCore) victim() *keyState {

@@ -40,7 +40,15 @@ type Config struct {
 	// with it lands before it. See window.go.
 	KeyInFlight int
 	SlotWait    time.Duration // how long a load waits for a slot to unload a key
-	BlockTTL    time.Duration // how long a key waits for an unapplied message
+	// Loads is how many keys may be loading at once (≤ 0: one). While a
+	// key loads, the worker's other keys go on (load.go).
+	Loads int
+	// Parked is how many inputs may wait for their keys to load, those
+	// that asked for the loads included (≤ 1: one, so the input stops
+	// while a key loads, as with a synchronous load). A key's inputs
+	// that arrive while it loads wait behind it, in order.
+	Parked   int
+	BlockTTL time.Duration // how long a key waits for an unapplied message
 }
 
 // Disp is how the worker disposes of a failed message: it classified the
@@ -245,26 +253,14 @@ type slot[M, O any] struct {
 	waiting bool // in Machine.sendable
 }
 
-// stage is where the message in progress is.
-type stage int
-
-const (
-	waitSlot stage = iota + 1 // unloading a key, waiting for a snapshot slot
-	loading                   // Load sent
-	applying                  // Apply sent
-)
-
-// current is the message (or request) in progress.
+// current is an input: a message (or request) in progress — its Apply
+// sent — or waiting for its key to load (load.go).
 type current[M any] struct {
-	stage    stage
-	msg      M
-	req      *Request
-	key      string
-	seq      uint64
-	opts     LoadOpts
-	deadline time.Time // waitSlot
-	victim   string    // waitSlot: the key being unloaded
-	recheck  bool      // loaded only to learn whether an unsure block is stale: wait again once loaded
+	msg  M
+	req  *Request
+	key  string
+	seq  uint64
+	opts LoadOpts
 }
 
 // letter is a dead letter in flight: its input's delivery hold stays in
@@ -283,7 +279,12 @@ type Machine[M, O any] struct {
 	win      window
 	keys     map[string]*slot[M, O]
 	all      []*slot[M, O] // the keys in a deterministic order
-	cur      *current[M]
+	cur      *current[M]   // the message whose Apply was sent
+	loads    map[string]*loadOp[M]
+	queue    []*loadOp[M]  // loads not started yet, in order
+	started  int           // loads in flight
+	parked   int           // inputs held by loads
+	backlog  []*current[M] // inputs whose key loaded (or failed to), taken before new input
 	acts     []Action[M, O]
 	spare    []Action[M, O]
 	now      time.Time
@@ -305,15 +306,21 @@ type Machine[M, O any] struct {
 func New[M, O any](cfg Config, track *Tracker) *Machine[M, O] {
 	cfg.Quota, cfg.Slots, cfg.Window = max(1, cfg.Quota), max(1, cfg.Slots), max(1, cfg.Window)
 	return &Machine[M, O]{cfg: cfg, core: newKeyCore(track, cfg.Policy, cfg.Quota, cfg.Slots),
-		win: window{limit: cfg.Window}, keys: map[string]*slot[M, O]{}}
+		win: window{limit: cfg.Window}, keys: map[string]*slot[M, O]{}, loads: map[string]*loadOp[M]{}}
 }
 
 // Accepting reports whether the worker may Step the next input (a
-// delivered message, a request): nothing is in
-// progress, and the window has room — or the partition is fenced (what
-// comes is nak'ed) or stopping (take the queued input, then finish).
+// delivered message, a request): no message is in progress, none waits
+// whose key loaded, fewer than Parked wait for loads, and the window has
+// room — or the partition is fenced (what comes is nak'ed) or stopping
+// (take the queued input, then finish).
 func (m *Machine[M, O]) Accepting() bool {
-	return m.cur == nil && !m.closing && !m.done && (!m.win.full() || m.fenced || m.stopping)
+	return m.takes() && (!m.win.full() || m.fenced || m.stopping)
+}
+
+// takes reports whether an input may be stepped, the window aside.
+func (m *Machine[M, O]) takes() bool {
+	return m.cur == nil && len(m.backlog) == 0 && m.parked < max(1, m.cfg.Parked) && !m.closing && !m.done
 }
 
 // HasReady reports whether actions wait to be executed.
@@ -351,8 +358,8 @@ func (m *Machine[M, O]) Wake() time.Time {
 			earliest(s.out.retryAt)
 		}
 	}
-	if m.cur != nil && m.cur.stage == waitSlot {
-		earliest(m.cur.deadline)
+	if len(m.queue) > 0 && m.queue[0].victim != "" {
+		earliest(m.queue[0].deadline)
 	}
 	if m.closing && !m.done {
 		earliest(m.deadline)
@@ -475,7 +482,9 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	default:
 		return fmt.Errorf("machine: unknown event %T", ev)
 	}
-	if err == nil {
+	if err == nil && !m.done {
+		m.resume()
+		m.startLoads()
 		m.finishIfDone()
 	}
 	return err
@@ -530,22 +539,16 @@ func (m *Machine[M, O]) letterLanded(stored bool, err error) {
 // or SaveHeld — only what gives messages back (Nak, Fatal) or concerns
 // the worker alone (Retry, Unload, Live, Serve, GaveUp, Finished): the
 // partition's next owner replays from the checkpoint what this one did
-// not settle. A message waiting for a snapshot slot goes back at once.
+// not settle. The inputs waiting for loads not started (a load claims
+// its key) go back at once, those of a load in flight when it answers.
 func (m *Machine[M, O]) fence() {
 	m.fenced = true
-	if c := m.cur; c != nil && c.stage == waitSlot {
-		m.cur = nil
-		if c.req != nil {
-			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: ErrFenced})
-		} else {
-			m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: ErrFenced})
-		}
-	}
+	m.dropQueued()
 }
 
 // deliver starts on an input message.
 func (m *Machine[M, O]) deliver(d Delivered[M]) error {
-	if m.cur != nil || m.closing {
+	if !m.takes() {
 		return fmt.Errorf("machine: message %d of key %q delivered while not accepting", d.Seq, d.Key)
 	}
 	if d.Fail == nil && m.fenced {
@@ -555,28 +558,7 @@ func (m *Machine[M, O]) deliver(d Delivered[M]) error {
 		m.refuse(d.Msg, d.Key, d.Seq, *d.Fail)
 		return nil
 	}
-	s, loaded := m.keys[d.Key]
-	switch {
-	case loaded:
-		m.core.stale(d.Key, s.lastSeq)
-	case m.core.unsure(d.Key, d.Seq):
-		// The key waits for a message whose load failed, which may be
-		// applied already (a stale duplicate delivery): load the key to
-		// know; loaded decides whether this message waits.
-		m.cur = &current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}, recheck: true}
-		m.load()
-		return nil
-	}
-	if m.wait(d.Msg, d.Key, d.Seq) {
-		return nil
-	}
-	m.cur = &current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}}
-	if loaded {
-		m.use(s)
-		m.admit(s)
-		return nil
-	}
-	m.load()
+	m.take(&current[M]{msg: d.Msg, key: d.Key, seq: d.Seq, opts: LoadOpts{Create: true}})
 	return nil
 }
 
@@ -592,21 +574,10 @@ func (m *Machine[M, O]) wait(msg M, key string, seq uint64) bool {
 
 // request starts on a control request.
 func (m *Machine[M, O]) request(r Request) error {
-	if m.cur != nil || m.closing {
+	if !m.takes() {
 		return fmt.Errorf("machine: request for key %q while not accepting", r.Key)
 	}
-	if s, ok := m.keys[r.Key]; ok {
-		m.use(s)
-		m.emit(Action[M, O]{Kind: ActServe, Key: r.Key, Ref: r.Ref})
-		return nil
-	}
-	if m.fenced {
-		// Loading would claim the key (a write): refused.
-		m.emit(Action[M, O]{Kind: ActServe, Key: r.Key, Ref: r.Ref, Err: ErrFenced})
-		return nil
-	}
-	m.cur = &current[M]{req: &r, key: r.Key, opts: LoadOpts{ReplaceCorrupt: r.ReplaceCorrupt}}
-	m.load()
+	m.take(&current[M]{req: &r, key: r.Key, opts: LoadOpts{ReplaceCorrupt: r.ReplaceCorrupt}})
 	return nil
 }
 
@@ -615,19 +586,35 @@ func (m *Machine[M, O]) request(r Request) error {
 func (m *Machine[M, O]) use(s *slot[M, O]) {
 	if m.core.revive(s.keyState) {
 		m.emit(Action[M, O]{Kind: ActLive, Key: s.key, Delta: 1})
-		m.shrink()
+		m.shrink(0, s.key)
 	}
 	m.core.touch(s.keyState)
 }
 
 // shrink unloads the least recently used keys while more than Quota are
-// live: a key brought back while its unloading save was in flight makes
-// one too many, and without this a round over more keys than the quota
-// brought every one back and held them all (issue 30). A dirty victim
-// is handed over now or, with no snapshot slot free, as soon as one is.
-func (m *Machine[M, O]) shrink() {
-	for m.core.lru.Len() > m.core.quota {
-		v := m.keys[m.core.victim().key]
+// live (and extra more to come): a key brought back while its unloading
+// save was in flight makes one too many, and without this a round over
+// more keys than the quota brought every one back and held them all
+// (issue 30). A dirty victim is handed over now or, with no snapshot slot
+// free, as soon as one is.
+//
+// Keys loading count as live (their room is kept for them). Neither keep
+// (the key brought back) nor the key of the message in progress is
+// unloaded: with none other to unload, the quota is passed until a load
+// answers (load.go).
+func (m *Machine[M, O]) shrink(extra int, keep string) {
+	for m.core.lru.Len()+m.core.loading+extra > m.core.quota {
+		var v *slot[M, O]
+		for e := m.core.lru.Back(); e != nil; e = e.Prev() {
+			k := e.Value.(*keyState)
+			if k.key != keep && (m.cur == nil || k.key != m.cur.key) {
+				v = m.keys[k.key]
+				break
+			}
+		}
+		if v == nil {
+			return
+		}
 		drop, save := m.core.unload(v.keyState)
 		m.emit(Action[M, O]{Kind: ActLive, Key: v.key, Delta: -1})
 		switch {
@@ -641,86 +628,6 @@ func (m *Machine[M, O]) shrink() {
 	}
 }
 
-// load makes room for the key in progress (unloading the least recently
-// used ones; a dirty one needs a snapshot slot) and asks for it.
-func (m *Machine[M, O]) load() {
-	c := m.cur
-	for m.core.full() {
-		v := m.keys[m.core.victim().key]
-		drop, save := m.core.unload(v.keyState)
-		m.emit(Action[M, O]{Kind: ActLive, Key: v.key, Delta: -1})
-		switch {
-		case drop:
-			m.drop(v)
-		case save:
-			if m.core.flying >= m.cfg.Slots {
-				c.stage, c.victim, c.deadline = waitSlot, v.key, m.now.Add(m.cfg.SlotWait)
-				return
-			}
-			m.handoff(v)
-		}
-	}
-	c.stage = loading
-	m.emit(Action[M, O]{Kind: ActLoad, Key: c.key, Load: c.opts})
-}
-
-// slotFreed goes on with a load waiting for a snapshot slot.
-func (m *Machine[M, O]) slotFreed() {
-	c := m.cur
-	if c == nil || c.stage != waitSlot || m.core.flying >= m.cfg.Slots {
-		return
-	}
-	if v, ok := m.keys[c.victim]; ok && v.evicting && v.dirty && !v.saving {
-		m.handoff(v)
-	}
-	m.load()
-}
-
-// loaded answers the Load of the key in progress.
-func (m *Machine[M, O]) loaded(l Loaded) error {
-	c := m.cur
-	if c == nil || c.stage != loading || c.key != l.Key {
-		return fmt.Errorf("machine: unexpected load of key %q", l.Key)
-	}
-	if l.Fail != nil {
-		m.cur = nil
-		if c.req != nil {
-			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: l.Fail.Err})
-			return nil
-		}
-		m.core.loadFailed(c.key, c.seq, l.Fail.Disp == Nak, m.now)
-		m.refuse(c.msg, c.key, c.seq, *l.Fail)
-		return nil
-	}
-	s := &slot[M, O]{keyState: &keyState{key: l.Key, lastSeq: l.LastSeq}, idx: len(m.all)}
-	s.out.perKey = m.cfg.KeyInFlight
-	m.keys[l.Key] = s
-	m.all = append(m.all, s)
-	m.core.add(s.keyState)
-	m.emit(Action[M, O]{Kind: ActLive, Key: l.Key, Delta: 1})
-	m.core.stale(l.Key, l.LastSeq)
-	if c.recheck {
-		m.cur = nil
-		if m.wait(c.msg, c.key, c.seq) {
-			return nil
-		}
-		m.cur = c
-	}
-	if c.req != nil {
-		m.cur = nil
-		m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref})
-		return nil
-	}
-	if m.fenced {
-		// Fenced while the key loaded: the message goes back, unapplied.
-		m.cur = nil
-		m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: ErrFenced})
-		return nil
-	}
-	m.admit(s)
-	return nil
-}
-
 // admit applies the message in progress to its loaded key, or skips it
 // when the key's state already holds it (a replay after a restore, or a
 // redelivery whose outputs are still in the window).
@@ -731,7 +638,6 @@ func (m *Machine[M, O]) admit(s *slot[M, O]) {
 		m.ack(c.key, c.msg, c.seq, ResultSkipped)
 		return
 	}
-	c.stage = applying
 	m.emit(Action[M, O]{Kind: ActApply, Key: c.key, Msg: c.msg, Seq: c.seq})
 }
 
@@ -741,7 +647,7 @@ const ResultSkipped = "skipped"
 // applied answers the Apply of the message in progress.
 func (m *Machine[M, O]) applied(a Applied[O]) error {
 	c := m.cur
-	if c == nil || c.stage != applying || c.key != a.Key {
+	if c == nil || c.key != a.Key {
 		return fmt.Errorf("machine: unexpected apply of key %q", a.Key)
 	}
 	m.cur = nil
@@ -938,7 +844,7 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 			m.handoff(k)
 		}
 	}
-	m.slotFreed()
+	m.startLoads()
 }
 
 // drop forgets an unloaded key.
@@ -972,21 +878,7 @@ func (m *Machine[M, O]) tick() {
 	for _, s := range due {
 		m.pump(s)
 	}
-	if c := m.cur; c != nil && c.stage == waitSlot && !m.now.Before(c.deadline) {
-		// No slot freed in time: the victim is saved as soon as one does,
-		// and the message comes back later.
-		if v, ok := m.keys[c.victim]; ok {
-			v.saveNow = true
-		}
-		m.cur = nil
-		err := fmt.Errorf("processor: unload key %q: %w: no snapshot slot within %v", c.victim, ErrStalled, m.cfg.SlotWait)
-		if c.req != nil {
-			m.emit(Action[M, O]{Kind: ActServe, Key: c.key, Ref: c.req.Ref, Err: err})
-		} else {
-			m.core.loadFailed(c.key, c.seq, true, m.now)
-			m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: err})
-		}
-	}
+	m.slotWaitOver()
 	if m.closing {
 		return
 	}
@@ -1004,7 +896,7 @@ func (m *Machine[M, O]) tick() {
 // are saved — or the deadline passed, or the partition is fenced (then
 // nothing more is written).
 func (m *Machine[M, O]) finishIfDone() {
-	if !m.closing || m.done || m.cur != nil || m.letter != nil {
+	if !m.closing || m.done || m.cur != nil || m.letter != nil || len(m.loads) > 0 || len(m.backlog) > 0 {
 		return
 	}
 	if !m.fenced && m.now.Before(m.deadline) {
