@@ -63,16 +63,7 @@ func (c *coordinator) evaluate(ctx context.Context) {
 						zap.String("to", targets[n]))
 				}
 			case ownership.Abandon:
-				c.async(ctx, key, func() {
-					uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.takeTimeout())
-					defer cancel()
-					if err := c.releaseRecord(uctx, key, v.Rec, v.Rev); err != nil {
-						if !isRevisionMismatch(err) {
-							c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
-						}
-						c.refresh(uctx, key)
-					}
-				})
+				c.async(ctx, key, func() { c.abandon(ctx, pl, n, v) })
 			}
 		}
 	}
@@ -123,11 +114,43 @@ func (c *coordinator) warnOutside(pc PipelineConfig, cands []string, layout stri
 	}
 }
 
+// runsAlready reports whether partition n of pl runs here, though
+// evaluate decided to take or abandon it on a reading that said it did
+// not. evaluate reads the partitions before it hands the take or abandon
+// to async, and a take of the same record that ended in between (async
+// runs one per record at a time) started it: the record, seen through the
+// watcher, names this member at the new epoch. Taken again, the running
+// epoch was fenced by its own member 8 ms after it started (issue 28, a
+// stressed TestOwnSaveAnswerLost); abandoned, its next renewal found the
+// record moved. Read here, inside async's turn for the record, the
+// reading is current: a take stores its partition before its turn ends.
+func runsAlready(pl *pipeline, n int) bool { return pl.parts[n].Load() != nil }
+
+// abandon releases a record that names this member, which does not run
+// its partition and is not its target.
+func (c *coordinator) abandon(ctx context.Context, pl *pipeline, n int, v ownership.View) {
+	if runsAlready(pl, n) {
+		return
+	}
+	key := recordKey(pl.cfg, n)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.p.takeTimeout())
+	defer cancel()
+	if err := c.releaseRecord(uctx, key, v.Rec, v.Rev); err != nil {
+		if !isRevisionMismatch(err) {
+			c.log.Warn("abandon partition", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
+		}
+		c.refresh(uctx, key)
+	}
+}
+
 // take writes the record {self, epoch+1, checkpoint} by compare-and-set on
 // the revision seen, and starts the partition. The write survives ctx's
 // cancellation (bounded by takeTimeout): a take that lands after the
 // stop began is released at once, never left naming a member that exits.
 func (c *coordinator) take(ctx context.Context, pl *pipeline, n int, v ownership.View) {
+	if runsAlready(pl, n) {
+		return
+	}
 	p := c.p
 	pc := pl.cfg
 	key := recordKey(pc, n)

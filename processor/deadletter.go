@@ -10,18 +10,28 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kpcastream/kpcastream/processor/internal/machine"
 )
 
-// reject dead-letters m with the reason of err and terminates it. The
-// dead letter is published with JetStream when a stream stores the
+// reject dead-letters m with the reason of err and terminates it, then
+// tells the machine how the dead letter ended (DeadLettered or
+// DeadLetterFailed): the input's delivery hold is settled only once its
+// dead letter has landed, so that no checkpoint passes an input whose
+// dead letter a crash or a fence may still stop (issue 28). It is
+// synchronous: the worker steps nothing else meanwhile.
+//
+// The dead letter is published with JetStream when a stream stores the
 // dead-letter subject (retried like an output, deduplicated by the input
-// sequence), else with core NATS; a failure to publish it is logged and
-// the input is terminated all the same — unless the fence was lost
-// (lastMoment, read before each attempt): dead letters are fenced like
-// outputs, and the message is left to the new owner.
+// sequence), else with core NATS. The fence is read before each attempt
+// (lastMoment): dead letters are fenced like outputs, and a fenced one
+// (or one whose attempt the worker's cancelled context ended: a fenced
+// stop) is given back by the machine (a nak) for the new owner to
+// dead-letter. Any other failure, after snapshot_timeout of retries, is
+// logged and the input terminated all the same.
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
-	if w.lastMoment() != nil {
-		w.fencedNak(m)
+	if ferr := w.lastMoment(); ferr != nil {
+		w.step(machine.DeadLetterFailed{Key: m.key, Seq: m.seq, Err: ferr})
 		return
 	}
 	_, reason := classify(err)
@@ -48,8 +58,13 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	// failure is transient (deduplicated by the id), until the stream
 	// acknowledges it, snapshot_timeout has passed, or the fence is lost.
 	perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.lastMoment)
-	if errors.Is(perr, errFenced) {
-		w.fencedNak(m)
+	if perr != nil && (errors.Is(perr, errFenced) || ctx.Err() != nil) {
+		// Not stored, and the partition is stopping without finishing
+		// (fenced, or its workers cancelled): the input goes back.
+		if cause := context.Cause(ctx); !errors.Is(perr, errFenced) && cause != nil {
+			perr = cause
+		}
+		w.step(machine.DeadLetterFailed{Key: m.key, Seq: m.seq, Err: perr})
 		return
 	}
 	if perr != nil {
@@ -63,15 +78,7 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	m.pipe.stats.DeadLettered.Add(1)
 	w.met.messages.WithLabelValues(pc.Name, resultDeadLetter).Inc()
 	w.met.deadLetters.WithLabelValues(pc.Name, reason).Inc()
-}
-
-// fencedNak gives back a message whose dead letter the fence stopped: its
-// new owner dead-letters it (the letter's Nats-Msg-Id drops a second
-// copy of one that landed).
-func (w *worker) fencedNak(m *inMsg) {
-	if m.js != nil {
-		_ = m.js.Nak()
-	}
+	w.step(machine.DeadLettered{Key: m.key, Seq: m.seq})
 }
 
 // inputSubject is the subject a message stored as subject was published

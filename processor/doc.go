@@ -139,7 +139,14 @@
 // holds are acknowledged, so a restart replays them. Each (key, seq)'s
 // outputs are thus published once, in order per key, up to retries that
 // the output stream deduplicates by Nats-Msg-Id. Dead letters are fenced
-// like outputs: a partition that lost its fence naks instead.
+// like outputs: a partition that lost its fence naks instead. A dead
+// letter is sent synchronously (the worker steps nothing else meanwhile)
+// and its input's hold stays in the replay tracker until the worker
+// reports how it ended (machine.DeadLettered: stored, or given up after
+// snapshot_timeout by the policy above; machine.DeadLetterFailed: the
+// fence, or the worker's cancelled context, stopped it, and the machine
+// naks the input): no checkpoint passes an input whose dead letter a
+// crash or a fence may still stop (issue 28).
 //
 // A key's messages are applied in stream order, since skipping by last
 // applied sequence depends on it: a message nak'ed before it was applied
@@ -275,7 +282,8 @@
 //     worker executes its Ready without asking.
 //   - The worker reads the fence's clock once, on its publish path, at the
 //     last moment before a message goes out (lastMoment: before each
-//     output is sent, before and between a dead letter's attempts), since
+//     output is sent, before each of a dead letter's attempts — a retry's
+//     reading comes after the pause before it, publish.Retry), since
 //     a lease can expire between the machine's decision and the send with
 //     nothing yet revoked. A failed reading revokes the fence and tells
 //     the machine. Outputs and dead letters carry Nats-Msg-Ids, so one

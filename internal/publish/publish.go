@@ -115,8 +115,11 @@ func (o *Out) Publish(ctx context.Context, m *nats.Msg) error {
 
 // Retry is Publish, with a JetStream attempt whose failure is transient
 // retried until deadline, as long as ctx lasts and go (when not nil)
-// returns nil — else it returns go's error. A retry is safe when m has a
-// Nats-Msg-Id: the stream drops a duplicate and acknowledges it.
+// returns nil — else it returns go's error. go is asked right before each
+// retry, after the pause between attempts: a process paused there (past
+// a lease, say) sends nothing on a reading taken before the pause. A
+// retry is safe when m has a Nats-Msg-Id: the stream drops a duplicate
+// and acknowledges it.
 func (o *Out) Retry(ctx context.Context, m *nats.Msg, deadline time.Time, goOn func() error) error {
 	if !o.JetStream {
 		return o.Core.PublishMsg(m)
@@ -128,15 +131,15 @@ func (o *Out) Retry(ctx context.Context, m *nats.Msg, deadline time.Time, goOn f
 		if err == nil || !Transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		if goOn != nil {
-			if gerr := goOn(); gerr != nil {
-				return gerr
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(20 * time.Millisecond):
+		}
+		if goOn != nil {
+			if gerr := goOn(); gerr != nil {
+				return gerr
+			}
 		}
 	}
 }

@@ -89,10 +89,12 @@ func TestFindAndOut(t *testing.T) {
 type failing struct {
 	err   error
 	calls int
+	last  time.Time // when the last attempt failed
 }
 
 func (f *failing) PublishMsg(context.Context, *nats.Msg, ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	f.calls++
+	f.last = time.Now()
 	return nil, f.err
 }
 
@@ -109,6 +111,19 @@ func TestRetry(t *testing.T) {
 	tr.calls = 0
 	if err := o.Retry(ctx, nats.NewMsg("x"), time.Now().Add(time.Minute), func() error { return stop }); err != stop || tr.calls != 1 {
 		t.Errorf("goOn refusing: %v after %d attempts, want its error after 1", err, tr.calls)
+	}
+	// go is read after the pause between attempts, not before it: one
+	// that refuses from 10 ms after the first attempt failed stops the
+	// retry taken 20 ms after it.
+	tr.calls = 0
+	tr.last = time.Time{}
+	if err := o.Retry(ctx, nats.NewMsg("x"), time.Now().Add(2*time.Second), func() error {
+		if time.Since(tr.last) >= 10*time.Millisecond {
+			return stop
+		}
+		return nil
+	}); err != stop || tr.calls != 1 {
+		t.Errorf("go refusing during the pause: %v after %d attempts, want its error after 1", err, tr.calls)
 	}
 	perm := &failing{err: errors.New("permanent")}
 	o.Sync = perm

@@ -23,6 +23,13 @@
 // reading on its publish path (processor/worker_output.go, lastMoment).
 // fence_test.go pins this for every kind of effect.
 //
+// A dead letter (Reject) is answered by DeadLettered or DeadLetterFailed
+// before anything else is stepped (FenceLost and the answers of
+// publishes executed meanwhile aside): the worker sends it
+// synchronously. Its input's delivery hold is settled only then, so no
+// checkpoint passes an input whose dead letter may still be lost, and
+// nothing of the partition moves on meanwhile (deadletter_test.go).
+//
 // One message is applied at a time, and a key's messages are applied in
 // delivery order. A key that must be loaded does not hold up the others
 // (load.go): up to Config.Loads keys load at once while the machine takes

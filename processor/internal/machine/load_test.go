@@ -125,6 +125,7 @@ func TestMachineLoadFailParked(t *testing.T) {
 	deliverExpect(t, m, "b", 3, "load b")
 	deliverExpect(t, m, "b", 4)
 	expect(t, m, t0, Loaded{Key: "b", Fail: bad}, "reject b 3", "load b")
+	expect(t, m, t0, DeadLettered{Key: "b", Seq: 3}) // the worker dead-letters before it steps anything else
 	expect(t, m, t0, Loaded{Key: "b"}, "live b +1", "apply b 4")
 }
 

@@ -140,6 +140,24 @@ type (
 		Err     error
 		Refused bool
 	}
+	// DeadLettered answers a Reject action: the dead-letter stream
+	// acknowledged the dead letter (or the shell gave it up after its
+	// retries and terminated the input all the same, its documented
+	// policy); the input's delivery hold is settled now, not when the
+	// Reject was emitted.
+	DeadLettered struct {
+		Key string
+		Seq uint64
+	}
+	// DeadLetterFailed answers a Reject action whose dead letter was not
+	// stored: the fence stopped it (or the worker's context ended). The
+	// machine gives the input back (Nak), keeping its delivery hold, so
+	// the partition's next owner dead-letters it.
+	DeadLetterFailed struct {
+		Key string
+		Seq uint64
+		Err error
+	}
 	// SaveLanded answers a Snapshot or SaveHeld action.
 	SaveLanded struct {
 		Key     string
@@ -165,18 +183,20 @@ type (
 	Close struct{ Deadline time.Time }
 )
 
-func (Delivered[M]) event() {}
-func (Request) event()      {}
-func (Loaded) event()       {}
-func (Applied[O]) event()   {}
-func (Published) event()    {}
-func (SaveLanded) event()   {}
-func (Reset) event()        {}
-func (SaveNow) event()      {}
-func (Tick) event()         {}
-func (FenceLost) event()    {}
-func (Stopping) event()     {}
-func (Close) event()        {}
+func (Delivered[M]) event()     {}
+func (Request) event()          {}
+func (Loaded) event()           {}
+func (Applied[O]) event()       {}
+func (Published) event()        {}
+func (SaveLanded) event()       {}
+func (DeadLettered) event()     {}
+func (DeadLetterFailed) event() {}
+func (Reset) event()            {}
+func (SaveNow) event()          {}
+func (Tick) event()             {}
+func (FenceLost) event()        {}
+func (Stopping) event()         {}
+func (Close) event()            {}
 
 // Kind is what an action asks the worker to do.
 type Kind int
@@ -188,7 +208,7 @@ const (
 	ActRetry                    // Key's output (of input Seq) failed Attempt times with Err: log and meter it
 	ActAck                      // ack Msg (Result)
 	ActNak                      // nak Msg (Err)
-	ActReject                   // dead-letter and terminate Msg (Err)
+	ActReject                   // dead-letter and terminate Msg (Err); answer with DeadLettered or DeadLetterFailed before stepping anything but FenceLost or Published
 	ActSnapshot                 // copy Key's state as Job; save it now unless Held (then SaveHeld comes later)
 	ActSaveHeld                 // save the copy of Job made earlier
 	ActUnload                   // forget Key's learner (its metrics with it)
@@ -243,6 +263,14 @@ type current[M any] struct {
 	opts LoadOpts
 }
 
+// letter is a dead letter in flight: its input's delivery hold stays in
+// the tracker until the dead letter has landed.
+type letter[M any] struct {
+	msg M
+	key string
+	seq uint64
+}
+
 // Machine is the core of one worker. M is the worker's input message, O
 // its output message; the machine only stores and returns them.
 type Machine[M, O any] struct {
@@ -264,6 +292,7 @@ type Machine[M, O any] struct {
 	sendable []*slot[M, O] // keys whose head waits for an in-flight slot (Window at most in flight)
 	retrying []*slot[M, O]
 	jobID    uint64
+	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
 	fenced   bool
 	stopping bool
 	closing  bool
@@ -375,6 +404,34 @@ func (m *Machine[M, O]) Keys() []KeyInfo {
 // nobody asked for).
 func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	m.now = now
+	if l := m.letter; l != nil {
+		// A Reject is answered before the worker steps anything but the
+		// fence's loss and the answers of publishes it executes in the
+		// meantime (it dead-letters synchronously): no input, tick or
+		// save moves the partition on — no later message of the key, no
+		// snapshot holding it — while its dead letter may still be lost.
+		switch e := ev.(type) {
+		case DeadLettered:
+			if e.Key != l.key || e.Seq != l.seq {
+				return fmt.Errorf("machine: dead letter of %d of key %q landed while %d of key %q is in flight", e.Seq, e.Key, l.seq, l.key)
+			}
+			m.letterLanded(true, nil)
+			m.finishIfDone()
+			return nil
+		case DeadLetterFailed:
+			if e.Key != l.key || e.Seq != l.seq {
+				return fmt.Errorf("machine: dead letter of %d of key %q failed while %d of key %q is in flight", e.Seq, e.Key, l.seq, l.key)
+			}
+			m.letterLanded(false, e.Err)
+			m.finishIfDone()
+			return nil
+		case FenceLost, Published:
+			// A publish executed after the Reject was emitted, before it
+			// was executed (an earlier action of the same Ready).
+		default:
+			return fmt.Errorf("machine: %T stepped while the dead letter of %d of key %q is in flight", ev, l.seq, l.key)
+		}
+	}
 	if m.done {
 		if l, ok := ev.(SaveLanded); ok {
 			// The worker drains the saves in flight after Finished.
@@ -400,6 +457,8 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 		err = m.published(e)
 	case SaveLanded:
 		m.landed(e)
+	case DeadLettered, DeadLetterFailed:
+		return fmt.Errorf("machine: unexpected dead letter answer %+v", e)
 	case Reset:
 		if s, ok := m.keys[e.Key]; ok {
 			m.core.reset(s.keyState, now)
@@ -433,21 +492,45 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 
 // emit queues an action. The replay tracker is the machine's: every
 // change of it besides the deliveries (the consume callback's Deliver) is
-// made here or in keyCore, as the machine decides it — an ack
-// or a dead letter settles its delivery's hold, a nak (or a fatal stop,
-// which naks) keeps it until the redelivery — never by the worker that
-// executes the action. So the checkpoint has one writer per role, and a
-// checkpoint read at any moment reflects what the machine decided.
+// made here or in keyCore, as the machine decides it — an ack settles
+// its delivery's hold, a nak (or a fatal stop, which naks) keeps it
+// until the redelivery, a dead letter settles it when it has landed
+// (letterLanded) — never by the worker that executes the action. So the
+// checkpoint has one writer per role, and a checkpoint read at any moment
+// reflects what the machine decided.
 func (m *Machine[M, O]) emit(a Action[M, O]) {
 	if t := m.core.track; t != nil {
 		switch a.Kind {
-		case ActAck, ActReject:
+		case ActAck:
 			t.Release(a.Seq)
 		case ActNak, ActFatal:
 			t.Nak(a.Seq)
 		}
 	}
 	m.acts = append(m.acts, a)
+}
+
+// letterLanded settles the dead letter in flight: stored, its input's
+// delivery hold is released (the checkpoint may pass it); not stored, the
+// input goes back (a nak keeps the hold until its redelivery). Released
+// when the Reject was emitted, a renewal could write a checkpoint past an
+// input whose dead letter a crash or a fence then stopped: neither
+// dead-lettered nor retried (issue 28).
+func (m *Machine[M, O]) letterLanded(stored bool, err error) {
+	l := m.letter
+	m.letter = nil
+	if !stored {
+		if m.core.track != nil {
+			// As any nak'ed message: the key's later messages wait for it.
+			m.core.block(l.key, l.seq, m.now)
+		}
+		m.emit(Action[M, O]{Kind: ActNak, Key: l.key, Msg: l.msg, Seq: l.seq, Err: err})
+		return
+	}
+	if t := m.core.track; t != nil {
+		m.core.settled(l.key, l.seq)
+		t.Release(l.seq)
+	}
 }
 
 // fence records that the partition may no longer write (FenceLost, or a
@@ -610,7 +693,7 @@ func (m *Machine[M, O]) refuse(msg M, key string, seq uint64, f Fail) {
 			m.emit(Action[M, O]{Kind: ActNak, Key: key, Msg: msg, Seq: seq, Err: ErrFenced})
 			return
 		}
-		m.core.settled(key, seq)
+		m.letter = &letter[M]{msg: msg, key: key, seq: seq}
 		m.emit(Action[M, O]{Kind: ActReject, Key: key, Msg: msg, Seq: seq, Err: f.Err})
 	case Fatal:
 		m.emit(Action[M, O]{Kind: ActFatal, Key: key, Msg: msg, Seq: seq, Err: f.Err})
@@ -813,7 +896,7 @@ func (m *Machine[M, O]) tick() {
 // are saved — or the deadline passed, or the partition is fenced (then
 // nothing more is written).
 func (m *Machine[M, O]) finishIfDone() {
-	if !m.closing || m.done || m.cur != nil || len(m.loads) > 0 || len(m.backlog) > 0 {
+	if !m.closing || m.done || m.cur != nil || m.letter != nil || len(m.loads) > 0 || len(m.backlog) > 0 {
 		return
 	}
 	if !m.fenced && m.now.Before(m.deadline) {

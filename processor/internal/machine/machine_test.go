@@ -135,6 +135,7 @@ func TestMachineRefusals(t *testing.T) {
 	if len(m.keys) != 0 {
 		t.Fatal("a rejected message created a key")
 	}
+	expect(t, m, t0, DeadLettered{Key: "junk", Seq: 1})
 	expect(t, m, t0, Delivered[uint64]{Msg: 2, Key: "a", Seq: 2}, "load a")
 	expect(t, m, t0, Loaded{Key: "a", Fail: &Fail{Disp: Nak, Err: errors.New("kv timeout")}}, "nak a 2")
 	// 3 waits for 2 unless 2 is applied already (a stale duplicate whose
@@ -153,6 +154,7 @@ func TestMachineRefusals(t *testing.T) {
 	if k, _ := m.Key("a"); k.LastSeq != 3 {
 		t.Errorf("last seq %d, want 3 (the failed batch counts as applied)", k.LastSeq)
 	}
+	expect(t, m, t0, DeadLettered{Key: "a", Seq: 3})
 	if err := m.Step(t0, Loaded{Key: "a"}); err == nil {
 		t.Error("an unasked load was accepted")
 	}

@@ -22,8 +22,13 @@
 // delay and loss on every link (deliveries, acks, naks, publishes and
 // their PubAcks, KV replies, watch updates), a server down per service
 // (calls time out, then fail), compare-and-set conflicts, lost replies of
-// writes that landed, slow disks and clock skew between members. After
-// every run it checks: each input applied exactly once per key, in order
+// writes that landed (a save's among them: the shell's worker.ambiguous
+// then saves again over its own epoch's earlier save, modelled here),
+// slow disks and clock skew between members. After
+// every run it checks: each bad input (refused at decoding, by the
+// learner, or numerically after learning part of it) dead-lettered
+// unless the shell gave its dead letter up by policy; each input applied
+// exactly once per key, in order
 // (every output carries the key's state after its input; the final
 // snapshots equal a fault-free run); outputs once and in per-key order;
 // no output sent under an ended epoch, and no snapshot of an ended epoch

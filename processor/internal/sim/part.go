@@ -39,9 +39,20 @@ type part struct {
 	renewing    bool
 	renewOff    bool
 	saves       int // saves in flight
-	tickAt      time.Duration
-	done        bool
-	failStart   time.Time // first failed pull of the current streak
+	// A dead letter in flight (worker.reject, synchronous): the worker
+	// executes nothing else — the rest of its Ready (rd from ri) and the
+	// events that arrive (deferred) wait until it ends. letter counts the
+	// dead letters begun, so that a cancelled one's late answer is
+	// ignored.
+	busy      bool
+	rd        machine.Ready[inMsg, output]
+	ri        int
+	deferred  []func()
+	letter    int
+	inLetter  inMsg // the input of the dead letter in flight
+	tickAt    time.Duration
+	done      bool
+	failStart time.Time // first failed pull of the current streak
 }
 
 type item struct {
@@ -257,19 +268,16 @@ func (pt *part) step(ev machine.Event) {
 	}
 }
 
-// work is the worker's loop: execute Ready, take the next input while
-// the machine accepts, close when the input is closed and drained.
+// work is the worker's loop: execute Ready, step the events that waited
+// for a dead letter, take the next input while the machine accepts, close
+// when the input is closed and drained.
 func (pt *part) work() {
-	if !pt.current() || pt.done {
+	if !pt.current() || pt.done || pt.busy {
 		return
 	}
 	for {
-		for pt.mach.HasReady() {
-			rd := pt.mach.Ready()
-			for i := range rd.Actions {
-				pt.exec(&rd.Actions[i])
-			}
-			pt.mach.Advance(rd)
+		if pt.execReady() {
+			return // a dead letter in flight: resumed when it ends
 		}
 		if pt.mach.Done() {
 			pt.finish()
@@ -278,6 +286,12 @@ func (pt *part) work() {
 		if pt.fenced && !pt.lostSeen {
 			pt.lostSeen = true
 			pt.step(machine.FenceLost{})
+			continue
+		}
+		if len(pt.deferred) > 0 {
+			fn := pt.deferred[0]
+			pt.deferred = pt.deferred[1:]
+			fn()
 			continue
 		}
 		if !pt.mach.Accepting() {
@@ -312,8 +326,45 @@ func (pt *part) work() {
 	}
 }
 
+// execReady executes the machine's Ready (worker.drain), resuming one
+// that a dead letter interrupted; it reports whether a dead letter is in
+// flight (the worker waits for it before anything else).
+func (pt *part) execReady() bool {
+	for {
+		if pt.ri < len(pt.rd.Actions) {
+			a := &pt.rd.Actions[pt.ri]
+			pt.ri++
+			pt.exec(a)
+			if pt.busy {
+				return true
+			}
+			continue
+		}
+		if pt.rd.Actions != nil {
+			pt.mach.Advance(pt.rd)
+			pt.rd, pt.ri = machine.Ready[inMsg, output]{}, 0
+		}
+		if !pt.mach.HasReady() {
+			return false
+		}
+		pt.rd, pt.ri = pt.mach.Ready(), 0
+	}
+}
+
+// event steps what fn steps and goes on working — after the dead letter
+// in flight, if there is one (the worker reads its channels only between
+// actions).
+func (pt *part) event(fn func()) {
+	if pt.busy {
+		pt.deferred = append(pt.deferred, fn)
+		return
+	}
+	fn()
+	pt.work()
+}
+
 func (pt *part) tick() {
-	if pt.current() && !pt.done {
+	if pt.current() && !pt.done && !pt.busy { // a ticker's tick is dropped while the worker is busy
 		pt.step(machine.Tick{})
 		pt.work()
 	}
@@ -330,7 +381,11 @@ func (pt *part) tickLoop() {
 // deliver steps the machine with a message (worker.deliver: the fence is
 // the machine's to apply, told by FenceLost in work).
 func (pt *part) deliver(msg inMsg) {
-	pt.step(machine.Delivered[inMsg]{Msg: msg, Key: msg.key, Seq: msg.seq})
+	d := machine.Delivered[inMsg]{Msg: msg, Key: msg.key, Seq: msg.seq}
+	if msg.bad == badDecode {
+		d.Fail = &machine.Fail{Disp: machine.Reject, Err: errBadInput}
+	}
+	pt.step(d)
 }
 
 // exec executes one action (worker.exec).
@@ -342,6 +397,15 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 	case machine.ActApply:
 		pt.tr("apply %s %d", a.Key, a.Msg.seq)
 		k := pt.keys[a.Key]
+		switch a.Msg.bad {
+		case badLearner: // refused before learning: the learner is untouched
+			pt.step(machine.Applied[output]{Key: a.Key, Fail: &machine.Fail{Disp: machine.Reject, Err: errBadInput}})
+			return
+		case badNumeric: // learned part of its batch, then failed: counts as applied
+			k.st = k.st.apply(a.Msg.seq, a.Msg.val)
+			pt.step(machine.Applied[output]{Key: a.Key, Changed: true, Fail: &machine.Fail{Disp: machine.Reject, Err: errBadInput}})
+			return
+		}
 		k.st = k.st.apply(a.Msg.seq, a.Msg.val)
 		o := output{key: a.Key, seq: a.Msg.seq, hash: k.st.hash, epoch: pt.epoch}
 		pt.step(machine.Applied[output]{Key: a.Key, Changed: true, Outs: []output{o}, Result: "ok"})
@@ -354,7 +418,10 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 		pt.tr("nak %s %d: %v", a.Key, a.Msg.seq, a.Err)
 		pt.settle(a.Msg.seq, true)
 	case machine.ActReject:
-		w.violate("%s p%d: message %d of key %s dead-lettered: %v", pt.m.id, pt.num, a.Msg.seq, a.Key, a.Err)
+		if a.Msg.bad == good {
+			w.violate("%s p%d: message %d of key %s dead-lettered: %v", pt.m.id, pt.num, a.Msg.seq, a.Key, a.Err)
+		}
+		pt.deadLetter(a.Msg)
 	case machine.ActSnapshot:
 		k := pt.keys[a.Key]
 		j := snapJob{key: a.Key, snap: snapEntry{st: k.st, last: a.Job.LastSeq, epoch: pt.epoch}, rev: k.rev, job: a.Job}
@@ -381,8 +448,7 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 func (pt *part) load(key string) {
 	w := pt.w()
 	fail := func(err error) {
-		pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}})
-		pt.work()
+		pt.event(func() { pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}}) })
 	}
 	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
 		if s := w.snaps[key]; s != nil {
@@ -411,8 +477,7 @@ func (pt *part) load(key string) {
 		l := &loaded{st: s.st, rev: s.rev}
 		if s.rev != 0 && s.epoch == pt.epoch {
 			pt.keys[key] = l
-			pt.step(machine.Loaded{Key: key, LastSeq: s.last})
-			pt.work()
+			pt.event(func() { pt.step(machine.Loaded{Key: key, LastSeq: s.last}) })
 			return
 		}
 		// No reading of the fence: the claim's compare-and-set is its
@@ -430,10 +495,112 @@ func (pt *part) load(key string) {
 			}
 			l.rev = v.(uint64)
 			pt.keys[key] = l
-			pt.step(machine.Loaded{Key: key, LastSeq: s.last})
-			pt.work()
+			pt.event(func() { pt.step(machine.Loaded{Key: key, LastSeq: s.last}) })
 		})
 	})
+}
+
+// errBadInput is the worker's classification of a bad input.
+var errBadInput = simErr("bad input")
+
+// deadLetter dead-letters msg (worker.reject): the last-moment reading of
+// the fence, then attempts on the dead-letter stream (the output
+// stream's servers), each bounded by publish_attempt and retried after a
+// transient failure (a pause, then a reading of the fence: publish.Retry)
+// while the fence holds, until snapshot_timeout — then
+// the shell logs the failure and terminates the input all the same. It
+// is synchronous: the worker does nothing else until it ends. A fenced
+// stop cancels the worker's context, and with it the attempt in flight.
+func (pt *part) deadLetter(msg inMsg) {
+	w := pt.w()
+	if !pt.ok() {
+		pt.tr("fence expired at dead letter %d", msg.seq)
+		pt.fencedStop()
+		pt.letterEnded(msg, letterFailed)
+		return
+	}
+	pt.busy, pt.inLetter = true, msg
+	pt.letter++
+	id := pt.letter
+	deadline := pt.m.clock().Add(snapshotTimeout)
+	var attempt func()
+	attempt = func() {
+		if !pt.current() || !pt.busy || pt.letter != id {
+			return
+		}
+		pt.checkEpoch("dead letter")
+		timeout := min(publishAttempt, max(deadline.Sub(pt.m.clock()), time.Millisecond))
+		w.call(pt.m, svcOut, pt.m.real(timeout), 0, func() (any, error) {
+			w.storeDead(msg.seq)
+			return nil, nil
+		}, func(_ any, err error) {
+			if !pt.current() || !pt.busy || pt.letter != id {
+				return
+			}
+			switch {
+			case err == nil:
+				pt.tr("dead-lettered %s %d", msg.key, msg.seq)
+				pt.letterEnded(msg, letterStored)
+			case pt.m.clock().After(deadline):
+				w.note("%s p%d e%d: dead letter of %d given up after snapshot_timeout; input terminated", pt.m.id, pt.num, pt.epoch, msg.seq)
+				w.deadGaveUp[msg.seq] = true
+				pt.letterEnded(msg, letterStored)
+			default:
+				// publish.Retry: the pause, then the reading, then the
+				// next attempt.
+				pt.m.after(20*time.Millisecond, func() {
+					if !pt.current() || !pt.busy || pt.letter != id {
+						return
+					}
+					if !pt.ok() {
+						pt.tr("fence expired between dead-letter attempts of %d", msg.seq)
+						pt.fencedStop()
+						pt.letterEnded(msg, letterFailed)
+						return
+					}
+					attempt()
+				})
+			}
+		})
+	}
+	attempt()
+}
+
+// letterEnd is how a dead letter ended for the shell.
+type letterEnd int
+
+const (
+	letterStored    letterEnd = iota // acknowledged (or given up): the input is terminated
+	letterFailed                     // the fence stopped it: the input goes back
+	letterCancelled                  // the worker's context was cancelled (a fenced stop)
+)
+
+// letterEnded ends the dead letter of msg, tells the machine how
+// (worker.reject) and resumes the worker: a stored dead letter's input is
+// terminated, one the fence or a cancelled context stopped goes back (the
+// machine's Nak).
+func (pt *part) letterEnded(msg inMsg, how letterEnd) {
+	wasBusy := pt.busy
+	pt.busy = false
+	if how == letterStored {
+		pt.settle(msg.seq, false)
+		pt.step(machine.DeadLettered{Key: msg.key, Seq: msg.seq})
+	} else {
+		pt.step(machine.DeadLetterFailed{Key: msg.key, Seq: msg.seq, Err: errFenced})
+	}
+	if wasBusy {
+		pt.work()
+	}
+}
+
+// cancelLetter: the worker's context is cancelled (a fenced stop) while a
+// dead letter is in flight: its attempt returns at once.
+func (pt *part) cancelLetter() {
+	if !pt.busy {
+		return
+	}
+	pt.tr("dead letter of %d cancelled by the fenced stop", pt.inLetter.seq)
+	pt.letterEnded(pt.inLetter, letterCancelled)
 }
 
 // checkEpoch checks that an output is sent under the partition's current
@@ -468,8 +635,7 @@ func (pt *part) publish(key string, o output) {
 		if err != nil {
 			e = err
 		}
-		pt.step(machine.Published{Key: key, Err: e})
-		pt.work()
+		pt.event(func() { pt.step(machine.Published{Key: key, Err: e}) })
 	})
 }
 
@@ -479,12 +645,14 @@ func (pt *part) save(j snapJob) {
 	w := pt.w()
 	pt.saves++
 	landed := func(o machine.Outcome) {
-		pt.saves--
 		if !pt.current() {
+			pt.saves--
 			return
 		}
-		pt.step(machine.SaveLanded{Key: j.key, Job: j.job, Outcome: o})
-		pt.work()
+		pt.event(func() {
+			pt.saves--
+			pt.step(machine.SaveLanded{Key: j.key, Job: j.job, Outcome: o})
+		})
 	}
 	// No reading of the fence: the save's compare-and-set is its fence
 	// (worker.snapshotter; checked where it lands, world.snapSave).
@@ -492,17 +660,8 @@ func (pt *part) save(j snapJob) {
 	if w.lossy && w.chance(0.1) {
 		slow = w.between(100*time.Millisecond, 3*time.Second) // a slow disk
 	}
-	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
-		rev, err := w.snapSave(j.key, j.snap, j.rev)
-		if err == errConflict {
-			// An ambiguous commit: adopt the stored revision if it holds
-			// exactly what was saved.
-			if s := w.snaps[j.key]; s != nil && s.st == j.snap.st && s.last == j.snap.last && s.epoch == j.snap.epoch {
-				return s.rev, nil
-			}
-		}
-		return rev, err
-	}, func(v any, err error) {
+	deadline := w.now + snapshotTimeout // one context for the save and what ambiguous does
+	result := func(v any, err error) {
 		switch {
 		case err == nil:
 			pt.tr("saved %s to %d", j.key, j.snap.last)
@@ -515,6 +674,50 @@ func (pt *part) save(j snapJob) {
 			landed(machine.Fenced)
 		default:
 			landed(machine.Failed)
+		}
+	}
+	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
+		return w.snapSave(j.key, j.snap, j.rev)
+	}, func(v any, err error) {
+		if err == errConflict {
+			pt.ambiguous(j, deadline, result)
+			return
+		}
+		result(v, err)
+	})
+}
+
+// ambiguous is worker.ambiguous, after j's save conflicted: it loads the
+// stored snapshot; one that holds exactly j's state and last sequence
+// (a retried write whose first attempt landed) is adopted; one written by
+// this epoch that holds no more than j (this worker's earlier save that
+// landed with its answer lost) is saved over again on its revision;
+// anything else, or a failed load, stays a conflict.
+func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, error)) {
+	w := pt.w()
+	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
+	w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
+		if s := w.snaps[j.key]; s != nil {
+			return *s, nil
+		}
+		return nil, errNotFound
+	}, func(v any, err error) {
+		if err != nil {
+			result(nil, errConflict)
+			return
+		}
+		got := v.(snapEntry)
+		switch {
+		case got.st == j.snap.st && got.last == j.snap.last:
+			result(got.rev, nil)
+		case got.epoch == j.snap.epoch && got.last <= j.snap.last && got.rev != j.rev:
+			w.res.OwnSaveRetried++
+			pt.tr("snapshot conflict with its own earlier save of %s (rev %d, stored %d at %d): saved again", j.key, j.rev, got.rev, got.last)
+			w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
+				return w.snapSave(j.key, j.snap, got.rev)
+			}, result)
+		default:
+			result(nil, errConflict)
 		}
 	})
 }
@@ -625,8 +828,7 @@ func (pt *part) closeInput() {
 		return
 	}
 	pt.inputClosed = true
-	pt.step(machine.Stopping{})
-	pt.work()
+	pt.event(func() { pt.step(machine.Stopping{}) })
 }
 
 // fencedStop stops without further writes: the consumer stops, the
@@ -643,6 +845,7 @@ func (pt *part) fencedStop() {
 		inc := pt.m.inc
 		pt.w().at(0, func() {
 			pt.m.deliver(inc, func() {
+				pt.cancelLetter()
 				pt.closeInput()
 			})
 		})

@@ -294,6 +294,15 @@ func (w *world) publishOut(o output) {
 	w.outs[o.key] = append(w.outs[o.key], o)
 }
 
+// storeDead stores the dead letter of input seq (a duplicate is dropped
+// by its id).
+func (w *world) storeDead(seq uint64) {
+	if w.input[seq-1].bad == good {
+		w.violate("a dead letter of input %d, which is good input", seq)
+	}
+	w.dead[seq] = true
+}
+
 // publishInput puts the next input message into the stream.
 func (w *world) publishInput() {
 	w.published++

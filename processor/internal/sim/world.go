@@ -83,6 +83,10 @@ type Result struct {
 	// the store after a newer epoch took their partition; StaleLanded
 	// those of them that its compare-and-set let through (world.snapSave).
 	StaleSent, StaleLanded int
+	// OwnSaveRetried counts saves that conflicted with this epoch's own
+	// earlier save (landed, its answer lost) and were made again on its
+	// revision (part.ambiguous, worker.ambiguous).
+	OwnSaveRetried int
 }
 
 // world is the simulated fleet and its servers.
@@ -111,6 +115,12 @@ type world struct {
 
 	outIDs map[string]bool
 	outs   map[string][]output // per key, in output stream order
+	// dead: the dead letters stored, by input sequence (the dead-letter
+	// stream drops a duplicate by its Nats-Msg-Id); deadGaveUp: inputs
+	// whose dead letter the shell gave up on after snapshot_timeout and
+	// terminated all the same (its documented policy, noted).
+	dead       map[uint64]bool
+	deadGaveUp map[uint64]bool
 
 	members []*member
 
@@ -123,7 +133,25 @@ type inMsg struct {
 	key  string
 	part int
 	val  uint64
+	bad  badKind
 }
+
+// badKind is how an input is bad input: refused at decoding (before its
+// key is touched), refused by the learner before learning, or failed
+// numerically after learning part of its batch (it counts as applied).
+// Each is dead-lettered, with no output.
+type badKind int
+
+const (
+	good       badKind = iota
+	badDecode          // worker.deliver: Delivered with a Reject
+	badLearner         // worker.apply: Applied with a Reject, unchanged
+	badNumeric         // worker.apply: Applied with a Reject, changed
+	nBadKinds
+)
+
+// changes reports whether msg changes its key's state.
+func (msg inMsg) changes() bool { return msg.bad == good || msg.bad == badNumeric }
 
 // output is one output message.
 type output struct {
