@@ -153,6 +153,11 @@ func (w *worker) run(ctx context.Context) error {
 	if w.lane != nil {
 		sub, err := w.laneSub.ChanSubscribe(w.lane.prefix+".>", w.laneIn)
 		if err != nil {
+			// The snapshotter ends when jobs closes: left open, it would
+			// hold the partition's end, and the Processor's, forever (a
+			// stressed TestJoinAfterKill leaked a killed member's
+			// partitions this way, its connection closed).
+			close(w.jobs)
 			return fmt.Errorf("processor: output lane: subscribe to its answers: %w", err)
 		}
 		defer func() {
