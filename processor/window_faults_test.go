@@ -488,4 +488,17 @@ func TestSnapshotterConflicts(t *testing.T) {
 	if got, _, _ := e.store.Load(ctx, key); got.Epoch != 4 || got.State.Seen != 20 {
 		t.Errorf("stored: epoch %d seen %d, want the newer epoch's (4, 20)", got.Epoch, got.State.Seen)
 	}
+	// A newer epoch claimed the key holding exactly what this save holds
+	// (the save landed, its answer lost, and the next owner claimed it): a
+	// conflict, not this save's own landing to adopt — adopted, the ended
+	// epoch's next save would land over the newer owner's.
+	claimed, _, err := e.store.Load(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := *claimed
+	mine.Epoch = 3
+	if r4 := save(&mine, 1); !errors.Is(r4.err, snapshot.ErrConflict) {
+		t.Errorf("save identical to a newer epoch's claim: %v (rev %d), want a conflict", r4.err, r4.rev)
+	}
 }

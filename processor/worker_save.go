@@ -119,7 +119,8 @@ func (w *worker) snapshotter(ctx context.Context) error {
 // ambiguous looks at the stored snapshot after j's save conflicted. An
 // ambiguous commit looks like a conflict: a retried write whose first
 // attempt landed (its stored revision is adopted when it holds exactly
-// what j saves), or an earlier save of this worker that landed with its
+// what j saves, under j's epoch: a newer owner's claim of the same state
+// is a conflict), or an earlier save of this worker that landed with its
 // answer lost (a connection cut, a timeout), after which the key was
 // handed over again, newer, on the revision before it. The latter is
 // written by this partition's epoch, which no other worker writes for
@@ -132,7 +133,7 @@ func (w *worker) ambiguous(ctx context.Context, key string, j *snapJob, rev uint
 	switch {
 	case lerr != nil || got.State == nil:
 		return rev, err
-	case got.LastSeq == j.snap.LastSeq && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State):
+	case got.Epoch == j.snap.Epoch && got.LastSeq == j.snap.LastSeq && got.State.Seen == j.snap.State.Seen && reflect.DeepEqual(got.State, j.snap.State):
 		return grev, nil
 	case w.owned && got.Epoch == j.snap.Epoch && got.LastSeq <= j.snap.LastSeq && grev != j.rev:
 		w.log.Info("snapshot conflict with this worker's own earlier save (landed, its answer lost); saving again on its revision",

@@ -688,8 +688,8 @@ func (pt *part) save(j snapJob) {
 }
 
 // ambiguous is worker.ambiguous, after j's save conflicted: it loads the
-// stored snapshot; one that holds exactly j's state and last sequence
-// (a retried write whose first attempt landed) is adopted; one written by
+// stored snapshot; one of j's epoch that holds exactly j's state and
+// last sequence (a retried write whose first attempt landed) is adopted; one written by
 // this epoch that holds no more than j (this worker's earlier save that
 // landed with its answer lost) is saved over again on its revision;
 // anything else, or a failed load, stays a conflict.
@@ -708,7 +708,7 @@ func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, er
 		}
 		got := v.(snapEntry)
 		switch {
-		case got.st == j.snap.st && got.last == j.snap.last:
+		case got.epoch == j.snap.epoch && got.st == j.snap.st && got.last == j.snap.last:
 			result(got.rev, nil)
 		case got.epoch == j.snap.epoch && got.last <= j.snap.last && got.rev != j.rev:
 			w.res.OwnSaveRetried++
