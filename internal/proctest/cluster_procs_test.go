@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,38 +21,12 @@ import (
 // with a store in a temporary directory, that a test can SIGKILL and
 // start again on the same store (TestClusterNodeLoss).
 
-var (
-	natsOnce sync.Once
-	natsPath string
-	natsErr  error
-)
+var natsProgram = &program{env: "KPCASTREAM_NATS_SERVER", name: "nats-server", pkg: "github.com/nats-io/nats-server/v2"}
 
 // natsServerBinary returns a nats-server executable: the one named by
 // KPCASTREAM_NATS_SERVER (a machine without Go), else one built once from
 // the module cache's nats-server (the version go.mod requires).
-func natsServerBinary(t testing.TB) string {
-	t.Helper()
-	natsOnce.Do(func() {
-		if bin := os.Getenv("KPCASTREAM_NATS_SERVER"); bin != "" {
-			natsPath = bin
-			return
-		}
-		dir, err := os.MkdirTemp("", "kpcastream-nats-server")
-		if err != nil {
-			natsErr = err
-			return
-		}
-		natsPath = filepath.Join(dir, "nats-server")
-		out, err := exec.Command("go", "build", "-o", natsPath, "github.com/nats-io/nats-server/v2").CombinedOutput()
-		if err != nil {
-			natsErr = fmt.Errorf("go build nats-server: %v\n%s", err, out)
-		}
-	})
-	if natsErr != nil {
-		t.Fatal(natsErr)
-	}
-	return natsPath
-}
+func natsServerBinary(t testing.TB) string { return natsProgram.get(t) }
 
 // natsNode is one server of a natsCluster.
 type natsNode struct {

@@ -28,36 +28,46 @@ import (
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// program is an executable the tests run: taken prebuilt from an
+// environment variable (a machine without Go), else built once per test
+// run.
+type program struct {
+	env, name, pkg string // the variable, the file's name, what go build builds
+	once           sync.Once
+	path           string
+	err            error
+}
 
-// binary builds cmd/kpcastream once per test run.
-func binary(t testing.TB) string {
+// get returns the program's path, building it on first use.
+func (pr *program) get(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if bin := os.Getenv("KPCASTREAM_BIN"); bin != "" { // a prebuilt binary (a machine without Go)
-			binPath = bin
+	pr.once.Do(func() {
+		if bin := os.Getenv(pr.env); bin != "" {
+			pr.path = bin
 			return
 		}
 		dir, err := os.MkdirTemp("", "kpcastream-proctest")
 		if err != nil {
-			buildErr = err
+			pr.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "kpcastream")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/kpcastream").CombinedOutput()
+		pr.path = filepath.Join(dir, pr.name)
+		out, err := exec.Command("go", "build", "-o", pr.path, pr.pkg).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			pr.err = fmt.Errorf("go build %s: %v\n%s", pr.name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if pr.err != nil {
+		t.Fatal(pr.err)
 	}
-	return binPath
+	return pr.path
 }
+
+var kpcastreamProgram = &program{env: "KPCASTREAM_BIN", name: "kpcastream", pkg: "../../cmd/kpcastream"}
+
+// binary returns the kpcastream executable (KPCASTREAM_BIN, or built
+// once per test run).
+func binary(t testing.TB) string { return kpcastreamProgram.get(t) }
 
 const (
 	ttl        = time.Second
