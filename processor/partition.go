@@ -202,6 +202,14 @@ func (pt *partition) runCore(ctx context.Context) error {
 		_ = pt.waitWorkers(g, cancel)
 		return fmt.Errorf("processor: pipeline %s: subscribe: %w", pc.Name, err)
 	}
+	// Core NATS drops what the server receives before it knows the
+	// subscription, and the subscription is sent from the connection's
+	// buffer: a round trip confirms it before the processor says it is
+	// ready (a publisher on another connection that waited for Ready lost
+	// a whole warm-up under load: TestBench/core in CI, -race).
+	if err := pt.p.conn.FlushTimeout(pt.p.cfg.ShutdownTimeout); err != nil {
+		pt.log.Warn("core input subscription not confirmed by the server", zap.Error(err))
+	}
 	close(pt.subscribed)
 	select {
 	case <-ctx.Done():
