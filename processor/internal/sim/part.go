@@ -86,6 +86,9 @@ func newPart(m *member, n int, epoch, rev, start uint64, granted time.Time) *par
 		Policy:     machine.Policy{EveryMessages: 4, Every: time.Second},
 		OnShutdown: true, Quota: 2, Slots: 2, Window: 6, KeyInFlight: 1,
 		SlotWait: snapshotTimeout, BlockTTL: max(3*ackWait, time.Minute),
+		// Loads run asynchronously, as in the worker (loadSlots, queue_size),
+		// scaled to this quota.
+		Loads: 2, Parked: 4,
 	}, pt.track)
 	return pt
 }
