@@ -111,7 +111,7 @@ func (m *Machine[M, O]) queueLoad(c *current[M]) {
 // loaded for the backlog (the least recently used), and with a small
 // quota the keys would load one another out for ever (sim seed 6).
 func (m *Machine[M, O]) startLoads() {
-	for len(m.queue) > 0 && len(m.backlog) == 0 && m.started < max(1, m.cfg.Loads) && !m.fenced && !m.done {
+	for len(m.queue) > 0 && len(m.backlog) == 0 && m.letter == nil && m.started < max(1, m.cfg.Loads) && !m.fenced && !m.done {
 		lo := m.queue[0]
 		if !m.makeRoom(lo) {
 			return
@@ -256,7 +256,7 @@ func (m *Machine[M, O]) dropQueued() {
 // resume takes the inputs whose keys loaded (or failed to), in order,
 // while no message is in progress: they go before any new input.
 func (m *Machine[M, O]) resume() {
-	for m.cur == nil && len(m.backlog) > 0 && !m.done {
+	for m.cur == nil && m.letter == nil && len(m.backlog) > 0 && !m.done {
 		c := m.backlog[0]
 		m.backlog[0] = nil
 		m.backlog = m.backlog[1:]

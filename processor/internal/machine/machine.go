@@ -320,7 +320,7 @@ func (m *Machine[M, O]) Accepting() bool {
 
 // takes reports whether an input may be stepped, the window aside.
 func (m *Machine[M, O]) takes() bool {
-	return m.cur == nil && len(m.backlog) == 0 && m.parked < max(1, m.cfg.Parked) && !m.closing && !m.done
+	return m.cur == nil && m.letter == nil && len(m.backlog) == 0 && m.parked < max(1, m.cfg.Parked) && !m.closing && !m.done
 }
 
 // HasReady reports whether actions wait to be executed.
@@ -416,14 +416,14 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 				return fmt.Errorf("machine: dead letter of %d of key %q landed while %d of key %q is in flight", e.Seq, e.Key, l.seq, l.key)
 			}
 			m.letterLanded(true, nil)
-			m.finishIfDone()
+			m.afterLetter()
 			return nil
 		case DeadLetterFailed:
 			if e.Key != l.key || e.Seq != l.seq {
 				return fmt.Errorf("machine: dead letter of %d of key %q failed while %d of key %q is in flight", e.Seq, e.Key, l.seq, l.key)
 			}
 			m.letterLanded(false, e.Err)
-			m.finishIfDone()
+			m.afterLetter()
 			return nil
 		case FenceLost, Published:
 			// A publish executed after the Reject was emitted, before it
@@ -508,6 +508,19 @@ func (m *Machine[M, O]) emit(a Action[M, O]) {
 		}
 	}
 	m.acts = append(m.acts, a)
+}
+
+// afterLetter moves on once a dead letter ended: the backlog and the
+// queued loads wait while one is in flight — a load would make room by
+// unloading keys, handing over a snapshot of the letter's key that holds
+// the rejected message before its dead letter is stored (the simulation
+// with asynchronous loads: seeds 6969, 9190, 10812).
+func (m *Machine[M, O]) afterLetter() {
+	if !m.done {
+		m.resume()
+		m.startLoads()
+	}
+	m.finishIfDone()
 }
 
 // letterLanded settles the dead letter in flight: stored, its input's
