@@ -19,11 +19,15 @@ import (
 // and alarm is empty without one ("spe", "t2" or "both"). With monitoring
 // settings (MonitorConfig.Set) a last column, contrib, names an alarm's
 // variables, largest contribution first, as index:value;… (0-based
-// feature index; empty without an alarm).
+// feature index; empty without an alarm). With the monitor's linear
+// residual (monitor.linear, on by default for 2 ≤ dim ≤ 128) four last
+// columns follow: lspe, lspe_limit, lewma, lewma_limit, each empty while
+// it does not judge (the linear model not ready, the limits not in force).
 type projWriter struct {
 	csvOut
 	k       int
 	contrib bool
+	linear  bool
 }
 
 // csvOut is a buffered CSV output file with a line buffer reused per row.
@@ -63,12 +67,12 @@ func (c *csvOut) Close() error {
 	return err
 }
 
-func newProjWriter(path string, k int, contrib bool) (*projWriter, error) {
+func newProjWriter(path string, k int, contrib, linear bool) (*projWriter, error) {
 	c, err := createCSV(path)
 	if err != nil {
 		return nil, err
 	}
-	p := &projWriter{csvOut: c, k: k, contrib: contrib}
+	p := &projWriter{csvOut: c, k: k, contrib: contrib, linear: linear}
 	p.w.WriteString("row,pass")
 	for i := 1; i <= k; i++ {
 		fmt.Fprintf(p.w, ",z%d", i)
@@ -76,6 +80,9 @@ func newProjWriter(path string, k int, contrib bool) (*projWriter, error) {
 	p.w.WriteString(",spe,t2,spe_limit,t2_limit,alarm")
 	if contrib {
 		p.w.WriteString(",contrib")
+	}
+	if linear {
+		p.w.WriteString(",lspe,lspe_limit,lewma,lewma_limit")
 	}
 	p.w.WriteString("\n")
 	return p, nil
@@ -122,6 +129,10 @@ func (p *projWriter) write(idx, pass int, z []float64, nov learners.Novelty, err
 				b = strconv.AppendFloat(b, c.Value, 'g', 6, 64)
 			}
 		}
+		if p.linear {
+			b = appendJudged(b, v.LSPE, v.LSPELimit)
+			b = appendJudged(b, v.LEWMA, v.LEWMALimit)
+		}
 	case errors.Is(err, learners.ErrNotReady):
 		for range p.k + 5 {
 			b = append(b, ',')
@@ -129,10 +140,26 @@ func (p *projWriter) write(idx, pass int, z []float64, nov learners.Novelty, err
 		if p.contrib {
 			b = append(b, ',')
 		}
+		if p.linear {
+			b = append(b, ",,,,"...)
+		}
 	default:
 		return fmt.Errorf("row %d: %w", idx, err)
 	}
 	return p.line(b)
+}
+
+// appendJudged appends ",stat,limit", both empty while the statistic does
+// not judge (its limit is 0: the linear model not ready or the limits not
+// in force).
+func appendJudged(b []byte, stat, limit float64) []byte {
+	if limit <= 0 {
+		return append(b, ',', ',')
+	}
+	b = append(b, ',')
+	b = strconv.AppendFloat(b, stat, 'g', -1, 64)
+	b = append(b, ',')
+	return strconv.AppendFloat(b, limit, 'g', -1, 64)
 }
 
 // predWriter writes one CSV line per fed row: row, pass, label, pred,

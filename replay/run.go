@@ -252,7 +252,7 @@ func newUnlabelled(c *Config, cr *csvin.Reader, name string, stderr io.Writer, h
 		return nil, err
 	}
 	if c.Out != "" {
-		if r.out, err = newProjWriter(c.Out, c.Components, c.Monitor.Set); err != nil {
+		if r.out, err = newProjWriter(c.Out, c.Components, c.Monitor.Set, r.m.mon != nil && r.m.mon.Config().Linear); err != nil {
 			return nil, err
 		}
 		r.scored = append(r.scored, r.out)

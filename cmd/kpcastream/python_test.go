@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -332,6 +333,18 @@ func readCSVFile(t *testing.T, path string) [][]string {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// column is the index of the column named name in a CSV header; the test
+// fails without one (files are read by column name, as the README says:
+// columns may be added at the end).
+func column(t *testing.T, header []string, name string) int {
+	t.Helper()
+	i := slices.Index(header, name)
+	if i < 0 {
+		t.Fatalf("no column %q in header %q", name, header)
+	}
+	return i
 }
 
 // sameCSV checks that the CSV python wrote has the layout of the one Go

@@ -77,7 +77,7 @@ func TestReplayDriftStream(t *testing.T) {
 		}
 	}
 	recs := readCSVFile(t, proj)
-	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm" {
+	if got := strings.Join(recs[0], ","); got != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm,lspe,lspe_limit,lewma,lewma_limit" {
 		t.Errorf("header %q", got)
 	}
 	if len(recs) != n+1 {
@@ -209,10 +209,11 @@ func TestReplayDriftStreamLearnNormal(t *testing.T) {
 		}
 	}
 	recs := readCSVFile(t, proj)
+	alarmCol := column(t, recs[0], "alarm")
 	before, firstAfter := 0, -1
 	for _, r := range recs[1:] {
 		row, _ := strconv.Atoi(r[0])
-		if r[len(r)-1] == "" {
+		if r[alarmCol] == "" {
 			continue
 		}
 		if row < 10000 {
@@ -283,7 +284,7 @@ func TestReplayFaultColumn(t *testing.T) {
 	}
 	// The --out file: the fault column is not a feature, spe and alarm are there.
 	recs := readCSVFile(t, out)
-	if h := strings.Join(recs[0], ","); h != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm,contrib" || len(recs) != n+1 {
+	if h := strings.Join(recs[0], ","); h != "row,pass,z1,z2,z3,z4,z5,spe,t2,spe_limit,t2_limit,alarm,contrib,lspe,lspe_limit,lewma,lewma_limit" || len(recs) != n+1 {
 		t.Fatalf("header %q, %d lines", h, len(recs)-1)
 	}
 	// contrib names an alarm's variables (issue 31), nothing without an
@@ -295,7 +296,7 @@ func TestReplayFaultColumn(t *testing.T) {
 	// faulty sensor ranks first in 97.7 %.)
 	var alarmed, x3First int
 	for _, r := range recs[1:] {
-		alarm, contrib := r[len(r)-2], r[len(r)-1]
+		alarm, contrib := r[column(t, recs[0], "alarm")], r[column(t, recs[0], "contrib")]
 		if (alarm == "") != (contrib == "") {
 			t.Fatalf("row %s: alarm %q, contrib %q: want contributions exactly on an alarm", r[0], alarm, contrib)
 		}
