@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kpcastream/kpcastream/codec"
-	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/snapshot"
 )
 
@@ -258,7 +256,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	t.Logf("figure: phase 2 (server down %v, restarted): longest pause of a partition %v; latest resumption of a paused one %v after the restart (target ≤ 2 s); drained %v after the last publish",
 		restart.Sub(kill2).Round(time.Millisecond), worst2.Round(time.Millisecond), late2.Round(time.Millisecond), drain.Round(time.Millisecond))
 	t.Logf("load average at end: %s", loadAvg())
-	checkNodeLoss(t, w, js, outs)
+	w.checkRun(snapshot.Config{Replicas: 3}, outs)
 }
 
 // nodeLossConfig is a worker's configuration dialling url, its data in dir.
@@ -480,63 +478,6 @@ func partitionOfN(key string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// checkNodeLoss checks every key's snapshot against a reference learner
-// fed its inputs in order, and the outputs: one per input of a ready
-// learner, per key in input order, each once.
-func checkNodeLoss(t *testing.T, w *world, js jetstream.JetStream, outs []output) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	store, err := snapshot.Open(ctx, js, snapshot.Config{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := 0
-	for _, k := range w.keys {
-		ref, err := learners.New(learnerCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		z := make([]float64, learnerCfg.Components)
-		for _, x := range w.data[k] {
-			if err := ref.Learn(x); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ref.Transform(z, x); err == nil {
-				want++
-			}
-		}
-		snap, _, err := store.Load(ctx, snapshot.JoinKey("proc", k))
-		if err != nil {
-			t.Errorf("key %s: %v", k, err)
-			continue
-		}
-		if snap.State.Seen != int64(w.sent[k]) {
-			t.Errorf("key %s: learned %d observations, %d were published", k, snap.State.Seen, w.sent[k])
-		} else if !reflect.DeepEqual(snap.State, ref.State()) {
-			t.Errorf("key %s: state differs from an uninterrupted run", k)
-		}
-	}
-	if len(outs) != want {
-		t.Errorf("output stream holds %d outputs, want %d (one per input of a ready learner)", len(outs), want)
-	}
-	last := map[string]uint64{}
-	ids := map[string]bool{}
-	bad := 0
-	for _, o := range outs {
-		if o.seq <= last[o.key] || ids[o.id] {
-			if bad++; bad <= 10 {
-				t.Errorf("key %s: output of input %d (id %s) after the output of input %d, or its id twice", o.key, o.seq, o.id, last[o.key])
-			}
-		}
-		last[o.key], ids[o.id] = max(last[o.key], o.seq), true
-	}
-	if bad > 10 {
-		t.Errorf("... %d outputs out of order or twice in all", bad)
-	}
-	t.Logf("checked %d inputs over %d keys (%d with outputs) and %d outputs", w.nsent, len(w.keys), len(last), len(outs))
-}
-
 // keepLogs writes the logs of procs into KPCASTREAM_NODELOSS_LOGDIR, if
 // set, when the test ends (w<pid>.log).
 func keepLogs(t testing.TB, procs ...*proc) {
@@ -730,7 +671,7 @@ func TestConsumersOnLostServer(t *testing.T) {
 		w.keys = append(w.keys, k)
 	}
 	sort.Strings(w.keys)
-	checkNodeLoss(t, w, js, readOutputs(t, js, "POUT"))
+	w.checkRun(snapshot.Config{Replicas: 3}, readOutputs(t, js, "POUT"))
 }
 
 // TestConsumerServerBlip SIGKILLs the server holding some of the
@@ -816,5 +757,5 @@ func TestConsumerServerBlip(t *testing.T) {
 		w.keys = append(w.keys, k)
 	}
 	sort.Strings(w.keys)
-	checkNodeLoss(t, w, js, readOutputs(t, js, "POUT"))
+	w.checkRun(snapshot.Config{Replicas: 3}, readOutputs(t, js, "POUT"))
 }
