@@ -209,54 +209,48 @@ func TestClusterNodeLoss(t *testing.T) {
 		p := partitionOfN(o.key, nodeLossParts)
 		byPart[p] = append(byPart[p], o.at)
 	}
-	// A partition paused when its longest gap across the fault is at least
-	// pauseMin (its outputs come every ~60 ms at 200/s over 12
-	// partitions); its resumption is that gap's end.
-	const pauseMin = time.Second
 	inGap, _ := longestGap(pub.times, kill1, kill1.Add(20*time.Second))
 	t.Logf("figure: phase 1 (node loss, lease_ttl %v): bucket writable again %v after the kill; the input's longest gap %v",
 		nodeLossTTL, bucketOK.Sub(kill1).Round(time.Millisecond), inGap.Round(time.Millisecond))
-	var worst1, late1 time.Duration
-	var rows []string
-	for p := range nodeLossParts {
-		g, end := longestGap(byPart[p], kill1, kill1.Add(20*time.Second))
-		if end.IsZero() || end.Before(kill1) {
-			t.Errorf("partition %d: no output after the phase-1 kill", p)
-			continue
-		}
-		worst1 = max(worst1, g)
-		if g < pauseMin { // no pause: its longest gap may lie anywhere
-			rows = append(rows, fmt.Sprintf("p%d gap %v (no pause)", p, g.Round(time.Millisecond)))
-			continue
-		}
-		late1 = max(late1, end.Sub(bucketOK))
-		rows = append(rows, fmt.Sprintf("p%d gap %v resumed +%v (bucket+%v)", p, g.Round(time.Millisecond),
-			end.Sub(kill1).Round(time.Millisecond), end.Sub(bucketOK).Round(time.Millisecond)))
-	}
-	t.Logf("figure: phase 1 per partition: %s", strings.Join(rows, "; "))
+	worst1, late1 := phasePauses(t, "phase 1", byPart, kill1, kill1.Add(20*time.Second), bucketOK, "bucket")
 	t.Logf("figure: phase 1: longest pause of a partition %v; latest resumption of a paused one %v after the bucket took writes again (target ≤ lease_ttl + 1 s = %v)",
 		worst1.Round(time.Millisecond), late1.Round(time.Millisecond), nodeLossTTL+time.Second)
-	var worst2, late2 time.Duration
-	rows = nil
-	for p := range nodeLossParts {
-		g, end := longestGap(byPart[p], kill2, lastPub)
-		if end.IsZero() || end.Before(kill2) {
-			t.Errorf("partition %d: no output after the phase-2 kill", p)
-			continue
-		}
-		worst2 = max(worst2, g)
-		if g < pauseMin {
-			rows = append(rows, fmt.Sprintf("p%d gap %v (no pause)", p, g.Round(time.Millisecond)))
-			continue
-		}
-		late2 = max(late2, end.Sub(restart))
-		rows = append(rows, fmt.Sprintf("p%d gap %v resumed restart%+v", p, g.Round(time.Millisecond), end.Sub(restart).Round(time.Millisecond)))
-	}
-	t.Logf("figure: phase 2 per partition: %s", strings.Join(rows, "; "))
+	worst2, late2 := phasePauses(t, "phase 2", byPart, kill2, lastPub, restart, "restart")
 	t.Logf("figure: phase 2 (server down %v, restarted): longest pause of a partition %v; latest resumption of a paused one %v after the restart (target ≤ 2 s); drained %v after the last publish",
 		restart.Sub(kill2).Round(time.Millisecond), worst2.Round(time.Millisecond), late2.Round(time.Millisecond), drain.Round(time.Millisecond))
 	t.Logf("load average at end: %s", loadAvg())
 	w.checkRun(snapshot.Config{Replicas: 3}, outs)
+}
+
+// phasePauses logs, per partition, the longest gap of its output times
+// (byPart) within [kill, end) and, for a paused partition, when it
+// resumed after the kill and after ref (named refName: the event its
+// resumption is measured from). It returns the longest gap of all and
+// the latest resumption after ref of a paused partition; a partition with
+// no output after the kill is an error. A partition paused when its
+// longest gap is at least a second (its outputs come every ~60 ms at 200/s
+// over 12 partitions); its resumption is that gap's end.
+func phasePauses(t *testing.T, phase string, byPart map[int][]time.Time, kill, end, ref time.Time, refName string) (worst, late time.Duration) {
+	t.Helper()
+	const pauseMin = time.Second
+	var rows []string
+	for p := range nodeLossParts {
+		g, resumed := longestGap(byPart[p], kill, end)
+		if resumed.IsZero() || resumed.Before(kill) {
+			t.Errorf("partition %d: no output after the %s kill", p, phase)
+			continue
+		}
+		worst = max(worst, g)
+		if g < pauseMin { // no pause: its longest gap may lie anywhere
+			rows = append(rows, fmt.Sprintf("p%d gap %v (no pause)", p, g.Round(time.Millisecond)))
+			continue
+		}
+		late = max(late, resumed.Sub(ref))
+		rows = append(rows, fmt.Sprintf("p%d gap %v resumed +%v (%s %+.3fs)", p, g.Round(time.Millisecond),
+			resumed.Sub(kill).Round(time.Millisecond), refName, resumed.Sub(ref).Seconds()))
+	}
+	t.Logf("figure: %s per partition: %s", phase, strings.Join(rows, "; "))
+	return worst, late
 }
 
 // nodeLossConfig is a worker's configuration dialling url, its data in dir.
