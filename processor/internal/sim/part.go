@@ -416,6 +416,9 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 		pt.publish(a.Key, a.Out)
 	case machine.ActAck:
 		pt.tr("ack %s %d %s", a.Key, a.Msg.seq, a.Result)
+		if a.Result == machine.ResultSkipped && a.Msg.bad != good && !a.Msg.changes() {
+			w.res.LetterCopies++
+		}
 		pt.settle(a.Msg.seq, false)
 	case machine.ActNak:
 		pt.tr("nak %s %d: %v", a.Key, a.Msg.seq, a.Err)
