@@ -68,5 +68,10 @@ func (m *Machine[M, O]) takenLetter(key string, msg M, seq uint64) bool {
 		return false
 	}
 	m.ack(key, msg, seq, ResultSkipped)
+	m.copies++
 	return true
 }
+
+// LetterCopies reports how many copies of inputs whose dead letter was
+// stored were settled at once.
+func (m *Machine[M, O]) LetterCopies() int { return m.copies }

@@ -298,6 +298,7 @@ type Machine[M, O any] struct {
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
 	lettered letters    // the dead letters stored (letters.go)
+	copies   int        // copies of their inputs settled at once
 	fenced   bool
 	stopping bool
 	closing  bool

@@ -49,6 +49,7 @@ type part struct {
 	ri        int
 	deferred  []func()
 	letter    int
+	copies    int   // the machine's LetterCopies counted in the result
 	inLetter  inMsg // the input of the dead letter in flight
 	tickAt    time.Duration
 	done      bool
@@ -416,8 +417,9 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 		pt.publish(a.Key, a.Out)
 	case machine.ActAck:
 		pt.tr("ack %s %d %s", a.Key, a.Msg.seq, a.Result)
-		if a.Result == machine.ResultSkipped && a.Msg.bad != good && !a.Msg.changes() {
-			w.res.LetterCopies++
+		if n := pt.mach.LetterCopies(); n != pt.copies {
+			w.res.LetterCopies += n - pt.copies
+			pt.copies = n
 		}
 		pt.settle(a.Msg.seq, false)
 	case machine.ActNak:
