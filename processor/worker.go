@@ -61,6 +61,7 @@ type worker struct {
 	fenced  bool      // the machine knows the fence is lost (FenceLost, or a save landed Fenced)
 	fatal   error
 	tier    *tier // the local tier below memory (worker_local.go); nil: none
+	link    *link // the connection's losses, set by the partition (worker_link.go); nil: none
 
 	loadRes chan loadResult // from the loads in flight (worker_load.go); capacity loadSlots
 	loading sync.WaitGroup  // the loads' goroutines
