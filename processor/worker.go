@@ -309,7 +309,10 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		if errors.Is(a.Err, errFenced) {
 			break
 		}
-		if n := a.Attempt; n == 1 || n%20 == 0 {
+		if n := a.Attempt; (n == 1 || n%20 == 0) && classifyAction(a.Err) == actHold {
+			w.log.Error("output publish failed: no stream answers for the output subject (was it deleted?); retrying it until it is there, "+
+				"before the key's later outputs", zap.String("key", a.Key), zap.Uint64("seq", a.Seq), zap.Int("attempt", n), zap.Error(a.Err))
+		} else if n == 1 || n%20 == 0 {
 			w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", a.Key),
 				zap.Uint64("seq", a.Seq), zap.Int("attempt", n), zap.Error(a.Err))
 		}
