@@ -648,7 +648,11 @@ func (pt *part) publish(key string, o output) {
 }
 
 // save saves a snapshot job (worker.snapshotter) and reports how it
-// landed (worker.landed).
+// landed (worker.landed). (The shell makes a save whose answer was lost
+// with its connection again at once, on the same revision, and adopts
+// the one that landed through ambiguous (worker_link.go); the model has
+// no connections: a lost answer waits for snapshot_timeout, the slower
+// path to the same outcomes.)
 func (pt *part) save(j snapJob) {
 	w := pt.w()
 	pt.saves++
