@@ -13,12 +13,16 @@ package machine
 // message the server, which terminated it, never sends again, and no
 // reload cleared that block: the key's later messages waited BlockTTL.
 //
-// Every way a copy is taken goes through taken (delivered, refused at
+// Every way a copy is taken goes through takenLetter (delivered, refused at
 // decoding or not, or from the backlog after its key's load), before
 // any wait, load or dead letter; a copy that comes while the dead
 // letter is in flight waits for it (the machine takes no input then),
 // and finds it stored or not. Not stored (DeadLetterFailed), the input
-// was given back and its copies are taken as any input.
+// was given back and its copies are taken as any input. No other
+// settled input is a variant: an acknowledged one was applied (its key's
+// LastSeq holds it, in memory and in the snapshot saved before the key
+// is unloaded) or skipped (LastSeq was past it), so a copy of it is
+// skipped, and a block on it cleared as soon as the key is loaded.
 //
 // Memory: the last Config.Letters stored dead letters (≤ 0:
 // defaultLetters), oldest forgotten first. A copy of a dead letter
