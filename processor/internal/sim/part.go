@@ -284,6 +284,18 @@ func (pt *part) work() {
 			return // a dead letter in flight: resumed when it ends
 		}
 		if pt.mach.Done() {
+			if len(pt.deferred) > 0 {
+				// What came during a dead letter that ended as the machine
+				// finished — a save's landing — is taken: the worker's
+				// finish reads the snapshotter's results still queued
+				// (the machine ignores anything else once done). Left
+				// deferred, finish waited for that save for ever (seed
+				// 75841: a dead letter retried through a rolling outage).
+				fn := pt.deferred[0]
+				pt.deferred = pt.deferred[1:]
+				fn()
+				continue
+			}
 			pt.finish()
 			return
 		}
