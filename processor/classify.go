@@ -3,6 +3,8 @@ package processor
 import (
 	"errors"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
@@ -22,6 +24,16 @@ const (
 	// actFatal: the processor cannot go on (invalid learner configuration);
 	// Run returns the error.
 	actFatal
+	// actHold: a stream the pipeline writes to is missing (no server
+	// answers for its subject: deleted, or never created). Retries do
+	// not cure it; the operator does. The message is given back (nak)
+	// and kept — redelivered after nak_delay, its key's later messages
+	// waiting for it — until the stream is there again, and each refusal
+	// is logged as an error naming the subject. For a dead letter
+	// (deadletter.go) this replaces the policy of terminating the input
+	// after snapshot_timeout: terminated, every bad input would be lost
+	// while the stream is missing, stored nowhere.
+	actHold
 )
 
 // errPanic marks a panic recovered while processing a message.
@@ -36,6 +48,10 @@ var errWaiting = machine.ErrWaiting
 // newer epoch exists, or it failed to renew its ownership within
 // lease_ttl/2. The partition stops; its messages come back to the owner.
 var errFenced = machine.ErrFenced
+
+// errNoStream marks a publish that no stream stored because none answers
+// for its subject (actHold).
+var errNoStream = errors.New("processor: no stream stores the subject")
 
 // errNoKey marks a read-only request for a key that has no learner.
 var errNoKey = errors.New("processor: no such key")
@@ -75,6 +91,12 @@ func classify(err error) (action, string) {
 		return actNak, "waiting"
 	case errors.Is(err, errFenced):
 		return actNak, "fenced"
+	case errors.Is(err, errNoStream), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrStreamNotFound):
+		// JetStream's publish answers "no response from stream" when no
+		// server answered for the subject, after its own retries of "no
+		// responders" (which ride through a leader election; a bare "no
+		// responders" stays transient).
+		return actHold, "no_stream"
 	}
 	return actNak, "transient"
 }

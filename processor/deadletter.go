@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,10 @@ import (
 // (lastMoment): dead letters are fenced like outputs, and a fenced one
 // (or one whose attempt the worker's cancelled context ended: a fenced
 // stop) is given back by the machine (a nak) for the new owner to
-// dead-letter. Any other failure, after snapshot_timeout of retries, is
+// dead-letter. So is one that no stream stored because none answers for
+// the dead-letter subject (deleted: classify.go, actHold), with an error
+// naming it — terminated, every bad input would be lost until the stream
+// is back. Any other failure, after snapshot_timeout of retries, is
 // logged and the input terminated all the same.
 func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	if ferr := w.lastMoment(); ferr != nil {
@@ -58,6 +62,15 @@ func (w *worker) reject(ctx context.Context, m *inMsg, err error) {
 	// failure is transient (deduplicated by the id), until the stream
 	// acknowledges it, snapshot_timeout has passed, or the fence is lost.
 	perr := w.dl.Retry(ctx, dl, time.Now().Add(w.snapshotTimeout), w.lastMoment)
+	if perr != nil && classifyAction(perr) == actHold {
+		// No stream stores the dead letters (deleted?): the input is
+		// kept (classify.go, actHold), not terminated and lost.
+		perr = fmt.Errorf("%w: dead letters of pipeline %s go to %q, and no stream answers for it (was it deleted? create it, "+
+			"or restart with dead_letters.create_stream): the input is kept and dead-lettered once the stream is there: %w",
+			errNoStream, pc.Name, dl.Subject, perr)
+		w.step(machine.DeadLetterFailed{Key: m.key, Seq: m.seq, Err: perr})
+		return
+	}
 	if perr != nil && (errors.Is(perr, errFenced) || ctx.Err() != nil) {
 		// Not stored, and the partition is stopping without finishing
 		// (fenced, or its workers cancelled): the input goes back.

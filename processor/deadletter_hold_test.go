@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,47 @@ func TestDeadLetterCancelledByFence(t *testing.T) {
 	// (The worker counts a dead letter after the stream acknowledged it.)
 	waitFor(t, 15*time.Second, "the dead letter stored and counted by the next epoch", func() bool {
 		return d.e.streamMsgs(t, d.name) == 1 && d.r.stats(d.pc.Name).DeadLettered == 1
+	})
+}
+
+// TestDeadLetterStreamMissing: with the dead-letter stream deleted, a
+// dead letter's publish answers "no response from stream" (no server
+// answers for the subject). The input is kept — given back, its
+// checkpoint held — with an error naming the subject, and dead-lettered
+// once the stream is there again. Before, the failure was taken for
+// final: logged, and the input terminated, stored nowhere (lost).
+func TestDeadLetterStreamMissing(t *testing.T) {
+	var logs *observer.ObservedLogs
+	d := startDLHold(t, "dlgone", &logs)
+	defer func() {
+		if err := d.r.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.e.js.DeleteStream(ctx, d.name); err != nil {
+		t.Fatal(err)
+	}
+	d.e.publish(t, d.subj, []byte("{not json"), "")
+	bad := uint64(pcaWarm + 1) // its stream sequence
+	waitFor(t, 10*time.Second, "the input refused twice for the missing stream", func() bool {
+		return logs.FilterField(zap.String("reason", "no_stream")).FilterMessage("message refused, will be redelivered").Len() >= 2
+	})
+	l := logs.FilterField(zap.String("reason", "no_stream")).All()[0]
+	if l.Level != zap.ErrorLevel || !strings.Contains(fmt.Sprint(l.ContextMap()["error"]), `"kpca.dlq.dlgone"`) {
+		t.Errorf("refusal logged at %v, %v; want an error naming the dead-letter subject", l.Level, l.ContextMap())
+	}
+	if n := logs.FilterMessage("publish dead letter").Len(); n != 0 {
+		t.Errorf("%d dead letters given up and their inputs terminated, want none", n)
+	}
+	if cp := d.e.records(t, d.pc)[0].Checkpoint; cp != bad {
+		t.Errorf("checkpoint %d while the input is kept, want %d", cp, bad)
+	}
+	if _, err := d.e.js.CreateStream(ctx, d.cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the dead letter stored once the stream is back, and the checkpoint past it", func() bool {
+		return d.e.streamMsgs(t, d.name) == 1 && d.r.stats(d.pc.Name).DeadLettered == 1 && d.e.records(t, d.pc)[0].Checkpoint == bad+1
 	})
 }

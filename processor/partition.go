@@ -33,6 +33,7 @@ type partition struct {
 	track   *machine.Tracker // nil for a core NATS input
 	fence   *fence           // nil for a core NATS input
 	workers []*worker
+	link    *link // the connection's losses, told to the workers' store calls (worker_link.go)
 
 	inMu     sync.RWMutex // guards sends to worker inputs against closeWorkers
 	inClosed bool
@@ -60,7 +61,8 @@ type partition struct {
 func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64, grantedAt time.Time) *partition {
 	pc := pl.cfg
 	pt := &partition{p: p, pipe: pl, num: num, epoch: epoch, rev: rev, start: max(start, 1), taken: grantedAt, filter: pc.Input.Subject, trouble: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{}), subscribed: make(chan struct{}),
+		link: newLink()}
 	if pc.Partitions > 1 {
 		pt.filter = pc.Input.Subject + "." + strconv.Itoa(num)
 	}
@@ -73,7 +75,9 @@ func (p *Processor) newPartition(pl *pipeline, num int, epoch, rev, start uint64
 	}
 	n := p.workersPerPartition(pc)
 	for i := range n {
-		pt.workers = append(pt.workers, newWorker(pt.workerDeps(n, memoryOf(pl.cfg, n, pl.kb)), i))
+		w := newWorker(pt.workerDeps(n, memoryOf(pl.cfg, n, pl.kb)), i)
+		w.link = pt.link
+		pt.workers = append(pt.workers, w)
 	}
 	return pt
 }

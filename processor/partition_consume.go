@@ -357,6 +357,9 @@ func (pt *partition) repullAfterReconnect(ctx context.Context) {
 			switch st {
 			case nats.RECONNECTING, nats.DISCONNECTED:
 				lost, tick = true, nil
+				// The workers' store calls waiting for an answer give
+				// up (it was lost with the connection) and call again.
+				pt.link.lost()
 			case nats.CONNECTED:
 				if lost {
 					lost = false

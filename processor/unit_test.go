@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -104,6 +106,9 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("new: %w", learners.ErrConfig), actFatal, "config"},
 		{errors.New("nats: timeout"), actNak, "transient"},
 		{fmt.Errorf("%w: key k: sequence 3 before 5", errWaiting), actNak, "waiting"},
+		{jetstream.ErrNoStreamResponse, actHold, "no_stream"},
+		{fmt.Errorf("%w: dead letters to %q: %w", errNoStream, "kpca.dlq.p", jetstream.ErrNoStreamResponse), actHold, "no_stream"},
+		{fmt.Errorf("x: %w", nats.ErrNoResponders), actNak, "transient"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {

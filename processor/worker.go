@@ -61,6 +61,7 @@ type worker struct {
 	fenced  bool      // the machine knows the fence is lost (FenceLost, or a save landed Fenced)
 	fatal   error
 	tier    *tier // the local tier below memory (worker_local.go); nil: none
+	link    *link // the connection's losses, set by the partition (worker_link.go); nil: none
 
 	loadRes chan loadResult // from the loads in flight (worker_load.go); capacity loadSlots
 	loading sync.WaitGroup  // the loads' goroutines
@@ -308,7 +309,10 @@ func (w *worker) exec(ctx context.Context, a *coreAction) {
 		if errors.Is(a.Err, errFenced) {
 			break
 		}
-		if n := a.Attempt; n == 1 || n%20 == 0 {
+		if n := a.Attempt; (n == 1 || n%20 == 0) && classifyAction(a.Err) == actHold {
+			w.log.Error("output publish failed: no stream answers for the output subject (was it deleted?); retrying it until it is there, "+
+				"before the key's later outputs", zap.String("key", a.Key), zap.Uint64("seq", a.Seq), zap.Int("attempt", n), zap.Error(a.Err))
+		} else if n == 1 || n%20 == 0 {
 			w.log.Warn("output publish failed; retrying it before the key's later outputs", zap.String("key", a.Key),
 				zap.Uint64("seq", a.Seq), zap.Int("attempt", n), zap.Error(a.Err))
 		}

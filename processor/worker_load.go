@@ -106,13 +106,18 @@ func (w *worker) loaded(r loadResult) {
 func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bool) (*entry, error) {
 	for attempt := 1; ; attempt++ {
 		e, claim, err := w.read(ctx, key, create, replaceCorrupt)
+		if errors.Is(err, errLinkLost) && attempt < 3 {
+			continue // its answer lost with the connection: read again
+		}
 		if err != nil || !claim {
 			return e, err
 		}
 		err = w.claim(ctx, e)
-		if errors.Is(err, snapshot.ErrConflict) && attempt < 3 {
+		if (errors.Is(err, snapshot.ErrConflict) || errors.Is(err, errLinkLost)) && attempt < 3 {
 			// Written meanwhile (by a stale owner finishing, or a retried
-			// claim that landed): read it again.
+			// claim that landed): read it again. Its answer lost with the
+			// connection, the claim may have landed: read it again (a
+			// snapshot of this epoch is taken as it is).
 			continue
 		}
 		if err != nil {
@@ -127,9 +132,12 @@ func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bo
 func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bool) (*entry, bool, error) {
 	pl := w.pipe
 	pc := pl.cfg
-	lctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
+	lctx, cancel := w.call(ctx, w.snapshotTimeout)
 	defer cancel()
 	snap, rev, err := w.store.Load(lctx, snapshot.JoinKey(pc.Name, key))
+	if err != nil && linkLost(lctx) {
+		return nil, false, fmt.Errorf("processor: load snapshot of %q: %w: %w", key, errLinkLost, err)
+	}
 	if err == nil && (snap.Pipeline != pc.Name || snap.Key != key) {
 		err = fmt.Errorf("%w: the snapshot stored for pipeline %q key %q holds pipeline %q key %q (copied from another key?)",
 			snapshot.ErrCorrupt, pc.Name, key, snap.Pipeline, snap.Key)
@@ -179,10 +187,13 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 // compare-and-set on e.rev: that is its fence (no reading of the lease;
 // the machine asks for no load once it knows the fence is lost).
 func (w *worker) claim(ctx context.Context, e *entry) error {
-	cctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
+	cctx, cancel := w.call(ctx, w.snapshotTimeout)
 	defer cancel()
 	snap := e.snapshot(e.lastSeq, w.epoch)
 	rev, err := w.store.Save(cctx, snapshot.JoinKey(e.pipe.cfg.Name, e.key), snap, e.rev)
+	if err != nil && linkLost(cctx) {
+		err = fmt.Errorf("%w: %w", errLinkLost, err)
+	}
 	if err != nil {
 		return fmt.Errorf("processor: claim key %q for epoch %d: %w", e.key, w.epoch, err)
 	}

@@ -173,7 +173,7 @@ func (w *worker) nak(m *inMsg, err error) {
 	name := m.pipe.cfg.Name
 	level := w.log.Warn
 	switch reason {
-	case "corrupt_snapshot":
+	case "corrupt_snapshot", "no_stream":
 		level = w.log.Error
 	case "waiting", "fenced":
 		// Fenced: the partition logs its fence loss once; each message it

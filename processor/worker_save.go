@@ -105,15 +105,34 @@ func (w *worker) snapshotter(ctx context.Context) error {
 		}
 		sctx, cancel := context.WithTimeout(ctx, w.snapshotTimeout)
 		start := time.Now()
-		key := snapshot.JoinKey(j.snap.Pipeline, j.snap.Key)
-		rev, err := w.store.Save(sctx, key, j.snap, j.rev)
-		if errors.Is(err, snapshot.ErrConflict) {
-			rev, err = w.ambiguous(sctx, key, j, rev, err)
-		}
+		rev, err := w.save(sctx, snapshot.JoinKey(j.snap.Pipeline, j.snap.Key), j)
 		cancel()
 		w.results <- snapResult{job: j, rev: rev, err: err, dur: time.Since(start)}
 	}
 	return nil
+}
+
+// save saves j by compare-and-set on its revision, within ctx. An attempt
+// whose answer was lost with the connection (worker_link.go) is made
+// again at once, on the same revision: if the lost one landed, the new
+// one conflicts with it, and ambiguous adopts it (identical, same epoch);
+// if not, the new one lands. Waiting for the lost answer held the save —
+// and a graceful stop, which waits for its saves — for snapshot_timeout.
+func (w *worker) save(ctx context.Context, key string, j *snapJob) (uint64, error) {
+	for {
+		actx, cancel := w.call(ctx, w.snapshotTimeout)
+		rev, err := w.store.Save(actx, key, j.snap, j.rev)
+		if errors.Is(err, snapshot.ErrConflict) {
+			rev, err = w.ambiguous(actx, key, j, rev, err)
+		}
+		lost := err != nil && linkLost(actx)
+		cancel()
+		if !lost || ctx.Err() != nil {
+			return rev, err
+		}
+		w.log.Info("snapshot save's answer lost with the connection; saving again on the same revision (if it landed, it is adopted)",
+			zap.String("key", j.e.key), zap.Uint64("rev", j.rev))
+	}
 }
 
 // ambiguous looks at the stored snapshot after j's save conflicted. An

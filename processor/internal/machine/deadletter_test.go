@@ -2,6 +2,8 @@ package machine
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,4 +122,167 @@ func TestDeadLetterHold(t *testing.T) {
 			t.Error("an unasked dead letter answer was accepted")
 		}
 	})
+}
+
+// TestDeadLetterRedelivered: a redelivery of an input whose dead letter
+// this machine stored (its dead letter retried past ack_wait, or its
+// termination was lost) is settled at once, without loading its key or
+// dead-lettering it again. Before, the duplicate of a message rejected by
+// the learner (its key's state never holds it: LastSeq stays below it)
+// whose key then failed to load blocked the key on it — a block no
+// reload clears, for a message the server, which terminated it, never
+// sends again: the key's later messages waited BlockTTL (sim seed 144421
+// on older code).
+func TestDeadLetterRedelivered(t *testing.T) {
+	bad := &Fail{Disp: Reject, Err: errors.New("malformed")}
+	timeout := &Fail{Disp: Nak, Err: errors.New("load: context deadline exceeded")}
+	cfg := Config{Policy: noSnap, OnShutdown: true, Quota: 1, Slots: 1, Window: 4, Loads: 2, Parked: 4, BlockTTL: time.Minute}
+
+	// rejected has a's 21 rejected by the learner and its dead letter
+	// stored while a second delivery of 21 came (the tracker holds it).
+	rejected := func(t *testing.T) *tm {
+		m := newTM(cfg)
+		m.core.track.Deliver(21)
+		expect(t, m, t0, Delivered[uint64]{Msg: 21, Key: "a", Seq: 21}, "load a")
+		expect(t, m, t0, Loaded{Key: "a", LastSeq: 9}, "live a +1", "apply a 21")
+		expect(t, m, t0, Applied[string]{Key: "a", Fail: bad}, "reject a 21")
+		m.core.track.Deliver(21) // redelivered: ack_wait passed while the dead letter was retried
+		expect(t, m, t0, DeadLettered{Key: "a", Seq: 21})
+		return m
+	}
+
+	t.Run("key unloaded, its load would fail", func(t *testing.T) {
+		m := rejected(t)
+		m.core.track.Deliver(22)
+		expect(t, m, t0, Delivered[uint64]{Msg: 22, Key: "b", Seq: 22}, "live a -1", "unload a", "load b")
+		expect(t, m, t0, Loaded{Key: "b"}, "live b +1", "apply b 22")
+		expect(t, m, t0, Applied[string]{Key: "b", Changed: true, Result: "ok"}, "ack b 22 ok")
+		// The duplicate: no load of a (which would time out and block a
+		// on 21), no second dead letter.
+		rd := expect(t, m, t0.Add(time.Second), Delivered[uint64]{Msg: 21, Key: "a", Seq: 21}, "ack a 21 skipped")
+		if rd.Actions[0].Seq != 21 {
+			t.Errorf("ack of seq %d, want 21", rd.Actions[0].Seq)
+		}
+		m.core.track.Deliver(23)
+		expect(t, m, t0.Add(time.Second), Delivered[uint64]{Msg: 23, Key: "a", Seq: 23}, "live b -1", "snapshot b last=22 held=false", "load a")
+		expect(t, m, t0.Add(time.Second), Loaded{Key: "a", LastSeq: 9}, "live a +1", "apply a 23")
+		expect(t, m, t0.Add(time.Second), Applied[string]{Key: "a", Changed: true, Result: "ok"}, "ack a 23 ok")
+		if cp := m.core.track.Checkpoint(); cp != 22 {
+			t.Errorf("checkpoint %d, want 22 (b's 22 and a's 23 unsaved, 21 settled twice)", cp)
+		}
+	})
+
+	t.Run("its load fails after all", func(t *testing.T) {
+		// What main did: were the duplicate taken, a's load failing for it
+		// blocks a on 21 for good (the server never sends 21 again).
+		m := rejected(t)
+		m.core.track.Deliver(22)
+		expect(t, m, t0, Delivered[uint64]{Msg: 22, Key: "b", Seq: 22}, "live a -1", "unload a", "load b")
+		expect(t, m, t0, Loaded{Key: "b"}, "live b +1", "apply b 22")
+		expect(t, m, t0, Applied[string]{Key: "b", Changed: true, Result: "ok"}, "ack b 22 ok")
+		if err := m.Step(t0, Delivered[uint64]{Msg: 21, Key: "a", Seq: 21}); err != nil {
+			t.Fatal(err)
+		}
+		got := kinds(m.Ready())
+		if slices.Contains(got, "load a") {
+			expect(t, m, t0, Loaded{Key: "a", Fail: timeout}, "nak a 21")
+		} else if !slices.Equal(got, []string{"ack a 21 skipped"}) {
+			t.Fatalf("duplicate of 21: %q", got)
+		}
+		// Whatever happened to the duplicate, a's next message is applied
+		// well before BlockTTL.
+		m.core.track.Deliver(23)
+		now := t0.Add(2 * time.Second)
+		if err := m.Step(now, Delivered[uint64]{Msg: 23, Key: "a", Seq: 23}); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			rd := m.Ready()
+			var next Event
+			for _, a := range rd.Actions {
+				switch a.Kind {
+				case ActLoad:
+					next = Loaded{Key: a.Key, LastSeq: 9}
+				case ActApply:
+					m.Advance(rd)
+					return
+				case ActNak:
+					t.Fatalf("a's 23 nak'ed (%v): a waits for 21, which never comes back", a.Err)
+				}
+			}
+			m.Advance(rd)
+			if next == nil {
+				t.Fatalf("a's 23 neither applied nor loading: %q", kinds(rd))
+			}
+			if err := m.Step(now, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("a's 23 not applied")
+	})
+
+	t.Run("parked behind its key's load", func(t *testing.T) {
+		m := newTM(cfg)
+		for _, s := range []uint64{21, 21} {
+			m.core.track.Deliver(s)
+		}
+		expect(t, m, t0, Delivered[uint64]{Msg: 21, Key: "a", Seq: 21}, "load a")
+		expect(t, m, t0, Delivered[uint64]{Msg: 21, Key: "a", Seq: 21})
+		expect(t, m, t0, Loaded{Key: "a", LastSeq: 9}, "live a +1", "apply a 21")
+		expect(t, m, t0, Applied[string]{Key: "a", Fail: bad}, "reject a 21")
+		expect(t, m, t0, DeadLettered{Key: "a", Seq: 21}, "ack a 21 skipped")
+		if cp := m.core.track.Checkpoint(); cp != 22 {
+			t.Errorf("checkpoint %d, want 22", cp)
+		}
+	})
+
+	t.Run("refused at decoding", func(t *testing.T) {
+		m := newTM(cfg)
+		m.core.track.Deliver(5)
+		expect(t, m, t0, Delivered[uint64]{Msg: 5, Key: "a", Seq: 5, Fail: bad}, "reject a 5")
+		expect(t, m, t0, DeadLettered{Key: "a", Seq: 5})
+		m.core.track.Deliver(5)
+		expect(t, m, t0, Delivered[uint64]{Msg: 5, Key: "a", Seq: 5, Fail: bad}, "ack a 5 skipped")
+	})
+
+	t.Run("not stored: dead-lettered again", func(t *testing.T) {
+		m := newTM(cfg)
+		m.core.track.Deliver(5)
+		expect(t, m, t0, Delivered[uint64]{Msg: 5, Key: "a", Seq: 5, Fail: bad}, "reject a 5")
+		expect(t, m, t0, DeadLetterFailed{Key: "a", Seq: 5, Err: errors.New("context canceled")}, "nak a 5")
+		m.core.track.Deliver(5)
+		expect(t, m, t0, Delivered[uint64]{Msg: 5, Key: "a", Seq: 5, Fail: bad}, "reject a 5")
+	})
+
+	t.Run("fenced: given back", func(t *testing.T) {
+		m := rejected(t)
+		expect(t, m, t0, FenceLost{})
+		expect(t, m, t0, Delivered[uint64]{Msg: 21, Key: "a", Seq: 21}, "nak a 21")
+	})
+}
+
+// TestDeadLettersRemembered: the stored dead letters remembered are the
+// last Config.Letters, oldest forgotten first; a copy of one forgotten is
+// taken as any input (here: dead-lettered again).
+func TestDeadLettersRemembered(t *testing.T) {
+	bad := &Fail{Disp: Reject, Err: errors.New("malformed")}
+	m := newTM(Config{Policy: noSnap, Quota: 2, Slots: 1, Window: 4, Letters: 2})
+	for _, s := range []uint64{1, 2, 3} {
+		m.core.track.Deliver(s)
+		expect(t, m, t0, Delivered[uint64]{Msg: s, Key: "a", Seq: s, Fail: bad}, fmt.Sprintf("reject a %d", s))
+		expect(t, m, t0, DeadLettered{Key: "a", Seq: s})
+	}
+	for _, s := range []uint64{3, 2} {
+		m.core.track.Deliver(s)
+		expect(t, m, t0, Delivered[uint64]{Msg: s, Key: "a", Seq: s, Fail: bad}, fmt.Sprintf("ack a %d skipped", s))
+	}
+	m.core.track.Deliver(1)
+	expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "a", Seq: 1, Fail: bad}, "reject a 1")
+	expect(t, m, t0, DeadLettered{Key: "a", Seq: 1})
+	// Another key's input of the same sequence is not a copy.
+	m.core.track.Deliver(1)
+	expect(t, m, t0, Delivered[uint64]{Msg: 1, Key: "b", Seq: 1}, "load b")
+	if cp := m.core.track.Checkpoint(); cp != 1 {
+		t.Errorf("checkpoint %d, want 1", cp)
+	}
 }

@@ -28,7 +28,10 @@
 // publishes executed meanwhile aside): the worker sends it
 // synchronously. Its input's delivery hold is settled only then, so no
 // checkpoint passes an input whose dead letter may still be lost, and
-// nothing of the partition moves on meanwhile (deadletter_test.go).
+// nothing of the partition moves on meanwhile (deadletter_test.go). A
+// copy of an input whose dead letter was stored, delivered again (its
+// dead letter retried past ack_wait, its termination lost), is settled
+// at once, never loaded nor dead-lettered again (letters.go).
 //
 // One message is applied at a time, and a key's messages are applied in
 // delivery order. A key that must be loaded does not hold up the others

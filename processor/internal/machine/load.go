@@ -54,6 +54,9 @@ func (m *Machine[M, O]) take(c *current[M]) {
 		m.refuse(c.msg, c.key, c.seq, Fail{Disp: Nak, Err: ErrFenced})
 		return
 	}
+	if c.req == nil && m.takenLetter(c.key, c.msg, c.seq) {
+		return
+	}
 	if lo, ok := m.loads[c.key]; ok {
 		lo.items = append(lo.items, c)
 		m.parked++

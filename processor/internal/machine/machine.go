@@ -49,6 +49,10 @@ type Config struct {
 	// that arrive while it loads wait behind it, in order.
 	Parked   int
 	BlockTTL time.Duration // how long a key waits for an unapplied message
+	// Letters is how many stored dead letters are remembered, so that a
+	// copy of their input delivered again is settled at once (≤ 0: 1024;
+	// letters.go).
+	Letters int
 }
 
 // Disp is how the worker disposes of a failed message: it classified the
@@ -293,6 +297,8 @@ type Machine[M, O any] struct {
 	retrying []*slot[M, O]
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
+	lettered letters    // the dead letters stored (letters.go)
+	copies   int        // copies of their inputs settled at once
 	fenced   bool
 	stopping bool
 	closing  bool
@@ -305,8 +311,12 @@ type Machine[M, O any] struct {
 // in it each dirty key's first unsnapshotted sequence.
 func New[M, O any](cfg Config, track *Tracker) *Machine[M, O] {
 	cfg.Quota, cfg.Slots, cfg.Window = max(1, cfg.Quota), max(1, cfg.Slots), max(1, cfg.Window)
+	if cfg.Letters <= 0 {
+		cfg.Letters = defaultLetters
+	}
 	return &Machine[M, O]{cfg: cfg, core: newKeyCore(track, cfg.Policy, cfg.Quota, cfg.Slots),
-		win: window{limit: cfg.Window}, keys: map[string]*slot[M, O]{}, loads: map[string]*loadOp[M]{}}
+		win: window{limit: cfg.Window}, keys: map[string]*slot[M, O]{}, loads: map[string]*loadOp[M]{},
+		lettered: letters{limit: cfg.Letters}}
 }
 
 // Accepting reports whether the worker may Step the next input (a
@@ -543,6 +553,7 @@ func (m *Machine[M, O]) letterLanded(stored bool, err error) {
 	if t := m.core.track; t != nil {
 		m.core.settled(l.key, l.seq)
 		t.Release(l.seq)
+		m.lettered.add(l.key, l.seq)
 	}
 }
 
@@ -566,6 +577,9 @@ func (m *Machine[M, O]) deliver(d Delivered[M]) error {
 	}
 	if d.Fail == nil && m.fenced {
 		d.Fail = &Fail{Disp: Nak, Err: ErrFenced}
+	}
+	if (d.Fail == nil || d.Fail.Disp == Reject) && m.takenLetter(d.Key, d.Msg, d.Seq) {
+		return nil
 	}
 	if d.Fail != nil {
 		m.refuse(d.Msg, d.Key, d.Seq, *d.Fail)

@@ -21,7 +21,10 @@
 // Faults: member crash and restart, pauses past the lease (zombies),
 // delay and loss on every link (deliveries, acks, naks, publishes and
 // their PubAcks, KV replies, watch updates), a server down per service
-// (calls time out, then fail), compare-and-set conflicts, lost replies of
+// (calls time out, then fail; sometimes a rolling outage: the output
+// stream down past ack_wait, then the snapshot store, so that dead
+// letters are retried while their inputs come again, whose keys then
+// fail to load), compare-and-set conflicts, lost replies of
 // writes that landed (a save's among them: the shell's worker.ambiguous
 // then saves again over its own epoch's earlier save, modelled here),
 // slow disks and clock skew between members. After

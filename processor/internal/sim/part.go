@@ -49,6 +49,7 @@ type part struct {
 	ri        int
 	deferred  []func()
 	letter    int
+	copies    int   // the machine's LetterCopies counted in the result
 	inLetter  inMsg // the input of the dead letter in flight
 	tickAt    time.Duration
 	done      bool
@@ -283,6 +284,18 @@ func (pt *part) work() {
 			return // a dead letter in flight: resumed when it ends
 		}
 		if pt.mach.Done() {
+			if len(pt.deferred) > 0 {
+				// What came during a dead letter that ended as the machine
+				// finished — a save's landing — is taken: the worker's
+				// finish reads the snapshotter's results still queued
+				// (the machine ignores anything else once done). Left
+				// deferred, finish waited for that save for ever (seed
+				// 75841: a dead letter retried through a rolling outage).
+				fn := pt.deferred[0]
+				pt.deferred = pt.deferred[1:]
+				fn()
+				continue
+			}
 			pt.finish()
 			return
 		}
@@ -416,6 +429,10 @@ func (pt *part) exec(a *machine.Action[inMsg, output]) {
 		pt.publish(a.Key, a.Out)
 	case machine.ActAck:
 		pt.tr("ack %s %d %s", a.Key, a.Msg.seq, a.Result)
+		if n := pt.mach.LetterCopies(); n != pt.copies {
+			w.res.LetterCopies += n - pt.copies
+			pt.copies = n
+		}
 		pt.settle(a.Msg.seq, false)
 	case machine.ActNak:
 		pt.tr("nak %s %d: %v", a.Key, a.Msg.seq, a.Err)
@@ -643,7 +660,11 @@ func (pt *part) publish(key string, o output) {
 }
 
 // save saves a snapshot job (worker.snapshotter) and reports how it
-// landed (worker.landed).
+// landed (worker.landed). (The shell makes a save whose answer was lost
+// with its connection again at once, on the same revision, and adopts
+// the one that landed through ambiguous (worker_link.go); the model has
+// no connections: a lost answer waits for snapshot_timeout, the slower
+// path to the same outcomes.)
 func (pt *part) save(j snapJob) {
 	w := pt.w()
 	pt.saves++

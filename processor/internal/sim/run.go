@@ -162,13 +162,28 @@ func (w *world) scheduleFaults() {
 		default: // a service down: calls time out, then fail
 			s := service(w.rng.IntN(int(nServices)))
 			d := w.between(500*time.Millisecond, 8*time.Second)
-			w.at(at, func() {
-				w.trace(fmt.Sprintf("%v down for %v", s, d))
-				w.down[s] = max(w.down[s], w.now+d)
-				w.lastFault = max(w.lastFault, w.now+d)
-			})
+			w.down1(at, s, d)
+			if s == svcOut && w.chance(0.5) {
+				// A rolling outage: the output stream down past ack_wait
+				// (dead letters retried while their inputs are delivered
+				// again), the snapshot store going down as it comes
+				// back (the copies' keys fail to load: sim seed 144421
+				// on older code, machine/letters.go).
+				d = w.between(ackWait, snapshotTimeout)
+				w.down1(at, svcOut, d)
+				w.down1(at+d-w.between(0, time.Second), svcSnap, w.between(time.Second, 6*time.Second))
+			}
 		}
 	}
+}
+
+// down1 takes service s down for d, at.
+func (w *world) down1(at time.Duration, s service, d time.Duration) {
+	w.at(at, func() {
+		w.trace(fmt.Sprintf("%v down for %v", s, d))
+		w.down[s] = max(w.down[s], w.now+d)
+		w.lastFault = max(w.lastFault, w.now+d)
+	})
 }
 
 // complete reports whether every input's output landed.

@@ -87,6 +87,11 @@ type Result struct {
 	// earlier save (landed, its answer lost) and were made again on its
 	// revision (part.ambiguous, worker.ambiguous).
 	OwnSaveRetried int
+	// LetterCopies counts copies of inputs settled at once because their
+	// dead letter was stored (machine/letters.go): a copy redelivered
+	// while the dead letter was retried past ack_wait, or its termination
+	// lost.
+	LetterCopies int
 }
 
 // world is the simulated fleet and its servers.
