@@ -193,8 +193,16 @@ func Call(ctx context.Context, attempt time.Duration, f func(context.Context) er
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(actx)
 		cancel()
-		if err == nil || !Transient(err) || ctx.Err() != nil {
+		if err == nil || !Transient(err) {
 			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller's context ended during the attempt (or while the
+			// wait below lost a tie with it): say so, as after the wait.
+			if errors.Is(err, cerr) {
+				return err
+			}
+			return fmt.Errorf("%w (gave up: %w)", err, cerr)
 		}
 		if retried != nil {
 			retried(n, err)
