@@ -247,7 +247,9 @@ const (
 // not known) and c' = K'_ε⁻¹u'; G, H and M are recomputed exactly and the
 // next refresh re-orthonormalises. A rebase costs O(B²(d + 2k) + B³/3)
 // (the cross kernel, the factor of K'_ε, two triangular solves per
-// column) and allocates what gonum's Cholesky allocates; if K'_ε is not
+// column) and allocates what gonum's Cholesky allocates (with gain smd
+// also two B×B matrices for the row moment's map S ← QSQᵀ, 4B³ more
+// flops); if K'_ε is not
 // positive definite the old set is kept.
 //
 // # Warm-up
