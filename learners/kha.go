@@ -669,13 +669,10 @@ func (l *KHA) rebase() {
 		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
 	}
 	if q != nil {
-		// Σ k_D'(x)k_D'(x)ᵀ with k_D'(x) ≈ Q k_D(x), Q = K(D',D)K_ε⁻¹ (the
-		// kernel row of x's projection on span(D), as u' above): S ← QSQᵀ.
+		// Q = K(D',D)K_ε⁻¹ with the old factor; S ← QSQᵀ once the new
+		// set is in (below).
 		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, q, b)
 		bl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, b, b, 1, l.chol, b, q, b)
-		x := make([]float64, b*b)
-		bl.Dsymm(blas.Right, blas.Upper, b, b, 1, l.sumKK, b, q, b, 0, x, b)
-		bl.Dgemm(blas.NoTrans, blas.Trans, b, b, b, 1, x, b, q, b, 0, l.sumKK, b)
 	}
 	copy(l.oldPts, l.rows.Data())
 	l.rows.Reset(l.cent, b)
@@ -685,6 +682,13 @@ func (l *KHA) rebase() {
 		l.rows.Reset(l.oldPts, b)
 		_ = l.factor()
 		return
+	}
+	if q != nil {
+		// Σ k_D'(x)k_D'(x)ᵀ with k_D'(x) ≈ Q k_D(x) (the kernel row of x's
+		// projection on span(D), as u' above): S ← QSQᵀ.
+		x := make([]float64, b*b)
+		bl.Dsymm(blas.Right, blas.Upper, b, b, 1, l.sumKK, b, q, b, 0, x, b)
+		bl.Dgemm(blas.NoTrans, blas.Trans, b, b, b, 1, x, b, q, b, 0, l.sumKK, b)
 	}
 	switch {
 	case mapper != nil:
