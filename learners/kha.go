@@ -7,6 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	lpk "gonum.org/v1/gonum/lapack"
 	lapack "gonum.org/v1/gonum/lapack/gonum"
 )
 
@@ -193,6 +194,41 @@ const (
 // drove a component's factor to 6·10⁻⁴ on wine and it stalled. μ is
 // divided by λ̂ᵢV to make it dimensionless.
 //
+// # Guard components and the Rayleigh–Ritz step (gain smd)
+//
+// GHA turns component i towards the i-th eigenvector at a rate ∝ ηᵢ(λᵢ −
+// λᵢ₊₁): where λₖ and λₖ₊₁ are close, the k-th published direction can sit
+// on the (k+1)-th for many passes (wine, k 5: batch λ₅ 0.0197, λ₆ 0.0167;
+// seven of fifteen runs of gain smd held the sixth or seventh direction
+// after 3 passes). With gain smd the learner therefore learns g guard
+// components more than it publishes, g = max(2, ⌈k/2⌉) (at most B − k),
+// the oversampling of subspace iteration (⌈k/4⌉ was as good on wine and
+// satellite but lost 0.6 points on two_spirals after 3 passes, 2 after
+// one; the guards' share of the per-observation cost is about 5–10 %
+// between the two): the span of the k + g directions
+// takes in the k-th eigenvector at a rate set by λₖ − λₖ₊g₊₁. Every sync
+// (with gain smd the first multiple of R from B on, so about every B
+// observations) it takes a Rayleigh–Ritz step on that span: with the
+// covariance of the outputs over every observation so far,
+//
+//	C = Aᵀ(S/n)A − (Aᵀu)(Aᵀu)ᵀ,   S = Σₜ k_D(xₜ)k_D(xₜ)ᵀ (the row moment, B×B),
+//
+// carried to the orthonormalised directions and diagonalised, C = UΘUᵀ, the
+// directions are rotated to the Ritz vectors, A ← AU (largest θ first; G
+// stays I; H, V and M are rotated alike, λ̂ ← θ), so that the published
+// top k are the best k directions of the learned span for the stream's own
+// covariance (not that of the memorised set: its 200 points were too few
+// a sample on satellite, where that variant's similarity fell by up to 0.1
+// on some seeds). Published
+// are the first k in the order of λ̂ with the hysteresis below; a new
+// component inherits the published place and sign of the old one it is
+// closest to. S costs B² flops per observation (a rank-one update) and B²
+// values; the step costs O(B²k) (about Bk per observation) and an O(k³)
+// eigenproblem; a kmeans rebase maps S ← QSQᵀ with Q = K(D',D)K_ε⁻¹ (the
+// kernel rows of the projections, as u' below; O(B³) more per rebase).
+// The step starts once S holds B observations (always, for a fresh
+// learner, after the warm-up).
+//
 // # Dictionary kmeans
 //
 // A first-B memorised set bounds what any gain can reach: on satellite
@@ -211,7 +247,9 @@ const (
 // not known) and c' = K'_ε⁻¹u'; G, H and M are recomputed exactly and the
 // next refresh re-orthonormalises. A rebase costs O(B²(d + 2k) + B³/3)
 // (the cross kernel, the factor of K'_ε, two triangular solves per
-// column) and allocates what gonum's Cholesky allocates; if K'_ε is not
+// column) and allocates what gonum's Cholesky allocates (with gain smd
+// also two B×B matrices for the row moment's map S ← QSQᵀ, 4B³ more
+// flops); if K'_ε is not
 // positive definite the old set is kept.
 //
 // # Warm-up
@@ -248,10 +286,18 @@ const (
 // and once the set is complete (Seen ≥ B) the names below, plus, with rule
 // apex, Matrices "lateral" (C, k×k, strictly lower triangular), and with
 // gain smd Matrices "gain_scale" (ρ, 1×k, in [½, 16]), "gain_trace" (V,
-// B×k) and "trace_gram" (M = AᵀK_εV, k×k). The rule, β and the gain are
-// part of State.Config, so a learner with another rule or gain refuses the
-// state (a snapshot from before Config.Gain has the default gain et and
-// loads unchanged):
+// B×k), "trace_gram" (M = AᵀK_εV, k×k) and "row_moment" (S, B×B,
+// symmetric) with Scalars "moment_count" (the observations in S). With
+// gain smd, k in the shapes below is the number of components learned
+// (Config.Components plus the guards), the published ones being the first
+// Config.Components of "perm". The rule, β and the gain are part of
+// State.Config, so a learner with another rule or gain refuses the state (a
+// snapshot from before Config.Gain has the default gain et and loads
+// unchanged). A gain smd snapshot from before the guards (shapes with
+// Config.Components columns, no "row_moment" or "moment_count") loads and
+// goes on learning its Config.Components directions without guards, its
+// row moment starting empty (the Rayleigh–Ritz step resumes once it holds B
+// observations):
 //
 //   - Ints "version" (BasisVersion ≥ 1), "since_refresh" ∈ [0, R),
 //     "since_sync" ∈ [0, R·B);
@@ -272,7 +318,8 @@ const (
 // A KHA is not safe for concurrent use.
 type KHA struct {
 	cfg     Config
-	d, k, b int
+	d, k, b int // k: the components learned (Config.Components plus the guards)
+	kp      int // the components published (Config.Components)
 	seen    int64
 	rows    *kernelRows
 
@@ -329,6 +376,16 @@ type KHA struct {
 	// CoordMapper, else every coordinate dropped and appended anew)
 	tr CoordTracker
 
+	// gain smd's Rayleigh–Ritz step: the covariance of the outputs over
+	// the memorised set (k×k), the rotation, the eigenvalues and LAPACK
+	// workspace of the small eigenproblem, the matching of old to new
+	// components; nil otherwise
+	cov, rot      []float64
+	theta, rrWork []float64
+	match         []int
+	sumKK         []float64 // b×b: the row moment S = Σₜ k_D(xₜ)k_D(xₜ)ᵀ (upper triangle used)
+	momentN       float64   // the number of observations in S
+
 	// scratch
 	kr, s, v []float64 // b
 	ka       []float64 // b×k: K_ε A for the exact recomputations
@@ -351,9 +408,26 @@ func NewKHA(cfg Config) (*KHA, error) {
 	if cfg.Learner != KindKHA {
 		return nil, fmt.Errorf("%w: learner: NewKHA given %q", ErrConfig, cfg.Learner)
 	}
-	b, k, d := cfg.Budget, cfg.Components, cfg.Dim
+	return newKHA(cfg, cfg.Components+khaGuards(cfg)), nil
+}
+
+// khaGuards is the number of guard components of a learner for cfg (valid,
+// defaults applied): with gain smd ⌈k/2⌉ but at least 2 (no more than the
+// budget leaves), else 0. See "Guard components" in the type's
+// documentation.
+func khaGuards(cfg Config) int {
+	if cfg.Gain != GainSMD {
+		return 0
+	}
+	return max(0, min(max(2, (cfg.Components+1)/2), cfg.Budget-cfg.Components))
+}
+
+// newKHA allocates a learner for cfg (valid, defaults applied) that learns
+// k ≥ cfg.Components components.
+func newKHA(cfg Config, k int) *KHA {
+	b, d := cfg.Budget, cfg.Dim
 	l := &KHA{
-		cfg: cfg, d: d, k: k, b: b,
+		cfg: cfg, d: d, k: k, b: b, kp: cfg.Components,
 		rows:    newKernelRows(cfg.Kernel, d, b),
 		chol:    make([]float64, b*b),
 		invDiag: make([]float64, b),
@@ -415,8 +489,14 @@ func NewKHA(cfg Config) (*KHA, error) {
 		l.mt, l.mt2 = make([]float64, k*k), make([]float64, k*k)
 		l.dy = make([]float64, k)
 		l.sm, l.qm, l.zm = make([]float64, k*k), make([]float64, k*k), make([]float64, k*k)
+		l.cov, l.rot = make([]float64, k*k), make([]float64, k*k)
+		l.sumKK = make([]float64, b*b)
+		l.theta, l.match = make([]float64, k), make([]int, k)
+		var q [1]float64
+		(lapack.Implementation{}).Dsyev(lpk.EVCompute, blas.Upper, k, l.rot, k, l.theta, q[:], -1)
+		l.rrWork = make([]float64, int(q[0]))
 	}
-	return l, nil
+	return l
 }
 
 // Rule returns the update rule: "gha", "oja" or "apex".
@@ -436,10 +516,14 @@ func (l *KHA) Rule() string {
 // and a B×k scratch; seven B-vectors of means and scratch; G, H, their next
 // values and a k×k scratch; the k-sized vectors), plus 8·k for rule oja or
 // a β other than 1, 8·(2k² + 2k) for rule apex (the lateral weights, their
-// next value, the outputs and a coefficient vector), 8·(2Bk + 5k² + 3k) for
-// gain smd (the gain trace and its next value, M, its next value and three
-// k×k scratch matrices, ρ, its next value, Vᵀv), plus a fixed overhead
-// of a few hundred bytes. It does not depend on the length of the stream.
+// next value, the outputs and a coefficient vector), 8·(B² + 2Bk + 7k² +
+// 39k) for gain smd (the row moment S; the gain trace and its next value;
+// M, its next value, three k×k scratch matrices, the covariance and the
+// rotation of the Rayleigh–Ritz step; ρ, its next value, Vᵀv, θ, the
+// component matching and the eigensolver's 34k workspace), plus a fixed
+// overhead of a few hundred bytes. k is the number of components learned,
+// Config.Components plus the guards of gain smd. It does not depend on the
+// length of the stream.
 func (l *KHA) MemoryBytes() int {
 	b, d, k := l.b, l.d, l.k
 	n := b*b + b*d + 4*b*k + 9*b + 5*k*k + 11*k
@@ -450,7 +534,7 @@ func (l *KHA) MemoryBytes() int {
 		n += k
 	}
 	if l.smd {
-		n += 2*b*k + 5*k*k + 3*k
+		n += b*b + 2*b*k + 7*k*k + 5*k + len(l.rrWork)
 	}
 	if l.km {
 		n += 2*b*d + 2*b
@@ -465,16 +549,24 @@ func (l *KHA) Kind() string { return KindKHA }
 func (l *KHA) Dim() int { return l.d }
 
 // Components returns the number k of components.
-func (l *KHA) Components() int { return l.k }
+func (l *KHA) Components() int { return l.kp }
 
 // Seen returns the number of observations learned.
 func (l *KHA) Seen() int64 { return l.seen }
 
 // ready tells whether Transform can project.
-func (l *KHA) ready() bool { return l.full && l.seen >= int64(l.k)+1 }
+func (l *KHA) ready() bool { return l.full && l.seen >= int64(l.kp)+1 }
 
 // syncPeriod is the number of observations between exact recomputations of G and H.
-func (l *KHA) syncPeriod() int64 { return int64(l.cfg.Refresh) * int64(l.b) }
+// With gain smd it is the first multiple of R from B on: each sync also
+// takes the Rayleigh–Ritz step.
+func (l *KHA) syncPeriod() int64 {
+	r := int64(l.cfg.Refresh)
+	if l.smd {
+		return r * ((int64(l.b) + r - 1) / r)
+	}
+	return r * int64(l.b)
+}
 
 // Learn folds x into the state. The first B observations are stored; the
 // B-th also starts the Hebbian learner (O(B³) once). On error the state is
@@ -544,9 +636,12 @@ func (l *KHA) rebase() {
 	// T for a mapper: transient B×B scratch, allocated per rebase (rare)
 	// so that MemoryBytes, the steady state, does not carry it.
 	mapper, _ := l.tr.(CoordMapper)
-	var tmap []float64
+	var tmap, q []float64
 	if mapper != nil {
 		tmap = make([]float64, b*b)
+	}
+	if l.smd {
+		q = make([]float64, b*b)
 	}
 	// X = K(D',D)·[A R V], u' = K(D',D)c, row by row from the old set.
 	for i := range b {
@@ -554,6 +649,9 @@ func (l *KHA) rebase() {
 		kr := l.rows.Row(l.kr, x, norm2(x))
 		if mapper != nil {
 			copy(tmap[i*b:(i+1)*b], kr)
+		}
+		if q != nil {
+			copy(q[i*b:(i+1)*b], kr)
 		}
 		bl.Dgemv(blas.Trans, b, k, 1, l.a, k, kr, 1, 0, l.ka[i*k:(i+1)*k], 1)
 		bl.Dgemv(blas.Trans, b, k, 1, l.ref, k, kr, 1, 0, l.a2[i*k:(i+1)*k], 1)
@@ -570,6 +668,12 @@ func (l *KHA) rebase() {
 		// T = K(D',D)L⁻ᵀ now, L'⁻¹ from the left once L' is known.
 		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, tmap, b)
 	}
+	if q != nil {
+		// Q = K(D',D)K_ε⁻¹ with the old factor; S ← QSQᵀ once the new
+		// set is in (below).
+		bl.Dtrsm(blas.Right, blas.Lower, blas.Trans, blas.NonUnit, b, b, 1, l.chol, b, q, b)
+		bl.Dtrsm(blas.Right, blas.Lower, blas.NoTrans, blas.NonUnit, b, b, 1, l.chol, b, q, b)
+	}
 	copy(l.oldPts, l.rows.Data())
 	l.rows.Reset(l.cent, b)
 	if err := l.factor(); err != nil {
@@ -578,6 +682,13 @@ func (l *KHA) rebase() {
 		l.rows.Reset(l.oldPts, b)
 		_ = l.factor()
 		return
+	}
+	if q != nil {
+		// Σ k_D'(x)k_D'(x)ᵀ with k_D'(x) ≈ Q k_D(x) (the kernel row of x's
+		// projection on span(D), as u' above): S ← QSQᵀ.
+		x := make([]float64, b*b)
+		bl.Dsymm(blas.Right, blas.Upper, b, b, 1, l.sumKK, b, q, b, 0, x, b)
+		bl.Dgemm(blas.NoTrans, blas.Trans, b, b, b, 1, x, b, q, b, 0, l.sumKK, b)
 	}
 	switch {
 	case mapper != nil:
@@ -640,6 +751,8 @@ func (l *KHA) complete() error {
 		}
 		clear(l.vt)
 		clear(l.mt)
+		clear(l.sumKK)
+		l.momentN = 0
 	}
 	l.kxx = 0
 	l.sinceRefresh, l.sinceSync = 0, 0
@@ -928,7 +1041,16 @@ func (l *KHA) step(x []float64, t int64) error {
 	if !finite(check + pv + nkxx) {
 		return fmt.Errorf("%w: kha: update overflowed", ErrNumerical)
 	}
-	return l.commit(nkxx)
+	if err := l.commit(nkxx); err != nil {
+		return err
+	}
+	if l.smd {
+		// The row moment S += k_D(x)k_D(x)ᵀ (B² flops, once the step has
+		// succeeded: commit's Rayleigh–Ritz step adds x's term itself).
+		blas64.Implementation().Dsyr(blas.Upper, l.b, 1, l.kr, 1, l.sumKK, l.b)
+		l.momentN++
+	}
+	return nil
 }
 
 // observe computes x's kernel row and s(x) = K_ε⁻¹k_D(x), the next means
@@ -1191,6 +1313,9 @@ func (l *KHA) commit(nkxx float64) error {
 				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.ka},
 				blas64.General{Rows: l.b, Cols: l.k, Stride: l.k, Data: l.vt2}, 0,
 				blas64.General{Rows: l.k, Cols: l.k, Stride: l.k, Data: l.mt2})
+			if l.momentN+1 >= float64(l.b) {
+				l.outputCov(l.a2)
+			}
 		}
 	}
 	if refresh {
@@ -1210,6 +1335,10 @@ func (l *KHA) commit(nkxx float64) error {
 		if l.smd {
 			// The gain trace follows A (the old V and M are free now).
 			l.rotateTrace(l.vt2, l.mt2, l.vt, l.mt)
+			if sync && l.momentN+1 >= float64(l.b) {
+				l.carryCov()
+				l.rayleighRitz()
+			}
 		}
 	} else {
 		l.a, l.a2 = l.a2, l.a
@@ -1242,6 +1371,157 @@ func (l *KHA) commit(nkxx float64) error {
 		l.publish()
 	}
 	return nil
+}
+
+// rayleighRitz is gain smd's Rayleigh–Ritz step, at each refresh right
+// after the directions (now in l.a, G = I, H in l.h2, V and M in l.vt and
+// l.mt) were orthonormalised with W = L⁻¹ (in l.w): the next running mean
+// of y yᵀ (l.cov2) is carried to the new outputs y' = Wy (C ← WCWᵀ), its
+// eigenvectors U (eigenvalues θ, largest first) rotate the directions,
+// A ← AU, H ← HU, V ← VU, M ← UᵀMU (G stays I), C ← diag(θ) and λ̂ ← θ;
+// the gain factors become ρⱼ ← Σᵢ Uᵢⱼ²ρᵢ. The published order and signs
+// follow the components: new component j inherits the place and sign of
+// the old component it is closest to (greedy on |Uᵢⱼ|). O(Bk² + k³), no
+// allocation. It leaves a state of the same shape, so it needs nothing in
+// the snapshot beyond C.
+// memorisedCov writes into l.cov the covariance of the outputs of the
+// directions a over the memorised set, Σⱼ wⱼ yⱼyⱼᵀ/Σⱼ wⱼ with
+// yⱼ = aᵀ(k_D(dⱼ) − u) = (K_εa − εa)ᵀeⱼ − aᵀu and wⱼ = 1 (with dictionary
+// kmeans the centroids' counts), from K_εa in l.ka (exactGram), which it
+// overwrites. O(Bk²).
+// outputCov writes into l.cov the covariance of the outputs of the
+// directions a over the observations of the row moment S (l.sumKK) and the
+// current one (kernel row l.kr), n = momentN + 1 of them:
+// aᵀ(S + k_D(x)k_D(x)ᵀ)a/n − (aᵀu)(aᵀu)ᵀ with u the next mean row (l.u2).
+// It uses l.ka as scratch (after the exact recomputation has read it).
+// O(B²k).
+func (l *KHA) outputCov(a []float64) {
+	b, k := l.b, l.k
+	n := l.momentN + 1
+	bl := blas64.Implementation()
+	au, ax := l.acc[:k], l.zr[:k]
+	bl.Dgemv(blas.Trans, b, k, 1, a, k, l.u2, 1, 0, au, 1)
+	bl.Dgemv(blas.Trans, b, k, 1, a, k, l.kr, 1, 0, ax, 1)
+	bl.Dsymm(blas.Left, blas.Upper, b, k, 1/n, l.sumKK, b, a, k, 0, l.ka, k)
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+		blas64.General{Rows: b, Cols: k, Stride: k, Data: a},
+		blas64.General{Rows: b, Cols: k, Stride: k, Data: l.ka}, 0,
+		blas64.General{Rows: k, Cols: k, Stride: k, Data: l.cov})
+	for i := range k {
+		for j := range k {
+			l.cov[i*k+j] += ax[i]*ax[j]/n - au[i]*au[j]
+		}
+	}
+}
+
+// carryCov carries l.cov to the orthonormalised directions A Wᵀ (W = L⁻¹ in
+// l.w): C ← W C Wᵀ.
+func (l *KHA) carryCov() {
+	k := l.k
+	w, c, u := l.w, l.cov, l.rot
+	// X = W C (W lower triangular) into u, then C ← X Wᵀ.
+	for i := range k {
+		for j := range k {
+			var s float64
+			for m := 0; m <= i; m++ {
+				s += w[i*k+m] * c[m*k+j]
+			}
+			u[i*k+j] = s
+		}
+	}
+	for i := range k {
+		for j := range k {
+			var s float64
+			for m := 0; m <= j; m++ {
+				s += u[i*k+m] * w[j*k+m]
+			}
+			c[i*k+j] = s
+		}
+	}
+	for i := range k {
+		for j := range i {
+			v := (c[i*k+j] + c[j*k+i]) / 2
+			c[i*k+j], c[j*k+i] = v, v
+		}
+	}
+}
+
+func (l *KHA) rayleighRitz() {
+	b, k := l.b, l.k
+	c, u := l.cov, l.rot
+	copy(u, c)
+	if ok := (lapack.Implementation{}).Dsyev(lpk.EVCompute, blas.Upper, k, u, k, l.theta, l.rrWork, len(l.rrWork)); !ok || !finiteAll(u) {
+		return // the step is an improvement, not a requirement
+	}
+	// Dsyev's eigenvalues ascend: reverse the columns so that θ descends.
+	for i := range k {
+		row := u[i*k : (i+1)*k]
+		for a, z := 0, k-1; a < z; a, z = a+1, z-1 {
+			row[a], row[z] = row[z], row[a]
+		}
+	}
+	for a, z := 0, k-1; a < z; a, z = a+1, z-1 {
+		l.theta[a], l.theta[z] = l.theta[z], l.theta[a]
+	}
+	bl := blas64.Implementation()
+	gen := func(r, c int, d []float64) blas64.General {
+		return blas64.General{Rows: r, Cols: c, Stride: c, Data: d}
+	}
+	// A ← AU and V ← VU through l.a2 and l.vt2 (free during the refresh).
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, gen(b, k, l.a), gen(k, k, u), 0, gen(b, k, l.a2))
+	l.a, l.a2 = l.a2, l.a
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, gen(b, k, l.vt), gen(k, k, u), 0, gen(b, k, l.vt2))
+	l.vt, l.vt2 = l.vt2, l.vt
+	// H ← HU and M ← UᵀMU through the k×k scratch l.zm and l.sm.
+	copy(l.zm, l.h2)
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, gen(k, k, l.zm), gen(k, k, u), 0, gen(k, k, l.h2))
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1, gen(k, k, u), gen(k, k, l.mt), 0, gen(k, k, l.zm))
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, gen(k, k, l.zm), gen(k, k, u), 0, gen(k, k, l.mt))
+	_ = bl
+	// λ̂ and ρ.
+	for j := range k {
+		l.lam2[j] = max(l.theta[j], 0)
+		var r float64
+		for i := range k {
+			r += u[i*k+j] * u[i*k+j] * l.rho2[i]
+		}
+		l.zr[j] = min(max(r, khaSMDMin), khaSMDMax)
+	}
+	copy(l.rho2, l.zr[:k])
+	// Old component i → new component match[i], greedy on the largest |Uᵢⱼ|.
+	for i := range l.match {
+		l.match[i] = -1
+	}
+	used := l.acc[:k] // 1 once a new component is taken
+	clear(used)
+	for range k {
+		bi, bj, best := -1, -1, -1.0
+		for i := range k {
+			if l.match[i] >= 0 {
+				continue
+			}
+			for j := range k {
+				if used[j] == 0 && math.Abs(u[i*k+j]) > best {
+					bi, bj, best = i, j, math.Abs(u[i*k+j])
+				}
+			}
+		}
+		l.match[bi] = bj
+		used[bj] = 1
+	}
+	// sign and perm: new component match[i] takes old component i's.
+	for i := range k {
+		j := l.match[i]
+		sg := l.sign[i]
+		if u[i*k+j] < 0 {
+			sg = -sg
+		}
+		l.eta[j] = sg
+	}
+	copy(l.sign, l.eta[:k])
+	for p, i := range l.perm {
+		l.perm[p] = l.match[i]
+	}
 }
 
 // foldLateral writes into l.ka the next directions with APEX's lateral
@@ -1377,7 +1657,7 @@ func (l *KHA) publish() {
 	}
 	changed := l.version == 0
 	if !changed {
-		for p := range k {
+		for p := range l.kp {
 			if l.perm[p] != l.refPerm[p] {
 				changed = true
 			}
@@ -1446,9 +1726,9 @@ func (l *KHA) Transform(dst, x []float64) ([]float64, error) {
 	if !l.ready() {
 		return dst, fmt.Errorf("%w: kha: %d of %d memorised points, %d observations", ErrNotReady, l.rows.Len(), l.b, l.seen)
 	}
-	dst = prepareDst(dst, l.k)
+	dst = prepareDst(dst, l.kp)
 	l.project(x)
-	for p, i := range l.perm {
+	for p, i := range l.perm[:l.kp] {
 		dst[p] = l.sign[i] * l.y[i]
 	}
 	return dst, nil
@@ -1484,14 +1764,14 @@ func (l *KHA) Summary(dst []float64) Summary {
 	if !sum.Ready {
 		return sum
 	}
-	dst = prepareDst(dst, l.k)
+	dst = prepareDst(dst, l.kp)
 	copy(dst, l.pubEig)
 	sum.Eigenvalues = dst
 	var cu, lam float64
 	for j := range l.b {
 		cu += l.c[j] * l.u[j]
 	}
-	for _, e := range l.pubEig {
+	for _, e := range l.pubEig[:l.kp] {
 		lam += e
 	}
 	if total := l.kxx - cu; total > 0 {
@@ -1508,20 +1788,20 @@ func (l *KHA) Model() (*Model, error) {
 	if !l.ready() {
 		return nil, fmt.Errorf("%w: kha: %d of %d memorised points, %d observations", ErrNotReady, l.rows.Len(), l.b, l.seen)
 	}
-	b, k := l.b, l.k
-	coef := make([]float64, b*k)
-	off := make([]float64, k)
-	for p, i := range l.perm {
+	b, k, kp := l.b, l.k, l.kp
+	coef := make([]float64, b*kp)
+	off := make([]float64, kp)
+	for p, i := range l.perm[:kp] {
 		sg := l.sign[i]
 		var o float64
 		for j := range b {
 			a := sg * l.a[j*k+i]
-			coef[j*k+p] = a
+			coef[j*kp+p] = a
 			o += a * l.u[j]
 		}
 		off[p] = o
 	}
-	return modelFrom(KindKHA, l.cfg.Kernel, l.rows.Data(), b, l.d, coef, k, off, l.pubEig, l.seen), nil
+	return modelFrom(KindKHA, l.cfg.Kernel, l.rows.Data(), b, l.d, coef, kp, off, l.pubEig, l.seen), nil
 }
 
 // State returns a deep copy of the learner's state (names in the type's
@@ -1567,6 +1847,15 @@ func (l *KHA) State() *State {
 		s.putMatrix("gain_scale", 1, k, l.rho)
 		s.putMatrix("gain_trace", b, k, l.vt)
 		s.putMatrix("trace_gram", k, k, l.mt)
+		// S symmetric in full (the learner updates its upper triangle).
+		sym := make([]float64, b*b)
+		for i := range b {
+			for j := i; j < b; j++ {
+				sym[i*b+j], sym[j*b+i] = l.sumKK[i*b+j], l.sumKK[i*b+j]
+			}
+		}
+		s.Matrices["row_moment"] = Matrix{Rows: b, Cols: b, Data: sym}
+		s.Scalars["moment_count"] = l.momentN
 	}
 	return s
 }
@@ -1584,6 +1873,11 @@ func (l *KHA) Restore(s *State) error {
 	nl, err := NewKHA(l.cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	if m, ok := s.Matrices["coef"]; ok && nl.k != nl.kp && m.Cols == nl.kp && s.Seen >= int64(l.b) {
+		// A gain smd state from before the guard components: it goes on
+		// learning its k components, without guards.
+		nl = newKHA(nl.cfg, nl.kp)
 	}
 	nl.seen = s.Seen
 	if s.Seen < int64(l.b) {
@@ -1622,6 +1916,8 @@ type khaSaved struct {
 	lam, eig, sign, refSign, perm, refPerm []float64
 	lat                                    []float64 // apex only
 	rho, vt, mt                            []float64 // gain smd only
+	moment                                 []float64 // gain smd only; nil from a state before the Rayleigh–Ritz step
+	momentN                                float64
 	cent, cnt                              []float64 // dictionary kmeans only
 	nextRebase, rebaseGap                  int64
 }
@@ -1634,7 +1930,9 @@ func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
 	sv.pts = r.matrix("points", b, d)
 	sv.version = r.int("version", 1, math.MaxInt64)
 	sv.sinceRefresh = r.int("since_refresh", 0, int64(l.cfg.Refresh)-1)
-	sv.sinceSync = r.int("since_sync", 0, l.syncPeriod()-1)
+	// R·B − 1 bounds since_sync for every gain (a gain smd state from
+	// before its shorter period syncs at its next refresh).
+	sv.sinceSync = r.int("since_sync", 0, int64(l.cfg.Refresh)*int64(l.b)-1)
 	sv.kxx = r.scalar("kxx", -math.MaxFloat64, math.MaxFloat64)
 	sv.a = r.matrix("coef", b, k)
 	if _, ok := s.Matrices["gram"]; !ok && s.Matrices["gram_coef"].Rows > 0 {
@@ -1667,6 +1965,14 @@ func (l *KHA) readSaved(r *stateReader, s *State) *khaSaved {
 		sv.rho = r.matrix("gain_scale", 1, k)
 		sv.vt = r.matrix("gain_trace", b, k)
 		sv.mt = r.matrix("trace_gram", k, k)
+		// The row moment came with the Rayleigh–Ritz step: a gain smd
+		// state from before has neither, and starts them empty.
+		if _, ok := s.Matrices["row_moment"]; ok {
+			sv.moment = r.matrix("row_moment", b, b)
+			sv.momentN = r.scalar("moment_count", 0, math.MaxInt64)
+		} else {
+			sv.momentN = r.optionalScalar("moment_count", 0, 0)
+		}
 	}
 	return sv
 }
@@ -1693,6 +1999,23 @@ func (sv *khaSaved) check(r *stateReader, l *KHA) {
 		}
 		if (sv.sign[i] != 1 && sv.sign[i] != -1) || (sv.refSign[i] != 1 && sv.refSign[i] != -1) {
 			r.fail("sign %v or ref_sign %v holds a value other than ±1", sv.sign, sv.refSign)
+		}
+	}
+	if sv.momentN != math.Trunc(sv.momentN) {
+		r.fail("moment_count %v is not a whole number", sv.momentN)
+	}
+	if m := sv.moment; m != nil {
+		b := l.b
+		for i := range b {
+			if m[i*b+i] < 0 {
+				r.fail("row_moment[%d][%d] = %v is negative", i, i, m[i*b+i])
+			}
+			for j := range i {
+				if m[i*b+j] != m[j*b+i] {
+					r.fail("row_moment is not symmetric: [%d][%d] = %v, [%d][%d] = %v", i, j, m[i*b+j], j, i, m[j*b+i])
+					return
+				}
+			}
 		}
 	}
 	for j, c := range sv.cnt {
@@ -1766,6 +2089,10 @@ func (l *KHA) install(sv *khaSaved) error {
 		copy(l.rho, sv.rho)
 		copy(l.vt, sv.vt)
 		copy(l.mt, sv.mt)
+		if sv.moment != nil {
+			copy(l.sumKK, sv.moment)
+		}
+		l.momentN = sv.momentN
 	}
 	return nil
 }

@@ -29,10 +29,14 @@ func testKHASMDTracking(t *testing.T, dict string) {
 	}
 	n := len(l.rows.pts) + len(l.rows.norms) + len(l.chol)
 	for _, v := range [][]float64{l.invDiag, l.a, l.a2, l.ka, l.ref, l.g, l.g2, l.h, l.h2, l.w, l.c, l.u, l.c2, l.u2, l.kr, l.s, l.v, l.lam, l.lam2, l.y, l.eta, l.zr, l.acc, l.sign, l.refSign, l.pubEig,
-		l.rho, l.rho2, l.vt, l.vt2, l.mt, l.mt2, l.dy, l.sm, l.qm, l.zm, l.cent, l.cnt, l.selfK, l.oldPts} {
+		l.rho, l.rho2, l.vt, l.vt2, l.mt, l.mt2, l.dy, l.sm, l.qm, l.zm, l.cent, l.cnt, l.selfK, l.oldPts,
+		l.cov, l.rot, l.theta, l.rrWork, l.sumKK} {
 		n += cap(v)
 	}
-	if got, want := 8*(n+cap(l.perm)+cap(l.refPerm)), l.MemoryBytes(); got != want {
+	if len(l.rrWork) != 34*l.k {
+		t.Errorf("the eigensolver's workspace is %d values, MemoryBytes's documentation says 34k = %d", len(l.rrWork), 34*l.k)
+	}
+	if got, want := 8*(n+cap(l.perm)+cap(l.refPerm)+cap(l.match)), l.MemoryBytes(); got != want {
 		t.Fatalf("arrays hold %d bytes, MemoryBytes says %d", got, want)
 	}
 	b, k := l.b, l.k
@@ -134,5 +138,139 @@ func BenchmarkKHARebase(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestKHARayleighRitz checks gain smd's guard components and Rayleigh–Ritz
+// step: the learner learns k + g directions and publishes k; the row
+// moment S equals Σₜ k_D(xₜ)k_D(xₜ)ᵀ over every observation (the warm-up
+// replay included); right after each step the output covariance of the
+// directions over all observations, computed here from kernel evaluations,
+// is diagonal with λ̂ on its diagonal in descending order, G is I and H is
+// RᵀK_εA; and the published components are directions of the learned span
+// with their eigenvalues among λ̂. It fails with the rotation left out
+// (the covariance is then not diagonal).
+func TestKHARayleighRitz(t *testing.T) {
+	cfg := Config{Learner: KindKHA, Dim: 2, Components: 3, Budget: 20, Refresh: 5, Gain: GainSMD,
+		Kernel: Kernel{Name: KernelRBF, Gamma: 2}, Seed: 3}
+	l, err := NewKHA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.k != 5 || l.kp != 3 || l.Components() != 3 {
+		t.Fatalf("learned %d, published %d (Components %d), want 5 and 3", l.k, l.kp, l.Components())
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	var xs [][]float64
+	steps := 0
+	for i := range 400 {
+		x := []float64{rng.NormFloat64() * 1.5, rng.NormFloat64() * 0.5}
+		if err := l.Learn(x); err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+		if !l.full || l.sinceSync != 0 || l.sinceRefresh != 0 || i < cfg.Budget {
+			continue
+		}
+		steps++
+		b, k := l.b, l.k
+		// S from scratch.
+		kr := make([][]float64, len(xs))
+		for n, x := range xs {
+			kr[n] = make([]float64, b)
+			for j := range b {
+				kr[n][j] = cfg.Kernel.Eval(l.rows.Point(j), x)
+			}
+		}
+		var worst, scale float64
+		for p := range b {
+			for q := p; q < b; q++ {
+				var s float64
+				for _, r := range kr {
+					s += r[p] * r[q]
+				}
+				worst = math.Max(worst, math.Abs(s-l.sumKK[p*b+q]))
+				scale = math.Max(scale, math.Abs(s))
+			}
+		}
+		if float64(len(xs)) != l.momentN || worst > 1e-10*scale {
+			t.Fatalf("after %d observations: S holds %v of them, differs from Σ k kᵀ by %v (largest %v)", len(xs), l.momentN, worst, scale)
+		}
+		// The output covariance over all observations.
+		n := float64(len(xs))
+		ys := make([][]float64, len(xs))
+		mean := make([]float64, k)
+		for m, r := range kr {
+			ys[m] = make([]float64, k)
+			for i := range k {
+				for j := range b {
+					ys[m][i] += l.a[j*k+i] * r[j]
+				}
+				mean[i] += ys[m][i] / n
+			}
+		}
+		for i := range k {
+			for c := range k {
+				var s float64
+				for _, y := range ys {
+					s += y[i] * y[c]
+				}
+				cov := s/n - mean[i]*mean[c]
+				want := 0.0
+				if i == c {
+					want = l.lam[i]
+				}
+				if math.Abs(cov-want) > 1e-8*l.lam[0] {
+					t.Fatalf("step %d: output covariance [%d][%d] = %v, want %v (λ̂ %v)", steps, i, c, cov, want, l.lam)
+				}
+			}
+			if i > 0 && l.lam[i] > l.lam[i-1] {
+				t.Fatalf("step %d: λ̂ %v is not descending", steps, l.lam)
+			}
+		}
+		// G = I and H = RᵀK_εA (the refresh's orthonormalisation, then the rotation).
+		gram := func(u, v []float64, i, c int) float64 {
+			var s float64
+			for p := range b {
+				for q := range b {
+					kv := cfg.Kernel.Eval(l.rows.Point(p), l.rows.Point(q))
+					if p == q {
+						kv += DefaultJitter * l.meanDiag
+					}
+					s += u[p*k+i] * kv * v[q*k+c]
+				}
+			}
+			return s
+		}
+		for i := range k {
+			for c := range k {
+				want := 0.0
+				if i == c {
+					want = 1
+				}
+				if g := gram(l.a, l.a, i, c); math.Abs(g-want) > 1e-8 || l.g[i*k+c] != want {
+					t.Fatalf("step %d: G[%d][%d] = %v (tracked %v), want %v", steps, i, c, g, l.g[i*k+c], want)
+				}
+				if h := gram(l.ref, l.a, i, c); math.Abs(h-l.h[i*k+c]) > 1e-8 {
+					t.Fatalf("step %d: H[%d][%d] tracked %v, exact %v", steps, i, c, l.h[i*k+c], h)
+				}
+			}
+		}
+	}
+	if steps < 3 {
+		t.Fatalf("only %d Rayleigh–Ritz steps checked", steps)
+	}
+	// The published components: Config.Components of them, their
+	// eigenvalues those of the components perm names.
+	sum := l.Summary(nil)
+	if len(sum.Eigenvalues) != 3 {
+		t.Fatalf("%d published eigenvalues, want 3", len(sum.Eigenvalues))
+	}
+	m, err := l.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Eigenvalues) != 3 || len(m.Coefficients[0]) != 3 {
+		t.Fatalf("model has %d eigenvalues and %d coefficient columns, want 3", len(m.Eigenvalues), len(m.Coefficients[0]))
 	}
 }

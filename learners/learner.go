@@ -256,7 +256,10 @@ type Config struct {
 	// Schraudolph & Vishwanathan (2007), ηₜᵢ = η₀·t₀/(t+t₀)·‖λ̂‖/λ̂ᵢ; "smd"
 	// scales it by 1/V (V the running total variance, which makes it free
 	// of the kernel's scale) and adapts one gain factor per component by
-	// stochastic meta-descent in the RKHS (the same paper, §4). "smd"
+	// stochastic meta-descent in the RKHS (the same paper, §4); with
+	// "smd" kha also learns max(2, ⌈k/2⌉) guard components beyond the k it
+	// publishes and takes a Rayleigh–Ritz step on their span about every
+	// B observations (kha's documentation). "smd"
 	// needs rule gha with β = 1. The default is kept as "" ("et" is
 	// normalised to it), so that configurations and snapshots from before
 	// the field compare and encode as before. kha only.

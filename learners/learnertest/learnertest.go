@@ -35,10 +35,10 @@ type Options struct {
 	// ModelTol is the relative tolerance of Model().Transform against
 	// Transform. Default 1e-8.
 	ModelTol float64
-	// Optional names the State scalars that were added to a learner's
-	// state after snapshots of it existed: a State without them must
-	// restore (they are not required), while a NaN or ±Inf value is still
-	// rejected.
+	// Optional names the State scalars and matrices that were added to a
+	// learner's state after snapshots of it existed: a State without them
+	// must restore (they are not required), while a NaN or ±Inf value (or
+	// a matrix of the wrong shape) is still rejected.
 	Optional []string
 	// HeapSlack is the heap growth in bytes tolerated between B and 10·B
 	// observations on top of the state's own size. Default 1 MiB.
@@ -347,10 +347,13 @@ func (s *suite) restore(t *testing.T) {
 		}
 		old := CloneState(keep)
 		for _, name := range s.opts.Optional {
-			if _, ok := old.Scalars[name]; !ok {
-				t.Errorf("optional scalar %q is not in the state", name)
+			_, sc := old.Scalars[name]
+			_, mx := old.Matrices[name]
+			if !sc && !mx {
+				t.Errorf("optional scalar or matrix %q is not in the state", name)
 			}
 			delete(old.Scalars, name)
+			delete(old.Matrices, name)
 		}
 		r := s.new()
 		if err := r.Restore(old); err != nil {
@@ -485,10 +488,12 @@ func corruptions(st *learners.State, optional []string) []corruption {
 				return s
 			}})
 		}
-		cs = append(cs, corruption{"matrix/" + name + "/missing", func(s *learners.State) *learners.State {
-			delete(s.Matrices, name)
-			return s
-		}})
+		if !slices.Contains(optional, name) {
+			cs = append(cs, corruption{"matrix/" + name + "/missing", func(s *learners.State) *learners.State {
+				delete(s.Matrices, name)
+				return s
+			}})
+		}
 		set("rows+1", func(m *learners.Matrix) { m.Rows++ })
 		set("cols+1", func(m *learners.Matrix) { m.Cols++ })
 		set("data+1", func(m *learners.Matrix) { m.Data = append(m.Data, 0) })
