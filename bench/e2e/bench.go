@@ -1054,6 +1054,7 @@ func (ph *phase) collect(res *phaseResult, werr error) {
 		secs := time.Since(t0).Seconds()
 		res.keys = &keyStats{keys: s1.Learners, disk: s1.LocalKeys, diskBytes: s1.LocalBytes, memory: s1.MemoryUsed,
 			evictions: float64(s1.Evictions-ph.stats0.Evictions) / secs, kvWrites: float64(s1.KVWrites-ph.stats0.KVWrites) / secs}
+		res.keys.schedBound = scheduleBound(ph.pipelineConfig(), s1.Learners, float64(s1.In-ph.stats0.In)/secs)
 		l1 := localCounts(ph.reg)
 		res.keys.localReads, res.keys.localWrites = (l1[0]-ph.local0[0])/secs, (l1[1]-ph.local0[1])/secs
 		res.keys.rssSplit()

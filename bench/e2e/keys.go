@@ -25,6 +25,9 @@ type keyStats struct {
 	// localReads and localWrites are keys read back from the local tier
 	// and moved to it, per second of the measured messages.
 	localReads, localWrites float64
+	// schedBound is the most KV writes per second the snapshot schedule
+	// allows at the measured rate (scheduleBound).
+	schedBound float64
 	// Where the process's RSS is at the end: anonymous memory (the Go
 	// heap — learners, the embedded server's caches, garbage not yet
 	// collected — and stacks) and file pages mapped (the binary, and the
@@ -43,6 +46,24 @@ func (k *keyStats) liveHeap() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	k.live = int64(ms.HeapAlloc)
+}
+
+// scheduleBound is the most snapshot saves per second that pc's snapshot
+// policy allows with keys live keys taking rate messages a second: each
+// key at most once per snapshot.every while it has new messages (and no
+// more saves than messages), plus one per every_messages messages of a
+// key. The evictions do not enter it: with the local tier a key moved to
+// disk costs no save (issue 30).
+func scheduleBound(pc processor.PipelineConfig, keys int64, rate float64) float64 {
+	sp := pc.WithDefaults().Snapshot
+	var b float64
+	if sp.Every > 0 {
+		b = min(rate, float64(keys)/sp.Every.Seconds())
+	}
+	if sp.EveryMessages > 0 {
+		b += rate / float64(sp.EveryMessages)
+	}
+	return b
 }
 
 // localCounts reads the local tier's reads and writes (keys) so far from
@@ -168,16 +189,16 @@ func printKeys(w io.Writer, o benchOptions, rs []*phaseResult) {
 				local = "on"
 			}
 			fmt.Fprintf(w, "keys: %d interleaved; memory_budget %s; local tier %s\n", o.keys, budget, local)
-			fmt.Fprintf(w, "%-12s %9s %9s %10s %9s %12s %12s %13s %13s %9s %9s %9s %9s\n", "pipeline", "live", "on disk", "disk MiB", "mem MiB", "evictions/s", "KV writes/s",
-				"local reads/s", "local wr/s", "anon MiB", "file MiB", "heap MiB", "live MiB")
+			fmt.Fprintf(w, "%-12s %9s %9s %10s %9s %12s %12s %10s %13s %13s %9s %9s %9s %9s\n", "pipeline", "live", "on disk", "disk MiB", "mem MiB", "evictions/s", "KV writes/s",
+				"sched ≤/s", "local reads/s", "local wr/s", "anon MiB", "file MiB", "heap MiB", "live MiB")
 		}
 		mib := func(n int64) float64 { return float64(n) / (1 << 20) }
-		fmt.Fprintf(w, "%-12s %9d %9d %10.1f %9.1f %12.0f %12.1f %13.0f %13.0f %9.1f %9.1f %9.1f %9.1f\n", r.name, k.keys, k.disk, mib(k.diskBytes),
-			mib(k.memory), k.evictions, k.kvWrites, k.localReads, k.localWrites, mib(k.anon), mib(k.file), mib(k.heap), mib(k.live))
+		fmt.Fprintf(w, "%-12s %9d %9d %10.1f %9.1f %12.0f %12.1f %10.0f %13.0f %13.0f %9.1f %9.1f %9.1f %9.1f\n", r.name, k.keys, k.disk, mib(k.diskBytes),
+			mib(k.memory), k.evictions, k.kvWrites, k.schedBound, k.localReads, k.localWrites, mib(k.anon), mib(k.file), mib(k.heap), mib(k.live))
 	}
 	if header {
 		fmt.Fprintln(w, "live: keys loaded (in memory or in the local tier); on disk: in the local tier; mem: the live keys' memory as the processor counts it (memory_used);",
-			"evictions/s (keys unloaded to make room: a snapshot save and a later load each), KV writes/s (snapshot saves and claims), local reads/s and local wr/s (keys read back from the local tier and moved to it) over the measured messages;",
+			"evictions/s (keys unloaded to make room: a snapshot save and a later load each), KV writes/s (snapshot saves and claims; sched ≤/s: the most the snapshot schedule allows at the measured rate, each live key once per snapshot.every plus one per every_messages messages, whatever the evictions), local reads/s and local wr/s (keys read back from the local tier and moved to it) over the measured messages;",
 			"anon, file: the process's RSS at the end, anonymous (Go heap — embedded server included — and stacks) and file pages mapped (the binary, the local tier's bbolt files); heap: the Go heap in use; live MiB: the Go heap still reachable after a collection at the end (the processor, the bench's generator and receiver, and the embedded server when there is one)")
 	}
 }
