@@ -1312,9 +1312,14 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc pr
 	}
 	cfg.Pipelines[0].Learner = lc
 	cfg.Pipelines[0].MemoryBudget = o.memBytes
+	prevLimit := debug.SetMemoryLimit(-1)
 	if err := setMemoryLimit(o.memLimit, cfg); err != nil {
 		cleanup()
 		return nil, nil, err
+	}
+	if o.memLimit != "" {
+		prev := cleanup
+		cleanup = func() { prev(); debug.SetMemoryLimit(prevLimit) }
 	}
 	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner, Registry: reg})
 	if err != nil {

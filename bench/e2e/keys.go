@@ -133,7 +133,8 @@ func benchStats(p *processor.Processor) processor.PipelineStats {
 	return processor.PipelineStats{}
 }
 
-// setMemoryLimit applies --memory-limit for a processor of cfg.
+// setMemoryLimit applies --memory-limit for a processor of cfg (the
+// phase's cleanup restores the limit before it).
 func setMemoryLimit(flag string, cfg processor.Config) error {
 	switch flag {
 	case "":
