@@ -2,6 +2,8 @@ package processor
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 
 	"github.com/kpcastream/kpcastream/internal/keymodel"
 )
@@ -165,4 +167,39 @@ func (p *Processor) liveMax(pl *pipeline) int {
 		per = wm.known
 	}
 	return per * n * pl.cfg.Partitions
+}
+
+// memoryLimitBase is what a process needs beyond its learners: the NATS
+// client's buffers, the output window, the runtime's own structures.
+const memoryLimitBase = 64 << 20
+
+// MemoryLimit is the Go soft memory limit (runtime/debug.SetMemoryLimit)
+// for a process running c: 1.5 × the memory_budget of its pipelines
+// (defaults applied) + 64 MiB. The budget bounds the live learners and,
+// with the local tier, the keys on disk (their bookkeeping is charged to
+// it); without a limit the garbage collector lets the heap grow to twice
+// what is live (GOGC 100), so a process at its budget reached about twice
+// its budget in RSS (bench/RESULTS.md §18). Under this limit the collector
+// runs earlier instead, keeping the heap near 1.5 × budget. It does not
+// cover file pages mapped by the local tier (bbolt reads through mmap:
+// page cache the kernel reclaims) nor an embedded NATS server's caches.
+func (c Config) MemoryLimit() int64 {
+	var n int64
+	for _, pc := range c.Pipelines {
+		n += pc.WithDefaults().MemoryBudget
+	}
+	return n + n/2 + memoryLimitBase
+}
+
+// ApplyMemoryLimit sets the Go runtime's soft memory limit to
+// c.MemoryLimit() unless the GOMEMLIMIT environment variable is set (the
+// deployment's choice, "off" included), and returns the limit it set (0:
+// left as it was).
+func ApplyMemoryLimit(c Config) int64 {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return 0
+	}
+	n := c.MemoryLimit()
+	debug.SetMemoryLimit(n)
+	return n
 }

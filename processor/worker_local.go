@@ -67,6 +67,8 @@ type tier struct {
 	reuse   bool
 	cfg     learners.Config // the pipeline's learner configuration, defaults applied
 	fileLen int64           // the store's file size last reported
+	ins     insertion       // where keys coming into memory go (local_policy.go)
+	fresh   *entry          // the key last made resident, until its first use
 }
 
 // openTier opens the local tier of a worker at dir (a file per partition,
@@ -112,6 +114,10 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 		if e.elem != nil {
 			t.lru.MoveToFront(e.elem)
 		}
+		if t.fresh != e && t.onDisk > 0 { // not the use that loaded it (a miss, counted then)
+			t.ins.access(true, len(w.keys))
+		}
+		t.fresh = nil
 		return e.m, nil
 	}
 	snap, err := w.readLocal(e)
@@ -124,6 +130,7 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 	w.localKeys(-1)
 	w.pipe.met.localLoads.Inc()
 	w.resident(e)
+	t.fresh = nil
 	return e.m, nil
 }
 
@@ -169,14 +176,27 @@ func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
 }
 
 // resident records that e's model is in memory (just loaded or read
-// back), as the most recently used, and moves the least recently used
-// others to the local tier while more are in memory than fit.
+// back), as the most recently used or, when the tier finds keys come in a
+// cycle longer than memory, as the next to go (local_policy.go), and moves
+// the least recently used others to the local tier while more are in
+// memory than fit.
 func (w *worker) resident(e *entry) {
 	t := w.tier
 	if t == nil {
 		return
 	}
-	e.elem = t.lru.PushFront(e)
+	// A miss: read back from the local tier, or loaded from the snapshot
+	// store (its message's use of the model is then no hit). Counted only
+	// while keys are on disk: until then there is nothing to choose.
+	if t.onDisk > 0 {
+		t.ins.access(false, len(w.keys))
+	}
+	t.fresh = e
+	if t.ins.back {
+		e.elem = t.lru.PushBack(e)
+	} else {
+		e.elem = t.lru.PushFront(e)
+	}
 	w.memory(int64(t.kb - localKeyBytes))
 	limit := t.residentMax(len(w.keys))
 	if t.lru.Len() <= limit {
@@ -191,7 +211,7 @@ func (w *worker) resident(e *entry) {
 	for el := t.lru.Back(); el != nil && t.lru.Len()-len(out) > target; el = el.Prev() {
 		v := el.Value.(*entry)
 		if v == e {
-			break
+			continue // the key being used stays
 		}
 		st := v.m.Snapshot()
 		v.lcfg = nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kpcastream/kpcastream/codec"
 	"github.com/kpcastream/kpcastream/internal/natsconn"
@@ -80,9 +81,11 @@ type benchOptions struct {
 	timeout    time.Duration
 	seed       uint64
 	cpuprofile string
+	profWindow bool // --profile-window: cpuprofile covers each phase's measured window (profile.go)
 	memprofile string
 	snapEvery  int
 	memory     string // the pipeline's memory_budget ("" : the default)
+	memLimit   string // --memory-limit: "", "auto" or a size
 	memBytes   int64  // resolved from memory
 	local      bool   // a local tier below memory (in the phase's temporary directory)
 	pace       time.Duration
@@ -125,9 +128,11 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic data")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
 	fs.StringVar(&o.memory, "memory", "", "the pipeline's memory_budget: bytes, or with KiB, MiB or GiB (default: the processor's, 256MiB)")
+	fs.StringVar(&o.memLimit, "memory-limit", "", "Go's soft memory limit while a phase's processor runs: auto (processor.ApplyMemoryLimit's 1.5 × memory_budget + 64 MiB, what kpcastream run sets with an external server and no GOMEMLIMIT), a size (bytes, KiB, MiB, GiB), or empty: GOMEMLIMIT's")
 	fs.BoolVar(&o.local, "local", true, "a local tier below memory_budget (local_dir in a temporary directory): keys beyond it go to disk, not to a snapshot save")
 	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
 	fs.BoolVar(&o.watch, "watch", false, "real pipeline: watch the first key on the live page's API (a client polling /api/v1/series, keys and pipelines every second, as the page does), to measure the page's cost")
+	fs.BoolVar(&o.profWindow, "profile-window", false, "with --cpuprofile: profile only each phase's measured window (first measured output to the window's end), one file per phase: FILE.<phase label>")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (allocations since the process started) to this file at the end")
 	return fs
 }
@@ -196,6 +201,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "kpcastream bench: %s on %s; %s B=%d d=%d k=%d; keys=%d key-in-flight=%d warm-up=%d/key count=%d duration=%v rate=%s stream=%s rtt=%s; GOGC=%s GOMEMLIMIT=%s\n",
 		transport, where, o.learner, o.budget, o.dim, o.components, o.keys, o.keyFlight, o.warmup, o.count, o.duration, rate, o.stream, o.rttList, envOr("GOGC", "100"), envOr("GOMEMLIMIT", "off"))
+	if o.memLimit != "" {
+		fmt.Fprintf(stdout, "--memory-limit %s: Go's soft memory limit while a phase's processor runs\n", o.memLimit)
+	}
 	if o.partitions > 1 || o.shards > 1 || o.replicas > 1 || len(o.tags) > 0 {
 		fmt.Fprintf(stdout, "partitions=%d shards=%d replicas=%d placement-tags=%q (the raw relay: one consumer per shard stream)\n", o.partitions, o.shards, o.replicas, o.tagList)
 	}
@@ -203,7 +211,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "the servers must map each phase's input subject (rtt index i): \"bench.<r|a|b><i>.in.*\": \"bench.<r|a|b><i>.in.{{wildcard(1)}}.{{partition(%d,1)}}\"\n", o.partitions)
 	}
 	var results []*phaseResult
-	if o.cpuprofile != "" {
+	if o.cpuprofile != "" && !o.profWindow {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
 			return err
@@ -434,6 +442,7 @@ type receiver struct {
 	// onFirst, when set, is called (under mu) with the first measured
 	// output: the pipeline phases read the processor's stats there.
 	onFirst func(time.Time)
+	prof    windowProfile // --profile-window (profile.go)
 }
 
 func newReceiver(want int) *receiver {
@@ -469,6 +478,7 @@ func (r *receiver) handle(m *nats.Msg) {
 			r.cpu0 = cpuNow()
 			r.rd0 = runDelayNow()
 			r.sched.start()
+			r.prof.start()
 			if r.onFirst != nil {
 				r.onFirst(now)
 			}
@@ -506,6 +516,7 @@ func (r *receiver) endWindow() {
 	r.cpu1 = cpuNow()
 	r.rd1 = runDelayNow()
 	r.sched.end()
+	r.prof.stop()
 }
 
 // runDelayNow returns the process's run-queue delay so far, -1 if unknown.
@@ -662,7 +673,9 @@ type phase struct {
 	stopped           bool
 	proc              *processor.Processor // the pipeline phases' processor
 	stats0            processor.PipelineStats
-	t0                time.Time // when stats0 was read: the measured messages' publish began
+	reg               *prometheus.Registry // the processor's metrics
+	local0            [2]float64           // local tier reads and writes (keys) when stats0 was read
+	t0                time.Time            // when stats0 was read: the measured messages' publish began
 	stopRun           func() error
 	closers           []func()
 }
@@ -732,6 +745,9 @@ func (ph *phase) connect() error {
 func (ph *phase) setup(ctx context.Context) error {
 	o := ph.o
 	ph.recv = newReceiver(o.count)
+	if o.cpuprofile != "" && o.profWindow {
+		ph.recv.prof.path = o.cpuprofile + "." + ph.label
+	}
 	outs := ph.outSubj + ".*"
 	if o.shards > 1 {
 		outs = ph.outSubj + ".*.*" // <out>.<shard>.<key>
@@ -926,7 +942,8 @@ func (ph *phase) start(ctx context.Context) error {
 		// --mode bare.
 		lc.Learner, newLearner = learners.KindIKPCA, newPassLearner
 	}
-	p, cleanup, err := newBenchProcessor(ctx, o, ph.nc, ph.pipelineConfig(), lc, newLearner)
+	ph.reg = prometheus.NewRegistry()
+	p, cleanup, err := newBenchProcessor(ctx, o, ph.nc, ph.pipelineConfig(), lc, newLearner, ph.reg)
 	if err != nil {
 		return err
 	}
@@ -935,7 +952,7 @@ func (ph *phase) start(ctx context.Context) error {
 	// The key figures cover the measured window: from the first measured
 	// output (its stats read then) to the end of the phase.
 	ph.recv.mu.Lock()
-	ph.recv.onFirst = func(at time.Time) { ph.stats0, ph.t0 = benchStats(p), at }
+	ph.recv.onFirst = func(at time.Time) { ph.stats0, ph.local0, ph.t0 = benchStats(p), localCounts(ph.reg), at }
 	ph.recv.mu.Unlock()
 	go func() { pipeDone <- p.Run(pctx) }()
 	ph.stopRun = func() error {
@@ -1035,9 +1052,13 @@ func (ph *phase) collect(res *phaseResult, werr error) {
 	if ph.proc != nil && !t0.IsZero() {
 		s1 := benchStats(ph.proc)
 		secs := time.Since(t0).Seconds()
-		res.keys = &keyStats{live: s1.Learners, disk: s1.LocalKeys, diskBytes: s1.LocalBytes, memory: s1.MemoryUsed,
+		res.keys = &keyStats{keys: s1.Learners, disk: s1.LocalKeys, diskBytes: s1.LocalBytes, memory: s1.MemoryUsed,
 			evictions: float64(s1.Evictions-ph.stats0.Evictions) / secs, kvWrites: float64(s1.KVWrites-ph.stats0.KVWrites) / secs}
+		res.keys.schedBound = scheduleBound(ph.pipelineConfig(), s1.Learners, float64(s1.In-ph.stats0.In)/secs)
+		l1 := localCounts(ph.reg)
+		res.keys.localReads, res.keys.localWrites = (l1[0]-ph.local0[0])/secs, (l1[1]-ph.local0[1])/secs
 		res.keys.rssSplit()
+		res.keys.liveHeap()
 	}
 	if ph.px != nil {
 		p50, p99, mx, n := ph.px.Lateness()
@@ -1250,7 +1271,7 @@ func (p *benchPublisher) publish(ctx context.Context, warm bool, rate float64) e
 // (--nats-url) does not restore the last run's learners and skip its
 // messages. cleanup deletes them; call it after the processor stopped.
 func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc processor.PipelineConfig, lc learners.Config,
-	newLearner func(learners.Config) (learners.Learner, error)) (p *processor.Processor, cleanup func(), err error) {
+	newLearner func(learners.Config) (learners.Learner, error), reg *prometheus.Registry) (p *processor.Processor, cleanup func(), err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
@@ -1291,7 +1312,16 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc pr
 	}
 	cfg.Pipelines[0].Learner = lc
 	cfg.Pipelines[0].MemoryBudget = o.memBytes
-	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner})
+	prevLimit := debug.SetMemoryLimit(-1)
+	if err := setMemoryLimit(o.memLimit, cfg); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if o.memLimit != "" {
+		prev := cleanup
+		cleanup = func() { prev(); debug.SetMemoryLimit(prevLimit) }
+	}
+	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner, Registry: reg})
 	if err != nil {
 		cleanup()
 		return nil, nil, err

@@ -209,6 +209,11 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	if err != nil {
 		return err
 	}
+	if embedded == nil { // issue 30: the heap near memory_budget, not twice it (an embedded server's is not sized)
+		if n := processor.ApplyMemoryLimit(cfg.ProcessorConfig()); n > 0 {
+			log.Info("GOMEMLIMIT unset: Go's soft memory limit set from memory_budget", zap.Int64("bytes", n))
+		}
+	}
 	var srv *http.Server
 	if ln == nil && cfg.HTTP.MetricsAddr != "off" {
 		if ln, err = net.Listen("tcp", cfg.HTTP.MetricsAddr); err != nil {
