@@ -1,0 +1,151 @@
+package machine
+
+// Saves: a key's snapshot handed over when due, its landing, the tick that
+// finds saves due by time, and the machine's end once nothing is held.
+
+// maybeSnapshot hands s's snapshot over when the policy says it is due.
+func (m *Machine[M, O]) maybeSnapshot(s *slot[M, O]) {
+	if m.core.due(s.keyState, m.now, false, !m.fenced) {
+		m.handoff(s)
+	}
+}
+
+// saveSoon hands s's snapshot over now or, when a save of s is in flight
+// or no slot is free, as soon as that save lands or a slot frees.
+func (m *Machine[M, O]) saveSoon(s *slot[M, O]) {
+	s.saveNow = true
+	if !m.core.closing && !m.fenced && !s.saving && s.dirty && m.core.flying < m.cfg.Slots {
+		m.handoff(s)
+	}
+}
+
+// handoff asks for a copy of s's state to be saved. While s has outputs
+// that the output stream has not acknowledged, the save is held until
+// they are: a snapshot never holds a message whose outputs could still be
+// lost. A held job counts as in flight.
+func (m *Machine[M, O]) handoff(s *slot[M, O]) {
+	j := m.core.handoff(s.keyState)
+	m.jobID++
+	job := Job{ID: m.jobID, LastSeq: j.lastSeq, DirtySeq: j.dirtySeq}
+	m.emit(Action[M, O]{Kind: ActSnapshot, Key: s.key, Job: job, Held: s.out.hold(job)})
+}
+
+// landed applies the outcome of a save.
+func (m *Machine[M, O]) landed(l SaveLanded) {
+	if l.Outcome == Fenced {
+		m.fence()
+	}
+	s, ok := m.keys[l.Key]
+	if !ok {
+		return
+	}
+	switch m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now) {
+	case nextSave:
+		m.saveSoon(s)
+	case nextDrop:
+		m.drop(s)
+	case nextForget:
+		if m.core.forget(s.keyState) {
+			m.emit(Action[M, O]{Kind: ActLive, Key: s.key, Delta: -1})
+		}
+		m.drop(s)
+	}
+	// A slot is free: hand over the keys waiting for one.
+	for _, k := range m.all {
+		if m.core.flying >= m.cfg.Slots || m.core.closing || m.fenced {
+			break
+		}
+		if k.saveNow && k.dirty && !k.saving {
+			m.handoff(k)
+		}
+	}
+	m.startLoads()
+}
+
+// drop forgets an unloaded key.
+func (m *Machine[M, O]) drop(s *slot[M, O]) {
+	delete(m.keys, s.key)
+	last := m.all[len(m.all)-1]
+	m.all[s.idx], last.idx = last, s.idx
+	m.all = m.all[:len(m.all)-1]
+	m.emit(Action[M, O]{Kind: ActUnload, Key: s.key})
+}
+
+// tick hands over the snapshots due by time, publishes again the outputs
+// whose retry is due, gives up blocks too old and waits past deadlines.
+func (m *Machine[M, O]) tick() {
+	for _, x := range m.core.expire(m.now, m.cfg.BlockTTL) {
+		m.emit(Action[M, O]{Kind: ActGaveUp, Key: x.key, Seq: x.seq, Waited: x.waited})
+	}
+	keep := m.retrying[:0]
+	var due []*slot[M, O]
+	for _, s := range m.retrying {
+		switch {
+		case len(s.out.groups) == 0 || m.keys[s.key] != s || s.out.retryAt.IsZero():
+		case !m.now.Before(s.out.retryAt):
+			due = append(due, s)
+		default:
+			keep = append(keep, s)
+		}
+	}
+	clear(m.retrying[len(keep):])
+	m.retrying = keep
+	for _, s := range due {
+		m.pump(s)
+	}
+	m.slotWaitOver()
+	if m.closing {
+		return
+	}
+	for _, s := range m.all {
+		if m.core.flying >= m.cfg.Slots {
+			break
+		}
+		m.maybeSnapshot(s)
+	}
+}
+
+// finishIfDone finishes after Close once nothing is left to wait for: the
+// outputs are acknowledged (or hopeless: refused, or failed three times),
+// and the final snapshots of the keys whose outputs are all acknowledged
+// are saved — or the deadline passed, or the partition is fenced (then
+// nothing more is written).
+func (m *Machine[M, O]) finishIfDone() {
+	if !m.closing || m.done || m.cur != nil || m.letter != nil || len(m.loads) > 0 || len(m.backlog) > 0 {
+		return
+	}
+	if !m.fenced && m.now.Before(m.deadline) {
+		waiting := false
+		for _, s := range m.all {
+			if s.out.hopeless() {
+				continue // not waited for: replayed by the next owner
+			}
+			if len(s.out.groups) > 0 {
+				waiting = true // its snapshot is held until its outputs are acknowledged
+				continue
+			}
+			if !s.dirty || !m.cfg.OnShutdown {
+				continue
+			}
+			waiting = true
+			if !s.saving && m.core.flying < m.cfg.Slots {
+				m.handoff(s)
+			}
+		}
+		if waiting || m.core.flying != m.heldSaves() {
+			return
+		}
+	}
+	m.core.closing = true
+	m.done = true
+	m.emit(Action[M, O]{Kind: ActFinished, Pending: m.win.pending})
+}
+
+// heldSaves counts the snapshot jobs held for outputs.
+func (m *Machine[M, O]) heldSaves() int {
+	n := 0
+	for _, s := range m.all {
+		n += len(s.out.held)
+	}
+	return n
+}
