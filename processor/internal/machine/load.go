@@ -229,7 +229,7 @@ func (m *Machine[M, O]) slotWaitOver() {
 		return
 	}
 	if v, ok := m.keys[lo.victim]; ok {
-		v.saveNow = true
+		m.saveLater(v)
 	}
 	m.queue[0] = nil
 	m.queue = m.queue[1:]

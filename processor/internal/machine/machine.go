@@ -12,6 +12,7 @@ type slot[M, O any] struct {
 	out     outQueue[M, O]
 	idx     int  // in Machine.all
 	waiting bool // in Machine.sendable
+	queued  bool // in Machine.toSave
 }
 
 // current is an input: a message (or request) in progress — its Apply
@@ -51,6 +52,7 @@ type Machine[M, O any] struct {
 	now      time.Time
 	inflight int
 	sendable []*slot[M, O] // keys whose head waits for an in-flight slot (Window at most in flight)
+	toSave   []*slot[M, O] // keys whose saveNow waits for a snapshot slot or their save in flight (saves.go)
 	retrying []*slot[M, O]
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
@@ -407,7 +409,7 @@ func (m *Machine[M, O]) shrink(extra int, keep string) {
 		case save && m.core.flying < m.cfg.Slots && !m.fenced && !m.core.closing:
 			m.handoff(v)
 		case save:
-			v.saveNow = true
+			m.saveLater(v)
 		}
 	}
 }

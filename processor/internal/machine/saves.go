@@ -13,10 +13,46 @@ func (m *Machine[M, O]) maybeSnapshot(s *slot[M, O]) {
 // saveSoon hands s's snapshot over now or, when a save of s is in flight
 // or no slot is free, as soon as that save lands or a slot frees.
 func (m *Machine[M, O]) saveSoon(s *slot[M, O]) {
-	s.saveNow = true
 	if !m.core.closing && !m.fenced && !s.saving && s.dirty && m.core.flying < m.cfg.Slots {
 		m.handoff(s)
+		return
 	}
+	m.saveLater(s)
+}
+
+// saveLater asks for s's snapshot as soon as its save in flight lands or a
+// snapshot slot frees: s joins the keys that landed hands over (toSave),
+// once. So a landing costs the keys waiting, not every key the worker
+// knows (issue 30: with the local tier 10⁵–10⁶ keys, the walk of all of
+// them after each save was most of a message's cost).
+func (m *Machine[M, O]) saveLater(s *slot[M, O]) {
+	s.saveNow = true
+	if s.queued {
+		return
+	}
+	s.queued = true
+	m.toSave = append(m.toSave, s)
+	// The keys dropped or handed over by other paths (tick, a load's
+	// victim, the end) leave at the next landing; with none for a while,
+	// the queue is swept here so that it stays within twice the keys known.
+	if len(m.toSave) > 2*len(m.all)+16 {
+		m.sweepToSave()
+	}
+}
+
+// sweepToSave keeps, in order, the keys in toSave still known and still
+// waiting for a save.
+func (m *Machine[M, O]) sweepToSave() {
+	keep := m.toSave[:0]
+	for _, s := range m.toSave {
+		if m.keys[s.key] == s && s.saveNow {
+			keep = append(keep, s)
+		} else {
+			s.queued = false
+		}
+	}
+	clear(m.toSave[len(keep):])
+	m.toSave = keep
 }
 
 // handoff asks for a copy of s's state to be saved. While s has outputs
@@ -50,16 +86,34 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 		}
 		m.drop(s)
 	}
-	// A slot is free: hand over the keys waiting for one.
-	for _, k := range m.all {
+	m.handWaiting()
+	m.startLoads()
+}
+
+// handWaiting hands over, in the order they asked, the keys waiting for a
+// snapshot slot while one is free: the keys in toSave that are dirty and
+// have no save in flight. Those dropped meanwhile (unloaded, forgotten:
+// a key loaded again is a new slot) or handed over by another path leave
+// the queue; the rest stay, in order.
+func (m *Machine[M, O]) handWaiting() {
+	keep := m.toSave[:0]
+	for i, s := range m.toSave {
 		if m.core.flying >= m.cfg.Slots || m.core.closing || m.fenced {
+			keep = append(keep, m.toSave[i:]...)
 			break
 		}
-		if k.saveNow && k.dirty && !k.saving {
-			m.handoff(k)
+		switch {
+		case m.keys[s.key] != s || !s.saveNow:
+			s.queued = false
+		case s.dirty && !s.saving:
+			s.queued = false
+			m.handoff(s)
+		default:
+			keep = append(keep, s) // its save in flight, or clean until it changes again
 		}
 	}
-	m.startLoads()
+	clear(m.toSave[len(keep):])
+	m.toSave = keep
 }
 
 // drop forgets an unloaded key.
