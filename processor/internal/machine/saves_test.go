@@ -3,6 +3,7 @@ package machine
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkSaveLanded is the machine's cost per message with a snapshot
@@ -164,5 +165,51 @@ func TestSaveQueueBounded(t *testing.T) {
 		m.core.unload(s.keyState)
 		m.drop(s)
 		m.Advance(m.Ready())
+	}
+}
+
+// BenchmarkTick is the cost of one Tick over a worker holding 1,000 or
+// 100,000 clean loaded keys, nothing due: the tick still walks every key
+// for the saves due by time (saves.go tick, the safety net behind the save
+// queue). The worker ticks once a second, or every Snapshot.Every/2 (at
+// least 10 ms) when that is shorter, and at its own wake times.
+//
+//	go test ./processor/internal/machine -run '^$' -bench Tick -benchmem
+func BenchmarkTick(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			m := newTM(Config{Policy: Policy{EveryMessages: -1, Every: time.Second}, Quota: n, Slots: 4, Window: 256})
+			for i := range n {
+				k := fmt.Sprintf("k%d", i)
+				if err := m.Step(t0, Delivered[uint64]{Msg: uint64(i), Key: k, Seq: uint64(i + 1)}); err != nil {
+					b.Fatal(err)
+				}
+				for m.HasReady() {
+					rd := m.Ready()
+					for _, a := range rd.Actions {
+						switch a.Kind {
+						case ActLoad:
+							_ = m.Step(t0, Loaded{Key: a.Key})
+						case ActApply:
+							_ = m.Step(t0, Applied[string]{Key: a.Key, Result: "ok"})
+						}
+					}
+					m.Advance(rd)
+				}
+			}
+			if got := len(m.all); got != n {
+				b.Fatalf("%d keys loaded, want %d", got, n)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := m.Step(t0, Tick{}); err != nil {
+					b.Fatal(err)
+				}
+				if m.HasReady() {
+					b.Fatalf("tick over clean keys did something: %v", kinds(m.Ready()))
+				}
+			}
+		})
 	}
 }
