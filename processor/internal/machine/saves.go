@@ -94,14 +94,17 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 // snapshot slot while one is free: the keys in toSave that are dirty and
 // have no save in flight. Those dropped meanwhile (unloaded, forgotten:
 // a key loaded again is a new slot) or handed over by another path leave
-// the queue; the rest stay, in order.
+// the queue; the rest stay, in order. It costs the entries it looks at,
+// not the queue's length: the few kept among them move up to the first
+// entry not looked at, and the queue starts there.
 func (m *Machine[M, O]) handWaiting() {
-	keep := m.toSave[:0]
-	for i, s := range m.toSave {
+	q := m.toSave
+	kept, i := 0, 0 // q[:kept]: kept of the q[:i] looked at
+	for ; i < len(q); i++ {
 		if m.core.flying >= m.cfg.Slots || m.core.closing || m.fenced {
-			keep = append(keep, m.toSave[i:]...)
 			break
 		}
+		s := q[i]
 		switch {
 		case m.keys[s.key] != s || !s.saveNow:
 			s.queued = false
@@ -109,11 +112,13 @@ func (m *Machine[M, O]) handWaiting() {
 			s.queued = false
 			m.handoff(s)
 		default:
-			keep = append(keep, s) // its save in flight, or clean until it changes again
+			q[kept] = s // its save in flight, or clean until it changes again
+			kept++
 		}
 	}
-	clear(m.toSave[len(keep):])
-	m.toSave = keep
+	copy(q[i-kept:i], q[:kept])
+	clear(q[:i-kept])
+	m.toSave = q[i-kept:]
 }
 
 // drop forgets an unloaded key.

@@ -138,6 +138,38 @@ func TestSaveQueue(t *testing.T) {
 	}
 }
 
+// TestSaveQueueKeepsInFlight: a key waiting for its own save in flight
+// stays queued, ahead, while a key behind it takes the slot that freed.
+func TestSaveQueueKeepsInFlight(t *testing.T) {
+	m := newTM(Config{Policy: noSnap, Quota: 8, Slots: 2, Window: 8})
+	for i, k := range []string{"x", "y", "z"} {
+		seq := uint64(i + 1)
+		m.core.track.Deliver(seq)
+		expect(t, m, t0, Delivered[uint64]{Msg: seq, Key: k, Seq: seq}, "load "+k)
+		expect(t, m, t0, Loaded{Key: k}, "live "+k+" +1", fmt.Sprintf("apply %s %d", k, seq))
+		expect(t, m, t0, Applied[string]{Key: k, Changed: true, Result: "ok"}, fmt.Sprintf("ack %s %d ok", k, seq))
+	}
+	jx := expect(t, m, t0, SaveNow{Key: "x"}, "snapshot x last=1 held=false").Actions[0].Job
+	jz := expect(t, m, t0, SaveNow{Key: "z"}, "snapshot z last=3 held=false").Actions[0].Job
+	expect(t, m, t0, Reset{Key: "x"}) // x changes while saving: waits for its save
+	expect(t, m, t0, SaveNow{Key: "y"})
+	jy := expect(t, m, t0, SaveLanded{Key: "z", Job: jz, Outcome: Saved}, "snapshot y last=2 held=false").Actions[0].Job
+	if len(m.toSave) != 1 || m.toSave[0].key != "x" || !m.toSave[0].queued {
+		t.Fatalf("queue after y's handoff: %d keys, want x alone", len(m.toSave))
+	}
+	// x's save lands: x goes again at once (its entry, no longer waiting,
+	// leaves at the next landing, the slots being full now).
+	jx = expect(t, m, t0, SaveLanded{Key: "x", Job: jx, Outcome: Saved}, "snapshot x last=1 held=false").Actions[0].Job
+	expect(t, m, t0, SaveLanded{Key: "y", Job: jy, Outcome: Saved})
+	if len(m.toSave) != 0 || m.keys["x"].queued {
+		t.Fatalf("queue after a landing with x handed over: %d keys, want none", len(m.toSave))
+	}
+	expect(t, m, t0, SaveLanded{Key: "x", Job: jx, Outcome: Saved})
+	if cp := m.core.track.Checkpoint(); cp != 4 {
+		t.Errorf("checkpoint %d with every save landed, want 4", cp)
+	}
+}
+
 // TestSaveQueueBounded: keys that leave while queued, with no landing to
 // take them out, are swept: the queue stays within twice the keys known
 // (plus a constant), whatever the churn.
