@@ -1261,25 +1261,7 @@ func (l *KHA) rotateTrace(vsrc, msrc, vdst, mdst []float64) {
 	for i := range k {
 		bl.Dgemv(blas.NoTrans, b, i+1, 1, vsrc, k, w[i*k:i*k+i+1], 1, 0, vdst[i:], k)
 	}
-	x := l.zm
-	for i := range k {
-		for c := range k {
-			var s float64
-			for j := 0; j <= i; j++ {
-				s += w[i*k+j] * msrc[j*k+c]
-			}
-			x[i*k+c] = s
-		}
-	}
-	for i := range k {
-		for r := range k {
-			var s float64
-			for j := 0; j <= r; j++ {
-				s += x[i*k+j] * w[r*k+j]
-			}
-			mdst[i*k+r] = s
-		}
-	}
+	lowerCongruence(mdst, msrc, w, l.zm, k)
 }
 
 // lateral computes APEX's next lateral weights (into lat2) by eq. (11) in
@@ -1417,27 +1399,8 @@ func (l *KHA) outputCov(a []float64) {
 // carryCov carries l.cov to the orthonormalised directions A Wᵀ (W = L⁻¹ in
 // l.w): C ← W C Wᵀ.
 func (l *KHA) carryCov() {
-	k := l.k
-	w, c, u := l.w, l.cov, l.rot
-	// X = W C (W lower triangular) into u, then C ← X Wᵀ.
-	for i := range k {
-		for j := range k {
-			var s float64
-			for m := 0; m <= i; m++ {
-				s += w[i*k+m] * c[m*k+j]
-			}
-			u[i*k+j] = s
-		}
-	}
-	for i := range k {
-		for j := range k {
-			var s float64
-			for m := 0; m <= j; m++ {
-				s += u[i*k+m] * w[j*k+m]
-			}
-			c[i*k+j] = s
-		}
-	}
+	k, c := l.k, l.cov
+	lowerCongruence(c, c, l.w, l.rot, k)
 	for i := range k {
 		for j := range i {
 			v := (c[i*k+j] + c[j*k+i]) / 2
@@ -2109,4 +2072,27 @@ func isPerm(v []float64, dst []int) bool {
 		dst[i] = j
 	}
 	return true
+}
+
+// lowerCongruence sets dst ← W src Wᵀ for k×k row-major matrices, W lower
+// triangular, with x (k×k) as scratch for W src; dst may be src.
+func lowerCongruence(dst, src, w, x []float64, k int) {
+	for i := range k {
+		for c := range k {
+			var s float64
+			for j := 0; j <= i; j++ {
+				s += w[i*k+j] * src[j*k+c]
+			}
+			x[i*k+c] = s
+		}
+	}
+	for i := range k {
+		for r := range k {
+			var s float64
+			for j := 0; j <= r; j++ {
+				s += x[i*k+j] * w[r*k+j]
+			}
+			dst[i*k+r] = s
+		}
+	}
 }
