@@ -225,6 +225,7 @@ func TestServerRestartManyKeys(t *testing.T) {
 	local := filepath.Join(dir, "local")
 	w := &world{t: t, js: js, cfg: cfg, data: map[string][][]float64{}, sent: map[string]int{}}
 	p := start(t, cfg)
+	keepLogs(t, p) // KPCASTREAM_NODELOSS_LOGDIR, if set
 	addr := metricsAddr(t, p)
 	id := w.memberOf(p.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "the worker owns every partition", func() bool { return w.count(id) == partitions })
