@@ -26,9 +26,7 @@ func manyKeysWorld(t *testing.T, edit func(string) string) (*world, string) {
 		if edit != nil {
 			s = edit(s)
 		}
-		s = strings.Replace(s, "    snapshot: {every_messages: 10, every: -1s}\n",
-			"    snapshot: {every_messages: 10, every: -1s}\n    memory_budget: 600000\n", 1)
-		return s + fmt.Sprintf("data_dir: %q\n", dir)
+		return manyKeysConfig(t, s, dir)
 	})
 	w.keys, w.data = nil, map[string][][]float64{}
 	for i := range manyKeys {
@@ -37,6 +35,19 @@ func manyKeysWorld(t *testing.T, edit func(string) string) (*world, string) {
 		w.data[k] = nil
 	}
 	return w, filepath.Join(dir, "local")
+}
+
+// manyKeysConfig edits the test configuration cfg (config) for a
+// many-keys world: memory_budget 600000 B under the snapshot policy, and
+// data_dir dir, whose "local" directory holds the local tier.
+func manyKeysConfig(t testing.TB, cfg, dir string) string {
+	t.Helper()
+	const snap = "    snapshot: {every_messages: 10, every: -1s}\n"
+	if !strings.Contains(cfg, snap) {
+		t.Fatalf("the test config has no line %q", snap)
+	}
+	cfg = strings.Replace(cfg, snap, snap+"    memory_budget: 600000\n", 1)
+	return cfg + fmt.Sprintf("data_dir: %q\n", dir)
 }
 
 // tierFiles lists the local tier's files in dir.
