@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,6 +401,7 @@ type cutProxy struct {
 	addr  string
 	mu    sync.Mutex
 	conns []net.Conn
+	held  atomic.Bool // connections are refused (closed at once) while held
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -414,6 +416,10 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if px.held.Load() {
+				c.Close()
+				continue
 			}
 			s, err := net.Dial("tcp", target)
 			if err != nil {
