@@ -402,6 +402,7 @@ type cutProxy struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	held  atomic.Bool // connections are refused (closed at once) while held
+	deaf  atomic.Bool // what the server sends is dropped while deaf (lost with the connection: cut it next)
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -430,7 +431,21 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			px.conns = append(px.conns, c, s)
 			px.mu.Unlock()
 			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && !px.deaf.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				c.Close()
+			}()
 		}
 	}()
 	return px
