@@ -273,9 +273,9 @@ func (in *intake) failed(_ jetstream.ConsumeContext, err error) {
 		pt.fence.Revoke()
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat):
 		// nats.go pulls again after 2 missed heartbeats
-		// (lease_ttl/2); a consumer unreachable for lease_ttl/2
-		// more after it delivered, for lease_ttl before (pullHealth),
-		// is made anew under a new epoch.
+		// (lease_ttl/2); a consumer silent for lease_ttl/2 more
+		// after it delivered, unreachable for lease_ttl before
+		// (pullHealth), is made anew under a new epoch.
 		if in.health.failed(time.Now()) {
 			pt.log.Warn("consumer unreachable; stopping the partition to take it again with a new consumer", zap.Error(err))
 			pt.fence.Revoke()
@@ -324,14 +324,15 @@ func pullTiming(ttl time.Duration) (heartbeat, expiry time.Duration) {
 //
 // A consumer that has delivered and then fails was lost with its server
 // (an R1 consumer comes back only with it; a new one from the checkpoint
-// costs a take): after the lease_ttl/2 that two missed heartbeats take to
-// tell, lost (lease_ttl/2) more, so that its partition runs again about
-// lease_ttl after the loss, or within a second of a server restarted 2 s
-// after its crash (issue 28: it was 2.5 s). One that never delivered may
-// still be starting — a pull answered "no responders" before the
-// cluster's routes carry its interest, seen under load — and gets window
-// (lease_ttl): a nats.go pull is sent again only after two heartbeats,
-// so lease_ttl/2 would give up at the first retry.
+// costs a take). A pull answered "no responders" says so at once
+// (intake.failed gives it up without asking pullHealth); heartbeats that
+// stop while pulls still find a responder — a server that answers but
+// whose consumer is silent — are given lost (lease_ttl/2) more after the
+// lease_ttl/2 that two missed heartbeats take to tell. One that never
+// delivered may still be starting — a pull answered "no responders"
+// before the cluster's routes carry its interest, seen under load — and
+// gets window (lease_ttl): a nats.go pull is sent again only after two
+// heartbeats, so lease_ttl/2 would give up at the first retry.
 type pullHealth struct {
 	window, lost, gap time.Duration
 	mu                sync.Mutex

@@ -218,6 +218,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	worst2, late2 := phasePauses(t, "phase 2", byPart, kill2, lastPub, restart, "restart")
 	t.Logf("figure: phase 2 (server down %v, restarted): longest pause of a partition %v; latest resumption of a paused one %v after the restart (target ≤ 2 s); drained %v after the last publish",
 		restart.Sub(kill2).Round(time.Millisecond), worst2.Round(time.Millisecond), late2.Round(time.Millisecond), drain.Round(time.Millisecond))
+	ready, leader := serverRecovery(cl.nodes[j].log)
+	t.Logf("figure: phase 2: the restarted server's own time (its log): ready for clients %s, first consumer leader on it %s after the restart "+
+		"(a partition whose consumer it holds cannot resume with that consumer earlier)", sinceOr(ready, restart), sinceOr(leader, restart))
 	t.Logf("load average at end: %s", loadAvg())
 	w.checkRun(snapshot.Config{Replicas: 3}, outs)
 }
@@ -226,14 +229,16 @@ func TestClusterNodeLoss(t *testing.T) {
 // (byPart) within [kill, end) and, for a paused partition, when it
 // resumed after the kill and after ref (named refName: the event its
 // resumption is measured from). It returns the longest gap of all and
-// the latest resumption after ref of a paused partition; a partition with
-// no output after the kill is an error. A partition paused when its
+// the latest resumption after ref of a paused partition (negative: all
+// resumed before ref; zero when none paused); a partition with no output
+// after the kill is an error. A partition paused when its
 // longest gap is at least a second (its outputs come every ~60 ms at 200/s
 // over 12 partitions); its resumption is that gap's end.
 func phasePauses(t *testing.T, phase string, byPart map[int][]time.Time, kill, end, ref time.Time, refName string) (worst, late time.Duration) {
 	t.Helper()
 	const pauseMin = time.Second
 	var rows []string
+	paused := false
 	for p := range nodeLossParts {
 		g, resumed := longestGap(byPart[p], kill, end)
 		if resumed.IsZero() || resumed.Before(kill) {
@@ -245,12 +250,53 @@ func phasePauses(t *testing.T, phase string, byPart map[int][]time.Time, kill, e
 			rows = append(rows, fmt.Sprintf("p%d gap %v (no pause)", p, g.Round(time.Millisecond)))
 			continue
 		}
-		late = max(late, resumed.Sub(ref))
+		if r := resumed.Sub(ref); !paused || r > late {
+			late = r
+		}
+		paused = true
 		rows = append(rows, fmt.Sprintf("p%d gap %v resumed +%v (%s %+.3fs)", p, g.Round(time.Millisecond),
 			resumed.Sub(kill).Round(time.Millisecond), refName, resumed.Sub(ref).Seconds()))
 	}
 	t.Logf("figure: %s per partition: %s", phase, strings.Join(rows, "; "))
 	return worst, late
+}
+
+// serverRecovery reads a nats-server log and returns when the server's
+// last start logged "Server is ready" and its first "new consumer leader"
+// (zero when not logged): the server's own part of a resumption.
+func serverRecovery(path string) (ready, leader time.Time) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// [pid] 2006/01/02 15:04:05.000000 [INF] text
+		f := strings.SplitN(line, " ", 5)
+		if len(f) < 5 {
+			continue
+		}
+		at, err := time.ParseInLocation("2006/01/02 15:04:05.000000", f[1]+" "+f[2], time.Local)
+		if err != nil {
+			continue
+		}
+		switch msg := f[4]; {
+		case strings.HasPrefix(msg, "Starting nats-server"):
+			ready, leader = time.Time{}, time.Time{}
+		case strings.HasPrefix(msg, "Server is ready"):
+			ready = at
+		case strings.Contains(msg, "new consumer leader") && leader.IsZero():
+			leader = at
+		}
+	}
+	return
+}
+
+// sinceOr formats at − ref, or "not logged" for a zero at.
+func sinceOr(at, ref time.Time) string {
+	if at.IsZero() {
+		return "not logged"
+	}
+	return fmt.Sprintf("%+.3fs", at.Sub(ref).Seconds())
 }
 
 // nodeLossConfig is a worker's configuration dialling url, its data in dir.
@@ -672,9 +718,11 @@ func TestConsumersOnLostServer(t *testing.T) {
 // partitions' consumers (not the worker's, not the meta leader; the
 // streams' and buckets' leaders stepped off it) while messages are in
 // flight, and starts it again at once, so that the consumers come back,
-// with their state, before their partitions give them up — with the
-// acks the worker sent meanwhile lost, though its own connection never
-// broke. The stream must drain within 15 s of the last publish: half the
+// with their state, while their partitions still run — with the acks the
+// worker sent meanwhile lost, though its own connection never broke (a
+// partition whose pull finds no responders before its consumer is back
+// is taken again at once with a new consumer instead). The stream must
+// drain within 15 s of the last publish: half the
 // input's ack_wait (30 s, the default), after which the server would
 // deliver the unacknowledged messages again by itself (issue 28's 30 s
 // drains). Every state and output is that of an uninterrupted run.
