@@ -215,6 +215,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	worst1, late1 := phasePauses(t, "phase 1", byPart, kill1, kill1.Add(20*time.Second), bucketOK, "bucket")
 	t.Logf("figure: phase 1: longest pause of a partition %v; latest resumption of a paused one %v after the bucket took writes again (target ≤ lease_ttl + 1 s = %v)",
 		worst1.Round(time.Millisecond), late1.Round(time.Millisecond), nodeLossTTL+time.Second)
+	inGap2, inEnd2 := longestGap(pub.times, kill2, lastPub)
+	t.Logf("figure: phase 2: the input's longest gap %v, ending %+.3fs after the kill (the publisher's own pause: every partition pauses with it)",
+		inGap2.Round(time.Millisecond), inEnd2.Sub(kill2).Seconds())
 	worst2, late2 := phasePauses(t, "phase 2", byPart, kill2, lastPub, restart, "restart")
 	t.Logf("figure: phase 2 (server down %v, restarted): longest pause of a partition %v; latest resumption of a paused one %v after the restart (target ≤ 2 s); drained %v after the last publish",
 		restart.Sub(kill2).Round(time.Millisecond), worst2.Round(time.Millisecond), late2.Round(time.Millisecond), drain.Round(time.Millisecond))
