@@ -759,38 +759,59 @@ func TestConsumerServerBlip(t *testing.T) {
 	id := w.memberOf(p.cmd.Process.Pid)
 	waitFor(t, 60*time.Second, "the worker owns every partition", func() bool { return w.count(id) == nodeLossParts })
 	// The victim: the server other than the worker's and the meta
-	// leader's that holds the most consumers.
+	// leader's that holds the most consumers. When it holds none (all
+	// twelve placed on the other two: seen once), a partition's consumer
+	// is deleted — its partition is taken again with a new one, placed
+	// anew — until it holds some.
 	meta := cl.metaLeader(0)
 	var held map[string]int
-	waitFor(t, 30*time.Second, "every partition's consumer answers", func() bool {
-		held = map[string]int{}
-		owners := w.owners()
-		for n := range nodeLossParts {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			c, err := js.Consumer(ctx, "PIN", fmt.Sprintf("kpcastream-proc-p%d-e%d", n, owners[n].Epoch))
-			if err == nil {
-				if info, err := c.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
-					held[info.Cluster.Leader]++
-				}
-			}
-			cancel()
-		}
-		n := 0
-		for _, c := range held {
-			n += c
-		}
-		return n == nodeLossParts
-	})
+	var owners []record
 	victim := -1
-	for i := 1; i < 3; i++ {
-		if n := cl.nodes[i].name; n != meta && (victim < 0 || held[n] > held[cl.nodes[victim].name]) {
-			victim = i
+	for try := 0; ; try++ {
+		waitFor(t, 30*time.Second, "every partition's consumer answers", func() bool {
+			held = map[string]int{}
+			owners = w.owners()
+			for n := range nodeLossParts {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				c, err := js.Consumer(ctx, "PIN", fmt.Sprintf("kpcastream-proc-p%d-e%d", n, owners[n].Epoch))
+				if err == nil {
+					if info, err := c.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+						held[info.Cluster.Leader]++
+					}
+				}
+				cancel()
+			}
+			n := 0
+			for _, c := range held {
+				n += c
+			}
+			return n == nodeLossParts
+		})
+		victim = -1
+		for i := 1; i < 3; i++ {
+			if n := cl.nodes[i].name; n != meta && (victim < 0 || held[n] > held[cl.nodes[victim].name]) {
+				victim = i
+			}
 		}
+		if held[cl.nodes[victim].name] > 0 {
+			break
+		}
+		if try == 10 {
+			t.Fatalf("no consumer on %s after %d placements anew (consumers per server %v, meta leader %s): nothing to test", cl.nodes[victim].name, try, held, meta)
+		}
+		part := try % nodeLossParts
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := js.DeleteConsumer(ctx, "PIN", fmt.Sprintf("kpcastream-proc-p%d-e%d", part, owners[part].Epoch))
+		cancel()
+		if err != nil {
+			t.Fatalf("delete the consumer of partition %d: %v", part, err)
+		}
+		waitFor(t, 30*time.Second, "the partition taken again", func() bool {
+			r := w.owners()[part]
+			return r.Owner == id && r.Epoch > owners[part].Epoch
+		})
 	}
 	vn := cl.nodes[victim].name
-	if held[vn] == 0 {
-		t.Fatalf("no consumer on %s (consumers per server %v, meta leader %s): nothing to test", vn, held, meta)
-	}
 	for _, s := range []string{"PIN", "POUT", "KV_kpcastream-checkpoints", "KV_kpcastream-snapshots", "OBJ_kpcastream-state", "KPCA_DLQ_proc"} {
 		if l := stepOff(nc, js, s, vn); l == vn || l == "" {
 			t.Fatalf("could not step %s's leader off %s (leader %q)", s, vn, l)
