@@ -167,12 +167,12 @@ func (pt *partition) createConsumer(ctx context.Context, stream jetstream.Stream
 // unplace removes the placement of consumer name, whose create went
 // unanswered, so that the create sent again is placed anew. The answer to
 // a create comes from the server the cluster placed the consumer on; one
-// placed on a server lost in the seconds before (a crash is not announced:
-// the cluster counts it live and caught up for about 3 s, places fresh
-// consumers on it, and even prefers it) is answered only once that server is back
-// and has recovered — and a create sent again under the same name keeps
-// that placement (issue 28: partitions resumed only with the restarted
-// server, 1.7–1.9 s after its restart). The meta leader carries out a
+// placed on a server lost in the seconds before (a crash is not
+// announced: the cluster counts it live and caught up for about 3 s,
+// places fresh consumers on it, and even prefers it) is answered only
+// once that server is back and has recovered — and a create sent again
+// under the same name keeps that placement (issue 28: partitions resumed
+// only with the restarted server, 1.7–1.9 s after its restart). The meta leader carries out a
 // delete without the consumer's server (whose answer to it is lost too),
 // so the delete is not waited for: the names it lists say when it is done.
 // Nothing is deleted unless the name is listed (an unanswered create may
