@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,12 +224,16 @@ func TestLaneConnectionLoss(t *testing.T) {
 	})
 }
 
-// laneDisrupted runs the same inputs through a pipeline with one output in
-// flight per key, undisturbed, then through one with lanes
+// laneDisrupted runs inputs through a pipeline with lanes
 // (output.key_in_flight 8), disrupted by disrupt at each quarter of the
-// inputs: each key's outputs must land once and in input order, each key's
-// state must equal that of the undisturbed run, and the disruptions must
-// have failed some outputs in flight.
+// inputs, then the same inputs — in the order its input stream stored
+// them — through one with one output in flight per key, undisturbed: each
+// key's outputs must land once and in input order, each key's state must
+// equal that of the undisturbed run, and the disruptions must have failed
+// some outputs in flight. (The inputs are published on the disrupted
+// connection: one lost in a cut, sent again, is stored after later ones
+// that went out from the client's reconnect buffer — so the reference is
+// fed the order stored, not the order published.)
 func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -248,7 +254,7 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	var failed, sends int
 	answers := map[string]int{}
 	laneSent := make(chan struct{}, 1) // a lane sent an output
-	run := func(name string, keyInFlight int, disturb bool) PipelineConfig {
+	run := func(name string, keyInFlight int, disturb bool, order []int) PipelineConfig {
 		pc := pipelineConfig(name)
 		pc.Output.Window = 64
 		pc.Output.KeyInFlight = keyInFlight
@@ -282,7 +288,7 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 					disrupt()
 				}()
 			}
-			e.publishAll(t, js, name, subj, xs, q*n/4, (q+1)*n/4)
+			e.publishAll(t, js, name, subj, xs, order[q*n/4:(q+1)*n/4])
 			if struck != nil {
 				<-struck
 			}
@@ -293,7 +299,6 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 		}
 		return pc
 	}
-	ref := run("rref", 1, false)
 	laneTrace = func(_ *lane, format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -316,8 +321,13 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 			}
 		}
 	}
-	pc := run("rlane", 8, true)
+	published := make([]int, n)
+	for i := range published {
+		published[i] = i
+	}
+	pc := run("rlane", 8, true, published)
 	laneTrace = nil
+	ref := run("rref", 1, false, e.storedOrder(t, pc.Input.Stream, pc.Name, n))
 	t.Logf("lanes: %d sends, %d answered failed; the stream answered %d gaps, %d unknown batches, %d ends with a count",
 		sends, failed, answers[`"type":"gap"`], answers[`"err_code":10208`], answers[`"count":`])
 	if lanes != 1 {
@@ -339,20 +349,17 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	}
 }
 
-// publishAll publishes inputs from to to of a run asynchronously, each
-// deduplicated by its index, and returns when the stream has
-// acknowledged every one (a failed one is published again, as a
-// connection cut or a server restart may fail them).
-func (e *env) publishAll(t *testing.T, js jetstream.JetStream, name string, subj []string, xs [][]float64, from, to int) {
+// publishAll publishes the inputs idx of a run asynchronously, in that
+// order, each deduplicated by its index (message id name<index>), and
+// returns when the stream has acknowledged every one (a failed one is
+// published again, as a connection cut or a server restart may fail them).
+func (e *env) publishAll(t *testing.T, js jetstream.JetStream, name string, subj []string, xs [][]float64, idx []int) {
 	t.Helper()
-	pending := make([]int, 0, to-from)
-	for i := from; i < to; i++ {
-		pending = append(pending, i)
-	}
+	pending := append([]int(nil), idx...)
 	deadline := time.Now().Add(60 * time.Second)
 	for len(pending) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("inputs %d–%d of %s: %d not acknowledged within 60 s", from, to, name, len(pending))
+			t.Fatalf("%d inputs of %s: %d not acknowledged within 60 s", len(idx), name, len(pending))
 		}
 		futs := make([]jetstream.PubAckFuture, len(pending))
 		for j, i := range pending {
@@ -383,6 +390,41 @@ func (e *env) publishAll(t *testing.T, js jetstream.JetStream, name string, subj
 	}
 }
 
+// storedOrder returns the input indexes of run name in the order its
+// input stream stored them (from their message ids, name<index>); the
+// stream must hold each of the n once.
+func (e *env) storedOrder(t *testing.T, stream, name string, n int) []int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int
+	seen := map[int]bool{}
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("input %d of %s: %v", seq, stream, err)
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(m.Header.Get(jetstream.MsgIDHeader), name))
+		if err != nil || i < 0 || i >= n || seen[i] {
+			t.Fatalf("input %d of %s: message id %q, want %s<index> once per index < %d", seq, stream, m.Header.Get(jetstream.MsgIDHeader), name, n)
+		}
+		seen[i] = true
+		order = append(order, i)
+	}
+	if len(order) != n {
+		t.Fatalf("%s holds %d inputs, want %d", stream, len(order), n)
+	}
+	return order
+}
+
 // drain empties ch.
 func drain(ch chan struct{}) {
 	for {
@@ -400,6 +442,8 @@ type cutProxy struct {
 	addr  string
 	mu    sync.Mutex
 	conns []net.Conn
+	held  atomic.Bool // connections are refused (closed at once) while held
+	deaf  atomic.Bool // what the server sends is dropped while deaf (lost with the connection: cut it next)
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -415,6 +459,10 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			if err != nil {
 				return
 			}
+			if px.held.Load() {
+				c.Close()
+				continue
+			}
 			s, err := net.Dial("tcp", target)
 			if err != nil {
 				c.Close()
@@ -424,7 +472,21 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			px.conns = append(px.conns, c, s)
 			px.mu.Unlock()
 			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && !px.deaf.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				c.Close()
+			}()
 		}
 	}()
 	return px

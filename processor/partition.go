@@ -263,6 +263,9 @@ func (pt *partition) run(ctx context.Context) (err error) {
 		_ = pt.waitWorkers(g, cancel)
 		pt.release()
 		pt.fence.Revoke()
+		// A create left unanswered may have been placed (on a lost
+		// server): the next epoch would wait for its delete.
+		pt.deleteConsumer()
 		return err
 	}
 	if p.conn != nil {

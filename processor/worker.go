@@ -170,6 +170,10 @@ func (w *worker) run(ctx context.Context) error {
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
 	closing, lost, done := w.closing, w.fence.Lost(), ctx.Done()
+	var linkLost <-chan struct{} // the connection's loss, for the lane (lane.lost)
+	if w.lane != nil && w.link != nil {
+		linkLost = w.link.current().Done()
+	}
 	in := w.in
 	for {
 		w.drain(ctx)
@@ -221,6 +225,10 @@ func (w *worker) run(ctx context.Context) error {
 			w.loaded(r)
 		case d := <-w.acks:
 			w.acked(d)
+		case <-linkLost:
+			linkLost = w.link.current().Done()
+			w.lane.lost(time.Now())
+			w.laneResults()
 		case a := <-w.laneIn:
 			w.lane.onAnswer(a.Subject, a.Header, a.Data, time.Now())
 			w.laneResults()

@@ -783,6 +783,7 @@ func TestServerRestart(t *testing.T) {
 		w.keys = append(w.keys, fmt.Sprintf("key%d", i))
 	}
 	p := start(t, cfg)
+	keepLogs(t, p) // into KPCASTREAM_NODELOSS_LOGDIR, when set
 	id := w.memberOf(p.cmd.Process.Pid)
 	waitFor(t, 20*time.Second, "the worker owns every partition", func() bool { return w.count(id) == partitions })
 
@@ -824,6 +825,7 @@ func TestServerRestart(t *testing.T) {
 	time.Sleep(time.Second)
 	srv.Start()
 	outage := time.Since(down)
+	t.Logf("server stopped at %s, started again at %s", down.UTC().Format("15:04:05.000"), time.Now().UTC().Format("15:04:05.000"))
 	time.Sleep(3 * time.Second)
 	close(stop)
 	<-done
