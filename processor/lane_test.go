@@ -254,6 +254,12 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 	var failed, sends int
 	answers := map[string]int{}
 	laneSent := make(chan struct{}, 1) // a lane sent an output
+	// hits counts what shows a disruption hit a lane (checked at the end).
+	hits := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return failed + answers[`"type":"gap"`] + answers[`"err_code":10208`]
+	}
 	run := func(name string, keyInFlight int, disturb bool, order []int) PipelineConfig {
 		pc := pipelineConfig(name)
 		pc.Output.Window = 64
@@ -281,11 +287,27 @@ func laneDisrupted(t *testing.T, url string, disrupt func()) {
 				drain(laneSent)
 				go func() {
 					defer close(struck)
-					select {
-					case <-laneSent:
-					case <-time.After(10 * time.Second):
+					// A disruption between a lane's send and its answer hits
+					// the lane; one after the answer came back hits nothing
+					// (1 run in 4 under load missed in all three quarters).
+					// While no disruption of the run has hit, disrupt again
+					// at a later send, at most three times a quarter.
+					for try := range 3 {
+						before := hits()
+						select {
+						case <-laneSent:
+						case <-time.After(10 * time.Second):
+						}
+						disrupt()
+						for end := time.Now().Add(3 * time.Second); hits() == before && time.Now().Before(end); {
+							time.Sleep(20 * time.Millisecond)
+						}
+						t.Logf("quarter %d: disruption %d: %d hits before, %d after", q, try+1, before, hits())
+						if hits() > 0 {
+							return
+						}
+						drain(laneSent)
 					}
-					disrupt()
 				}()
 			}
 			e.publishAll(t, js, name, subj, xs, order[q*n/4:(q+1)*n/4])
