@@ -10,9 +10,10 @@ import (
 type slot[M, O any] struct {
 	*keyState
 	out     outQueue[M, O]
-	idx     int  // in Machine.all
-	waiting bool // in Machine.sendable
-	queued  bool // in Machine.toSave
+	idx     int      // in Machine.all
+	waiting bool     // in Machine.sendable
+	queued  bool     // in Machine.toSave
+	due     dueEntry // in Machine.dues (due.go)
 }
 
 // current is an input: a message (or request) in progress — its Apply
@@ -53,6 +54,8 @@ type Machine[M, O any] struct {
 	inflight int
 	sendable []*slot[M, O] // keys whose head waits for an in-flight slot (Window at most in flight)
 	toSave   []*slot[M, O] // keys whose saveNow waits for a snapshot slot or their save in flight (saves.go)
+	dues     []*slot[M, O] // heap of the keys a rule of the policy makes due, earliest first (due.go)
+	dueOrd   uint64
 	retrying []*slot[M, O]
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
@@ -231,6 +234,7 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	case Reset:
 		if s, ok := m.keys[e.Key]; ok {
 			m.core.reset(s.keyState, now)
+			m.schedule(s)
 			m.saveSoon(s)
 		}
 	case SaveNow:
@@ -440,6 +444,7 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 	s := m.keys[c.key]
 	if a.Changed {
 		m.core.applied(s.keyState, c.seq, m.now)
+		m.schedule(s)
 	}
 	if a.Fail != nil {
 		m.refuse(c.msg, c.key, c.seq, *a.Fail)
@@ -534,6 +539,7 @@ func (m *Machine[M, O]) published(p Published) error {
 				// Saved nowhere: the job ends as a fenced save does (its
 				// hold stays); the worker's copy goes with the worker.
 				m.core.landed(s.keyState, job{lastSeq: j.LastSeq, dirtySeq: j.DirtySeq}, Fenced, m.now)
+				m.schedule(s)
 				continue
 			}
 			m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})

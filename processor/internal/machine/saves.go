@@ -1,7 +1,8 @@
 package machine
 
 // Saves: a key's snapshot handed over when due, its landing, the tick that
-// finds saves due by time, and the machine's end once nothing is held.
+// hands over the saves due by the policy (due.go), and the machine's end
+// once nothing is held.
 
 // maybeSnapshot hands s's snapshot over when the policy says it is due.
 func (m *Machine[M, O]) maybeSnapshot(s *slot[M, O]) {
@@ -61,6 +62,7 @@ func (m *Machine[M, O]) sweepToSave() {
 // lost. A held job counts as in flight.
 func (m *Machine[M, O]) handoff(s *slot[M, O]) {
 	j := m.core.handoff(s.keyState)
+	m.unschedule(s)
 	m.jobID++
 	job := Job{ID: m.jobID, LastSeq: j.lastSeq, DirtySeq: j.dirtySeq}
 	m.emit(Action[M, O]{Kind: ActSnapshot, Key: s.key, Job: job, Held: s.out.hold(job)})
@@ -75,7 +77,9 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 	if !ok {
 		return
 	}
-	switch m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now) {
+	nx := m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now)
+	m.schedule(s) // dirty again while it saved: due by the policy in turn
+	switch nx {
 	case nextSave:
 		m.saveSoon(s)
 	case nextDrop:
@@ -87,6 +91,10 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 		m.drop(s)
 	}
 	m.handWaiting()
+	// The slot that freed goes on to the keys due by the policy, as the
+	// tick would: without this the saves due by time were at most Slots
+	// a tick (8 a second a worker), whatever the schedule asked for.
+	m.handDue()
 	m.startLoads()
 }
 
@@ -123,6 +131,7 @@ func (m *Machine[M, O]) handWaiting() {
 
 // drop forgets an unloaded key.
 func (m *Machine[M, O]) drop(s *slot[M, O]) {
+	m.unschedule(s)
 	delete(m.keys, s.key)
 	last := m.all[len(m.all)-1]
 	m.all[s.idx], last.idx = last, s.idx
@@ -156,12 +165,11 @@ func (m *Machine[M, O]) tick() {
 	if m.closing {
 		return
 	}
-	for _, s := range m.all {
-		if m.core.flying >= m.cfg.Slots {
-			break
-		}
-		m.maybeSnapshot(s)
-	}
+	// The keys that asked for a save (their landings hand them over; this
+	// is the safety net), then those due by the policy, earliest first:
+	// the tick costs the keys it looks at, not the keys known (due.go).
+	m.handWaiting()
+	m.handDue()
 }
 
 // finishIfDone finishes after Close once nothing is left to wait for: the

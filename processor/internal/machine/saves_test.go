@@ -201,10 +201,11 @@ func TestSaveQueueBounded(t *testing.T) {
 }
 
 // BenchmarkTick is the cost of one Tick over a worker holding 1,000 or
-// 100,000 clean loaded keys, nothing due: the tick still walks every key
-// for the saves due by time (saves.go tick, the safety net behind the save
-// queue). The worker ticks once a second, or every Snapshot.Every/2 (at
-// least 10 ms) when that is shorter, and at its own wake times.
+// 100,000 clean loaded keys, nothing due. Before the heap of saves due
+// (due.go) the tick walked every key for the saves due by time: 1.1-4 ms
+// at 100,000 keys; now it looks at the earliest key due only. The worker
+// ticks once a second, or every Snapshot.Every/2 (at least 10 ms) when
+// that is shorter, and at its own wake times.
 //
 //	go test ./processor/internal/machine -run '^$' -bench Tick -benchmem
 func BenchmarkTick(b *testing.B) {
