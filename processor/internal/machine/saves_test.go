@@ -246,3 +246,94 @@ func BenchmarkTick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTickDue is the cost of one Tick that hands over the 8 keys due
+// by time (8 snapshot slots) and of their 8 landings, over a worker
+// holding 1,000 or 100,000 loaded dirty keys that changed one after the
+// other within Every: each op moves the clock on by 8 keys' worth. With
+// the heap (due.go) it costs the keys due; the walk it replaced went
+// through the keys known, the clean ones included, until the slots were
+// full.
+//
+//	go test ./processor/internal/machine -run '^$' -bench TickDue -benchmem
+func BenchmarkTickDue(b *testing.B) {
+	const slots = 8
+	every := time.Second
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			m := newTM(Config{Policy: Policy{EveryMessages: -1, Every: every}, Quota: n, Slots: slots, Window: 256})
+			gap := every / time.Duration(2*n) // all keys change within Every/2
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+			}
+			var jobs []Job
+			var jobKeys []string
+			seq := uint64(0)
+			now := t0
+			run := func() {
+				for m.HasReady() {
+					rd := m.Ready()
+					for _, a := range rd.Actions {
+						switch a.Kind {
+						case ActLoad:
+							_ = m.Step(now, Loaded{Key: a.Key})
+						case ActApply:
+							_ = m.Step(now, Applied[string]{Key: a.Key, Changed: true, Result: "ok"})
+						case ActSnapshot:
+							jobs, jobKeys = append(jobs, a.Job), append(jobKeys, a.Key)
+						case ActFatal:
+							b.Fatalf("fatal: %v", a.Err)
+						}
+					}
+					m.Advance(rd)
+				}
+			}
+			dirtyAll := func() {
+				for i, k := range keys {
+					seq++
+					m.core.track.Deliver(seq)
+					now = now.Add(gap)
+					if err := m.Step(now, Delivered[uint64]{Msg: uint64(i), Key: k, Seq: seq}); err != nil {
+						b.Fatal(err)
+					}
+					run()
+				}
+			}
+			dirtyAll()
+			start := now.Add(-time.Duration(n) * gap) // the first key changed at start+gap
+			done := 0                                 // keys handed over since dirtyAll
+			saved := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if done+slots > n {
+					b.StopTimer()
+					now = now.Add(every)
+					dirtyAll()
+					start, done = now.Add(-time.Duration(n)*gap), 0
+					b.StartTimer()
+				}
+				done += slots
+				now = start.Add(every + time.Duration(done)*gap)
+				if err := m.Step(now, Tick{}); err != nil {
+					b.Fatal(err)
+				}
+				run()
+				for len(jobs) > 0 {
+					j, k := jobs[0], jobKeys[0]
+					jobs, jobKeys = jobs[1:], jobKeys[1:]
+					saved++
+					if err := m.Step(now, SaveLanded{Key: k, Job: j, Outcome: Saved}); err != nil {
+						b.Fatal(err)
+					}
+					run()
+				}
+			}
+			b.StopTimer()
+			if want := b.N * slots; saved != want {
+				b.Fatalf("%d saves landed in %d ticks, want %d", saved, b.N, want)
+			}
+		})
+	}
+}
