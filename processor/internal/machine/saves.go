@@ -91,11 +91,13 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 		m.drop(s)
 	}
 	m.handWaiting()
-	// The slot that freed goes on to the keys due by the policy, as the
-	// tick would: without this the saves due by time were at most Slots
-	// a tick (8 a second a worker), whatever the schedule asked for.
-	m.handDue()
 	m.startLoads()
+	// What slots are left go on to the keys due by the policy, as the
+	// tick would (after the keys that asked and a load's victim, which
+	// hold up a request or a load): without this the saves due by time
+	// were at most Slots a tick (8 a second a worker), whatever the
+	// schedule asked for.
+	m.handDue()
 }
 
 // handWaiting hands over, in the order they asked, the keys waiting for a
