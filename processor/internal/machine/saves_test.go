@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -249,11 +250,11 @@ func BenchmarkTick(b *testing.B) {
 
 // BenchmarkTickDue is the cost of one Tick that hands over the 8 keys due
 // by time (8 snapshot slots) and of their 8 landings, over a worker
-// holding 1,000 or 100,000 loaded dirty keys that changed one after the
-// other within Every: each op moves the clock on by 8 keys' worth. With
-// the heap (due.go) it costs the keys due; the walk it replaced went
-// through the keys known, the clean ones included, until the slots were
-// full.
+// holding 1,000 or 100,000 loaded keys that changed one after the other
+// within Every, in another order than they loaded: each op moves the
+// clock on by 8 keys' worth. With the heap (due.go) it costs the keys due;
+// the walk it replaced went through the keys known, in load order, until
+// the slots were full.
 //
 //	go test ./processor/internal/machine -run '^$' -bench TickDue -benchmem
 func BenchmarkTickDue(b *testing.B) {
@@ -269,6 +270,7 @@ func BenchmarkTickDue(b *testing.B) {
 			}
 			var jobs []Job
 			var jobKeys []string
+			changed := false
 			seq := uint64(0)
 			now := t0
 			run := func() {
@@ -279,7 +281,7 @@ func BenchmarkTickDue(b *testing.B) {
 						case ActLoad:
 							_ = m.Step(now, Loaded{Key: a.Key})
 						case ActApply:
-							_ = m.Step(now, Applied[string]{Key: a.Key, Changed: true, Result: "ok"})
+							_ = m.Step(now, Applied[string]{Key: a.Key, Changed: changed, Result: "ok"})
 						case ActSnapshot:
 							jobs, jobKeys = append(jobs, a.Job), append(jobKeys, a.Key)
 						case ActFatal:
@@ -289,15 +291,23 @@ func BenchmarkTickDue(b *testing.B) {
 					m.Advance(rd)
 				}
 			}
-			dirtyAll := func() {
-				for i, k := range keys {
-					seq++
-					m.core.track.Deliver(seq)
+			deliver := func(k string) {
+				seq++
+				m.core.track.Deliver(seq)
+				if err := m.Step(now, Delivered[uint64]{Msg: seq, Key: k, Seq: seq}); err != nil {
+					b.Fatal(err)
+				}
+				run()
+			}
+			for _, k := range keys { // loaded clean, in order
+				deliver(k)
+			}
+			changed = true
+			order := rand.New(rand.NewPCG(uint64(n), 1)).Perm(n)
+			dirtyAll := func() { // changed in another order
+				for _, i := range order {
 					now = now.Add(gap)
-					if err := m.Step(now, Delivered[uint64]{Msg: uint64(i), Key: k, Seq: seq}); err != nil {
-						b.Fatal(err)
-					}
-					run()
+					deliver(keys[i])
 				}
 			}
 			dirtyAll()
