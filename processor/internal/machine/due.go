@@ -48,6 +48,7 @@ func (m *Machine[M, O]) before(i, j int) bool {
 // schedule puts s in the heap of saves due by the policy, moves it, or
 // takes it out, as its state says now.
 func (m *Machine[M, O]) schedule(s *slot[M, O]) {
+	m.closerAdd(s) // every change of dirty or saving comes here
 	p := m.cfg.Policy
 	byCount := p.EveryMessages > 0 && s.since >= p.EveryMessages
 	if m.keys[s.key] != s || !s.dirty || s.saving || (!byCount && p.Every <= 0) {

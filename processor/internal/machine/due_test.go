@@ -173,6 +173,8 @@ func TestDueRandom(t *testing.T) {
 	}
 }
 
+var dueTrace func(string)
+
 func dueRun(seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0xd0e))
 	pol := Policy{EveryMessages: -1, Every: time.Duration(1+rng.IntN(5)) * time.Second}
@@ -183,7 +185,7 @@ func dueRun(seed uint64) error {
 		pol.EveryMessages, pol.Every = 1+rng.IntN(4), -1
 	}
 	cfg := Config{Policy: pol, Quota: 1 + rng.IntN(6), Slots: 1 + rng.IntN(3), Window: 64, SlotWait: time.Second,
-		BlockTTL: time.Hour, Loads: 1 + rng.IntN(3), Parked: rng.IntN(6)}
+		BlockTTL: time.Hour, Loads: 1 + rng.IntN(3), Parked: rng.IntN(6), OnShutdown: rng.IntN(3) > 0}
 	m := newTM(cfg)
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	seq := uint64(0)
@@ -193,21 +195,40 @@ func dueRun(seed uint64) error {
 		job Job
 	}
 	var saves []save
+	type pub struct {
+		key string
+		ord uint64
+	}
+	var pubs []pub
 	now := t0
+	var deadline time.Time // of the Close, once stepped
 	exec := func() error {
 		for m.HasReady() {
 			rd := m.Ready()
 			acts := slices.Clone(rd.Actions)
 			m.Advance(rd)
+			if dueTrace != nil {
+				dueTrace(fmt.Sprint("  ", kinds(Ready[uint64, string]{Actions: acts})))
+			}
 			for _, a := range acts {
 				switch a.Kind {
 				case ActLoad:
 					loading = append(loading, a.Key)
 				case ActApply:
-					if err := m.Step(now, Applied[string]{Key: a.Key, Changed: rng.IntN(8) > 0, Result: "ok"}); err != nil {
+					changed := rng.IntN(8) > 0
+					var o []string
+					if changed && rng.IntN(3) == 0 { // as the worker: outputs only of a message learned
+						o = outs(a.Key, a.Msg, 1)
+					}
+					if err := m.Step(now, Applied[string]{Key: a.Key, Changed: changed, Outs: o, Result: "ok"}); err != nil {
 						return err
 					}
+				case ActPublish:
+					pubs = append(pubs, pub{a.Key, a.Ord})
 				case ActSnapshot, ActSaveHeld:
+					if a.Kind == ActSnapshot && a.Held {
+						continue // its SaveHeld comes once its outputs are acknowledged
+					}
 					saves = append(saves, save{a.Key, a.Job})
 				case ActReject, ActFatal:
 					return fmt.Errorf("unexpected %v", kinds(Ready[uint64, string]{Actions: []Action[uint64, string]{a}}))
@@ -219,9 +240,17 @@ func dueRun(seed uint64) error {
 		}
 		return nil
 	}
-	for range 400 {
+	for i := range 600 {
 		var ev Event
 		switch r := rng.IntN(12); {
+		case i == 300:
+			deadline = now.Add(time.Hour)
+			ev = Close{Deadline: deadline}
+		case len(pubs) > 0 && r < 2:
+			j := rng.IntN(len(pubs))
+			p := pubs[j]
+			pubs = slices.Delete(pubs, j, j+1)
+			ev = Published{Key: p.key, Ord: p.ord}
 		case len(loading) > 0 && r < 3:
 			i := rng.IntN(len(loading))
 			k := loading[i]
@@ -240,7 +269,12 @@ func dueRun(seed uint64) error {
 			case 0:
 				o = Failed
 			case 1:
-				o = Conflict
+				// Not while the key has an output in flight: a key forgotten
+				// then and loaded again before the answer makes the machine
+				// refuse the answer (a protocol error; core NATS only).
+				if !slices.ContainsFunc(pubs, func(p pub) bool { return p.key == sv.key }) {
+					o = Conflict
+				}
 			}
 			ev = SaveLanded{Key: sv.key, Job: sv.job, Outcome: o}
 		case r == 6:
@@ -255,13 +289,16 @@ func dueRun(seed uint64) error {
 			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
 			ev = Tick{}
 		}
+		if dueTrace != nil {
+			dueTrace(fmt.Sprintf("%T %+v", ev, ev))
+		}
 		if err := m.Step(now, ev); err != nil {
 			return err
 		}
 		if err := checkDues(m); err != nil {
 			return fmt.Errorf("after %T %+v: %w", ev, ev, err)
 		}
-		if _, tick := ev.(Tick); tick && m.core.flying < cfg.Slots {
+		if _, tick := ev.(Tick); tick && m.core.flying < cfg.Slots && !m.closing {
 			for _, s := range m.all {
 				if m.core.due(s.keyState, now, false, true) {
 					return fmt.Errorf("key %s due at %v (changed at %v, %d messages) and not handed over with %d of %d slots taken",
@@ -272,6 +309,20 @@ func dueRun(seed uint64) error {
 		if err := exec(); err != nil {
 			return fmt.Errorf("after %T %+v: %w", ev, ev, err)
 		}
+		if m.Done() && !m.fenced && now.Before(deadline) {
+			// The end waited for every output and, with OnShutdown, for
+			// every key's last save.
+			for _, s := range m.all {
+				if len(s.out.groups) > 0 || s.saving && len(s.out.held) > 0 || cfg.OnShutdown && s.dirty {
+					return fmt.Errorf("finished after %T with key %s: %d output groups, saving %v (%d held), dirty %v",
+						ev, s.key, len(s.out.groups), s.saving, len(s.out.held), s.dirty)
+				}
+			}
+		}
+	}
+	if !m.Done() && len(loading) == 0 && len(saves) == 0 && len(pubs) == 0 {
+		return fmt.Errorf("not finished %v after Close with nothing in flight: %d saves flying, %d held, %d outputs pending",
+			now.Sub(t0), m.core.flying, m.heldSaves(), m.win.pending)
 	}
 	return nil
 }

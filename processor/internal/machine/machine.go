@@ -14,6 +14,7 @@ type slot[M, O any] struct {
 	waiting bool     // in Machine.sendable
 	queued  bool     // in Machine.toSave
 	due     dueEntry // in Machine.dues (due.go)
+	closer  bool     // in Machine.closers
 }
 
 // current is an input: a message (or request) in progress — its Apply
@@ -56,6 +57,7 @@ type Machine[M, O any] struct {
 	toSave   []*slot[M, O] // keys whose saveNow waits for a snapshot slot or their save in flight (saves.go)
 	dues     []*slot[M, O] // heap of the keys a rule of the policy makes due, earliest first (due.go)
 	dueOrd   uint64
+	closers  []*slot[M, O] // after Close: the keys the end may wait for (saves.go finishIfDone)
 	retrying []*slot[M, O]
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
@@ -251,7 +253,11 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 		if !m.closing || e.Deadline.Before(m.deadline) {
 			m.deadline = e.Deadline
 		}
+		first := !m.closing
 		m.closing, m.stopping = true, true
+		if first {
+			m.listClosers()
+		}
 	default:
 		return fmt.Errorf("machine: unknown event %T", ev)
 	}
@@ -455,6 +461,7 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 		if push(&m.win, &s.out, g) {
 			m.pump(s)
 		}
+		m.closerAdd(s)
 	} else {
 		m.ack(c.key, c.msg, c.seq, a.Result)
 	}

@@ -185,7 +185,8 @@ func (m *Machine[M, O]) finishIfDone() {
 	}
 	if !m.fenced && m.now.Before(m.deadline) {
 		waiting := false
-		for _, s := range m.all {
+		m.pruneClosers()
+		for _, s := range m.closers {
 			if s.out.hopeless() {
 				continue // not waited for: replayed by the next owner
 			}
@@ -210,11 +211,58 @@ func (m *Machine[M, O]) finishIfDone() {
 	m.emit(Action[M, O]{Kind: ActFinished, Pending: m.win.pending})
 }
 
-// heldSaves counts the snapshot jobs held for outputs.
+// heldSaves counts the snapshot jobs held for outputs (a key with one is
+// saving: it is among the closers).
 func (m *Machine[M, O]) heldSaves() int {
 	n := 0
-	for _, s := range m.all {
+	for _, s := range m.closers {
 		n += len(s.out.held)
 	}
 	return n
+}
+
+// The end waits for the keys with outputs not acknowledged, dirty keys
+// (with OnShutdown) and saves in flight. Walking every key known on each
+// step after Close cost O(keys) a step, with 10⁵–10⁶ keys known (the
+// local tier) seconds of a shutdown for each save that landed; so Close
+// lists, once, the keys that have outputs, are dirty or saving (the
+// closers), and a key that gets an output or changes afterwards joins
+// them (closerAdd, from applied and schedule, which every change of dirty
+// or saving goes through). finishIfDone walks the closers, and drops
+// those that are done.
+
+// listClosers lists the closers when the input closes.
+func (m *Machine[M, O]) listClosers() {
+	for _, s := range m.all {
+		m.closerAdd(s)
+	}
+}
+
+// closerAdd lists s as a closer, after Close, when the end may wait for it.
+func (m *Machine[M, O]) closerAdd(s *slot[M, O]) {
+	if !m.closing || s.closer || m.keys[s.key] != s || !closerOf(s) {
+		return
+	}
+	s.closer = true
+	m.closers = append(m.closers, s)
+}
+
+// closerOf reports whether the end may wait for s.
+func closerOf[M, O any](s *slot[M, O]) bool {
+	return len(s.out.groups) > 0 || s.dirty || s.saving
+}
+
+// pruneClosers keeps, in order, the closers still known that the end may
+// wait for.
+func (m *Machine[M, O]) pruneClosers() {
+	keep := m.closers[:0]
+	for _, s := range m.closers {
+		if m.keys[s.key] == s && closerOf(s) {
+			keep = append(keep, s)
+		} else {
+			s.closer = false
+		}
+	}
+	clear(m.closers[len(keep):])
+	m.closers = keep
 }
