@@ -13,8 +13,8 @@ type slot[M, O any] struct {
 	idx     int      // in Machine.all
 	waiting bool     // in Machine.sendable
 	queued  bool     // in Machine.toSave
-	due     dueEntry // in Machine.dues (due.go)
 	closer  bool     // in Machine.closers
+	due     dueEntry // in Machine.dues (due.go)
 }
 
 // current is an input: a message (or request) in progress — its Apply
