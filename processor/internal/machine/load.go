@@ -179,7 +179,7 @@ func (m *Machine[M, O]) loaded(l Loaded) error {
 	}
 	m.parked -= len(lo.items)
 	m.shrink(1, "") // a key brought back meanwhile may have taken its room
-	s := &slot[M, O]{keyState: &keyState{key: l.Key, lastSeq: l.LastSeq}, idx: len(m.all)}
+	s := &slot[M, O]{keyState: &keyState{key: l.Key, lastSeq: l.LastSeq}, idx: len(m.all), due: dueEntry{idx: -1}}
 	s.out.perKey = m.cfg.KeyInFlight
 	m.keys[l.Key] = s
 	m.all = append(m.all, s)

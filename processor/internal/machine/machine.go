@@ -10,9 +10,11 @@ import (
 type slot[M, O any] struct {
 	*keyState
 	out     outQueue[M, O]
-	idx     int  // in Machine.all
-	waiting bool // in Machine.sendable
-	queued  bool // in Machine.toSave
+	idx     int      // in Machine.all
+	waiting bool     // in Machine.sendable
+	queued  bool     // in Machine.toSave
+	closer  bool     // in Machine.closers
+	due     dueEntry // in Machine.dues (due.go)
 }
 
 // current is an input: a message (or request) in progress — its Apply
@@ -53,6 +55,9 @@ type Machine[M, O any] struct {
 	inflight int
 	sendable []*slot[M, O] // keys whose head waits for an in-flight slot (Window at most in flight)
 	toSave   []*slot[M, O] // keys whose saveNow waits for a snapshot slot or their save in flight (saves.go)
+	dues     []*slot[M, O] // heap of the keys a rule of the policy makes due, earliest first (due.go)
+	dueOrd   uint64
+	closers  []*slot[M, O] // after Close: the keys the end may wait for (saves.go finishIfDone)
 	retrying []*slot[M, O]
 	jobID    uint64
 	letter   *letter[M] // the dead letter in flight (Reject emitted, not answered)
@@ -231,6 +236,7 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 	case Reset:
 		if s, ok := m.keys[e.Key]; ok {
 			m.core.reset(s.keyState, now)
+			m.schedule(s)
 			m.saveSoon(s)
 		}
 	case SaveNow:
@@ -247,7 +253,11 @@ func (m *Machine[M, O]) Step(now time.Time, ev Event) error {
 		if !m.closing || e.Deadline.Before(m.deadline) {
 			m.deadline = e.Deadline
 		}
+		first := !m.closing
 		m.closing, m.stopping = true, true
+		if first {
+			m.listClosers()
+		}
 	default:
 		return fmt.Errorf("machine: unknown event %T", ev)
 	}
@@ -440,6 +450,7 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 	s := m.keys[c.key]
 	if a.Changed {
 		m.core.applied(s.keyState, c.seq, m.now)
+		m.schedule(s)
 	}
 	if a.Fail != nil {
 		m.refuse(c.msg, c.key, c.seq, *a.Fail)
@@ -450,6 +461,7 @@ func (m *Machine[M, O]) applied(a Applied[O]) error {
 		if push(&m.win, &s.out, g) {
 			m.pump(s)
 		}
+		m.closerAdd(s)
 	} else {
 		m.ack(c.key, c.msg, c.seq, a.Result)
 	}
@@ -534,6 +546,7 @@ func (m *Machine[M, O]) published(p Published) error {
 				// Saved nowhere: the job ends as a fenced save does (its
 				// hold stays); the worker's copy goes with the worker.
 				m.core.landed(s.keyState, job{lastSeq: j.LastSeq, dirtySeq: j.DirtySeq}, Fenced, m.now)
+				m.schedule(s)
 				continue
 			}
 			m.emit(Action[M, O]{Kind: ActSaveHeld, Key: s.key, Job: j})

@@ -1,7 +1,8 @@
 package machine
 
 // Saves: a key's snapshot handed over when due, its landing, the tick that
-// finds saves due by time, and the machine's end once nothing is held.
+// hands over the saves due by the policy (due.go), and the machine's end
+// once nothing is held.
 
 // maybeSnapshot hands s's snapshot over when the policy says it is due.
 func (m *Machine[M, O]) maybeSnapshot(s *slot[M, O]) {
@@ -61,6 +62,7 @@ func (m *Machine[M, O]) sweepToSave() {
 // lost. A held job counts as in flight.
 func (m *Machine[M, O]) handoff(s *slot[M, O]) {
 	j := m.core.handoff(s.keyState)
+	m.unschedule(s)
 	m.jobID++
 	job := Job{ID: m.jobID, LastSeq: j.lastSeq, DirtySeq: j.dirtySeq}
 	m.emit(Action[M, O]{Kind: ActSnapshot, Key: s.key, Job: job, Held: s.out.hold(job)})
@@ -75,7 +77,9 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 	if !ok {
 		return
 	}
-	switch m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now) {
+	nx := m.core.landed(s.keyState, job{lastSeq: l.Job.LastSeq, dirtySeq: l.Job.DirtySeq}, l.Outcome, m.now)
+	m.schedule(s) // dirty again while it saved: due by the policy in turn
+	switch nx {
 	case nextSave:
 		m.saveSoon(s)
 	case nextDrop:
@@ -88,6 +92,12 @@ func (m *Machine[M, O]) landed(l SaveLanded) {
 	}
 	m.handWaiting()
 	m.startLoads()
+	// What slots are left go on to the keys due by the policy, as the
+	// tick would (after the keys that asked and a load's victim, which
+	// hold up a request or a load): without this the saves due by time
+	// were at most Slots a tick (8 a second a worker), whatever the
+	// schedule asked for.
+	m.handDue()
 }
 
 // handWaiting hands over, in the order they asked, the keys waiting for a
@@ -123,6 +133,7 @@ func (m *Machine[M, O]) handWaiting() {
 
 // drop forgets an unloaded key.
 func (m *Machine[M, O]) drop(s *slot[M, O]) {
+	m.unschedule(s)
 	delete(m.keys, s.key)
 	last := m.all[len(m.all)-1]
 	m.all[s.idx], last.idx = last, s.idx
@@ -156,12 +167,11 @@ func (m *Machine[M, O]) tick() {
 	if m.closing {
 		return
 	}
-	for _, s := range m.all {
-		if m.core.flying >= m.cfg.Slots {
-			break
-		}
-		m.maybeSnapshot(s)
-	}
+	// The keys that asked for a save (their landings hand them over; this
+	// is the safety net), then those due by the policy, earliest first:
+	// the tick costs the keys it looks at, not the keys known (due.go).
+	m.handWaiting()
+	m.handDue()
 }
 
 // finishIfDone finishes after Close once nothing is left to wait for: the
@@ -175,7 +185,8 @@ func (m *Machine[M, O]) finishIfDone() {
 	}
 	if !m.fenced && m.now.Before(m.deadline) {
 		waiting := false
-		for _, s := range m.all {
+		m.pruneClosers()
+		for _, s := range m.closers {
 			if s.out.hopeless() {
 				continue // not waited for: replayed by the next owner
 			}
@@ -200,11 +211,58 @@ func (m *Machine[M, O]) finishIfDone() {
 	m.emit(Action[M, O]{Kind: ActFinished, Pending: m.win.pending})
 }
 
-// heldSaves counts the snapshot jobs held for outputs.
+// heldSaves counts the snapshot jobs held for outputs (a key with one is
+// saving: it is among the closers).
 func (m *Machine[M, O]) heldSaves() int {
 	n := 0
-	for _, s := range m.all {
+	for _, s := range m.closers {
 		n += len(s.out.held)
 	}
 	return n
+}
+
+// The end waits for the keys with outputs not acknowledged, dirty keys
+// (with OnShutdown) and saves in flight. Walking every key known on each
+// step after Close cost O(keys) a step, with 10⁵–10⁶ keys known (the
+// local tier) seconds of a shutdown for each save that landed; so Close
+// lists, once, the keys that have outputs, are dirty or saving (the
+// closers), and a key that gets an output or changes afterwards joins
+// them (closerAdd, from applied and schedule, which every change of dirty
+// or saving goes through). finishIfDone walks the closers, and drops
+// those that are done.
+
+// listClosers lists the closers when the input closes.
+func (m *Machine[M, O]) listClosers() {
+	for _, s := range m.all {
+		m.closerAdd(s)
+	}
+}
+
+// closerAdd lists s as a closer, after Close, when the end may wait for it.
+func (m *Machine[M, O]) closerAdd(s *slot[M, O]) {
+	if !m.closing || s.closer || m.keys[s.key] != s || !closerOf(s) {
+		return
+	}
+	s.closer = true
+	m.closers = append(m.closers, s)
+}
+
+// closerOf reports whether the end may wait for s.
+func closerOf[M, O any](s *slot[M, O]) bool {
+	return len(s.out.groups) > 0 || s.dirty || s.saving
+}
+
+// pruneClosers keeps, in order, the closers still known that the end may
+// wait for.
+func (m *Machine[M, O]) pruneClosers() {
+	keep := m.closers[:0]
+	for _, s := range m.closers {
+		if m.keys[s.key] == s && closerOf(s) {
+			keep = append(keep, s)
+		} else {
+			s.closer = false
+		}
+	}
+	clear(m.closers[len(keep):])
+	m.closers = keep
 }
