@@ -63,6 +63,8 @@ func TestBytesCoversHeap(t *testing.T) {
 		n    int
 	}{
 		{"ikpca B=16 d=16 k=2", &Spec{Learner: small}, 16, 40, 200},
+		{"ikpca B=16 d=16 k=2 shared scratch", &Spec{Learner: small, Scratch: learners.NewScratch()}, 16, 40, 200},
+		{"ikpca B=128 d=16 k=8 shared scratch", &Spec{Learner: large, Scratch: learners.NewScratch()}, 16, 140, 20},
 		{"ikpca B=128 d=16 k=8", &Spec{Learner: large}, 16, 140, 20},
 		{"ikpca B=16 with monitor", &Spec{Learner: small, Monitor: &mon}, 16, 40, 200},
 		{"every part (B=16 d=3)", fullSpec(nil), 3, 60, 200},
