@@ -167,8 +167,8 @@ type IKPCA struct {
 	// call: views of ws (the learner's own, or one shared with the other
 	// learners of a goroutine, see ShareScratch), set by bind at the
 	// start of every call that uses them.
-	ws              *Scratch
-	shared          bool      // ws is shared (MemoryBytes does not count it)
+	ws              *Scratch  // the shared working memory (nil: the learner's own arrays)
+	shared          bool      // ws is set (MemoryBytes does not count the working memory)
 	kr, z, t1       []float64 // b
 	y1, y2          []float64 // b×p
 	gc, gs          []float64 // b: Givens rotations of an eviction
@@ -225,8 +225,10 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		l.moveBurst = moveBurstSize
 	}
 	l.lwork = syevWork(p)
-	l.ws = NewScratch()
-	l.bind()
+	// Its own working memory, array by array (one array would round up to
+	// the allocator's next size: 3 KiB more at B=128); ShareScratch
+	// replaces it by views of a shared one.
+	l.carve(func(n int) []float64 { return make([]float64, n) })
 	return l, nil
 }
 
@@ -252,21 +254,30 @@ func (l *IKPCA) useScratch(ws *Scratch) {
 	l.bind()
 }
 
-// bind points the working memory's views into the learner's Scratch,
-// growing it if it is smaller than the learner needs. Cheap when they
-// already point there (another learner of the same layout may have used
-// it since: its contents are never read across calls).
+// bind points the working memory's views into the shared Scratch (none
+// to do for a learner with its own), growing it if it is smaller than the
+// learner needs. Cheap when they already point there (another learner of
+// the same layout may have used it since: its contents are never read
+// across calls).
 func (l *IKPCA) bind() {
+	if !l.shared {
+		return
+	}
 	buf := l.ws.floats(l.scratchLen())
 	if len(l.kr) > 0 && &l.kr[0] == &buf[0] {
 		return
 	}
-	b, p := l.b, l.p
-	next := func(n int) []float64 {
+	l.carve(func(n int) []float64 {
 		v := buf[:n:n]
 		buf = buf[n:]
 		return v
-	}
+	})
+}
+
+// carve sets the working memory's views, taking each array of n values
+// from next (scratchLen values in all).
+func (l *IKPCA) carve(next func(n int) []float64) {
+	b, p := l.b, l.p
 	l.kr, l.z, l.t1, l.gc, l.gs, l.carryS = next(b), next(b), next(b), next(b), next(b), next(b)
 	l.y1, l.y2 = next(b*p), next(b*p)
 	l.h, l.wv, l.carrySU = next(p*p), next(p), next(p)
@@ -290,9 +301,8 @@ func (l *IKPCA) bind() {
 //
 //	8·(6B + 2Bp + p² + 2p + d + lwork)
 //
-// with lwork (≈ 34p) the eigensolver's workspace, in one array rounded up
-// to the allocator's size (ScratchBytes). It does not depend on the
-// stream.
+// with lwork (≈ 34p) the eigensolver's workspace (a shared Scratch holds
+// it in one array: ScratchBytes). It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
 	n := b*d + 3*b*b + b*(2*p+2*k+l.r+5) + p + k
@@ -302,11 +312,10 @@ func (l *IKPCA) MemoryBytes() int {
 	if l.cnt != nil {
 		n += b*d + 4*b
 	}
-	n *= 8
 	if !l.shared {
-		n += l.ws.Bytes()
+		n += l.scratchLen()
 	}
-	return n
+	return 8 * n
 }
 
 // Kind returns "ikpca".
