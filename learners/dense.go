@@ -224,10 +224,15 @@ func centre(v []float64) {
 // (row stride ld), packed.
 func packRows(a []float64, rows, cols, ld int) []float64 {
 	out := make([]float64, rows*cols)
-	for r := range rows {
-		copy(out[r*cols:(r+1)*cols], a[r*ld:r*ld+cols])
-	}
+	packInto(out, a, rows, cols, ld)
 	return out
+}
+
+// packInto is packRows into dst (length rows·cols).
+func packInto(dst, a []float64, rows, cols, ld int) {
+	for r := range rows {
+		copy(dst[r*cols:(r+1)*cols], a[r*ld:r*ld+cols])
+	}
 }
 
 // splitmixUniform advances the splitmix64 state *s (Steele, Lea and Flood

@@ -17,6 +17,11 @@
 // Memory is fixed at construction by the budget B, the dimension d and the
 // number of components k (see each learner's MemoryBytes); it never grows
 // with the stream. After warm-up, Learn and Transform do not allocate.
+// Working memory that lives only during a call (an ikpca's kernel rows,
+// Ritz blocks and eigensolver workspace) can come from a Scratch shared by
+// the learners of one goroutine (ShareScratch), so that many learners kept
+// in memory hold their state alone; StateInto writes a state into a reused
+// State, for a caller that saves many learners in turn.
 //
 // ikpca and window refresh their published components every few
 // observations (Config.Refresh), so the published basis may lag the data by

@@ -154,24 +154,29 @@ type IKPCA struct {
 	lastMove  int64     // virtual time of the last move (Seen() at it when moves are not bursting)
 	moveBurst int64     // moveBurstSize (a field so that tests can compare schedules)
 	kself     []float64 // b: k(dⱼ,dⱼ)
-	xb        []float64 // d: scratch, a member's new position
 	// the dropped coordinate's statistics, carried into the member that
-	// takes its place (scratch between evict and append)
+	// takes its place (between evict and append, within one call)
 	carry           bool
 	carryZ, carryMu float64
-	carryS, carrySU []float64 // b, p
 
 	// tr is told of every change of coordinates during LearnTracked (nil
 	// otherwise; never retained after it returns).
 	tr CoordTracker
 
-	// scratch, never part of the state
-	kr, z, t1 []float64 // b
-	y1, y2    []float64 // b×p
-	gc, gs    []float64 // b: Givens rotations of an eviction
-	h         []float64 // p×p
-	wv, work  []float64 // p, Syev workspace
-	lwork     int
+	// Working memory, never part of the state, nothing in it survives a
+	// call: views of ws (the learner's own, or one shared with the other
+	// learners of a goroutine, see ShareScratch), set by bind at the
+	// start of every call that uses them.
+	ws              *Scratch  // the shared working memory (nil: the learner's own arrays)
+	shared          bool      // ws is set (MemoryBytes does not count the working memory)
+	kr, z, t1       []float64 // b
+	y1, y2          []float64 // b×p
+	gc, gs          []float64 // b: Givens rotations of an eviction
+	h               []float64 // p×p
+	wv, work        []float64 // p, Syev workspace
+	lwork           int
+	xb              []float64 // d: a member's new position (centroid)
+	carryS, carrySU []float64 // b, p: the carried coordinate's row of S and of S·U (centroid)
 }
 
 // NewIKPCA returns an empty IKPCA learner for cfg (defaults applied).
@@ -204,15 +209,6 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		c:     make([]float64, k),
 		sc:    1,
 		rng:   cfg.Seed,
-		kr:    make([]float64, b),
-		z:     make([]float64, b),
-		t1:    make([]float64, b),
-		y1:    make([]float64, b*p),
-		y2:    make([]float64, b*p),
-		gc:    make([]float64, b),
-		gs:    make([]float64, b),
-		h:     make([]float64, p*p),
-		wv:    make([]float64, p),
 	}
 	if keepsInverse(cfg.Eviction) {
 		l.P = make([]float64, b*b)
@@ -225,39 +221,99 @@ func NewIKPCA(cfg Config) (*IKPCA, error) {
 		l.accN = make([]float64, b)
 		l.born = make([]float64, b)
 		l.kself = make([]float64, b)
-		l.xb = make([]float64, d)
-		l.carryS = make([]float64, b)
-		l.carrySU = make([]float64, p)
 		l.gapArea = moveGapArea
 		l.moveBurst = moveBurstSize
 	}
-	var q [1]float64
-	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Data: l.h, Uplo: blas.Upper}, l.wv, q[:], -1)
-	l.lwork = max(int(q[0]), 3*p)
-	l.work = make([]float64, l.lwork)
+	l.lwork = syevWork(p)
+	// Its own working memory, array by array (one array would round up to
+	// the allocator's next size: 3 KiB more at B=128); ShareScratch
+	// replaces it by views of a shared one.
+	l.carve(func(n int) []float64 { return make([]float64, n) })
 	return l, nil
 }
 
-// MemoryBytes is the learner's fixed memory in bytes:
+// syevWork is the workspace Syev asks for on a p×p problem (at least 3p).
+func syevWork(p int) int {
+	var q [1]float64
+	lapack64.Syev(lapack.EVCompute, blas64.Symmetric{N: p, Stride: p, Uplo: blas.Upper}, nil, q[:], -1)
+	return max(int(q[0]), 3*p)
+}
+
+// scratchLen is the working memory of the learner in float64s:
+// 6B + 2Bp + p² + 2p + d + lwork (kr, z, t1, the Givens rotations and the
+// carried row of S; the two B×p blocks; the Ritz problem, its values and
+// the carried row of S·U; a member's new position; Syev's workspace).
+func (l *IKPCA) scratchLen() int {
+	b, p := l.b, l.p
+	return 6*b + 2*b*p + p*p + 2*p + l.d + l.lwork
+}
+
+// useScratch makes l take its working memory from ws (ShareScratch).
+func (l *IKPCA) useScratch(ws *Scratch) {
+	l.ws, l.shared = ws, true
+	l.bind()
+}
+
+// bind points the working memory's views into the shared Scratch (none
+// to do for a learner with its own), growing it if it is smaller than the
+// learner needs. Cheap when they already point there (another learner of
+// the same layout may have used it since: its contents are never read
+// across calls).
+func (l *IKPCA) bind() {
+	if !l.shared {
+		return
+	}
+	buf := l.ws.floats(l.scratchLen())
+	if len(l.kr) > 0 && &l.kr[0] == &buf[0] {
+		return
+	}
+	l.carve(func(n int) []float64 {
+		v := buf[:n:n]
+		buf = buf[n:]
+		return v
+	})
+}
+
+// carve sets the working memory's views, taking each array of n values
+// from next (scratchLen values in all).
+func (l *IKPCA) carve(next func(n int) []float64) {
+	b, p := l.b, l.p
+	l.kr, l.z, l.t1, l.gc, l.gs, l.carryS = next(b), next(b), next(b), next(b), next(b), next(b)
+	l.y1, l.y2 = next(b*p), next(b*p)
+	l.h, l.wv, l.carrySU = next(p*p), next(p), next(p)
+	l.xb = next(l.d)
+	l.work = next(l.lwork)
+}
+
+// MemoryBytes is the learner's fixed memory in bytes: its state,
 //
-//	8·(B·d + 3·B² + B·(4p + 2k + r + 10) + p² + 2p + k + lwork)
+//	8·(B·d + 3·B² + B·(2p + 2k + r + 5) + p + k)
 //
-// with p = min(B, k + max(k, 8)) the block size, r = min(p, 16) the number
-// of deferred scatter terms and lwork (≈ 34p) the eigensolver's workspace:
-// the dictionary, L, P = (K_DD+εI)⁻¹ and the scatter (3B²), the block, S
-// times it and two work copies (4Bp), A and the version reference (2Bk),
-// the pending scatter terms (Br) and vectors. The centroid and fifo
-// policies keep no P (−B²); centroid adds B·d + 5B + p + d: each member's sum of absorbed
-// observations (B·d), its weight, count, birth and k(dⱼ,dⱼ), and scratch.
-// It does not depend on the stream.
+// with p = min(B, k + max(k, 8)) the block size and r = min(p, 16) the
+// number of deferred scatter terms: the dictionary and its norms, L,
+// P = (K_DD+εI)⁻¹ and the scatter (3B²), the Ritz block and S times it
+// (2Bp), A and the version reference (2Bk), the pending scatter terms
+// (Br), the mean, the published mean, admission times and L⁻ᵀμ, the Ritz
+// values and c. The centroid and fifo policies keep no P (−B²); centroid
+// adds B·d + 4B: each member's sum of absorbed observations, its weight,
+// count, birth and k(dⱼ,dⱼ). Plus, unless the learner shares a Scratch
+// (ShareScratch), its own working memory,
+//
+//	8·(6B + 2Bp + p² + 2p + d + lwork)
+//
+// with lwork (≈ 34p) the eigensolver's workspace (a shared Scratch holds
+// it in one array: ScratchBytes). It does not depend on the stream.
 func (l *IKPCA) MemoryBytes() int {
 	b, p, k, d := l.b, l.p, l.k, l.d
-	n := b*d + 3*b*b + b*(4*p+2*k+l.r+10) + p*p + 2*p + k + l.lwork
+	n := b*d + 3*b*b + b*(2*p+2*k+l.r+5) + p + k
 	if l.P == nil {
 		n -= b * b
 	}
 	if l.cnt != nil {
-		n += b*d + 5*b + p + d
+		n += b*d + 4*b
+	}
+	if !l.shared {
+		n += l.scratchLen()
 	}
 	return 8 * n
 }
@@ -287,6 +343,7 @@ func (l *IKPCA) Learn(x []float64) error {
 	if err := checkInput(x, l.d); err != nil {
 		return err
 	}
+	l.bind()
 	kxx := l.cfg.Kernel.Self(x)
 	m := l.rows.Len()
 	kr := l.rows.Row(l.kr[:m], x, norm2(x))
@@ -1022,6 +1079,7 @@ func (l *IKPCA) Sync(maxIter int) error {
 	if !l.ready {
 		return ErrNotReady
 	}
+	l.bind()
 	prev := l.t1[:l.p]
 	for range maxIter {
 		copy(prev, l.th)
@@ -1158,6 +1216,7 @@ func (l *IKPCA) project(dst, x []float64) (kxx, ka float64, err error) {
 	if !l.ready {
 		return 0, 0, ErrNotReady
 	}
+	l.bind()
 	m := l.rows.Len()
 	kr := l.rows.Row(l.kr[:m], x, norm2(x))
 	copy(dst, l.c)
@@ -1253,9 +1312,15 @@ func (l *IKPCA) Model() (*Model, error) {
 }
 
 // State returns a deep copy of the learner's state.
-func (l *IKPCA) State() *State {
+func (l *IKPCA) State() *State { return l.StateInto(nil) }
+
+// StateInto writes a deep copy of the learner's state into s (nil: a new
+// State) and returns it, reusing s's maps and arrays (State.Reuse): once s
+// has held a state of this learner's shape it allocates nothing.
+func (l *IKPCA) StateInto(s *State) *State {
 	m, b := l.rows.Len(), l.b
-	s := newState(KindIKPCA, l.cfg, l.seen)
+	s = s.Reuse(KindIKPCA, l.cfg, l.seen)
+	defer s.Trim()
 	s.Ints["m"] = int64(m)
 	s.Ints["version"] = int64(l.ver)
 	s.Ints["rng"] = int64(l.rng)
@@ -1276,17 +1341,17 @@ func (l *IKPCA) State() *State {
 	s.Scalars["outside"] = l.outside
 	s.putMatrix("points", m, l.d, l.rows.Data())
 	s.putMatrix("admitted", 1, m, l.adm)
-	s.putMatrix("L", m, m, packRows(l.L, m, m, b))
+	packInto(s.SetMatrix("L", m, m), l.L, m, m, b)
 	if l.P != nil {
-		s.putMatrix("P", m, m, packRows(l.P, m, m, b))
+		packInto(s.SetMatrix("P", m, m), l.P, m, m, b)
 	}
-	S := packRows(l.S, m, m, b)
+	S := s.SetMatrix("S", m, m)
+	packInto(S, l.S, m, m, b)
 	for i := range m { // canonical symmetric form (updates touch the lower triangle)
 		for j := range i {
 			S[j*m+i] = S[i*m+j]
 		}
 	}
-	s.putMatrix("S", m, m, S)
 	s.putMatrix("mu", 1, m, l.mu)
 	s.putMatrix("mu_ref", 1, m, l.muRef)
 	s.putMatrix("U", m, l.p, l.U)
@@ -1299,11 +1364,11 @@ func (l *IKPCA) State() *State {
 	// The pending block has a fixed shape (r−1)×m, rows from n on zero, so
 	// that the state's size does not depend on where in a block it is taken.
 	s.Ints["pending"] = int64(l.np)
-	pend := make([]float64, (l.r-1)*m)
+	pend := s.SetMatrix("pending", l.r-1, m)
+	clear(pend)
 	for i := range l.np {
 		copy(pend[i*m:(i+1)*m], l.pend[i*b:i*b+m])
 	}
-	s.putMatrix("pending", l.r-1, m, pend)
 	if l.cnt != nil {
 		s.putMatrix("weight_of", 1, m, l.cnt)
 		s.putMatrix("absorbed", m, l.d, l.acc)

@@ -3,7 +3,6 @@ package learners
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // StateVersion is the version of the State layout written by this package.
@@ -49,7 +48,62 @@ func newState(kind string, cfg Config, seen int64) *State {
 
 // putMatrix stores a copy of the first rows×cols values of data under name.
 func (s *State) putMatrix(name string, rows, cols int, data []float64) {
-	s.Matrices[name] = Matrix{Rows: rows, Cols: cols, Data: slices.Clone(data[:rows*cols])}
+	copy(s.SetMatrix(name, rows, cols), data[:rows*cols])
+}
+
+// Reuse readies s to be written again — by a learner's StateInto (see the
+// function StateInto) or a decoder — with the given header, keeping its
+// maps and the arrays of its matrices for SetMatrix: counters and scalars
+// are cleared, matrices are kept but marked unset (Rows −1) until SetMatrix
+// sets them or Trim removes them. A nil s allocates a new State.
+func (s *State) Reuse(kind string, cfg Config, seen int64) *State {
+	if s == nil || s.Ints == nil || s.Scalars == nil || s.Matrices == nil {
+		return newState(kind, cfg, seen)
+	}
+	s.Version, s.Kind, s.Config, s.Seen = StateVersion, kind, cfg, seen
+	clear(s.Ints)
+	clear(s.Scalars)
+	for k, m := range s.Matrices {
+		m.Rows = -1
+		s.Matrices[k] = m
+	}
+	return s
+}
+
+// SetMatrix sets matrix name to rows×cols and returns its array for the
+// caller to fill (its contents are undefined): s's own array for name
+// when it is large enough (after Reuse), else a new one.
+func (s *State) SetMatrix(name string, rows, cols int) []float64 {
+	n := rows * cols
+	buf := s.Matrices[name].Data
+	if buf == nil || cap(buf) < n {
+		buf = make([]float64, n)
+	}
+	buf = buf[:n:n]
+	s.Matrices[name] = Matrix{Rows: rows, Cols: cols, Data: buf}
+	return buf
+}
+
+// Trim removes the matrices that Reuse marked and SetMatrix did not set
+// since.
+func (s *State) Trim() {
+	for k, m := range s.Matrices {
+		if m.Rows < 0 {
+			delete(s.Matrices, k)
+		}
+	}
+}
+
+// StateInto writes l's state into s, reusing s's maps and arrays (State.
+// Reuse), and returns it: a learner that can do so (an IKPCA) allocates
+// nothing once s has held a state of its shape; any other learner's State()
+// is returned instead. Either way the result shares nothing with l, and
+// equals l.State().
+func StateInto(l Learner, s *State) *State {
+	if r, ok := l.(interface{ StateInto(*State) *State }); ok {
+		return r.StateInto(s)
+	}
+	return l.State()
 }
 
 // stateReader checks a State's fields as they are read and keeps the first

@@ -331,9 +331,12 @@
 //
 // # Bounded memory
 //
-// Each worker holds at most max(1, memory_budget/partitions/workers/size)
-// learners, size being one key's fixed memory (keymodel.Model.Bytes:
-// learner, classifier stage, monitor, bookkeeping), and at most its share
+// Each worker holds at most max(1, (memory_budget/partitions/workers −
+// scratch)/size) learners, size being one key's fixed memory
+// (keymodel.Model.Bytes: learner state, classifier stage, monitor,
+// bookkeeping) and scratch the working memory its keys' learners share
+// (learners.Scratch, given to a key's learner when it becomes resident:
+// one key runs at a time), and at most its share
 // ⌈max_keys/partitions⌉/workers of max_keys when that is set (memory.go);
 // the least recently used one is snapshotted and unloaded, and loaded again
 // on its next message. A key brought back while its unloading save is in

@@ -21,22 +21,32 @@ func benchLearner(d, k, b int) learners.Config {
 // BenchmarkLocalCycle measures one key's round through the local tier as
 // the worker does it: its model encoded and written (by batches of
 // spillBatch, one commit each), then read back and restored — the cost
-// of every message of a round-robin over more keys than fit in memory —
-// with the local format (local_format.go) and, to compare, the
-// snapshot's.
+// of every message of a round-robin over more keys than fit in memory.
+// Formats: "snapshot" (the snapshot's msgpack, a new State each way, a new
+// model), "local" (the local format, local_format.go, a new State each
+// way, a new model: the worker before issue 30's fourth round) and
+// "reuse" (the worker's path now: the learner's state into one reused
+// State, decoded into another, restored into an existing model whose
+// learner shares a Scratch).
 func BenchmarkLocalCycle(b *testing.B) {
 	for _, lc := range []struct {
 		name    string
 		d, k, b int
 	}{{"small-d16-k2-B16", 16, 2, 16}, {"realistic-d16-k8-B64", 16, 8, 64}} {
-		for _, format := range []string{"snapshot", "local"} {
-			b.Run(lc.name+"/"+format, func(b *testing.B) { benchLocalCycle(b, benchLearner(lc.d, lc.k, lc.b), format == "local") })
+		for _, format := range []string{"snapshot", "local", "reuse"} {
+			b.Run(lc.name+"/"+format, func(b *testing.B) { benchLocalCycle(b, benchLearner(lc.d, lc.k, lc.b), format) })
 		}
 	}
 }
 
-func benchLocalCycle(b *testing.B, lc learners.Config, local bool) {
+func benchLocalCycle(b *testing.B, lc learners.Config, format string) {
 	spec := &keymodel.Spec{Learner: lc}
+	local, reuse := format != "snapshot", format == "reuse"
+	if reuse {
+		spec = spec.WithScratch()
+	}
+	var spill *learners.State
+	dec := localDecoder{keep: true}
 	st, err := localstore.Open(filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +79,13 @@ func benchLocalCycle(b *testing.B, lc learners.Config, local bool) {
 		items, enc = items[:0], enc[:0]
 		for j := range spillBatch {
 			i := (n + j) % keys
-			s := models[i].Snapshot()
+			var s keymodel.State
+			if reuse {
+				spill = learners.StateInto(models[i].Learner(), spill)
+				s.Learner = spill
+			} else {
+				s = models[i].Snapshot()
+			}
 			snap := &codec.Snapshot{Key: names[i], Pipeline: "p", State: s.Learner}
 			var v []byte
 			if local {
@@ -95,13 +111,23 @@ func benchLocalCycle(b *testing.B, lc learners.Config, local bool) {
 			}
 			buf = v[:0]
 			var snap *codec.Snapshot
-			if local {
+			switch {
+			case reuse:
+				snap, err = dec.decode(v, cfg)
+			case local:
 				snap, err = decodeLocal(v, cfg)
-			} else {
+			default:
 				snap, err = codec.DecodeSnapshot(v)
 			}
 			if err != nil {
 				b.Fatal(err)
+			}
+			if reuse {
+				// The worker restores into a model a spill set free (restoreLocal).
+				if err := models[i].Learner().Restore(snap.State); err != nil {
+					b.Fatal(err)
+				}
+				continue
 			}
 			if models[i], _, err = keymodel.Restore(spec, keymodel.State{Learner: snap.State}); err != nil {
 				b.Fatal(err)

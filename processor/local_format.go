@@ -77,6 +77,28 @@ func appendString(dst []byte, s string) []byte {
 // decodeLocal decodes a local tier value written by appendLocal; a flat
 // state gets the learner configuration cfg. It does not keep b.
 func decodeLocal(b []byte, cfg learners.Config) (*codec.Snapshot, error) {
+	var d localDecoder
+	return d.decode(b, cfg)
+}
+
+// localDecoder decodes local tier values, a flat one into the same State
+// each time (learners.State.Reuse: its maps, its arrays, the names of its
+// fields), so that a worker reading keys back allocates little. What
+// decode returns is valid until its next call: restore it (a learner's
+// Restore copies what it keeps) before decoding the next value.
+type localDecoder struct {
+	st    *learners.State   // reused; nil: the first flat value allocates it
+	names map[string]string // the field names seen (at most maxLocalNames)
+	snap  codec.Snapshot    // what decode returns for a flat value
+	keep  bool              // reuse st and snap (a tier's decoder); false: each value its own
+}
+
+// maxLocalNames bounds localDecoder.names: a learner's state has a few
+// dozen names.
+const maxLocalNames = 256
+
+// decode decodes b (see decodeLocal).
+func (d *localDecoder) decode(b []byte, cfg learners.Config) (*codec.Snapshot, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", errLocalFormat)
 	}
@@ -86,57 +108,61 @@ func decodeLocal(b []byte, cfg learners.Config) (*codec.Snapshot, error) {
 	if b[0] != localFlat {
 		return nil, fmt.Errorf("%w: format %q", errLocalFormat, b[0])
 	}
-	r := localReader{b: b[1:]}
-	st := &learners.State{Config: cfg}
-	st.Version = int(r.uvarint(math.MaxInt32))
-	st.Kind = r.string()
-	st.Seen = r.varint()
-	if n := r.uvarint(uint64(len(r.b))); n > 0 {
-		st.Ints = make(map[string]int64, n)
-		for range n {
-			k := r.string()
-			st.Ints[k] = r.varint()
-		}
+	r := localReader{b: b[1:], names: d.names, intern: d.keep}
+	var st *learners.State
+	if d.keep {
+		st = d.st
 	}
-	if n := r.uvarint(uint64(len(r.b))); n > 0 {
-		st.Scalars = make(map[string]float64, n)
-		for range n {
-			k := r.string()
-			st.Scalars[k] = math.Float64frombits(r.uint64())
-		}
+	version := int(r.uvarint(math.MaxInt32))
+	kind := r.string()
+	st = st.Reuse(kind, cfg, r.varint())
+	st.Version = version
+	for range r.uvarint(uint64(len(r.b))) {
+		k := r.string()
+		st.Ints[k] = r.varint()
 	}
-	if n := r.uvarint(uint64(len(r.b))); n > 0 {
-		st.Matrices = make(map[string]learners.Matrix, n)
-		for range n {
-			k := r.string()
-			rows, cols := r.uvarint(math.MaxInt32), r.uvarint(math.MaxInt32)
-			if r.err == nil && rows*cols > uint64(len(r.b))/8 {
-				r.err = fmt.Errorf("%w: matrix %q of %d×%d in %d bytes", errLocalFormat, k, rows, cols, len(r.b))
-			}
-			if r.err != nil {
-				break
-			}
-			data := make([]float64, rows*cols)
-			for i := range data {
-				data[i] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:]))
-			}
-			r.b = r.b[8*len(data):]
-			st.Matrices[k] = learners.Matrix{Rows: int(rows), Cols: int(cols), Data: data}
-		}
+	for range r.uvarint(uint64(len(r.b))) {
+		k := r.string()
+		st.Scalars[k] = math.Float64frombits(r.uint64())
 	}
+	for range r.uvarint(uint64(len(r.b))) {
+		k := r.string()
+		rows, cols := r.uvarint(math.MaxInt32), r.uvarint(math.MaxInt32)
+		if r.err == nil && rows*cols > uint64(len(r.b))/8 {
+			r.err = fmt.Errorf("%w: matrix %q of %d×%d in %d bytes", errLocalFormat, k, rows, cols, len(r.b))
+		}
+		if r.err != nil {
+			break
+		}
+		data := st.SetMatrix(k, int(rows), int(cols))
+		for i := range data {
+			data[i] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:]))
+		}
+		r.b = r.b[8*len(data):]
+	}
+	st.Trim()
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%w: %d trailing bytes", errLocalFormat, len(r.b))
+	}
+	if d.keep {
+		d.st, d.names = st, r.names
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
-	return &codec.Snapshot{State: st}, nil
+	if !d.keep {
+		return &codec.Snapshot{State: st}, nil
+	}
+	d.snap = codec.Snapshot{State: st}
+	return &d.snap, nil
 }
 
 // localReader reads appendLocal's fields; the first error sticks.
 type localReader struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
+	names  map[string]string // strings read before
+	intern bool              // keep the strings read in names, and take them from there
 }
 
 func (r *localReader) uvarint(limit uint64) uint64 {
@@ -186,7 +212,20 @@ func (r *localReader) string() string {
 	if r.err != nil {
 		return ""
 	}
+	if s, ok := r.names[string(r.b[:n])]; ok { // no allocation for a name seen before
+		r.b = r.b[n:]
+		return s
+	}
 	s := string(r.b[:n])
 	r.b = r.b[n:]
+	if !r.intern {
+		return s
+	}
+	if r.names == nil {
+		r.names = map[string]string{}
+	}
+	if len(r.names) < maxLocalNames {
+		r.names[s] = s
+	}
 	return s
 }

@@ -57,9 +57,19 @@ func TestLocalFormat(t *testing.T) {
 		if _, _, err := keymodel.Restore(spec, keymodel.State{Learner: got.State}); err != nil {
 			t.Errorf("%s: restore: %v", kind, err)
 		}
+		keep := localDecoder{keep: true} // the tier's: one State reused
 		for n := range len(b) - 6 {
 			if _, err := decodeLocal(b[6:6+n], st.Learner.Config); err == nil {
 				t.Fatalf("%s: a value cut to %d of %d bytes decoded", kind, n, len(b)-6)
+			}
+			if _, err := keep.decode(b[6:6+n], st.Learner.Config); err == nil {
+				t.Fatalf("%s: a value cut to %d of %d bytes decoded into a reused state", kind, n, len(b)-6)
+			}
+			if n%97 == 0 { // after a failed one, a whole value decodes as it was written
+				got, err := keep.decode(b[6:], st.Learner.Config)
+				if err != nil || !reflect.DeepEqual(got.State, st.Learner) {
+					t.Fatalf("%s: after a value cut to %d bytes the reused decoder gives %v", kind, n, err)
+				}
 			}
 		}
 		bad := append([]byte(nil), b[6:]...)

@@ -6,23 +6,29 @@ import (
 	"runtime/debug"
 
 	"github.com/kpcastream/kpcastream/internal/keymodel"
+	"github.com/kpcastream/kpcastream/learners"
 )
 
 // MemoryPlan is how a pipeline's memory_budget becomes live keys (issue
 // 30): a key's size is fixed by its configuration (keymodel.Model.Bytes:
 // the learner's arrays, the classifier stage's, the monitor's, and a
-// per-key overhead), so the budget divided by it is the number of keys
-// that stay loaded; the least recently used one beyond is snapshotted and
-// unloaded.
+// per-key overhead; the learner's working memory is shared by the keys of
+// a worker and charged once per worker), so the budget divided by it is
+// the number of keys that stay loaded; the least recently used one beyond
+// is snapshotted and unloaded.
 type MemoryPlan struct {
 	// Budget is memory_budget in bytes (defaults applied).
 	Budget int64
 	// KeyBytes is the memory of one live key.
 	KeyBytes int
-	// PerWorker is the live keys of one worker: ⌊Budget/partitions/
-	// workers-per-partition/KeyBytes⌋, at most its share of max_keys, at
-	// least 1.
+	// PerWorker is the live keys of one worker: ⌊(Budget/partitions/
+	// workers-per-partition − Scratch)/KeyBytes⌋, at most its share of
+	// max_keys, at least 1.
 	PerWorker int
+	// Scratch is the working memory the learners of one worker share
+	// (learners.ScratchBytes), charged once per worker: a key's learner
+	// keeps its state alone (KeyBytes).
+	Scratch int
 	// Keys is the live keys of the pipeline on an instance that runs all
 	// its partitions: PerWorker × workers-per-partition × partitions.
 	Keys int
@@ -62,7 +68,7 @@ func (m MemoryPlan) String() string {
 func (c Config) MemoryPlan(pc PipelineConfig) (MemoryPlan, error) {
 	c = c.WithDefaults()
 	pc = pc.WithDefaults()
-	s := &keymodel.Spec{Learner: pc.Learner}
+	s := &keymodel.Spec{Learner: pc.Learner, Scratch: learners.NewScratch()}
 	if cc := pc.Classifier; cc != nil {
 		cc := cc.withDefaults()
 		s.Classes, s.Classifier, s.Window = keymodel.NewClasses(cc.Classes), cc.model(0), cc.Window
@@ -76,7 +82,8 @@ func (c Config) MemoryPlan(pc PipelineConfig) (MemoryPlan, error) {
 	}
 	n := workersPer(c, pc)
 	wm := memoryOf(pc, n, kb)
-	plan := MemoryPlan{Budget: pc.MemoryBudget, KeyBytes: kb, PerWorker: wm.resident, Keys: wm.resident * n * pc.Partitions, Cap: pc.MaxKeys}
+	plan := MemoryPlan{Budget: pc.MemoryBudget, KeyBytes: kb, PerWorker: wm.resident, Scratch: scratchBytes(pc),
+		Keys: wm.resident * n * pc.Partitions, Cap: pc.MaxKeys}
 	if c.LocalDir != "" && c.LocalDir != LocalNone && pc.Input.Stream != "" {
 		plan.Local = wm.known * n * pc.Partitions
 		plan.LocalDisk = int64(plan.Local) * int64(kb)
@@ -102,9 +109,11 @@ type workerMemory struct {
 }
 
 // memoryOf is the memory of one of n workers of a partition of pc whose
-// keys take keyBytes each.
+// keys take keyBytes each. The working memory its keys' learners share
+// (learners.ScratchBytes: ikpca's kernel rows, blocks and eigensolver
+// workspace) comes off the worker's share first, once.
 func memoryOf(pc PipelineConfig, n, keyBytes int) workerMemory {
-	wm := workerMemory{share: pc.MemoryBudget / int64(pc.Partitions) / int64(n)}
+	wm := workerMemory{share: pc.MemoryBudget/int64(pc.Partitions)/int64(n) - int64(scratchBytes(pc))}
 	q := int(wm.share / int64(max(keyBytes, 1)))
 	if pc.MaxKeys > 0 {
 		perPart := (pc.MaxKeys + pc.Partitions - 1) / pc.Partitions
@@ -123,11 +132,19 @@ func memoryQuota(pc PipelineConfig, n, keyBytes int) int {
 	return memoryOf(pc, n, keyBytes).resident
 }
 
-// keyBytes is the memory of one live key of pl (keymodel.Spec.Bytes);
-// when its learner cannot be built (Run then stops on the first key), a
-// plain estimate of the learner alone.
+// scratchBytes is the working memory one worker's learners of pc share
+// (0 when its learner cannot be built).
+func scratchBytes(pc PipelineConfig) int {
+	n, _ := learners.ScratchBytes(pc.Learner)
+	return n
+}
+
+// keyBytes is the memory of one live key of pl (keymodel.Spec.Bytes, its
+// learner sharing its worker's working memory); when its learner cannot
+// be built (Run then stops on the first key), a plain estimate of the
+// learner alone.
 func (pl *pipeline) keyBytes() int {
-	if n, err := pl.spec.Bytes(); err == nil {
+	if n, err := pl.spec.WithScratch().Bytes(); err == nil {
 		return n
 	}
 	lc := pl.cfg.Learner.WithDefaults()

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -48,8 +49,20 @@ func TestMemoryPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.KeyBytes <= 0 || plan.Keys != 2*plan.PerWorker || plan.Bytes() > pc.MemoryBudget || plan.Bytes() < pc.MemoryBudget-2*int64(plan.KeyBytes) {
-		t.Errorf("plan %+v: want 2 workers' keys filling 64 MiB to within a key each", plan)
+	if plan.KeyBytes <= 0 || plan.Keys != 2*plan.PerWorker || plan.Bytes()+2*int64(plan.Scratch) > pc.MemoryBudget ||
+		plan.Bytes()+2*int64(plan.Scratch) < pc.MemoryBudget-2*int64(plan.KeyBytes) {
+		t.Errorf("plan %+v: want 2 workers' keys and scratch filling 64 MiB to within a key each", plan)
+	}
+	if plan.Scratch != 0 {
+		t.Errorf("plan's scratch %d B a worker for a %s learner, want 0", plan.Scratch, pc.Learner.Learner)
+	}
+	ipc := pc
+	ipc.Learner = benchLearner(16, 2, 16)
+	if ip, err := c.MemoryPlan(ipc); err != nil || ip.Scratch == 0 || ip.Bytes()+2*int64(ip.Scratch) > pc.MemoryBudget ||
+		ip.Bytes()+2*int64(ip.Scratch) < pc.MemoryBudget-2*int64(ip.KeyBytes) {
+		t.Errorf("ikpca plan %+v, %v: want 2 workers' keys and scratch filling 64 MiB to within a key each", ip, err)
+	} else if want, _ := learners.ScratchBytes(ipc.Learner); ip.Scratch != want {
+		t.Errorf("ikpca plan's scratch %d B a worker, want the learner's %d", ip.Scratch, want)
 	}
 	if s := plan.String(); !strings.Contains(s, "64.0 MiB") || !strings.Contains(s, groupDigits(plan.Keys)+" live keys") {
 		t.Errorf("plan text %q", s)
@@ -58,7 +71,7 @@ func TestMemoryPlan(t *testing.T) {
 		t.Errorf("no local_dir: %d keys with a local tier, want 0", plan.Local)
 	}
 	c.LocalDir = t.TempDir()
-	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") ||
+	if lp, err := c.MemoryPlan(pc); err != nil || lp.Local != 2*((64<<20/2-lp.Scratch-lp.KeyBytes)/localKeyBytes) || !strings.Contains(lp.String(), "with the local tier") ||
 		lp.LocalDisk != int64(lp.Local)*int64(lp.KeyBytes) || !strings.Contains(lp.String(), "disk at most "+sizeText(lp.LocalDisk)) {
 		t.Errorf("with local_dir: %+v (%q), %v; want 2 workers' (share − a key)/1 KiB", lp, lp.String(), err)
 	}

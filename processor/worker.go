@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kpcastream/kpcastream/codec"
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor/internal/machine"
 )
 
@@ -72,6 +73,11 @@ type worker struct {
 		key  string
 		seq  uint64
 	}
+
+	// ws is the working memory the learners of the worker's keys share
+	// (learners.Scratch: one key runs at a time), charged once in the
+	// memory plan (memory.go); attached when a key becomes resident.
+	ws *learners.Scratch
 }
 
 // workerWindow is one worker's share of its partition's output window:
@@ -112,6 +118,7 @@ func newWorker(d deps, id int) *worker {
 	}
 	return &worker{
 		tier:    tr,
+		ws:      learners.NewScratch(),
 		deps:    d,
 		id:      id,
 		in:      make(chan item, d.queueSize),

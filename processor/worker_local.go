@@ -59,7 +59,10 @@ type tier struct {
 	capped int       // the max_keys share (0: none)
 	items  []localstore.Item
 	buf    []byte
-	enc    []byte // the values of a spill (local_format.go)
+	enc    []byte          // the values of a spill (local_format.go)
+	spill  *learners.State // a learner-only model's state while it is encoded, reused (learners.StateInto)
+	out    []*entry        // the keys of a spill
+	dec    localDecoder    // reads keys back into one reused State
 	// free are models of keys spilled, kept to restore others into
 	// (restoreLocal), fewer than spillBatch: they fill the room a spill
 	// made below residentMax. Only for learner-only models (reuse).
@@ -89,7 +92,8 @@ func openTier(dir string, d deps, id int) *tier {
 		return nil
 	}
 	sp := d.pipe.spec
-	return &tier{store: st, path: path, cfg: sp.Learner.WithDefaults(), reuse: sp.Classes == nil && sp.Monitor == nil}
+	return &tier{store: st, path: path, cfg: sp.Learner.WithDefaults(), reuse: sp.Classes == nil && sp.Monitor == nil,
+		dec: localDecoder{keep: true}}
 }
 
 // residentMax is how many keys may be in memory while known keys are known
@@ -120,7 +124,7 @@ func (w *worker) model(e *entry) (*keymodel.Model, error) {
 		t.fresh = nil
 		return e.m, nil
 	}
-	snap, err := w.readLocal(e)
+	snap, err := w.readLocal(e, &t.dec)
 	if err == nil {
 		e.m, err = w.restoreLocal(e, snap)
 	}
@@ -152,8 +156,9 @@ func (w *worker) restoreLocal(e *entry, snap *codec.Snapshot) (*keymodel.Model, 
 	return w.restore(snap)
 }
 
-// readLocal decodes e's state from the local tier.
-func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
+// readLocal decodes e's state from the local tier with dec (the tier's:
+// valid until its next read, for a restore; a new one: the caller's).
+func (w *worker) readLocal(e *entry, dec *localDecoder) (*codec.Snapshot, error) {
 	t := w.tier
 	v, ok, err := t.store.Get(t.buf, e.key)
 	if err != nil {
@@ -167,7 +172,7 @@ func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
 	if e.lcfg != nil {
 		cfg = *e.lcfg
 	}
-	snap, err := decodeLocal(v, cfg)
+	snap, err := dec.decode(v, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +181,15 @@ func (w *worker) readLocal(e *entry) (*codec.Snapshot, error) {
 }
 
 // resident records that e's model is in memory (just loaded or read
-// back), as the most recently used or, when the tier finds keys come in a
+// back) and gives its learner the worker's working memory, as the most
+// recently used or, when the tier finds keys come in a
 // cycle longer than memory, as the next to go (local_policy.go), and moves
 // the least recently used others to the local tier while more are in
 // memory than fit.
 func (w *worker) resident(e *entry) {
+	// Built on a load's goroutine with working memory of its own: from
+	// now on the learner uses the worker's (memory.go charges it once).
+	e.m.UseScratch(w.ws)
 	t := w.tier
 	if t == nil {
 		return
@@ -207,13 +216,21 @@ func (w *worker) resident(e *entry) {
 	target := max(1, limit-spillBatch+1)
 	t.items = t.items[:0]
 	t.enc = t.enc[:0]
-	var out []*entry
+	out := t.out[:0]
 	for el := t.lru.Back(); el != nil && t.lru.Len()-len(out) > target; el = el.Prev() {
 		v := el.Value.(*entry)
 		if v == e {
 			continue // the key being used stays
 		}
-		st := v.m.Snapshot()
+		var st keymodel.State
+		if t.reuse {
+			// The learner alone: its state into the tier's, no copy to
+			// allocate (and collect) per key.
+			t.spill = learners.StateInto(v.m.Learner(), t.spill)
+			st.Learner = t.spill
+		} else {
+			st = v.m.Snapshot()
+		}
 		v.lcfg = nil
 		if c := st.Learner.Config; c != t.cfg {
 			v.lcfg = &c // a key that kept its snapshot's budget policy
@@ -248,6 +265,8 @@ func (w *worker) resident(e *entry) {
 	w.pipe.met.localSpills.Add(float64(len(out)))
 	w.memory(-int64(len(out)) * int64(t.kb-localKeyBytes))
 	clear(t.items)
+	clear(out)
+	t.out = out[:0]
 	w.reportLocal()
 }
 
@@ -278,7 +297,8 @@ func (w *worker) snapshotOf(e *entry, lastSeq uint64) (*codec.Snapshot, error) {
 	if e.m != nil || w.tier == nil {
 		return e.snapshot(lastSeq, w.epoch), nil
 	}
-	snap, err := w.readLocal(e)
+	// A decoder of its own: the snapshot goes to the snapshotter.
+	snap, err := w.readLocal(e, &localDecoder{})
 	if err != nil {
 		return nil, w.localFailed(e, "read", err)
 	}

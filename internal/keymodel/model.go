@@ -23,6 +23,11 @@ type Spec struct {
 	Learner learners.Config
 	// NewLearner builds a learner; nil: learners.New.
 	NewLearner func(learners.Config) (learners.Learner, error)
+	// Scratch is the working memory shared by the learners this spec
+	// builds (learners.ShareScratch: those that can take it); nil: each
+	// learner has its own. The models of a spec with one must all be used
+	// from one goroutine: give each worker its own copy (WithScratch).
+	Scratch *learners.Scratch
 	// Classes are the classifier stage's classes; nil: no classifier.
 	Classes *Classes
 	// Classifier is the stage's configuration (its Classes and Dim are
@@ -83,6 +88,7 @@ type Model struct {
 	xs   []float64
 	zc   *lclassify.Classifier // the classifier on z (Spec.OnZ)
 	z    []float64             // its input's scratch
+	ws   *learners.Scratch     // the working memory the learner shares (UseScratch); nil: its own
 }
 
 // New returns a fresh model of s.
@@ -137,10 +143,19 @@ func (s *Spec) newLearner(c learners.Config) (learners.Learner, error) {
 	return learners.New(c)
 }
 
+// WithScratch returns a copy of s whose learners share a new Scratch: the
+// spec of one goroutine (a worker) whose keys are used one at a time.
+func (s *Spec) WithScratch() *Spec {
+	c := *s
+	c.Scratch = learners.NewScratch()
+	return &c
+}
+
 // build returns the model of learner l, its classifier and monitor
 // restored from st (nil parts: fresh).
 func (s *Spec) build(l learners.Learner, st State) (*Model, error) {
 	m := &Model{spec: s, l: l}
+	m.UseScratch(s.Scratch)
 	switch {
 	case s.Classes != nil && s.OnZ:
 		cc := s.Classifier
@@ -189,14 +204,28 @@ func (m *Model) Snapshot() State {
 }
 
 // Reset replaces the model by a fresh one of its spec (the learner with
-// the spec's configuration, the budget policy included).
+// the spec's configuration, the budget policy included), sharing the
+// working memory the model shared (UseScratch).
 func (m *Model) Reset() error {
 	n, err := New(m.spec)
 	if err != nil {
 		return err
 	}
+	n.UseScratch(m.ws)
 	*m = *n
 	return nil
+}
+
+// UseScratch makes the model's learner take its working memory from ws
+// (learners.ShareScratch), now and after a Reset; the model must then be
+// used from the goroutine that uses ws. A nil ws does nothing.
+func (m *Model) UseScratch(ws *learners.Scratch) {
+	if ws == nil || m.ws == ws {
+		return
+	}
+	if learners.ShareScratch(m.l, ws) {
+		m.ws = ws
+	}
 }
 
 // Accept makes the monitor accept the current regime: its control limits

@@ -12,8 +12,9 @@ import (
 const KeyOverhead = 4096
 
 // Bytes is the memory one loaded key of this model holds, in bytes: the
-// learner's fixed arrays (its MemoryBytes; a learner without one counts
-// 3·8·B·(B+d)), the classifier stage's, the monitor's (48·window for its
+// learner's fixed arrays (its MemoryBytes, without the working memory it
+// takes from its spec's Scratch, see Spec.ScratchBytes; a learner without
+// one counts 3·8·B·(B+d)), the classifier stage's, the monitor's (48·window for its
 // limit windows (each statistic's ring, its sorted copy and its newest half),
 // 8·(confirm + excursion)·(d + 3) for its queues,
 // 8·(d² + d·(k + 2)) for a linear residual, 8·d·warmup/2 held back while
@@ -21,7 +22,7 @@ const KeyOverhead = 4096
 // never on the stream, so a memory budget divided by it is the number of
 // keys that fit.
 func (m *Model) Bytes() int {
-	n := KeyOverhead + learnerBytes(m.l, m.spec.Learner)
+	n := KeyOverhead + learnerBytes(m.l, m.spec.Learner, m.ws)
 	if m.cls != nil && m.cls.ob != nil {
 		n += m.cls.ob.Classifier().MemoryBytes() + len(m.cls.ring)
 	}
@@ -44,14 +45,28 @@ func (s *Spec) Bytes() (int, error) {
 	return m.Bytes(), nil
 }
 
+// ScratchBytes is the working memory the learners of s take from its
+// Scratch (learners.ScratchBytes of its learner configuration; 0 without
+// a Scratch): charged once per Scratch, not per key.
+func (s *Spec) ScratchBytes() (int, error) {
+	if s.Scratch == nil {
+		return 0, nil
+	}
+	return learners.ScratchBytes(s.Learner)
+}
+
 // learnerBytes is l's MemoryBytes; for a learner without one (a wrapper
 // built by Spec.NewLearner, say) that of the standard learner of its
-// configuration c, else three B×(B+d) arrays.
-func learnerBytes(l learners.Learner, c learners.Config) int {
+// configuration c (sharing ws when ws is not nil), else three B×(B+d)
+// arrays.
+func learnerBytes(l learners.Learner, c learners.Config, ws *learners.Scratch) int {
 	if n, ok := memoryBytes(l); ok {
 		return n
 	}
 	if std, err := learners.New(c); err == nil {
+		if ws != nil {
+			learners.ShareScratch(std, learners.NewScratch())
+		}
 		if n, ok := memoryBytes(std); ok {
 			return n
 		}

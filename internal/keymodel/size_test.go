@@ -11,7 +11,8 @@ import (
 )
 
 // heapPerModel builds n models of s, feeds each past its budget with seeded
-// messages of dimension d, and returns the heap they hold per model.
+// messages of dimension d, and returns the heap they hold per model (the
+// spec's shared Scratch, if any, not counted: a worker's, charged once).
 func heapPerModel(t testing.TB, s *Spec, n, msgs, d int) (float64, int) {
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -41,7 +42,13 @@ func heapPerModel(t testing.TB, s *Spec, n, msgs, d int) (float64, int) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	held := float64(after.HeapAlloc - before.HeapAlloc)
+	if s.Scratch != nil {
+		// The working memory the models share is charged once per
+		// worker (ScratchBytes), not per key.
+		held -= float64(s.Scratch.Bytes())
+	}
+	per := held / float64(n)
 	b := ms[0].Bytes()
 	runtime.KeepAlive(ms)
 	return per, b
@@ -63,6 +70,8 @@ func TestBytesCoversHeap(t *testing.T) {
 		n    int
 	}{
 		{"ikpca B=16 d=16 k=2", &Spec{Learner: small}, 16, 40, 200},
+		{"ikpca B=16 d=16 k=2 shared scratch", &Spec{Learner: small, Scratch: learners.NewScratch()}, 16, 40, 200},
+		{"ikpca B=128 d=16 k=8 shared scratch", &Spec{Learner: large, Scratch: learners.NewScratch()}, 16, 140, 20},
 		{"ikpca B=128 d=16 k=8", &Spec{Learner: large}, 16, 140, 20},
 		{"ikpca B=16 with monitor", &Spec{Learner: small, Monitor: &mon}, 16, 40, 200},
 		{"every part (B=16 d=3)", fullSpec(nil), 3, 60, 200},
@@ -76,6 +85,11 @@ func TestBytesCoversHeap(t *testing.T) {
 			sb, err := tc.spec.Bytes()
 			if err != nil || sb != b {
 				t.Fatalf("Spec.Bytes = %d, %v; want the model's %d", sb, err, b)
+			}
+			if tc.spec.Scratch != nil {
+				if sb, err := tc.spec.ScratchBytes(); err != nil || sb != tc.spec.Scratch.Bytes() {
+					t.Errorf("ScratchBytes %d, %v; the shared Scratch holds %d B", sb, err, tc.spec.Scratch.Bytes())
+				}
 			}
 			t.Logf("heap per model %.0f B, Bytes %d B (KeyOverhead %d)", per, b, KeyOverhead)
 			if float64(b) < per || float64(b) > 2.5*per+KeyOverhead {
