@@ -305,9 +305,10 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 	if err != nil {
 		t.Fatalf("open snapshot store: %v", err)
 	}
-	// Warnings to the test's log; the setup's "pipeline" line to seen, to
-	// tell whether the outputs go through a lane.
-	seen, observed := observer.New(zap.InfoLevel)
+	// Warnings to the test's log; everything down to debug to seen: the
+	// setup's "pipeline" line tells whether the outputs go through a lane,
+	// and a failed check prints the lines of its key and partition.
+	seen, observed := observer.New(zap.DebugLevel)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewTee(c, seen)
 	}))).Named(cfg.NATS.Name)
@@ -657,14 +658,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 		return err
 	})
 	for _, key := range keys {
-		var snap *codec.Snapshot
-		var err error
-		waitFor(t, 30*time.Second, "snapshot of "+key, func() bool {
-			ctx, cancel := request(ctx)
-			defer cancel()
-			snap, _, err = store.Load(ctx, snapshot.JoinKey(pc.Name, key))
-			return !errors.Is(err, context.DeadlineExceeded)
-		})
+		snap, err := loadLatest(ctx, t, adminNC, store, pc.Name, key)
 		if err != nil {
 			t.Errorf("load snapshot %s/%s: %v", pc.Name, key, err)
 			continue
@@ -672,6 +666,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 		seqs := pb.per[key]
 		if snap.State.Seen != int64(len(seqs)) || snap.LastSeq != seqs[len(seqs)-1] {
 			t.Errorf("key %s: Seen %d, LastSeq %d; want %d and %d", key, snap.State.Seen, snap.LastSeq, len(seqs), seqs[len(seqs)-1])
+			explainLag(ctx, t, ckpt, []*worker{w1, w2, w3}, pc.Name, key, seqs, snap)
 		}
 	}
 
