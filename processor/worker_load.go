@@ -95,11 +95,13 @@ func (w *worker) loaded(r loadResult) {
 // load reads key's snapshot, or builds a fresh learner if there is none
 // (errNoKey when !create). In a JetStream partition it then fences the
 // key: a snapshot written by a newer epoch means this instance no longer
-// owns the partition (errFenced, and the partition stops); a missing one,
-// or one written by an older epoch, is claimed — written back with this
-// partition's epoch by compare-and-set on the revision read — before the
-// key applies anything, so a stale owner's later save of the key fails its
-// compare-and-set instead of overwriting acked work. A snapshot that names
+// owns the partition (errFenced, and the partition stops); any other one,
+// or none, is claimed — written back with this partition's epoch by
+// compare-and-set on the revision read — before the key applies anything,
+// so a stale owner's later save of the key fails its compare-and-set
+// instead of overwriting acked work, and a read answered by a replica
+// behind the bucket's leader is caught (read); a claim that conflicts is
+// read again. A snapshot that names
 // another pipeline or key is refused as corrupt. It runs on a load's
 // goroutine (startLoad): it touches nothing of the worker's but its
 // read-only fields, the store and the metrics.
@@ -161,8 +163,18 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
 				zap.Uint64("snapshot_epoch", snap.Epoch))
 			// A snapshot of a newer epoch that stillOwned let through was
-			// written under another partition layout: claim it too.
-			return e, w.owned && snap.Epoch != w.epoch, nil
+			// written under another partition layout: claim it too. One of
+			// this epoch is claimed as well: the store's read is a direct
+			// get, answered by whichever replica of the bucket the
+			// connection's server holds, which may not have applied this
+			// worker's own last save of the key yet (the key unloaded,
+			// then loaded again): the claim's compare-and-set on the
+			// revision read proves the read was the latest (a stale one
+			// conflicts and is read again). Restored from a stale read, the
+			// key lost what that save held, and its next save, conflicting
+			// with it, took it for its own save with a lost answer and
+			// overwrote it (issue 28, TestClusterReloadAfterEvict).
+			return e, w.owned, nil
 		}
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):

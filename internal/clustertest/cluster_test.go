@@ -278,7 +278,7 @@ func (w *worker) lane() bool {
 
 // startWorker loads deploy/compose/<file> with the project's config loader,
 // shortens its timers for the test, and runs a processor connected to urls.
-func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
+func startWorker(t *testing.T, file, urls string, keyInFlight int, edit ...func(*config.Config)) *worker {
 	t.Helper()
 	noEnv := func(string) (string, bool) { return "", false }
 	cfg, err := config.Load(filepath.Join(root, "deploy/compose", file), noEnv, config.Overrides{NATSURL: &urls})
@@ -297,6 +297,9 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 		// and their keys wait for them: keep that short.
 		cfg.Pipelines[i].Input.AckWait = 5 * time.Second
 		cfg.Pipelines[i].Output.KeyInFlight = keyInFlight
+	}
+	for _, e := range edit {
+		e(cfg)
 	}
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -106,11 +106,12 @@ func loadLatest(ctx context.Context, t *testing.T, nc *nats.Conn, store *snapsho
 // log lines, down to debug, of the key and of its partition.
 func explainLag(ctx context.Context, t *testing.T, ckpt jetstream.KeyValue, ws []*worker, pipeline, key string, seqs []uint64, snap *codec.Snapshot) {
 	t.Helper()
-	i, _ := slices.BinarySearch(seqs, snap.LastSeq+1)
-	if i == len(seqs) {
-		return
+	// The first message the snapshot lacks: after its LastSeq, or (Seen
+	// short with LastSeq right) somewhere before: 0, unknown.
+	var missing uint64
+	if i, _ := slices.BinarySearch(seqs, snap.LastSeq+1); i < len(seqs) {
+		missing = seqs[i]
 	}
-	missing := seqs[i]
 	part := ""
 	for _, w := range ws {
 		if w == nil {
@@ -122,9 +123,12 @@ func explainLag(ctx context.Context, t *testing.T, ckpt jetstream.KeyValue, ws [
 			}
 		}
 	}
-	if part == "" {
+	switch {
+	case part == "":
 		t.Logf("key %s: no log line names its partition", key)
-	} else {
+	case missing == 0:
+		t.Logf("key %s (partition %s): its last message is in its snapshot, an earlier one is not (Seen short)", key, part)
+	default:
 		var rec jetstream.KeyValueEntry
 		call(ctx, t, "the record of partition "+part, func(ctx context.Context) (err error) {
 			rec, err = ckpt.Get(ctx, fmt.Sprintf("partitions.%s.%s", pipeline, part))
