@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,6 +53,16 @@ type entry struct {
 // that moved, or a restart, loads every key once), and hold at most four
 // learners beyond the memory plan while they are decoded.
 const loadSlots = 4
+
+// claimAttempts is how many times a load reads a key and claims it while
+// the claim conflicts, pausing attempt × claimPause before each new read.
+// A replica a few writes behind the bucket's leader answers a read (a
+// direct get) with an older revision for some milliseconds
+// (internal/clustertest TestLeaderRevisionAfterPut): its claim conflicts.
+const (
+	claimAttempts = 5
+	claimPause    = 20 * time.Millisecond
+)
 
 // loadResult is a load's outcome, handed from its goroutine to the worker.
 type loadResult struct {
@@ -115,11 +126,21 @@ func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bo
 			return e, err
 		}
 		err = w.claim(ctx, e)
-		if (errors.Is(err, snapshot.ErrConflict) || errors.Is(err, errLinkLost)) && attempt < 3 {
+		if errors.Is(err, errLinkLost) && attempt < 3 {
+			// Its answer lost with the connection, the claim may have
+			// landed: read it again (and claim what is read).
+			continue
+		}
+		if errors.Is(err, snapshot.ErrConflict) && attempt < claimAttempts {
 			// Written meanwhile (by a stale owner finishing, or a retried
-			// claim that landed): read it again. Its answer lost with the
-			// connection, the claim may have landed: read it again (a
-			// snapshot of this epoch is taken as it is).
+			// claim that landed), or read from a replica behind: read it
+			// again after a pause that lets a replica apply what it lacks
+			// (else the key's message is refused and redelivered).
+			select {
+			case <-time.After(time.Duration(attempt) * claimPause):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			continue
 		}
 		if err != nil {
