@@ -309,10 +309,14 @@
 //
 // Snapshots carry the writer's epoch: a worker loading a key
 // refuses a snapshot of a newer epoch (the partition stops) or one naming
-// another pipeline or key (corrupt), and claims a missing one or one of an
-// older epoch by writing it back with its own epoch (compare-and-set)
-// before it applies anything, so a stale owner's later save conflicts
-// instead of overwriting acked work; a save that conflicts also stops the
+// another pipeline or key (corrupt), and claims any other (or a missing
+// one) by writing it back with its own epoch (compare-and-set on the
+// revision read) before it applies anything, so a stale owner's later save
+// conflicts instead of overwriting acked work — and a read answered by a
+// replica that has not applied the key's last save yet (a KV Get is a
+// direct get, which any replica of an R3 bucket answers; a key unloaded
+// and loaded again within an epoch met one) conflicts and is read again
+// instead of restoring an older state (issue 28); a save that conflicts also stops the
 // partition (it is never answered by reloading and dropping what was
 // acked) — unless the stored snapshot is this epoch's own, no newer than
 // the one being saved: an earlier save that landed with its answer lost

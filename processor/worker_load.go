@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -53,6 +54,16 @@ type entry struct {
 // learners beyond the memory plan while they are decoded.
 const loadSlots = 4
 
+// claimAttempts is how many times a load reads a key and claims it while
+// the claim conflicts, pausing attempt × claimPause before each new read.
+// A replica a few writes behind the bucket's leader answers a read (a
+// direct get) with an older revision for some milliseconds
+// (internal/clustertest TestLeaderRevisionAfterPut): its claim conflicts.
+const (
+	claimAttempts = 5
+	claimPause    = 20 * time.Millisecond
+)
+
 // loadResult is a load's outcome, handed from its goroutine to the worker.
 type loadResult struct {
 	key string
@@ -95,11 +106,13 @@ func (w *worker) loaded(r loadResult) {
 // load reads key's snapshot, or builds a fresh learner if there is none
 // (errNoKey when !create). In a JetStream partition it then fences the
 // key: a snapshot written by a newer epoch means this instance no longer
-// owns the partition (errFenced, and the partition stops); a missing one,
-// or one written by an older epoch, is claimed — written back with this
-// partition's epoch by compare-and-set on the revision read — before the
-// key applies anything, so a stale owner's later save of the key fails its
-// compare-and-set instead of overwriting acked work. A snapshot that names
+// owns the partition (errFenced, and the partition stops); any other one,
+// or none, is claimed — written back with this partition's epoch by
+// compare-and-set on the revision read — before the key applies anything,
+// so a stale owner's later save of the key fails its compare-and-set
+// instead of overwriting acked work, and a read answered by a replica
+// behind the bucket's leader is caught (read); a claim that conflicts is
+// read again. A snapshot that names
 // another pipeline or key is refused as corrupt. It runs on a load's
 // goroutine (startLoad): it touches nothing of the worker's but its
 // read-only fields, the store and the metrics.
@@ -113,11 +126,21 @@ func (w *worker) load(ctx context.Context, key string, create, replaceCorrupt bo
 			return e, err
 		}
 		err = w.claim(ctx, e)
-		if (errors.Is(err, snapshot.ErrConflict) || errors.Is(err, errLinkLost)) && attempt < 3 {
+		if errors.Is(err, errLinkLost) && attempt < 3 {
+			// Its answer lost with the connection, the claim may have
+			// landed: read it again (and claim what is read).
+			continue
+		}
+		if errors.Is(err, snapshot.ErrConflict) && attempt < claimAttempts {
 			// Written meanwhile (by a stale owner finishing, or a retried
-			// claim that landed): read it again. Its answer lost with the
-			// connection, the claim may have landed: read it again (a
-			// snapshot of this epoch is taken as it is).
+			// claim that landed), or read from a replica behind: read it
+			// again after a pause that lets a replica apply what it lacks
+			// (else the key's message is refused and redelivered).
+			select {
+			case <-time.After(time.Duration(attempt) * claimPause):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			continue
 		}
 		if err != nil {
@@ -161,8 +184,18 @@ func (w *worker) read(ctx context.Context, key string, create, replaceCorrupt bo
 			w.log.Debug("restored", zap.String("key", key), zap.Uint64("last_seq", snap.LastSeq), zap.Uint64("rev", rev),
 				zap.Uint64("snapshot_epoch", snap.Epoch))
 			// A snapshot of a newer epoch that stillOwned let through was
-			// written under another partition layout: claim it too.
-			return e, w.owned && snap.Epoch != w.epoch, nil
+			// written under another partition layout: claim it too. One of
+			// this epoch is claimed as well: the store's read is a direct
+			// get, answered by whichever replica of the bucket the
+			// connection's server holds, which may not have applied this
+			// worker's own last save of the key yet (the key unloaded,
+			// then loaded again): the claim's compare-and-set on the
+			// revision read proves the read was the latest (a stale one
+			// conflicts and is read again). Restored from a stale read, the
+			// key lost what that save held, and its next save, conflicting
+			// with it, took it for its own save with a lost answer and
+			// overwrote it (issue 28, TestClusterReloadAfterEvict).
+			return e, w.owned, nil
 		}
 		fallthrough
 	case errors.Is(err, snapshot.ErrCorrupt):

@@ -63,6 +63,14 @@ func (w *worker) landed(r snapResult) {
 	case r.err == nil:
 		e.rev = r.rev
 		e.pipe.stats.KVWrites.Add(1)
+		if ce := w.log.Check(zap.DebugLevel, "snapshot saved"); ce != nil {
+			var seen int64
+			if j.snap.State != nil {
+				seen = j.snap.State.Seen
+			}
+			ce.Write(zap.String("key", e.key), zap.Uint64("last_seq", j.snap.LastSeq), zap.Int64("seen", seen),
+				zap.Uint64("rev", r.rev), zap.Uint64("from_rev", j.rev))
+		}
 		w.met.snapBytes.WithLabelValues(name).Observe(float64(stateBytes(j.snap)))
 	case errors.Is(r.err, errFenced) || (w.owned && errors.Is(r.err, snapshot.ErrConflict)):
 		// This partition no longer owns the key (a newer epoch claimed it):

@@ -278,7 +278,7 @@ func (w *worker) lane() bool {
 
 // startWorker loads deploy/compose/<file> with the project's config loader,
 // shortens its timers for the test, and runs a processor connected to urls.
-func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
+func startWorker(t *testing.T, file, urls string, keyInFlight int, edit ...func(*config.Config)) *worker {
 	t.Helper()
 	noEnv := func(string) (string, bool) { return "", false }
 	cfg, err := config.Load(filepath.Join(root, "deploy/compose", file), noEnv, config.Overrides{NATSURL: &urls})
@@ -298,6 +298,9 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 		cfg.Pipelines[i].Input.AckWait = 5 * time.Second
 		cfg.Pipelines[i].Output.KeyInFlight = keyInFlight
 	}
+	for _, e := range edit {
+		e(cfg)
+	}
 	nc, js := connect(t, cfg.NATS.URL, cfg.NATS.Name, 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -305,9 +308,10 @@ func startWorker(t *testing.T, file, urls string, keyInFlight int) *worker {
 	if err != nil {
 		t.Fatalf("open snapshot store: %v", err)
 	}
-	// Warnings to the test's log; the setup's "pipeline" line to seen, to
-	// tell whether the outputs go through a lane.
-	seen, observed := observer.New(zap.InfoLevel)
+	// Warnings to the test's log; everything down to debug to seen: the
+	// setup's "pipeline" line tells whether the outputs go through a lane,
+	// and a failed check prints the lines of its key and partition.
+	seen, observed := observer.New(zap.DebugLevel)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel), zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewTee(c, seen)
 	}))).Named(cfg.NATS.Name)
@@ -657,14 +661,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 		return err
 	})
 	for _, key := range keys {
-		var snap *codec.Snapshot
-		var err error
-		waitFor(t, 30*time.Second, "snapshot of "+key, func() bool {
-			ctx, cancel := request(ctx)
-			defer cancel()
-			snap, _, err = store.Load(ctx, snapshot.JoinKey(pc.Name, key))
-			return !errors.Is(err, context.DeadlineExceeded)
-		})
+		snap, err := loadLatest(ctx, t, adminNC, store, pc.Name, key)
 		if err != nil {
 			t.Errorf("load snapshot %s/%s: %v", pc.Name, key, err)
 			continue
@@ -672,6 +669,7 @@ func clusterElastic(t *testing.T, keyInFlight int) {
 		seqs := pb.per[key]
 		if snap.State.Seen != int64(len(seqs)) || snap.LastSeq != seqs[len(seqs)-1] {
 			t.Errorf("key %s: Seen %d, LastSeq %d; want %d and %d", key, snap.State.Seen, snap.LastSeq, len(seqs), seqs[len(seqs)-1])
+			explainLag(ctx, t, ckpt, []*worker{w1, w2, w3}, pc.Name, key, seqs, snap)
 		}
 	}
 
