@@ -7,8 +7,10 @@
 #   gzip -9 .devbin/kpcastream .devbin/nats-server     # (and a kpcastream-before to compare)
 # Which runs: PART=compare (every binary kpcastream*.gz at 64 and 20,000 keys, W workers),
 # PART=rss (20,000 keys, 128 MiB, a nats-server of its own so the process's RSS is the
-# processor's), PART=realistic (ikpca d=16 k=8 B=64 at 64 and 20,000 keys). Outputs go to
-# OUT (one file per run). Each run is bounded by LIMIT seconds.
+# processor's), PART=realistic (ikpca d=16 k=8 B=64 at 64 and 20,000 keys), PART=scale (W = 1…8
+# workers at 64 and 20,000 keys, both pipelines; a realistic learner at W 1 and 8; 100,000 keys at
+# W 8; the whole part ends by DEADLINE seconds, the runs that would not fit are skipped and say so).
+# Outputs go to OUT (one file per run). Each run is bounded by LIMIT seconds.
 set -u
 BIN=${BIN:-.devbin}
 OUT=${OUT:-bench/out}
@@ -22,12 +24,20 @@ done
 chmod +x /tmp/kbin/*
 small="--components 2 --budget 16 --dim 16"
 common="--rtt 0 --progress 0 --idle-timeout 60s --workers $W"
+DEADLINE=${DEADLINE:-0}
 run() { # name, binary, args…
-	local name=$1 bin=$2
+	local name=$1 bin=$2 limit=$LIMIT
 	shift 2
-	echo "== $name: $bin bench $*" | tee "$OUT/$name.txt"
+	if [ "$DEADLINE" -gt 0 ]; then
+		[ $((DEADLINE - SECONDS)) -lt "$limit" ] && limit=$((DEADLINE - SECONDS))
+		if [ "$limit" -lt 20 ]; then
+			echo "== $name: skipped, $((DEADLINE - SECONDS)) s left of the deadline"
+			return
+		fi
+	fi
+	echo "== $name: $bin bench $* (limit $limit s)" | tee "$OUT/$name.txt"
 	local t0=$SECONDS
-	timeout "$LIMIT" "/tmp/kbin/$bin" bench "$@" >>"$OUT/$name.txt" 2>&1
+	timeout "$limit" "/tmp/kbin/$bin" bench "$@" >>"$OUT/$name.txt" 2>&1
 	echo "rc $? in $((SECONDS - t0)) s" | tee -a "$OUT/$name.txt"
 	grep -E '^(bare|ikpca) ' "$OUT/$name.txt" | head -4
 }
@@ -47,6 +57,20 @@ rss)
 		--memory 128MiB --nats-url nats://127.0.0.1:4333
 	echo "nats-server RSS: $(grep VmRSS /proc/$ns/status)" | tee -a "$OUT/rss-k20000-128MiB-w$W.txt"
 	kill $ns
+	;;
+scale)
+	small1="$small --rtt 0 --progress 0 --idle-timeout 30s --duration 20s"
+	for w in 1 8 2 4; do
+		for keys in 64 20000; do
+			run "scale-k$keys-w$w" kpcastream --mode bare,pipeline --warmup 4 $small1 --count 60000 --workers $w --keys $keys
+		done
+	done
+	for w in 1 8; do
+		run "realistic-k20000-w$w" kpcastream --mode pipeline --warmup 2 --components 8 --budget 64 --dim 16 \
+			--count 20000 --rtt 0 --progress 0 --idle-timeout 30s --duration 20s --workers $w --keys 20000
+	done
+	run "scale-k100000-w8" kpcastream --mode bare,pipeline --warmup 1 --components 1 --budget 16 --dim 16 \
+		--count 100000 --rtt 0 --progress 0 --idle-timeout 30s --duration 20s --workers 8 --keys 100000
 	;;
 realistic)
 	for keys in 64 20000; do
