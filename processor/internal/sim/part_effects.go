@@ -68,11 +68,14 @@ func (pt *part) loadAttempt(key string, attempt int) {
 }
 
 // stillOwned reads the partition's record (partition.stillOwned): does it
-// name this member at this epoch? A failed read says no.
+// name this member at this epoch? A failed read says no. It is read from
+// the bucket stream's leader (processor.leaderGet), never behind: read
+// by a KV Get, answered by a replica behind, it let a zombie's claim land
+// over a newer epoch's snapshot.
 func (pt *part) stillOwned(then func(bool)) {
 	w := pt.w()
 	w.call(pt.m, svcKV, snapshotTimeout, 0, func() (any, error) {
-		if e := w.kvRead(recordKey(pt.num)); e != nil {
+		if e := w.kv[recordKey(pt.num)]; e != nil {
 			return *e, nil
 		}
 		return nil, errNotFound
