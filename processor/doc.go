@@ -308,7 +308,10 @@
 //     no final snapshots (partition.go).
 //
 // Snapshots carry the writer's epoch: a worker loading a key
-// refuses a snapshot of a newer epoch (the partition stops) or one naming
+// refuses a snapshot of a newer epoch (the partition stops; unless the
+// partition's record, read from the bucket stream's leader — not by a
+// direct get, which a replica behind answers — still names its epoch: the
+// snapshot then comes from another partition layout) or one naming
 // another pipeline or key (corrupt), and claims any other (or a missing
 // one) by writing it back with its own epoch (compare-and-set on the
 // revision read) before it applies anything, so a stale owner's later save

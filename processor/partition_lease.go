@@ -17,14 +17,18 @@ import (
 // owner at this epoch. Records never go back in epoch, so when it does, no
 // newer owner of this partition ever wrote: a snapshot with a higher
 // epoch comes from another partition layout (a pipeline whose partition
-// count changed) and may be claimed. When the record cannot be read it
+// count changed) and may be claimed. The record is read from the bucket
+// stream's leader (leaderGet): a KV Get, answered by a replica behind,
+// named this epoch after a newer owner had taken the partition and
+// written the snapshot, and a zombie claimed the key over it (issue 28,
+// TestStillOwnedReadsTheLeader). When the record cannot be read it
 // reports false (the caller fences itself: the safe side).
 func (pt *partition) stillOwned(ctx context.Context) bool {
-	e, err := pt.p.coord.kv.Get(ctx, recordKey(pt.pipe.cfg, pt.num))
+	v, err := pt.p.leaderGet(ctx, recordKey(pt.pipe.cfg, pt.num))
 	if err != nil {
 		return false
 	}
-	r, err := ownership.DecodeRecord(e.Value())
+	r, err := ownership.DecodeRecord(v)
 	return err == nil && r.Owner == pt.p.id && r.Epoch == pt.epoch
 }
 

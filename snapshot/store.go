@@ -156,11 +156,12 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 // compare-and-swap; after a commit the previous object (if any) is deleted,
 // after a failed commit the new one (both best effort). When the commit's
 // outcome is unknown (a timeout), Save reads the entry back: if the
-// manifest was committed it reports success, else it deletes the new
-// object; if the entry cannot be read the object is left in place. A failed
-// Save never destroys the previous snapshot. After any error other than
-// ErrConflict the caller should Load again before the next Save, because
-// its revision may be stale.
+// manifest was committed it reports success; it deletes the new object
+// only if the entry read is newer than rev and names another (a read
+// answered by a replica behind may predate the commit), else leaves it
+// in place. A failed Save never destroys the previous snapshot. After any
+// error other than ErrConflict the caller should Load again before the
+// next Save, because its revision may be stale.
 func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev uint64) (uint64, error) {
 	k, err := EncodeKey(key)
 	if err != nil {
@@ -205,7 +206,7 @@ func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev 
 		}
 		// The outcome is unknown (a timeout may hide a successful commit):
 		// look before deleting the object the entry may now point to.
-		if committed, crev := s.committed(k, name); committed {
+		if committed, crev := s.committed(k, name, rev); committed {
 			s.deleteObject(old)
 			return crev, nil
 		}
@@ -216,21 +217,29 @@ func (s *Store) Save(ctx context.Context, key string, snap *codec.Snapshot, rev 
 }
 
 // committed reports whether the entry at k is a manifest naming object,
-// with its revision, after a commit whose outcome is unknown. If the entry
-// cannot be read the object is kept (an orphan wastes space; deleting an
-// object a committed manifest names would lose the snapshot); otherwise an
-// uncommitted object is deleted.
-func (s *Store) committed(k, object string) (bool, uint64) {
+// with its revision, after a commit on revision rev (0: a create) whose
+// outcome is unknown. The read is a direct get, which a replica of the
+// bucket that has not applied the commit yet may answer, with the entry
+// as it was before (nats-server issue 4710): an entry that does not name
+// object shows that the commit did not land only when it is newer than
+// rev (the commit's compare-and-set then failed, or a later writer
+// replaced what it wrote and deletes its object with it). Only then is
+// the object deleted; otherwise, as when the entry cannot be read, it is
+// kept (an orphan wastes space; deleting an object a committed manifest
+// names lost the snapshot: the key was corrupt, TestSaveLostAckStaleRead).
+func (s *Store) committed(k, object string, rev uint64) (bool, uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	e, err := s.kv.Get(ctx, k)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err != nil {
 		return false, 0
 	}
-	if err == nil && manifestObject(e.Value()) == object {
+	if manifestObject(e.Value()) == object {
 		return true, e.Revision()
 	}
-	s.deleteObject(object)
+	if rev != 0 && e.Revision() > rev {
+		s.deleteObject(object)
+	}
 	return false, 0
 }
 

@@ -27,7 +27,11 @@
 // fail to load), compare-and-set conflicts, lost replies of
 // writes that landed (a save's among them: the shell's worker.ambiguous
 // then saves again over its own epoch's earlier save, modelled here),
-// slow disks and clock skew between members. After
+// slow disks, clock skew between members, and reads answered by a
+// replica behind the bucket's leader (stale.go: a KV or snapshot get may
+// return any earlier committed version within a bounded lag, even of a
+// key the member just wrote; compare-and-set still decides at the
+// latest). After
 // every run it checks: each bad input (refused at decoding, by the
 // learner, or numerically after learning part of it) dead-lettered
 // unless the shell gave its dead letter up by policy; each input applied

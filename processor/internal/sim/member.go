@@ -130,7 +130,7 @@ func (m *member) startWatch() {
 			ref = later(ref, epoch0.Add(e.at))
 		}
 		for i, e := range in.es {
-			m.observe(in.keys[i], e, ownership.Backdate(now, ref, epoch0.Add(e.at)))
+			m.observe(in.keys[i], e, ownership.Backdate(now, ref, epoch0.Add(e.at)), false)
 		}
 		m.synced = true
 		m.evaluate()
@@ -164,8 +164,9 @@ func (m *member) tickLoop() {
 	m.after(leaseTTL/10, m.tickLoop)
 }
 
-// observe records one watcher update, seen at at on m's clock.
-func (m *member) observe(key string, e kvEntry, at time.Time) {
+// observe records one watcher update (read: a read's answer), seen at at
+// on m's clock.
+func (m *member) observe(key string, e kvEntry, at time.Time, read bool) {
 	switch {
 	case strings.HasPrefix(key, "members."):
 		id := strings.TrimPrefix(key, "members.")
@@ -178,8 +179,12 @@ func (m *member) observe(key string, e kvEntry, at time.Time) {
 	case strings.HasPrefix(key, "partitions."):
 		n := atoi(key[strings.LastIndexByte(key, '.')+1:])
 		v := m.records[n]
-		if v.Rev >= e.rev {
-			return // the model's watch may deliver an update before the initial values
+		if v.Rev == e.rev || (!read && v.Rev > e.rev) {
+			// The model's watch may deliver an update before the initial
+			// values; a read (coord.refresh) replaces the view whatever
+			// its revision, as coord.observe does: a read older than the
+			// view sets it back.
+			return
 		}
 		v = ownership.View{Rev: e.rev, SeenAt: at}
 		if !e.deleted {
@@ -311,14 +316,14 @@ func (m *member) releaseRecord(n int, r ownership.Record, rev uint64, done func(
 func (m *member) refresh(n int) {
 	w := m.w
 	w.call(m, svcKV, takeTimeout, 0, func() (any, error) {
-		e := w.kv[recordKey(n)]
-		if e == nil {
+		e := w.kvRead(recordKey(n))
+		if e == nil || e.deleted {
 			return nil, errNotFound
 		}
 		return *e, nil
 	}, func(v any, err error) {
 		if err == nil {
-			m.observe(recordKey(n), v.(kvEntry), m.clock())
+			m.observe(recordKey(n), v.(kvEntry), m.clock(), true)
 		}
 	})
 }
@@ -372,7 +377,7 @@ func (m *member) releaseOwned(n int) {
 		return
 	}
 	w.call(m, svcKV, shutdownTimeout, 0, func() (any, error) {
-		if e := w.kv[recordKey(n)]; e != nil {
+		if e := w.kvRead(recordKey(n)); e != nil && !e.deleted {
 			return *e, nil
 		}
 		return nil, errNotFound

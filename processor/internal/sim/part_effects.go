@@ -10,15 +10,31 @@ import (
 // dead letters, publishes and saves (worker_load.go, deadletter.go,
 // worker_output.go, worker_save.go).
 
-// load reads key's snapshot and claims it for this epoch (worker.read
-// and claim).
+// claimAttempts and claimPause are the worker's: a load reads and claims
+// a key up to five times while the claim conflicts, pausing attempt × 20
+// ms before each new read (worker_load.go).
+const (
+	claimAttempts = 5
+	claimPause    = 20 * time.Millisecond
+)
+
+// load reads key's snapshot and claims it for this epoch (worker.load,
+// read and claim): every snapshot read is claimed, by compare-and-set on
+// the revision read, whatever its epoch — a read that a replica behind
+// the leader answered conflicts, and is read again after a pause. A
+// snapshot of a newer epoch is claimed only if the partition's record,
+// read (stillOwned), still names this member at this epoch.
 func (pt *part) load(key string) {
+	pt.loadAttempt(key, 1)
+}
+
+func (pt *part) loadAttempt(key string, attempt int) {
 	w := pt.w()
 	fail := func(err error) {
 		pt.event(func() { pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}}) })
 	}
 	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
-		if s := w.snaps[key]; s != nil {
+		if s := w.snapRead(key); s != nil {
 			return *s, nil
 		}
 		return nil, errNotFound
@@ -35,35 +51,73 @@ func (pt *part) load(key string) {
 		default:
 			s = v.(snapEntry)
 		}
-		pt.tr("loaded %s: snapshot to %d epoch %d", key, s.last, s.epoch)
+		pt.tr("loaded %s: snapshot to %d epoch %d rev %d", key, s.last, s.epoch, s.rev)
 		if s.epoch > pt.epoch {
-			pt.revoke("a newer epoch wrote a snapshot")
-			fail(errFenced)
+			pt.stillOwned(func(ok bool) {
+				if !ok {
+					pt.revoke("a newer epoch wrote a snapshot")
+					fail(errFenced)
+					return
+				}
+				pt.claim(key, s, attempt, fail)
+			})
 			return
 		}
-		l := &loaded{st: s.st, rev: s.rev}
-		if s.rev != 0 && s.epoch == pt.epoch {
-			pt.keys[key] = l
-			pt.event(func() { pt.step(machine.Loaded{Key: key, LastSeq: s.last}) })
+		pt.claim(key, s, attempt, fail)
+	})
+}
+
+// stillOwned reads the partition's record (partition.stillOwned): does it
+// name this member at this epoch? A failed read says no. It is read from
+// the bucket stream's leader (processor.leaderGet), never behind: read
+// by a KV Get, answered by a replica behind, it let a zombie's claim land
+// over a newer epoch's snapshot.
+func (pt *part) stillOwned(then func(bool)) {
+	w := pt.w()
+	w.call(pt.m, svcKV, snapshotTimeout, 0, func() (any, error) {
+		if e := w.kv[recordKey(pt.num)]; e != nil {
+			return *e, nil
+		}
+		return nil, errNotFound
+	}, func(v any, err error) {
+		if !pt.current() || pt.done {
 			return
 		}
-		// No reading of the fence: the claim's compare-and-set is its
-		// fence (worker.claim; checked where it lands, world.snapSave).
-		claim := snapEntry{st: s.st, last: s.last, epoch: pt.epoch}
-		w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
-			return w.snapSave(key, claim, s.rev)
-		}, func(v any, err error) {
-			if !pt.current() || pt.done {
-				return
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
-			l.rev = v.(uint64)
-			pt.keys[key] = l
-			pt.event(func() { pt.step(machine.Loaded{Key: key, LastSeq: s.last}) })
-		})
+		ok := err == nil && v.(kvEntry).rec.Owner == pt.m.id && v.(kvEntry).rec.Epoch == pt.epoch
+		pt.tr("still owned: %v", ok)
+		then(ok)
+	})
+}
+
+// claim writes s back with this epoch by compare-and-set on its revision
+// (worker.claim): no reading of the fence, the compare-and-set is its
+// fence (checked where it lands, world.snapSave).
+func (pt *part) claim(key string, s snapEntry, attempt int, fail func(error)) {
+	w := pt.w()
+	l := &loaded{st: s.st, rev: s.rev}
+	claim := snapEntry{st: s.st, last: s.last, epoch: pt.epoch}
+	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
+		return w.snapSave(key, claim, s.rev)
+	}, func(v any, err error) {
+		if !pt.current() || pt.done {
+			return
+		}
+		if err == errConflict && attempt < claimAttempts {
+			pt.tr("claim of %s conflicts (rev %d): read again", key, s.rev)
+			pt.m.after(time.Duration(attempt)*claimPause, func() {
+				if pt.current() && !pt.done {
+					pt.loadAttempt(key, attempt+1)
+				}
+			})
+			return
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		l.rev = v.(uint64)
+		pt.keys[key] = l
+		pt.event(func() { pt.step(machine.Loaded{Key: key, LastSeq: s.last}) })
 	})
 }
 
@@ -268,7 +322,7 @@ func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, er
 	w := pt.w()
 	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
 	w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
-		if s := w.snaps[j.key]; s != nil {
+		if s := w.snapRead(j.key); s != nil {
 			return *s, nil
 		}
 		return nil, errNotFound

@@ -58,7 +58,10 @@ func (pt *part) renew(then func(ok bool)) {
 		}
 		if err == errConflict {
 			w.call(pt.m, svcKV, attempt, 0, func() (any, error) {
-				return *w.kv[recordKey(pt.num)], nil
+				if e := w.kvRead(recordKey(pt.num)); e != nil {
+					return *e, nil
+				}
+				return nil, errNotFound
 			}, func(v any, gerr error) {
 				if !pt.current() {
 					return

@@ -30,6 +30,7 @@ const (
 func Run(opt Options) Result {
 	w := &world{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)),
 		kv: map[string]*kvEntry{}, snaps: map[string]*snapEntry{}, consumers: map[string]*consumer{},
+		kvHist: map[string][]kvEntry{}, snapHist: map[string][]snapVer{},
 		outIDs: map[string]bool{}, outs: map[string][]output{}, dead: map[uint64]bool{}, deadGaveUp: map[uint64]bool{}}
 	w.res.Seed = opt.Seed
 	w.parts = 2 + w.rng.IntN(4)
@@ -56,6 +57,9 @@ func Run(opt Options) Result {
 		w.members = append(w.members, &member{w: w, id: fmt.Sprintf("m%d", i), rate: rate})
 	}
 	w.lossy = !opt.NoFaults
+	if !opt.NoFaults {
+		w.drawStale()
+	}
 
 	// Members start (some join later); inputs arrive over publishFor.
 	for i, m := range w.members {

@@ -50,6 +50,7 @@ func (w *world) kvWrite(key string, e kvEntry, rev uint64, anyRev bool) (uint64,
 	w.kvRev++
 	e.rev, e.at = w.kvRev, w.now
 	w.kv[key] = &e
+	w.kvHist[key] = append(w.kvHist[key], e)
 	for _, m := range w.members {
 		if m.up && m.watching {
 			w.watchSend(m, key, e)
@@ -68,7 +69,7 @@ func (w *world) watchSend(m *member, key string, e kvEntry) {
 	d = max(d, m.watchNext-w.now) // in order
 	m.watchNext = w.now + d
 	inc := m.inc
-	w.at(d, func() { m.deliver(inc, func() { m.observe(key, e, m.clock()) }) })
+	w.at(d, func() { m.deliver(inc, func() { m.observe(key, e, m.clock(), false) }) })
 }
 
 // snapEntry is one key's snapshot.
@@ -123,6 +124,7 @@ func (w *world) snapSave(key string, s snapEntry, rev uint64) (uint64, error) {
 	w.snapRev++
 	s.rev = w.snapRev
 	w.snaps[key] = &s
+	w.snapHist[key] = append(w.snapHist[key], snapVer{s: &s, at: w.now})
 	return s.rev, nil
 }
 

@@ -33,7 +33,7 @@ func TestSim(t *testing.T) {
 		n = min(n, 100)
 	}
 	var mu sync.Mutex
-	failed, staleSent, staleLanded, ownRetried, copies := 0, 0, 0, 0, 0
+	failed, staleSent, staleLanded, ownRetried, copies, staleReads := 0, 0, 0, 0, 0, 0
 	var wg sync.WaitGroup
 	next := make(chan uint64)
 	for range runtime.GOMAXPROCS(0) {
@@ -47,6 +47,7 @@ func TestSim(t *testing.T) {
 				staleLanded += r.StaleLanded
 				ownRetried += r.OwnSaveRetried
 				copies += r.LetterCopies
+				staleReads += r.StaleReads
 				if len(r.Violations) > 0 {
 					failed++
 					if failed <= 10 {
@@ -64,8 +65,8 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d seeds, %d broke an invariant; snapshot writes of an ended epoch: %d reached the store, %d of them landed "+
 		"(before the newer owner claimed the key; none over a newer epoch's); saves made again over their own epoch's earlier save: %d; "+
-		"copies of dead-lettered inputs settled at once: %d",
-		n, failed, staleSent, staleLanded, ownRetried, copies)
+		"copies of dead-lettered inputs settled at once: %d; reads answered older than the latest (a replica behind): %d",
+		n, failed, staleSent, staleLanded, ownRetried, copies, staleReads)
 	if failed > 0 {
 		t.Errorf("%d of %d seeds broke an invariant", failed, n)
 	}

@@ -92,6 +92,9 @@ type Result struct {
 	// while the dead letter was retried past ack_wait, or its termination
 	// lost.
 	LetterCopies int
+	// StaleReads counts KV and snapshot reads answered with a version
+	// older than the latest (stale.go).
+	StaleReads int
 }
 
 // world is the simulated fleet and its servers.
@@ -111,6 +114,12 @@ type world struct {
 	kvRev   uint64
 	snaps   map[string]*snapEntry
 	snapRev uint64
+	// Every committed version of each key, oldest first, for reads that
+	// a replica behind the leader answers (stale.go).
+	kvHist   map[string][]kvEntry
+	snapHist map[string][]snapVer
+	staleMax time.Duration // how far behind the leader a read may be (0: never)
+	staleP   float64       // the share of reads answered behind the leader
 
 	parts     int
 	keys      []string

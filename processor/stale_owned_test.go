@@ -1,0 +1,90 @@
+package processor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kpcastream/kpcastream/processor/internal/ownership"
+)
+
+// laggingRecordsKV answers a Get of a frozen key with the entry it froze,
+// as a replica of the coordination bucket that stopped applying the
+// leader's writes there would (a direct get: nats-server issue 4710);
+// writes go to the leader.
+type laggingRecordsKV struct {
+	jetstream.KeyValue
+	mu     *sync.Mutex
+	frozen map[string]jetstream.KeyValueEntry
+}
+
+func (kv laggingRecordsKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	kv.mu.Lock()
+	e, ok := kv.frozen[key]
+	kv.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	return kv.KeyValue.Get(ctx, key)
+}
+
+// TestStillOwnedReadsTheLeader: a worker that loads a snapshot written
+// by a newer epoch claims it only if the partition's record still names
+// its own epoch (stillOwned: the snapshot then comes from another
+// partition layout). Read from a replica behind, the record named this
+// member at its epoch after a newer owner had taken the partition (and
+// written the snapshot): a zombie's claim, of its ended epoch, landed over
+// the newer owner's snapshot, and the newer owner fenced itself at its
+// next save of the key (issue 28's audit, sim/STALE.md). The record is
+// read from the bucket stream's leader.
+func TestStillOwnedReadsTheLeader(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("stillowned")
+	pc.Partitions = 1
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: 3 * time.Second, ShutdownTimeout: 5 * time.Second}
+	kv := laggingRecordsKV{mu: &sync.Mutex{}, frozen: map[string]jetstream.KeyValueEntry{}}
+	e.wrapKV = func(inner jetstream.KeyValue) jetstream.KeyValue { kv.KeyValue = inner; return kv }
+	a := e.start(t, cfg)
+	e.wrapKV = nil
+	waitFor(t, 10*time.Second, "a runs the partition", func() bool { return ownedBy(pc.Name, a) == 1 })
+	pt := a.p.pipes[0].parts[0].Load()
+	ctx := t.Context()
+	if !pt.stillOwned(ctx) {
+		t.Fatal("stillOwned says no while a runs the partition at its epoch")
+	}
+	bucket, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica a reads from stops at the record as it stands; then a
+	// newer owner takes the partition (as after a pause of a past its
+	// lease). a's renewals may move the record meanwhile: try again.
+	key := recordKey(pc, 0)
+	var took ownership.Record
+	for attempt := 0; ; attempt++ {
+		cur, err := bucket.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv.mu.Lock()
+		kv.frozen[key] = cur
+		kv.mu.Unlock()
+		if took, err = ownership.DecodeRecord(cur.Value()); err != nil {
+			t.Fatal(err)
+		}
+		took.Owner, took.Epoch = "newer-owner", took.Epoch+1
+		if _, err = bucket.Update(ctx, key, took.Encode(), cur.Revision()); err == nil {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("take the record from a: %v", err)
+		}
+	}
+	if pt.stillOwned(ctx) {
+		t.Errorf("stillOwned says a still owns the partition at epoch %d after %s took it at epoch %d (the record read from a replica behind)",
+			pt.epoch, took.Owner, took.Epoch)
+	}
+}
