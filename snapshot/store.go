@@ -155,9 +155,12 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 // started afresh under on_corrupt_snapshot: reset, and its claim (on the
 // manifest's revision, the latest) landed: its state lost
 // (TestLoadObjectReplicaBehind). A replica catches up within
-// milliseconds; an object really missing is corrupt 200 ms later.
+// milliseconds; the reads span 0.9 s, so that only a replica far behind
+// still resets a key under reset (a conflicting claim is read again for
+// 0.2 s, but a claim that gives up costs a retry, this a key's state);
+// an object really missing is corrupt 0.9 s later.
 const (
-	objectAttempts = 5
+	objectAttempts = 10
 	objectPause    = 20 * time.Millisecond
 )
 
