@@ -34,7 +34,8 @@
 // latest; the snapshot store's large snapshots are objects named by
 // manifests, and its read back after a commit whose answer was lost —
 // sometimes with its connection, known at once — decides whether the
-// object is deleted: store.go). After
+// object is deleted, and a load reads an object again while a replica
+// behind answers not found: store.go). After
 // every run it checks: each bad input (refused at decoding, by the
 // learner, or numerically after learning part of it) dead-lettered
 // unless the shell gave its dead letter up by policy; each input applied

@@ -33,13 +33,19 @@ func (pt *part) loadAttempt(key string, attempt int) {
 	fail := func(err error) {
 		pt.event(func() { pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}}) })
 	}
-	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) { return w.snapLoad(key) }, func(v any, err error) {
+	w.storeLoad(pt.m, key, snapshotTimeout, func(v any, err error) {
 		if !pt.current() || pt.done {
 			return
 		}
 		var s snapEntry
 		switch {
 		case err == errNotFound:
+		case err == errCorrupt && w.resetCorrupt:
+			// on_corrupt_snapshot: reset: a fresh learner, claimed on the
+			// corrupt entry's revision (worker.read).
+			pt.tr("corrupt snapshot of %s (rev %d) replaced by a fresh learner", key, v.(snapEntry).rev)
+			pt.claim(key, snapEntry{rev: v.(snapEntry).rev}, attempt, fail)
+			return
 		case err != nil:
 			fail(err)
 			return
@@ -312,7 +318,7 @@ func (pt *part) save(j snapJob) {
 func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, error)) {
 	w := pt.w()
 	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
-	w.call(pt.m, svcSnap, left(), 0, func() (any, error) { return w.snapLoad(j.key) }, func(v any, err error) {
+	w.storeLoad(pt.m, j.key, left(), func(v any, err error) {
 		if err != nil {
 			result(nil, errConflict)
 			return

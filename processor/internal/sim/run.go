@@ -31,6 +31,7 @@ func Run(opt Options) Result {
 	w := &world{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)),
 		kv: map[string]*kvEntry{}, snaps: map[string]*snapEntry{}, consumers: map[string]*consumer{},
 		kvHist: map[string][]kvEntry{}, snapHist: map[string][]snapVer{}, objs: map[uint64]bool{}, corrupt: map[uint64]bool{},
+		objAt:  map[uint64]time.Duration{},
 		outIDs: map[string]bool{}, outs: map[string][]output{}, dead: map[uint64]bool{}, deadGaveUp: map[uint64]bool{}}
 	w.res.Seed = opt.Seed
 	w.parts = 2 + w.rng.IntN(4)
@@ -61,6 +62,7 @@ func Run(opt Options) Result {
 		w.drawStale()
 	}
 	w.manifests = w.chance(0.5)
+	w.resetCorrupt = w.chance(0.5)
 
 	// Members start (some join later); inputs arrive over publishFor.
 	for i, m := range w.members {

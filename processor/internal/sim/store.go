@@ -20,6 +20,7 @@ func (w *world) storeSave(m *member, key string, s snapEntry, rev uint64, timeou
 		w.objNext++
 		s.obj = w.objNext
 		w.objs[s.obj] = true
+		w.objAt[s.obj] = w.now // put before the commit
 	}
 	// Half the answers lost are lost with their connection (a server
 	// killed): the client learns it at once, and the read back may
@@ -53,23 +54,61 @@ func (w *world) storeSave(m *member, key string, s snapEntry, rev uint64, timeou
 	})
 }
 
-// errCorrupt is a snapshot whose manifest names an object that is gone.
+// errCorrupt is a snapshot whose manifest names an object not found.
 const errCorrupt simErr = "corrupt snapshot: manifest points to missing object"
 
-// snapLoad is a Load of key's snapshot (a read behind, stale.go): a
-// manifest whose object is gone is corrupt — the key's next owner would
-// fail it, or reset it and lose its state: a violation.
-func (w *world) snapLoad(key string) (any, error) {
-	s := w.snapRead(key)
-	if s == nil {
-		return nil, errNotFound
-	}
-	if s.obj != 0 && !w.objs[s.obj] {
-		if !w.corrupt[s.obj] {
-			w.corrupt[s.obj] = true
-			w.violate("the snapshot of key %s (rev %d, epoch %d) names object %d, which was deleted", key, s.rev, s.epoch, s.obj)
+// objectAttempts and objectPause are snapshot.Store's: Load reads a
+// manifest's object again while it is not found, pausing attempt × 20 ms.
+const (
+	objectAttempts = 10
+	objectPause    = 20 * time.Millisecond
+)
+
+// storeLoad is Store.Load of key by member m: the entry (a read behind,
+// stale.go), then a manifest's object, read again while not found — its
+// info is a direct get of the object bucket, which a replica that has not
+// applied the object's put yet answers not found. reply gets the entry,
+// errNotFound, errCorrupt with the entry (its revision), or another
+// error. An object found deleted is a violation: the key's next owner
+// would fail it, or reset it and lose its state.
+func (w *world) storeLoad(m *member, key string, timeout time.Duration, reply func(any, error)) {
+	deadline := w.now + timeout
+	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
+	w.call(m, svcSnap, timeout, 0, func() (any, error) {
+		if s := w.snapRead(key); s != nil {
+			return *s, nil
 		}
-		return nil, errCorrupt
-	}
-	return *s, nil
+		return nil, errNotFound
+	}, func(v any, err error) {
+		if err != nil || v.(snapEntry).obj == 0 {
+			reply(v, err)
+			return
+		}
+		s := v.(snapEntry)
+		var get func(attempt int)
+		get = func(attempt int) {
+			w.call(m, svcSnap, left(), 0, func() (any, error) {
+				if !w.objs[s.obj] || w.objAt[s.obj] > w.now-w.readLag() {
+					return nil, errNotFound
+				}
+				return nil, nil
+			}, func(_ any, oerr error) {
+				switch {
+				case oerr == nil:
+					reply(s, nil)
+				case oerr == errNotFound && attempt < objectAttempts:
+					m.after(time.Duration(attempt)*objectPause, func() { get(attempt + 1) })
+				case oerr == errNotFound:
+					if !w.objs[s.obj] && !w.corrupt[s.obj] {
+						w.corrupt[s.obj] = true
+						w.violate("the snapshot of key %s (rev %d, epoch %d) names object %d, which was deleted", key, s.rev, s.epoch, s.obj)
+					}
+					reply(s, errCorrupt)
+				default:
+					reply(nil, oerr)
+				}
+			})
+		}
+		get(1)
+	})
 }

@@ -125,7 +125,11 @@ type world struct {
 	manifests bool
 	objs      map[uint64]bool
 	objNext   uint64
-	corrupt   map[uint64]bool // objects found missing (reported once)
+	objAt     map[uint64]time.Duration // when each object was put
+	// resetCorrupt: on_corrupt_snapshot is reset (a corrupt snapshot's key
+	// starts afresh), else fail (its message is refused, and comes again).
+	resetCorrupt bool
+	corrupt      map[uint64]bool // objects found missing (reported once)
 
 	parts     int
 	keys      []string
