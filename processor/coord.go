@@ -215,7 +215,10 @@ func (c *coordinator) heartbeat(ctx context.Context) {
 }
 
 // releaseOwned releases every record of this member's pipelines that still
-// names it, read from the bucket (not the watcher, which may lag), by
+// names it, read from the bucket stream's leader (not the watcher, which
+// may lag, nor a KV Get, which a replica behind answers: its last write
+// of a record may be the one the replica lacks, and the record was left
+// naming a member that left — TestReleaseOwnedReadsTheLeader), by
 // compare-and-set with the record's own checkpoint — which a renewal only
 // ever moves to a sequence whose effects are saved, so the next owner
 // replays from a safe place. Called when leaving, after every partition
@@ -231,19 +234,19 @@ func (c *coordinator) releaseOwned(ctx context.Context) {
 		}
 		for n := range pl.parts {
 			key := recordKey(pl.cfg, n)
-			e, err := c.kv.Get(ctx, key)
-			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			v, rev, err := p.leaderGet(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				continue
 			}
 			if err != nil {
 				c.log.Warn("read partition record when leaving", zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
 				continue
 			}
-			r, err := ownership.DecodeRecord(e.Value())
+			r, err := ownership.DecodeRecord(v)
 			if err != nil || r.Owner != p.id {
 				continue
 			}
-			if err := c.releaseRecord(ctx, key, r, e.Revision()); err != nil {
+			if err := c.releaseRecord(ctx, key, r, rev); err != nil {
 				c.log.Warn("release partition when leaving (another member takes it over after lease_ttl)",
 					zap.String("pipeline", pl.cfg.Name), zap.Int("partition", n), zap.Error(err))
 				continue

@@ -24,7 +24,7 @@ import (
 // TestStillOwnedReadsTheLeader). When the record cannot be read it
 // reports false (the caller fences itself: the safe side).
 func (pt *partition) stillOwned(ctx context.Context) bool {
-	v, err := pt.p.leaderGet(ctx, recordKey(pt.pipe.cfg, pt.num))
+	v, _, err := pt.p.leaderGet(ctx, recordKey(pt.pipe.cfg, pt.num))
 	if err != nil {
 		return false
 	}

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,16 @@ type laggingRecordsKV struct {
 	jetstream.KeyValue
 	mu     *sync.Mutex
 	frozen map[string]jetstream.KeyValueEntry
+	// noRenewals: updates of a record that name an owner fail (the
+	// renewals; releases pass).
+	noRenewals *atomic.Bool
+}
+
+func (kv laggingRecordsKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if r, err := ownership.DecodeRecord(value); err == nil && r.Owner != "" && kv.noRenewals != nil && kv.noRenewals.Load() {
+		return 0, context.DeadlineExceeded
+	}
+	return kv.KeyValue.Update(ctx, key, value, last)
 }
 
 func (kv laggingRecordsKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
@@ -86,5 +97,57 @@ func TestStillOwnedReadsTheLeader(t *testing.T) {
 	if pt.stillOwned(ctx) {
 		t.Errorf("stillOwned says a still owns the partition at epoch %d after %s took it at epoch %d (the record read from a replica behind)",
 			pt.epoch, took.Owner, took.Epoch)
+	}
+}
+
+// TestReleaseOwnedReadsTheLeader: a member leaving releases the records
+// that still name it, read from the bucket. Read by a KV Get from a
+// replica behind, a record the member had written since (a renewal, a
+// take whose answer was lost) came back at an older revision: the
+// release's compare-and-set on it conflicted, and the record was left
+// naming a member that left (its next owner waits lease_ttl, as after a
+// crash). The records are read from the bucket stream's leader.
+func TestReleaseOwnedReadsTheLeader(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("releaseowned")
+	pc.Partitions = 1
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: 3 * time.Second, ShutdownTimeout: 5 * time.Second}
+	kv := laggingRecordsKV{mu: &sync.Mutex{}, frozen: map[string]jetstream.KeyValueEntry{}, noRenewals: &atomic.Bool{}}
+	e.wrapKV = func(inner jetstream.KeyValue) jetstream.KeyValue { kv.KeyValue = inner; return kv }
+	a := e.start(t, cfg)
+	e.wrapKV = nil
+	waitFor(t, 10*time.Second, "a runs the partition", func() bool { return ownedBy(pc.Name, a) == 1 })
+	ctx := t.Context()
+	bucket, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica a reads from stops at the record as it stands; a renews
+	// it once more, then its renewals fail (its partition stops fenced,
+	// leaving the record naming it, at a revision the replica lacks).
+	key := recordKey(pc, 0)
+	cur, err := bucket.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.mu.Lock()
+	kv.frozen[key] = cur
+	kv.mu.Unlock()
+	waitFor(t, 10*time.Second, "a renews past the replica", func() bool {
+		e, err := bucket.Get(ctx, key)
+		return err == nil && e.Revision() > cur.Revision()
+	})
+	kv.noRenewals.Store(true)
+	a.p.coord.releaseOwned(ctx)
+	got, err := bucket.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ownership.DecodeRecord(got.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner != "" {
+		t.Errorf("after releaseOwned the record still names %s at epoch %d (rev %d; the replica read had rev %d)", r.Owner, r.Epoch, got.Revision(), cur.Revision())
 	}
 }

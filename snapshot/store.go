@@ -97,7 +97,8 @@ func (s *Store) Config() Config { return s.cfg }
 // Load returns the latest snapshot of key and the KV revision it was read
 // at, to be passed back to Save. A key without a snapshot gives
 // ErrNoSnapshot; undecodable bytes, or an object whose digest or size does
-// not match its manifest (or that is missing), give ErrCorrupt.
+// not match its manifest (or that is still missing after objectAttempts
+// reads), give ErrCorrupt.
 func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, error) {
 	k, err := EncodeKey(key)
 	if err != nil {
@@ -118,7 +119,7 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 		if err != nil {
 			return nil, rev, fmt.Errorf("%w: key %q revision %d: %w", ErrCorrupt, key, rev, err)
 		}
-		data, err = s.obj.GetBytes(ctx, m.Object)
+		data, err = s.getObject(ctx, m.Object)
 		switch {
 		case errors.Is(err, jetstream.ErrObjectNotFound):
 			return nil, rev, fmt.Errorf("%w: key %q revision %d: manifest points to missing object %q", ErrCorrupt, key, rev, m.Object)
@@ -143,6 +144,39 @@ func (s *Store) Load(ctx context.Context, key string) (*codec.Snapshot, uint64, 
 			ErrCorrupt, key, rev, m.Pipeline, m.Key, m.Epoch, snap.Pipeline, snap.Key, snap.Epoch)
 	}
 	return snap, rev, nil
+}
+
+// objectAttempts is how many times Load reads a manifest's object that
+// is not found, pausing attempt × objectPause before each new read: the
+// object's info is read by a direct get, which a replica of the object
+// bucket that has not applied the object's put yet answers "not found"
+// (nats-server issue 4710) — a snapshot loaded just after its save, by a
+// key's next owner or after an unload. Called corrupt at once, it was
+// started afresh under on_corrupt_snapshot: reset, and its claim (on the
+// manifest's revision, the latest) landed: its state lost
+// (TestLoadObjectReplicaBehind). A replica catches up within
+// milliseconds; the reads span 0.9 s, so that only a replica far behind
+// still resets a key under reset (a conflicting claim is read again for
+// 0.2 s, but a claim that gives up costs a retry, this a key's state);
+// an object really missing is corrupt 0.9 s later.
+const (
+	objectAttempts = 10
+	objectPause    = 20 * time.Millisecond
+)
+
+// getObject reads object name, again while it is not found (objectAttempts).
+func (s *Store) getObject(ctx context.Context, name string) ([]byte, error) {
+	for attempt := 1; ; attempt++ {
+		data, err := s.obj.GetBytes(ctx, name)
+		if !errors.Is(err, jetstream.ErrObjectNotFound) || attempt == objectAttempts {
+			return data, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * objectPause):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // Save writes snap for key and returns the new revision. It commits by

@@ -31,7 +31,11 @@
 // replica behind the bucket's leader (stale.go: a KV or snapshot get may
 // return any earlier committed version within a bounded lag, even of a
 // key the member just wrote; compare-and-set still decides at the
-// latest). After
+// latest; the snapshot store's large snapshots are objects named by
+// manifests, and its read back after a commit whose answer was lost —
+// sometimes with its connection, known at once — decides whether the
+// object is deleted, and a load reads an object again while a replica
+// behind answers not found: store.go). After
 // every run it checks: each bad input (refused at decoding, by the
 // learner, or numerically after learning part of it) dead-lettered
 // unless the shell gave its dead letter up by policy; each input applied

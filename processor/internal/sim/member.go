@@ -368,7 +368,8 @@ func (m *member) checkLeft() {
 }
 
 // releaseOwned releases, from partition n on, every record that still
-// names m, read from the bucket (coord.releaseOwned), then m has left.
+// names m, read from the bucket stream's leader (coord.releaseOwned),
+// then m has left.
 func (m *member) releaseOwned(n int) {
 	w := m.w
 	if n >= w.parts {
@@ -377,7 +378,8 @@ func (m *member) releaseOwned(n int) {
 		return
 	}
 	w.call(m, svcKV, shutdownTimeout, 0, func() (any, error) {
-		if e := w.kvRead(recordKey(n)); e != nil && !e.deleted {
+		// At the leader (processor.leaderGet), never behind.
+		if e := w.kv[recordKey(n)]; e != nil && !e.deleted {
 			return *e, nil
 		}
 		return nil, errNotFound

@@ -33,18 +33,19 @@ func (pt *part) loadAttempt(key string, attempt int) {
 	fail := func(err error) {
 		pt.event(func() { pt.step(machine.Loaded{Key: key, Fail: &machine.Fail{Disp: machine.Nak, Err: err}}) })
 	}
-	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
-		if s := w.snapRead(key); s != nil {
-			return *s, nil
-		}
-		return nil, errNotFound
-	}, func(v any, err error) {
+	w.storeLoad(pt.m, key, snapshotTimeout, func(v any, err error) {
 		if !pt.current() || pt.done {
 			return
 		}
 		var s snapEntry
 		switch {
 		case err == errNotFound:
+		case err == errCorrupt && w.resetCorrupt:
+			// on_corrupt_snapshot: reset: a fresh learner, claimed on the
+			// corrupt entry's revision (worker.read).
+			pt.tr("corrupt snapshot of %s (rev %d) replaced by a fresh learner", key, v.(snapEntry).rev)
+			pt.claim(key, snapEntry{rev: v.(snapEntry).rev}, attempt, fail)
+			return
 		case err != nil:
 			fail(err)
 			return
@@ -96,9 +97,7 @@ func (pt *part) claim(key string, s snapEntry, attempt int, fail func(error)) {
 	w := pt.w()
 	l := &loaded{st: s.st, rev: s.rev}
 	claim := snapEntry{st: s.st, last: s.last, epoch: pt.epoch}
-	w.call(pt.m, svcSnap, snapshotTimeout, 0, func() (any, error) {
-		return w.snapSave(key, claim, s.rev)
-	}, func(v any, err error) {
+	w.storeSave(pt.m, key, claim, s.rev, snapshotTimeout, 0, func(v any, err error) {
 		if !pt.current() || pt.done {
 			return
 		}
@@ -301,9 +300,7 @@ func (pt *part) save(j snapJob) {
 			landed(machine.Failed)
 		}
 	}
-	w.call(pt.m, svcSnap, snapshotTimeout, slow, func() (any, error) {
-		return w.snapSave(j.key, j.snap, j.rev)
-	}, func(v any, err error) {
+	w.storeSave(pt.m, j.key, j.snap, j.rev, snapshotTimeout, slow, func(v any, err error) {
 		if err == errConflict {
 			pt.ambiguous(j, deadline, result)
 			return
@@ -321,12 +318,7 @@ func (pt *part) save(j snapJob) {
 func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, error)) {
 	w := pt.w()
 	left := func() time.Duration { return max(deadline-w.now, time.Millisecond) }
-	w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
-		if s := w.snapRead(j.key); s != nil {
-			return *s, nil
-		}
-		return nil, errNotFound
-	}, func(v any, err error) {
+	w.storeLoad(pt.m, j.key, left(), func(v any, err error) {
 		if err != nil {
 			result(nil, errConflict)
 			return
@@ -338,9 +330,7 @@ func (pt *part) ambiguous(j snapJob, deadline time.Duration, result func(any, er
 		case got.epoch == j.snap.epoch && got.last <= j.snap.last && got.rev != j.rev:
 			w.res.OwnSaveRetried++
 			pt.tr("snapshot conflict with its own earlier save of %s (rev %d, stored %d at %d): saved again", j.key, j.rev, got.rev, got.last)
-			w.call(pt.m, svcSnap, left(), 0, func() (any, error) {
-				return w.snapSave(j.key, j.snap, got.rev)
-			}, result)
+			w.storeSave(pt.m, j.key, j.snap, got.rev, left(), 0, result)
 		default:
 			result(nil, errConflict)
 		}

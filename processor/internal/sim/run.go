@@ -30,7 +30,8 @@ const (
 func Run(opt Options) Result {
 	w := &world{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)),
 		kv: map[string]*kvEntry{}, snaps: map[string]*snapEntry{}, consumers: map[string]*consumer{},
-		kvHist: map[string][]kvEntry{}, snapHist: map[string][]snapVer{},
+		kvHist: map[string][]kvEntry{}, snapHist: map[string][]snapVer{}, objs: map[uint64]bool{}, corrupt: map[uint64]bool{},
+		objAt:  map[uint64]time.Duration{},
 		outIDs: map[string]bool{}, outs: map[string][]output{}, dead: map[uint64]bool{}, deadGaveUp: map[uint64]bool{}}
 	w.res.Seed = opt.Seed
 	w.parts = 2 + w.rng.IntN(4)
@@ -60,6 +61,8 @@ func Run(opt Options) Result {
 	if !opt.NoFaults {
 		w.drawStale()
 	}
+	w.manifests = w.chance(0.5)
+	w.resetCorrupt = w.chance(0.5)
 
 	// Members start (some join later); inputs arrive over publishFor.
 	for i, m := range w.members {
@@ -341,6 +344,9 @@ func (w *world) checkSnapshots() {
 		last := uint64(0)
 		if s := w.snaps[k]; s != nil {
 			st, last = s.st, s.last
+			if s.obj != 0 && !w.objs[s.obj] {
+				w.violate("key %s: its final snapshot (rev %d) names object %d, which was deleted", k, s.rev, s.obj)
+			}
 		}
 		p := ownership.PartitionOf(k, w.parts)
 		cp := uint64(1)

@@ -78,6 +78,7 @@ type snapEntry struct {
 	last  uint64
 	epoch uint64
 	rev   uint64
+	obj   uint64 // the object a manifest names (0: inline; store.go)
 }
 
 // keyState is a key's learner: how many messages it saw and a hash of

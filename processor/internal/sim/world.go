@@ -120,6 +120,16 @@ type world struct {
 	snapHist map[string][]snapVer
 	staleMax time.Duration // how far behind the leader a read may be (0: never)
 	staleP   float64       // the share of reads answered behind the leader
+	// manifests: the run's snapshots are large, each an object named by
+	// its manifest; objs holds the objects not deleted (store.go).
+	manifests bool
+	objs      map[uint64]bool
+	objNext   uint64
+	objAt     map[uint64]time.Duration // when each object was put
+	// resetCorrupt: on_corrupt_snapshot is reset (a corrupt snapshot's key
+	// starts afresh), else fail (its message is refused, and comes again).
+	resetCorrupt bool
+	corrupt      map[uint64]bool // objects found missing (reported once)
 
 	parts     int
 	keys      []string
@@ -246,6 +256,7 @@ const (
 	errConflict simErr = "wrong last revision"
 	errNotFound simErr = "not found"
 	errFenced   simErr = "fenced"
+	errLinkLost simErr = "connection lost"
 )
 
 // call is a request of member m to service s, answered within timeout or
@@ -254,6 +265,13 @@ const (
 // may be lost on the way back (a write that landed, unanswered). slow
 // adds to the server's time (a slow disk).
 func (w *world) call(m *member, s service, timeout, slow time.Duration, effect func() (any, error), reply func(any, error)) {
+	w.callOn(m, s, timeout, slow, false, effect, reply)
+}
+
+// callOn is call; with cut, a reply lost on its way back is lost with
+// its connection, which the client learns at once (errLinkLost, a
+// latency later) instead of at the timeout.
+func (w *world) callOn(m *member, s service, timeout, slow time.Duration, cut bool, effect func() (any, error), reply func(any, error)) {
 	inc := m.inc
 	sent := w.now
 	answered := false
@@ -272,7 +290,13 @@ func (w *world) call(m *member, s service, timeout, slow time.Duration, effect f
 		}
 		v, err := effect()
 		back := m.fifo(&m.inNext, w.latency())
-		if w.lost() || w.now+back-sent >= timeout {
+		if w.lost() {
+			if cut {
+				w.at(back, func() { answer(nil, errLinkLost) })
+			}
+			return
+		}
+		if w.now+back-sent >= timeout {
 			return
 		}
 		w.at(back, func() { answer(v, err) })
