@@ -306,7 +306,7 @@ func (c *coordinator) watch(ctx context.Context) {
 					c.observeInitial(initial)
 					initial, inInitial = nil, false
 				default:
-					c.observe(e, time.Now())
+					c.observe(e, time.Now(), false)
 				}
 				c.poke()
 				if !stale.Stop() {
@@ -342,15 +342,16 @@ func (c *coordinator) observeInitial(es []jetstream.KeyValueEntry) {
 		}
 	}
 	for _, e := range es {
-		c.observe(e, ownership.Backdate(now, ref, e.Created()))
+		c.observe(e, ownership.Backdate(now, ref, e.Created()), false)
 	}
 	c.mu.Lock()
 	c.synced = true
 	c.mu.Unlock()
 }
 
-// observe records one watcher update, written at at on this member's clock.
-func (c *coordinator) observe(e jetstream.KeyValueEntry, at time.Time) {
+// observe records one watcher update, written at at on this member's
+// clock; read: a read's answer (refresh), dropped when older than the view.
+func (c *coordinator) observe(e jetstream.KeyValueEntry, at time.Time, read bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	del := e.Operation() != jetstream.KeyValuePut
@@ -364,7 +365,7 @@ func (c *coordinator) observe(e jetstream.KeyValueEntry, at time.Time) {
 		}
 	case strings.HasPrefix(k, "partitions."):
 		v := c.records[k]
-		if v.Rev == e.Revision() {
+		if v.Rev == e.Revision() || (read && v.Rev > e.Revision()) {
 			return
 		}
 		v = ownership.View{Rev: e.Revision(), SeenAt: at}
@@ -412,11 +413,15 @@ func (c *coordinator) collect(ctx context.Context) {
 
 // refresh reads a record directly after a compare-and-set on it failed:
 // the watcher may not have delivered its latest revision yet (a write
-// whose reply was lost with a server, say).
+// whose reply was lost with a server, say). A read older than the view
+// is dropped: a KV Get is a direct get, which a replica behind answers,
+// and a view set back to an older record, that no write corrected, left
+// a partition never taken again (issue 28, sim seed 10955:
+// TestRefreshKeepsTheNewerView).
 func (c *coordinator) refresh(ctx context.Context, key string) {
 	e, err := c.kv.Get(ctx, key)
 	if err == nil {
-		c.observe(e, time.Now())
+		c.observe(e, time.Now(), true)
 	}
 }
 

@@ -256,8 +256,11 @@
 // and releases run to completion even when Run's ctx is cancelled: a take
 // that lands after the stop began is released at once, a partition whose
 // consumer could not start releases its record, and leaving releases every
-// record that still names the member, so a stop of the whole fleet leaves
-// nothing owned. The new owner deletes the consumers of earlier epochs,
+// record that still names the member, read from the bucket stream's leader,
+// so a stop of the whole fleet leaves nothing owned. (A KV Get is a direct
+// get, which a replica behind the leader answers with an older value:
+// where that matters the shell reads the leader, leaderGet, or drops a
+// read older than what it has; processor/internal/sim/STALE.md.) The new owner deletes the consumers of earlier epochs,
 // never a newer one's and only while its fence holds (and the single durable consumer of earlier versions, whose checkpoint
 // "checkpoint.<stream>.<durable>" seeds a new single-partition record) and
 // creates its own, "<durable>-p<n>-e<epoch>", at the checkpoint. Its pulls

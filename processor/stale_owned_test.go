@@ -151,3 +151,44 @@ func TestReleaseOwnedReadsTheLeader(t *testing.T) {
 		t.Errorf("after releaseOwned the record still names %s at epoch %d (rev %d; the replica read had rev %d)", r.Owner, r.Epoch, got.Revision(), cur.Revision())
 	}
 }
+
+// TestRefreshKeepsTheNewerView: after a compare-and-set on a record
+// failed, the coordinator reads it (refresh). Answered by a replica
+// behind, the read set the member's view back to an older record; when no
+// write to the record followed, nothing corrected it: in sim seed 10955 a
+// member saw the partition owned by a member that had left it, while the
+// others saw it owned by this member (whose partition had stopped fenced),
+// and nobody took it again. A read older than the view is dropped.
+func TestRefreshKeepsTheNewerView(t *testing.T) {
+	e := newEnv(t)
+	pc := pipelineConfig("refreshview")
+	pc.Partitions = 1
+	cfg := Config{Pipelines: []PipelineConfig{pc}, LeaseTTL: 3 * time.Second, ShutdownTimeout: 5 * time.Second}
+	kv := laggingRecordsKV{mu: &sync.Mutex{}, frozen: map[string]jetstream.KeyValueEntry{}, noRenewals: &atomic.Bool{}}
+	e.wrapKV = func(inner jetstream.KeyValue) jetstream.KeyValue { kv.KeyValue = inner; return kv }
+	a := e.start(t, cfg)
+	e.wrapKV = nil
+	waitFor(t, 10*time.Second, "a runs the partition", func() bool { return ownedBy(pc.Name, a) == 1 })
+	ctx := t.Context()
+	bucket, err := e.js.KeyValue(ctx, DefaultCheckpointBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := recordKey(pc, 0)
+	old, err := bucket.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.mu.Lock()
+	kv.frozen[key] = old
+	kv.mu.Unlock()
+	// a renews past the replica, and its watcher brings the view there;
+	// then nothing writes the record any more.
+	waitFor(t, 10*time.Second, "a's view past the replica's revision", func() bool { return a.p.coord.view(key).Rev > old.Revision() })
+	kv.noRenewals.Store(true)
+	before := a.p.coord.view(key).Rev
+	a.p.coord.refresh(ctx, key)
+	if got := a.p.coord.view(key).Rev; got < before {
+		t.Errorf("after a refresh answered by a replica behind, the view went back from revision %d to %d", before, got)
+	}
+}

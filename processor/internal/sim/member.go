@@ -130,7 +130,7 @@ func (m *member) startWatch() {
 			ref = later(ref, epoch0.Add(e.at))
 		}
 		for i, e := range in.es {
-			m.observe(in.keys[i], e, ownership.Backdate(now, ref, epoch0.Add(e.at)), false)
+			m.observe(in.keys[i], e, ownership.Backdate(now, ref, epoch0.Add(e.at)))
 		}
 		m.synced = true
 		m.evaluate()
@@ -164,9 +164,9 @@ func (m *member) tickLoop() {
 	m.after(leaseTTL/10, m.tickLoop)
 }
 
-// observe records one watcher update (read: a read's answer), seen at at
-// on m's clock.
-func (m *member) observe(key string, e kvEntry, at time.Time, read bool) {
+// observe records one watcher update, or a read's answer (refresh), seen
+// at at on m's clock.
+func (m *member) observe(key string, e kvEntry, at time.Time) {
 	switch {
 	case strings.HasPrefix(key, "members."):
 		id := strings.TrimPrefix(key, "members.")
@@ -179,11 +179,11 @@ func (m *member) observe(key string, e kvEntry, at time.Time, read bool) {
 	case strings.HasPrefix(key, "partitions."):
 		n := atoi(key[strings.LastIndexByte(key, '.')+1:])
 		v := m.records[n]
-		if v.Rev == e.rev || (!read && v.Rev > e.rev) {
+		if v.Rev >= e.rev {
 			// The model's watch may deliver an update before the initial
-			// values; a read (coord.refresh) replaces the view whatever
-			// its revision, as coord.observe does: a read older than the
-			// view sets it back.
+			// values; a read (coord.refresh) older than the view is
+			// dropped, as coord.observe does since the fix of seed 10955
+			// (before, it set the view back).
 			return
 		}
 		v = ownership.View{Rev: e.rev, SeenAt: at}
@@ -323,7 +323,7 @@ func (m *member) refresh(n int) {
 		return *e, nil
 	}, func(v any, err error) {
 		if err == nil {
-			m.observe(recordKey(n), v.(kvEntry), m.clock(), true)
+			m.observe(recordKey(n), v.(kvEntry), m.clock())
 		}
 	})
 }

@@ -69,7 +69,7 @@ func (w *world) watchSend(m *member, key string, e kvEntry) {
 	d = max(d, m.watchNext-w.now) // in order
 	m.watchNext = w.now + d
 	inc := m.inc
-	w.at(d, func() { m.deliver(inc, func() { m.observe(key, e, m.clock(), false) }) })
+	w.at(d, func() { m.deliver(inc, func() { m.observe(key, e, m.clock()) }) })
 }
 
 // snapEntry is one key's snapshot.
