@@ -73,6 +73,7 @@
 //	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format
 //	log.level                             debug|info|warn|error      info                    KPCASTREAM_LOG_LEVEL
 //	http.metrics_addr                     host:port or "off"         127.0.0.1:9090          KPCASTREAM_METRICS_ADDR / --metrics-addr
+//	process_memory                        bytes: RSS target of the process (external server; README, Sizing memory)  0 (none)
 //	snapshots.bucket                      KV bucket                  kpcastream-snapshots
 //	snapshots.object_bucket               Object Store bucket        kpcastream-state
 //	snapshots.replicas                    1..5                       1

@@ -128,8 +128,10 @@ func (m ProcessMemory) Limit(file int64) int64 {
 
 // String describes the division in one line, for lint and the log.
 func (m ProcessMemory) String() string {
-	return fmt.Sprintf("process_memory %s: Go's soft limit %s less the file pages resident (binary and local tier; %s set aside for the binary), memory_budget %s of at most %s (h = %d)",
-		sizeText(m.Target), sizeText(m.Target), sizeText(m.Binary), sizeText(m.Budgets), sizeText(m.Ceiling), ProcessGCHeadroom)
+	return fmt.Sprintf("process_memory %s: memory_budget %s of at most %s (h = %d), Go's soft limit %s less the file pages resident "+
+		"(%s set aside for the binary; the local tier's mapped reads come off it too), at least %s",
+		sizeText(m.Target), sizeText(m.Budgets), sizeText(m.Ceiling), ProcessGCHeadroom, sizeText(m.Target),
+		sizeText(m.Binary), sizeText(m.Floor))
 }
 
 // processPages is the resident memory of the process by kind, in bytes
@@ -262,16 +264,22 @@ const processMemoryEvery = 500 * time.Millisecond
 // in a goroutine. With the GOMEMLIMIT environment variable set (the
 // deployment's choice, "off" included) it leaves the limit alone and
 // only reports. It registers the gauges kpcastream_process_memory_* on
-// reg (nil: none), and returns the limit in force. It fails where
-// /proc/self/status cannot be read (not Linux): the caller may then set
-// m.Limit(m.Binary) once.
+// reg (nil: none), and returns the limit in force. Where
+// /proc/self/status cannot be read (not Linux) it sets m.Limit(m.Binary)
+// once (unless GOMEMLIMIT is set) and returns that with an error saying
+// so.
 func GovernProcessMemory(ctx context.Context, m ProcessMemory, reg prometheus.Registerer) (int64, error) {
 	g := &memoryGovernor{m: m, read: readProcessPages, set: debug.SetMemoryLimit}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		g.set = nil
 	}
 	if _, err := g.read(); err != nil {
-		return 0, err
+		limit := debug.SetMemoryLimit(-1)
+		if g.set != nil {
+			limit = m.Limit(m.Binary)
+			g.set(limit)
+		}
+		return limit, fmt.Errorf("processor: process_memory: the file pages resident cannot be read (%w): Go's soft limit is %d B, set once", err, limit)
 	}
 	g.gauges = newProcessGauges(reg)
 	g.gauges.target.Set(float64(m.Target))
