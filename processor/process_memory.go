@@ -260,15 +260,15 @@ const processMemoryEvery = 500 * time.Millisecond
 
 // GovernProcessMemory keeps Go's soft memory limit at m.Target less the
 // file pages the process has resident (/proc/self/status), at least
-// m.Floor, until ctx ends: set once before it returns, then every 500 ms
-// in a goroutine. With the GOMEMLIMIT environment variable set (the
-// deployment's choice, "off" included) it leaves the limit alone and
-// only reports. It registers the gauges kpcastream_process_memory_* on
-// reg (nil: none), and returns the limit in force. Where
-// /proc/self/status cannot be read (not Linux) it sets m.Limit(m.Binary)
-// once (unless GOMEMLIMIT is set) and returns that with an error saying
-// so.
-func GovernProcessMemory(ctx context.Context, m ProcessMemory, reg prometheus.Registerer) (int64, error) {
+// m.Floor: set once before it returns, then every 500 ms in a goroutine
+// until ctx ends or stop is called (stop waits for it to end). With the
+// GOMEMLIMIT environment variable set (the deployment's choice, "off"
+// included) it leaves the limit alone and only reports. It registers the
+// gauges kpcastream_process_memory_* on reg (nil: none), and returns the
+// limit in force. Where /proc/self/status cannot be read (not Linux) it
+// sets m.Limit(m.Binary) once (unless GOMEMLIMIT is set) and returns that
+// with an error saying so.
+func GovernProcessMemory(ctx context.Context, m ProcessMemory, reg prometheus.Registerer) (limit int64, stop func(), err error) {
 	g := &memoryGovernor{m: m, read: readProcessPages, set: debug.SetMemoryLimit}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
 		g.set = nil
@@ -279,15 +279,17 @@ func GovernProcessMemory(ctx context.Context, m ProcessMemory, reg prometheus.Re
 			limit = m.Limit(m.Binary)
 			g.set(limit)
 		}
-		return limit, fmt.Errorf("processor: process_memory: the file pages resident cannot be read (%w): Go's soft limit is %d B, set once", err, limit)
+		return limit, func() {}, fmt.Errorf("processor: process_memory: the file pages resident cannot be read (%w): Go's soft limit is %d B, set once", err, limit)
 	}
 	g.gauges = newProcessGauges(reg)
 	g.gauges.target.Set(float64(m.Target))
-	limit, err := g.step()
-	if err != nil {
-		return 0, err
+	if limit, err = g.step(); err != nil {
+		return 0, func() {}, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		t := time.NewTicker(processMemoryEvery)
 		defer t.Stop()
 		for {
@@ -299,5 +301,5 @@ func GovernProcessMemory(ctx context.Context, m ProcessMemory, reg prometheus.Re
 			}
 		}
 	}()
-	return limit, nil
+	return limit, func() { cancel(); <-done }, nil
 }

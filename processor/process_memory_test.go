@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -194,10 +195,8 @@ func TestProcessMemoryGovern(t *testing.T) {
 	if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	reg := prometheus.NewRegistry()
-	got, err := GovernProcessMemory(ctx, m, reg)
+	got, stop, err := GovernProcessMemory(context.Background(), m, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,13 +218,18 @@ func TestProcessMemoryGovern(t *testing.T) {
 		vals[p2+"rss_bytes"] <= vals[p2+"file_bytes"] {
 		t.Errorf("gauges %v: want the target 1 GiB, the limit %d, file pages over 1 MiB, an RSS above them", vals, got)
 	}
-	cancel()
+	stop()
+	debug.SetMemoryLimit(123 * mib) // after stop, nothing sets it again
+	time.Sleep(2 * processMemoryEvery)
+	if got := debug.SetMemoryLimit(-1); got != 123*mib {
+		t.Errorf("limit %d after stop, want the 123 MiB set then", got)
+	}
 
 	t.Setenv("GOMEMLIMIT", "off")
 	debug.SetMemoryLimit(math.MaxInt64)
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	t.Cleanup(cancel2)
-	if got, err := GovernProcessMemory(ctx2, m, nil); err != nil || got != math.MaxInt64 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+	got, stop, err = GovernProcessMemory(context.Background(), m, nil)
+	defer stop()
+	if err != nil || got != math.MaxInt64 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Errorf("with GOMEMLIMIT set: limit %d, %v, in force %d; want it left alone", got, err, debug.SetMemoryLimit(-1))
 	}
 }

@@ -212,9 +212,8 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	switch {
 	case cfg.ProcessMemory > 0: // issue 30: RSS within process_memory
 		m := cfg.ProcessMemoryPlan()
-		gctx, stopGovern := context.WithCancel(ctx)
+		limit, stopGovern, err := processor.GovernProcessMemory(ctx, m, reg)
 		defer stopGovern()
-		limit, err := processor.GovernProcessMemory(gctx, m, reg)
 		if err != nil {
 			log.Warn("process_memory", zap.Error(err))
 		}
