@@ -46,6 +46,16 @@ type Config struct {
 	HTTP HTTP `yaml:"http"`
 	// Snapshots configures where learner snapshots are stored.
 	Snapshots snapshot.Config `yaml:"snapshots"`
+	// ProcessMemory is a target for the resident memory (RSS) of the
+	// kpcastream process, in bytes (issue 30); 0, the default: none.
+	// "kpcastream run" keeps Go's soft memory limit at it less the file
+	// pages the process has resident (the binary, the local tier's mapped
+	// reads), unless GOMEMLIMIT is set, and Validate refuses pipelines
+	// whose memory_budget sum to more than (ProcessMemory − 32 MiB −
+	// 64 MiB) / 2 (processor.Config.ProcessMemory). It counts what the
+	// process holds: with the embedded server, the server's memory too,
+	// which no budget sizes — set it with an external server.
+	ProcessMemory int64 `yaml:"process_memory"`
 	// Processor holds the processor-wide settings (workers, queue_size, …),
 	// written at the top level of the file.
 	Processor processor.Config `yaml:",inline"`
@@ -301,6 +311,12 @@ func (c *Config) ProcessorConfig() processor.Config {
 	return pc
 }
 
+// ProcessMemoryPlan is how process_memory divides for c's pipelines
+// (Target 0 when it is not set).
+func (c *Config) ProcessMemoryPlan() processor.ProcessMemory {
+	return c.ProcessorConfig().ProcessMemory(max(c.ProcessMemory, 0))
+}
+
 // Validate reports every problem of c at once, each naming its field by
 // its YAML path.
 func (c Config) Validate() error {
@@ -346,6 +362,11 @@ func (c Config) Validate() error {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
 	errs = append(errs, fielderr.Prefix(scope, "snapshots", c.Snapshots.Validate())...)
+	if c.ProcessMemory < 0 {
+		bad("process_memory", "must be ≥ 0 bytes (0: none), got %d", c.ProcessMemory)
+	} else if err := c.ProcessMemoryPlan().Err(); err != nil {
+		bad("process_memory", "%v", err)
+	}
 	for i, p := range c.Pipelines {
 		if p.Learner.Learner == learners.KindBatch {
 			// The batch learner projects only after an explicit Fit.

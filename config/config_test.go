@@ -483,3 +483,55 @@ func TestUndecodedFieldReportedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessMemory: process_memory is read in bytes, refused when it is
+// negative or when the pipelines' memory_budget do not fit under it at
+// h = 1 (the error names the field and the numbers), and accepted at
+// exactly the least it names.
+func TestProcessMemory(t *testing.T) {
+	const two = `
+workers: 2
+pipelines:
+  - name: a
+    input: {subject: "a.*", stream: A}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+    memory_budget: 1342177280
+  - name: b
+    input: {subject: "b.*", stream: B}
+    learner: {dim: 3, components: 2, kernel: {name: rbf}}
+`
+	// 1280 MiB + 256 MiB (b's default): (3 GiB − 96 MiB) / 2 = 1488 MiB < 1536 MiB.
+	_, err := Read(strings.NewReader("process_memory: 3221225472\n"+two), noEnv, Overrides{})
+	if err == nil {
+		t.Fatal("process_memory 3 GiB for 1536 MiB of memory_budget: no error")
+	}
+	problems := Problems(err)
+	if len(problems) != 1 {
+		t.Fatalf("%d problems, want 1: %v", len(problems), err)
+	}
+	var fe *FieldError
+	if !errors.As(problems[0], &fe) || fe.Path != "process_memory" {
+		t.Fatalf("problem %v: want one of the field process_memory", problems[0])
+	}
+	for _, want := range []string{"at most 1.5 GiB", "a 1.2 GiB + b 256.0 MiB", "at least 3.1 GiB (3321888768 B)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: does not say %q", err, want)
+		}
+	}
+	c, err := Read(strings.NewReader("process_memory: 3321888768\n"+two), noEnv, Overrides{})
+	if err != nil {
+		t.Fatalf("process_memory at the least the refusal names: %v", err)
+	}
+	m := c.ProcessMemoryPlan()
+	if m.Target != 3321888768 || m.Budgets != 1536<<20 || m.Ceiling != m.Budgets {
+		t.Errorf("plan %+v: want target 3168 MiB, budgets and ceiling 1536 MiB", m)
+	}
+	if _, err := Read(strings.NewReader("process_memory: -1\n"+two), noEnv, Overrides{}); err == nil ||
+		!strings.Contains(err.Error(), "process_memory: must be ≥ 0") {
+		t.Errorf("process_memory -1: %v, want a refusal", err)
+	}
+	c, err = Read(strings.NewReader(two), noEnv, Overrides{})
+	if err != nil || c.ProcessMemory != 0 || c.ProcessMemoryPlan().Err() != nil {
+		t.Errorf("no process_memory: %v, %+v; want none and no error", err, c)
+	}
+}

@@ -51,6 +51,21 @@
 // context (--context, NATS_CONTEXT) > file. "kpcastream run" therefore reads
 // the file without the NATS_* environment and lets natsconn apply it.
 //
+// # An RSS target
+//
+// process_memory (bytes, top level; 0, the default: none) is a target for
+// the process's resident memory, memory_budget staying what the learners
+// get. Validate refuses pipelines whose memory_budget (or, where a worker's
+// share is under one key, what its keys hold) sum to more than
+// (process_memory − 32 MiB for the binary − 64 MiB base) / 2, naming the
+// field, the sum, the ceiling and the least process_memory that fits; "kpcastream
+// run" keeps Go's soft memory limit at process_memory less the file pages
+// the process has resident (the binary, the local tier's mapped reads; at
+// least 1.5 × Σ memory_budget + 64 MiB), unless GOMEMLIMIT is set
+// (processor.ProcessMemory, processor.GovernProcessMemory). With the
+// embedded server its memory counts in the process and no budget sizes it.
+// A file without it runs as before (README, "An RSS target").
+//
 // # Fields
 //
 // Durations are Go durations ("500ms", "30s", "2m"). A field left out takes
@@ -73,6 +88,7 @@
 //	log.format                            json | console | ""        "" (console on a tty)   KPCASTREAM_LOG_FORMAT / --log-format
 //	log.level                             debug|info|warn|error      info                    KPCASTREAM_LOG_LEVEL
 //	http.metrics_addr                     host:port or "off"         127.0.0.1:9090          KPCASTREAM_METRICS_ADDR / --metrics-addr
+//	process_memory                        bytes: RSS target of the process (external server; README, Sizing memory)  0 (none)
 //	snapshots.bucket                      KV bucket                  kpcastream-snapshots
 //	snapshots.object_bucket               Object Store bucket        kpcastream-state
 //	snapshots.replicas                    1..5                       1

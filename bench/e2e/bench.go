@@ -87,6 +87,8 @@ type benchOptions struct {
 	memory     string // the pipeline's memory_budget ("" : the default)
 	memLimit   string // --memory-limit: "", "auto" or a size
 	memBytes   int64  // resolved from memory
+	procMem    string // --process-memory: "" or a size
+	procBytes  int64  // resolved from procMem
 	local      bool   // a local tier below memory (in the phase's temporary directory)
 	pace       time.Duration
 	watch      bool
@@ -129,6 +131,7 @@ func benchFlags(o *benchOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the phases (whole process, embedded server included) to this file")
 	fs.StringVar(&o.memory, "memory", "", "the pipeline's memory_budget: bytes, or with KiB, MiB or GiB (default: the processor's, 256MiB)")
 	fs.StringVar(&o.memLimit, "memory-limit", "", "Go's soft memory limit while a phase's processor runs: auto (processor.ApplyMemoryLimit's 1.5 × memory_budget + 64 MiB, what kpcastream run sets with an external server and no GOMEMLIMIT), a size (bytes, KiB, MiB, GiB), or empty: GOMEMLIMIT's")
+	fs.StringVar(&o.procMem, "process-memory", "", "process_memory: an RSS target for this process while a phase's processor runs (kpcastream run's: Go's soft limit kept at it less the file pages resident, GOMEMLIMIT unset); refused, with the numbers, when --memory does not fit under it (lint's rule); not with --memory-limit")
 	fs.BoolVar(&o.local, "local", true, "a local tier below memory_budget (local_dir in a temporary directory): keys beyond it go to disk, not to a snapshot save")
 	fs.IntVar(&o.snapEvery, "snapshot-every", 0, "real pipeline: snapshot a key every this many messages (0: the processor default, negative: only on time and shutdown)")
 	fs.BoolVar(&o.watch, "watch", false, "real pipeline: watch the first key on the live page's API (a client polling /api/v1/series, keys and pipelines every second, as the page does), to measure the page's cost")
@@ -204,6 +207,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.memLimit != "" {
 		fmt.Fprintf(stdout, "--memory-limit %s: Go's soft memory limit while a phase's processor runs\n", o.memLimit)
 	}
+	if o.procMem != "" {
+		fmt.Fprintf(stdout, "--process-memory %s: an RSS target while a phase's processor runs (Go's soft limit: the target less the file pages resident)\n", o.procMem)
+	}
 	if o.partitions > 1 || o.shards > 1 || o.replicas > 1 || len(o.tags) > 0 {
 		fmt.Fprintf(stdout, "partitions=%d shards=%d replicas=%d placement-tags=%q (the raw relay: one consumer per shard stream)\n", o.partitions, o.shards, o.replicas, o.tagList)
 	}
@@ -260,6 +266,16 @@ func (o *benchOptions) check(nargs int) error {
 			bad("--memory: %v", err)
 		}
 		o.memBytes = n
+	}
+	if o.procMem != "" {
+		n, err := parseSize(o.procMem)
+		switch {
+		case err != nil:
+			bad("--process-memory: %v", err)
+		case o.memLimit != "":
+			bad("--process-memory and --memory-limit both set Go's soft memory limit: give one")
+		}
+		o.procBytes = n
 	}
 	o.phases = nil
 	want := map[string]bool{}
@@ -1320,6 +1336,12 @@ func newBenchProcessor(ctx context.Context, o benchOptions, nc *nats.Conn, pc pr
 	if o.memLimit != "" {
 		prev := cleanup
 		cleanup = func() { prev(); debug.SetMemoryLimit(prevLimit) }
+	}
+	if o.procBytes > 0 {
+		if err := governProcessMemory(ctx, o.procBytes, cfg, reg, &cleanup, prevLimit); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
 	}
 	p, err = processor.New(cfg, processor.Deps{Conn: nc, JS: js, Snapshots: store, NewLearner: newLearner, Registry: reg})
 	if err != nil {

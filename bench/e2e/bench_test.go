@@ -225,6 +225,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--shards", "2", "--core"}, "--shards"},
 		{[]string{"--replicas", "6"}, "--replicas"},
 		{[]string{"--input", "concurrent", "--rate", "1000"}, "--input concurrent"},
+		{[]string{"--process-memory", "lots"}, "--process-memory"},
+		{[]string{"--process-memory", "0"}, "--process-memory: want a positive number"},
+		{[]string{"--process-memory", "2GiB", "--memory-limit", "auto"}, "--process-memory and --memory-limit"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := Run(context.Background(), tc.args, &stdout, &stderr); !errors.Is(err, ErrUsage) {

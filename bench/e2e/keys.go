@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -148,6 +149,30 @@ func setMemoryLimit(flag string, cfg processor.Config) error {
 		return fmt.Errorf("--memory-limit: %w", err)
 	}
 	debug.SetMemoryLimit(n)
+	return nil
+}
+
+// governProcessMemory applies --process-memory for a processor of cfg as
+// kpcastream run applies process_memory: it refuses a memory_budget that
+// does not fit under the target (lint's rule) and keeps Go's soft limit at
+// the target less the file pages resident until the phase's cleanup,
+// which then restores prevLimit. The governor's gauges go on reg.
+func governProcessMemory(ctx context.Context, target int64, cfg processor.Config, reg prometheus.Registerer, cleanup *func(), prevLimit int64) error {
+	m := cfg.ProcessMemory(target)
+	if err := m.Err(); err != nil {
+		return fmt.Errorf("--process-memory: %w", err)
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return fmt.Errorf("--process-memory: GOMEMLIMIT is set, and it would be Go's soft limit instead of the target's: unset it")
+	}
+	_, stop, err := processor.GovernProcessMemory(ctx, m, reg)
+	if err != nil {
+		stop()
+		debug.SetMemoryLimit(prevLimit)
+		return fmt.Errorf("--process-memory: %w", err)
+	}
+	prev := *cleanup
+	*cleanup = func() { stop(); prev(); debug.SetMemoryLimit(prevLimit) }
 	return nil
 }
 

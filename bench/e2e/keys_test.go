@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kpcastream/kpcastream/learners"
 	"github.com/kpcastream/kpcastream/processor"
 )
 
@@ -89,5 +90,41 @@ func TestBenchKeysTable(t *testing.T) {
 	if num(1) != 200 || num(2) < 100 || num(8) <= 0 || num(13) <= 0 {
 		t.Errorf("keys table: %v live, %v on disk, %v local reads/s, %v MiB live heap; want 200, ≥ 100, > 0, > 0\n%s",
 			row[1], row[2], row[8], row[13], out)
+	}
+}
+
+// TestGovernProcessMemory: --process-memory refuses a memory_budget that
+// does not fit under the target, as lint does, and otherwise keeps Go's
+// soft limit at the target less the file pages until the phase's
+// cleanup restores the limit before it.
+func TestGovernProcessMemory(t *testing.T) {
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		t.Cleanup(func() { os.Setenv("GOMEMLIMIT", v) })
+		if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := processor.Config{Workers: 2, Pipelines: []processor.PipelineConfig{{Name: "bench", MemoryBudget: 1280 << 20,
+		Learner: learners.Config{Learner: learners.KindIKPCA, Dim: 16, Components: 2, Budget: 16, Kernel: learners.Kernel{Name: learners.KernelRBF}}}}}
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prevLimit) })
+	cleaned := false
+	cleanup := func() { cleaned = true }
+	err := governProcessMemory(context.Background(), 2<<30, cfg, nil, &cleanup, prevLimit)
+	if err == nil || !strings.Contains(err.Error(), "--process-memory: 2.0 GiB") || !strings.Contains(err.Error(), "at least 2.6 GiB (2785017856 B)") {
+		t.Fatalf("2 GiB for a 1280 MiB budget: %v, want the refusal with the least that fits", err)
+	}
+	if debug.SetMemoryLimit(-1) != prevLimit {
+		t.Errorf("a refusal changed the soft limit")
+	}
+	if err := governProcessMemory(context.Background(), 2785017856, cfg, nil, &cleanup, prevLimit); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got >= 2785017856 || got < (1280*3/2+64)<<20 {
+		t.Errorf("soft limit %d: want under the 2656 MiB target by the file pages, at least the 1984 MiB floor", got)
+	}
+	cleanup()
+	if !cleaned || debug.SetMemoryLimit(-1) != prevLimit {
+		t.Errorf("after the cleanup: phase cleanup ran %v, limit %d, want %d", cleaned, debug.SetMemoryLimit(-1), prevLimit)
 	}
 }

@@ -128,5 +128,12 @@ func summarize(cfg *config.Config) string {
 		nats = "NATS " + natsconn.Redact(cfg.NATS.URL)
 	}
 	fmt.Fprintf(&b, "; %s; metrics %s", nats, cfg.HTTP.MetricsAddr)
+	// An RSS target (issue 30): how it divides.
+	if cfg.ProcessMemory > 0 {
+		b.WriteString("; " + cfg.ProcessMemoryPlan().String())
+		if cfg.NATS.URL == "" {
+			b.WriteString(" (the embedded server's memory counts in the process too, and no budget sizes it: use an external server)")
+		}
+	}
 	return b.String()
 }

@@ -217,3 +217,63 @@ pipelines:
 		}
 	}
 }
+
+// TestLintProcessMemory: lint prints how process_memory divides, and
+// refuses budgets that do not fit under it at h = 1 with the field and
+// the numbers (exit 1); run --dry-run refuses the same file.
+func TestLintProcessMemory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `NATS
+process_memory: TARGET
+workers: 2
+pipelines:
+  - name: sensors
+    input: {stream: SENSORS, subject: sensors.*.features}
+    learner: {kind: ikpca, dim: 16, components: 2, budget: 16, kernel: {name: rbf}}
+    memory_budget: 1342177280
+`
+	for _, c := range []struct {
+		name, nats, target string
+		code               int
+		want               []string
+	}{
+		// (2656 MiB − 96 MiB) / 2 = 1280 MiB: fits exactly.
+		{"fits", `nats: {url: "nats://127.0.0.1:4222"}`, "2785017856", 0, []string{
+			"ok: ", "; process_memory 2.6 GiB: memory_budget 1.2 GiB of at most 1.2 GiB (h = 1), Go's soft limit 2.6 GiB less the file pages resident",
+			"at least 1.9 GiB"}},
+		{"embedded", "", "2785017856", 0, []string{"process_memory 2.6 GiB", "the embedded server's memory counts in the process too"}},
+		// 2 GiB: (2048 − 96) / 2 = 976 MiB < 1280 MiB.
+		{"over", `nats: {url: "nats://127.0.0.1:4222"}`, "2147483648", 1, []string{
+			"config: process_memory: 2.0 GiB (2147483648 B) leaves at most 976.0 MiB for the pipelines' memory_budget",
+			"they hold 1.2 GiB (sensors 1.2 GiB): raise process_memory to at least 2.6 GiB (2785017856 B) or lower memory_budget"}},
+	} {
+		f := filepath.Join(dir, c.name+".yaml")
+		body := strings.NewReplacer("NATS", c.nats, "TARGET", c.target).Replace(cfg)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := [][]string{{"lint", "--config", f}}
+		if c.code != 0 {
+			args = append(args, []string{"run", "--dry-run", "--config", f, "--data-dir", filepath.Join(dir, "data")})
+		}
+		for _, a := range args {
+			var out, errOut bytes.Buffer
+			code := runMain(context.Background(), a, &out, &errOut)
+			if code != c.code {
+				t.Errorf("%s %v: exit %d, want %d\n%s%s", c.name, a, code, c.code, out.String(), errOut.String())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("%s %v: output %q does not say %q", c.name, a, out.String(), w)
+				}
+			}
+		}
+		if c.name == "embedded" {
+			continue
+		}
+		var out, errOut bytes.Buffer
+		if code := runMain(context.Background(), []string{"lint", "--config", f}, &out, &errOut); strings.Contains(out.String(), "embedded server's memory") {
+			t.Errorf("%s: exit %d, the embedded server's warning with nats.url set: %q", c.name, code, out.String())
+		}
+	}
+}

@@ -209,7 +209,25 @@ func serveOn(ctx context.Context, cfg *config.Config, log *zap.Logger, ln net.Li
 	if err != nil {
 		return err
 	}
-	if embedded == nil { // issue 30: the heap near memory_budget, not twice it (an embedded server's is not sized)
+	switch {
+	case cfg.ProcessMemory > 0: // issue 30: RSS within process_memory
+		m := cfg.ProcessMemoryPlan()
+		limit, stopGovern, err := processor.GovernProcessMemory(ctx, m, reg)
+		defer stopGovern()
+		if err != nil {
+			log.Warn("process_memory", zap.Error(err))
+		}
+		_, env := os.LookupEnv("GOMEMLIMIT")
+		log.Info("process_memory: Go's soft memory limit kept at the target less the file pages resident", zap.Int64("target", m.Target),
+			zap.Int64("limit", limit), zap.Int64("floor", m.Floor), zap.Int64("memory_budget", m.Budgets), zap.Int64("memory_budget_ceiling", m.Ceiling),
+			zap.Bool("gomemlimit_env", env))
+		if env {
+			log.Warn("GOMEMLIMIT is set: it is Go's soft memory limit, not process_memory's; process_memory only reports (kpcastream_process_memory_*)")
+		}
+		if embedded != nil {
+			log.Warn("process_memory with the embedded server: the server's memory counts in the process, and no budget sizes it; RSS may pass the target (use an external server, nats.url)")
+		}
+	case embedded == nil: // issue 30: the heap near memory_budget, not twice it (an embedded server's is not sized)
 		if n := processor.ApplyMemoryLimit(cfg.ProcessorConfig()); n > 0 {
 			log.Info("GOMEMLIMIT unset: Go's soft memory limit set from memory_budget", zap.Int64("bytes", n))
 		}
