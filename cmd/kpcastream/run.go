@@ -147,8 +147,17 @@ func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 
 // serve connects (or starts the embedded server), runs the processor and
 // the HTTP listener until ctx is cancelled, then shuts everything down.
+// A stop (SIGTERM, SIGINT) that comes while it is still starting is a
+// stop asked for, not a failure: it returns nil (exit status 0) instead of
+// the call the stop cancelled ("snapshot: open object bucket …: context
+// canceled"), as a stop after the start does.
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger) error {
-	return serveOn(ctx, cfg, log, nil)
+	err := serveOn(ctx, cfg, log, nil)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		log.Info("stopped while starting", zap.String("cancelled", err.Error()))
+		return nil
+	}
+	return err
 }
 
 // serveOn is serve with the HTTP listener given (nil: listen on

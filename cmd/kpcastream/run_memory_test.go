@@ -123,3 +123,39 @@ func scrape(url string) (map[string]float64, error) {
 	}
 	return out, sc.Err()
 }
+
+// TestRunStoppedWhileStarting: a "kpcastream run" stopped (SIGTERM) while
+// it is still starting exits with status 0 and says so, like one stopped
+// after its start, instead of failing with the call the stop cancelled
+// (TestFleetStop under load: "snapshot: open object bucket …: context
+// canceled", exit status 1).
+func TestRunStoppedWhileStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a nats-server")
+	}
+	_, url := natstest.RunServer(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+nats: {url: %q}
+data_dir: %s
+http: {metrics_addr: "off"}
+log: {format: json, level: info}
+pipelines:
+  - name: stopped
+    input: {stream: STOPPED, subject: "stopped.*.in", create_stream: true}
+    learner: {kind: ikpca, dim: 3, components: 2, budget: 16, kernel: {name: rbf, gamma: 0.5}}
+`, url, filepath.Join(dir, "data"))
+	cfgFile := filepath.Join(dir, "kpcastream.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the stop came before the start finished
+	var stdout, stderr strings.Builder
+	if code := runMain(ctx, []string{"run", "--config", cfgFile}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit status %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stopped while starting") {
+		t.Errorf("stderr does not say it stopped while starting:\n%s", stderr.String())
+	}
+}

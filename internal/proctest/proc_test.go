@@ -951,7 +951,11 @@ func TestFleetStop(t *testing.T) {
 		}
 		w.publish(150)
 		ps = append(ps, start(t, w.cfg))
-		time.Sleep(200 * time.Millisecond) // the third has started joining: partitions move to it as the fleet stops
+		// The third has joined (its heartbeat is in the bucket): partitions
+		// move to it as the fleet stops. A fixed 200 ms here signalled it, at
+		// load 10, before its runtime had installed the handler (killed by the
+		// signal) or while it was starting (then exit status 1, since fixed).
+		w.memberOf(ps[2].cmd.Process.Pid)
 		for _, p := range ps {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
