@@ -60,8 +60,13 @@ for i in $(seq 0 $((P - 1))); do
 done
 wait
 cat "$OUT"/copy*.txt >"$OUT/all.txt"
+none=0
 for pkg in $PKGS; do
-	echo "$pkg: $(grep -c " $pkg: ok" "$OUT/all.txt") ok, $(grep -c " $pkg: FAIL" "$OUT/all.txt") failing"
+	ok=$(grep -c " $pkg: ok" "$OUT/all.txt") failing=$(grep -c " $pkg: FAIL" "$OUT/all.txt")
+	echo "$pkg: $ok ok, $failing failing"
+	[ $((ok + failing)) -gt 0 ] || none=1
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+# No run at all (DEADLINE below ROUND) is not a pass.
+[ "$none" = 0 ] || { echo "stress: a package never ran; DEADLINE=$DEADLINE must be at least ROUND=$ROUND"; exit 1; }
 ! grep -q FAIL "$OUT/all.txt"
